@@ -1,0 +1,91 @@
+"""The device interface: the GPUs one training task uses, seen as one group.
+
+The engine, profiler and monitor only talk to this interface, so the same code runs on real
+NVIDIA GPUs (``nvml.py``), on the trace-replay GPU (``replay.py``) and on the simulated GPU
+used for real CPU training (``simulated.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal, Protocol, runtime_checkable
+
+MeasurementKind = Literal["measured", "replayed", "simulated"]
+"""Where a figure comes from: a real GPU's counters, a replayed trace, or a power model."""
+
+POWER_LIMIT_STEP_W = 25
+"""Spacing of candidate power limits, as in the paper (100..250 W on a V100 in steps of 25)."""
+
+
+class DeviceError(RuntimeError):
+    """The GPUs cannot be used as asked (none visible, NVML missing, unknown trace...)."""
+
+
+class PowerLimitPermissionError(DeviceError):
+    """The process may not change power limits (needs root or CAP_SYS_ADMIN)."""
+
+
+@runtime_checkable
+class GPUGroup(Protocol):
+    """The GPUs a task trains on. Every GPU in the group gets the same power limit."""
+
+    kind: MeasurementKind
+    model: str
+    """GPU model name, e.g. ``NVIDIA A40``; profiles are keyed by it."""
+    count: int
+    """How many GPUs the group holds."""
+    indices: tuple[int, ...]
+    """Device indices of the GPUs (NVML indices for real GPUs)."""
+
+    def power_limit_range_w(self) -> tuple[int, int]:
+        """(min, max) power limit one GPU accepts, in W."""
+        ...
+
+    def candidate_power_limits_w(self) -> tuple[int, ...]:
+        """Limits the profiler tries, highest first, all inside ``power_limit_range_w``."""
+        ...
+
+    def get_power_limits_w(self) -> tuple[int, ...]:
+        """The current power limit of each GPU, in W."""
+        ...
+
+    def set_power_limits_w(self, limits_w: Sequence[int]) -> None:
+        """Set each GPU's limit (W). Raises PowerLimitPermissionError when not allowed."""
+        ...
+
+    def energy_j(self) -> float:
+        """Energy consumed by all GPUs of the group since an arbitrary origin, in J."""
+        ...
+
+    def now_s(self) -> float:
+        """Monotonic time in s on the clock the device's energy follows (virtual for replay)."""
+        ...
+
+    def close(self) -> None:
+        """Release resources (sampling threads, NVML handles). Does not touch limits."""
+        ...
+
+
+def max_power_w(device: GPUGroup) -> float:
+    """MAXPOWER of the cost metric: the sum of the GPUs' maximum power limits, in W."""
+    return float(device.power_limit_range_w()[1] * device.count)
+
+
+def set_uniform_power_limit(device: GPUGroup, limit_w: int) -> None:
+    """Give every GPU of the group the same limit (W)."""
+    device.set_power_limits_w([limit_w] * device.count)
+
+
+def candidate_limits_in_range(min_w: int, max_w: int,
+                              step_w: int = POWER_LIMIT_STEP_W) -> tuple[int, ...]:
+    """Limits from max down to min in steps of ``step_w``; min is always included.
+
+    Real GPUs report odd ranges (an A100 PCIe: 150..250 W, an H100 SXM: 200..700 W), so the
+    grid is anchored at the maximum and clipped into the range rather than assumed.
+    """
+    if min_w > max_w:
+        raise DeviceError(f"power-limit range is empty: min {min_w} W > max {max_w} W")
+    limits = list(range(max_w, min_w - 1, -step_w))
+    if limits[-1] != min_w:
+        limits.append(min_w)
+    return tuple(limits)

@@ -1,0 +1,176 @@
+"""One recurrence of a job, end to end: decide, run, record, retry after a failure.
+
+This is the whole product minus Airflow: the operator, the CLI, the simulator and the tests
+all call :meth:`Engine.run_recurrence`. Whatever happens inside the train function, the
+GPUs' power limits are put back and a started trial is recorded (finished or errored).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from zeus_airflow.core.config import JobConfig
+from zeus_airflow.core.devices.base import GPUGroup, MeasurementKind
+from zeus_airflow.core.monitor import EnergyMonitor
+from zeus_airflow.core.policy import Policy, ZeusPolicy, counts_as_observation
+from zeus_airflow.core.profiler import ObserverReport, PowerLimitProfiler, PowerProfile
+from zeus_airflow.core.run import RunOutcome, TrainingRun
+from zeus_airflow.core.store.base import DeviceInfo, JobRef, RecurrenceKey, Store, TrialStart
+
+TrainFunction = Callable[[TrainingRun], Any]
+
+
+@dataclass(frozen=True)
+class TrialReport:
+    """One try within a recurrence."""
+
+    trial_id: int
+    attempt: int
+    phase: str
+    outcome: RunOutcome
+    observer: ObserverReport | None = None
+
+
+@dataclass(frozen=True)
+class RecurrenceResult:
+    """A whole recurrence: every try, summed, and the train function's last return value."""
+
+    job: JobRef
+    tries: tuple[TrialReport, ...]
+    measurement: MeasurementKind
+    return_value: Any = None
+
+    @property
+    def final(self) -> TrialReport:
+        return self.tries[-1]
+
+    @property
+    def reached_target(self) -> bool:
+        return self.final.outcome.reached_target
+
+    @property
+    def batch_size(self) -> int:
+        return self.final.outcome.batch_size
+
+    @property
+    def power_limit_w(self) -> int:
+        return self.final.outcome.power_limit_w
+
+    @property
+    def energy_j(self) -> float:
+        return sum(t.outcome.energy_j for t in self.tries)
+
+    @property
+    def time_s(self) -> float:
+        return sum(t.outcome.time_s for t in self.tries)
+
+    @property
+    def cost(self) -> float:
+        return sum(t.outcome.cost for t in self.tries)
+
+    @property
+    def epochs(self) -> int:
+        return sum(t.outcome.epochs for t in self.tries)
+
+
+class Engine:
+    """Runs recurrences of one job on one GPU group, keeping state in a store."""
+
+    def __init__(self, store: Store, device: GPUGroup, config: JobConfig,
+                 policy: Policy | None = None, *, seed: int | None = None,
+                 heartbeat_s: float | None = 60.0, log: logging.Logger | None = None) -> None:
+        self.store = store
+        self.device = device
+        self.config = config
+        self.policy = policy or ZeusPolicy()
+        self.seed = seed
+        self.heartbeat_s = heartbeat_s
+        self.log = log or logging.getLogger("zeus_airflow")
+        self.device_info = DeviceInfo(device.model, device.count, device.kind,
+                                      device.candidate_power_limits_w())
+
+    def run_recurrence(self, train: TrainFunction, key: RecurrenceKey) -> RecurrenceResult:
+        job = self.store.register_job(self.config, seed=self.seed)
+        failed: set[int] = set()
+        reports: list[TrialReport] = []
+        value: Any = None
+        for attempt in range(1, self.config.tries_per_recurrence + 1):
+            start = self.store.begin_trial(job, key, attempt, self.policy, self.device_info,
+                                           frozenset(failed))
+            report, value = self._run_trial(job, start, attempt, train)
+            reports.append(report)
+            if report.outcome.reached_target:
+                break
+            failed.add(report.outcome.batch_size)
+            self.log.warning("batch size %d did not reach the target (%s after %d epochs)",
+                             report.outcome.batch_size, report.outcome.stop_reason,
+                             report.outcome.epochs)
+        return RecurrenceResult(job, tuple(reports), self.device.kind, value)
+
+    def _run_trial(self, job: JobRef, start: TrialStart, attempt: int,
+                   train: TrainFunction) -> tuple[TrialReport, Any]:
+        decision = start.decision
+        self.log.info("try %d: batch size %d (%s)%s", attempt, decision.batch_size,
+                      decision.phase, f", early stop above cost {decision.early_stop_cost:.4g}"
+                      if decision.early_stop_cost else "")
+        if decision.power_limit_w is None:
+            profile = self.store.load_profile(job, decision.batch_size, self.device_info)
+        else:  # a baseline's fixed limit: a one-limit profile that is never stored
+            profile = PowerProfile(decision.batch_size, self.device.model, self.device.count,
+                                   (decision.power_limit_w,))
+        profiled_before = len(profile.measurements)
+        monitor = EnergyMonitor(self.device)
+        profiler = PowerLimitProfiler(self.device, monitor, self.config.profiler,
+                                      self.config.eta, profile, self.log)
+        run = TrainingRun(self.config, decision.batch_size, self.device, monitor, profiler,
+                          decision.early_stop_cost)
+        try:
+            with _Heartbeat(self.store, start.trial_id, self.heartbeat_s):
+                run.begin()
+                value = train(run)
+                outcome = run.finish()
+                observer = profiler.observer_report()
+        except BaseException:
+            self.store.fail_trial(start.trial_id, traceback.format_exc())
+            raise
+        finally:
+            profiler.restore()
+            if decision.power_limit_w is None and len(profile.measurements) > profiled_before:
+                self.store.save_profile(job, profile)
+        self.store.finish_trial(start.trial_id, outcome,
+                                counts_as_observation(decision.phase, outcome.reached_target))
+        return TrialReport(start.trial_id, attempt, decision.phase, outcome, observer), value
+
+
+class _Heartbeat:
+    """Tells the store every ``interval_s`` that the trial's worker is alive."""
+
+    def __init__(self, store: Store, trial_id: int, interval_s: float | None) -> None:
+        self.store, self.trial_id, self.interval_s = store, trial_id, interval_s
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> _Heartbeat:
+        if self.interval_s:
+            self._thread = threading.Thread(target=self._beat, daemon=True,
+                                            name=f"zeus-heartbeat-{self.trial_id}")
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def _beat(self) -> None:
+        assert self.interval_s
+        while not self._stop.wait(self.interval_s):
+            try:
+                self.store.heartbeat(self.trial_id)
+            except Exception:  # a missed beat must not kill training; the lease is generous
+                logging.getLogger("zeus_airflow").warning("heartbeat failed", exc_info=True)

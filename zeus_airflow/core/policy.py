@@ -1,0 +1,232 @@
+"""Batch-size policies: Zeus (pruning, then Thompson sampling) and the paper's baselines.
+
+A policy is pure: it reads a :class:`JobSnapshot` the store assembled inside its decision
+transaction and returns a :class:`Decision`. It never touches the database or a device, so
+the same code decides in the simulator, the operator and the tests, and any worker can
+decide for any job.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+import numpy as np
+
+from zeus_airflow.core.config import JobConfig
+from zeus_airflow.core.posterior import ArmStats, arm_posterior, pooled_cost_cv
+
+Phase = Literal["pruning", "sampling", "concurrent", "default", "grid", "exploit"]
+EXPLORATION_PHASES: tuple[str, ...] = ("pruning", "grid")
+PRUNING_ROUNDS = 2
+
+
+class NoFeasibleBatchSizeError(RuntimeError):
+    """Every batch size failed to reach the target: the job cannot be optimised as set up."""
+
+
+@dataclass(frozen=True)
+class ExplorationStep:
+    """A finished exploration trial, in decision order."""
+
+    batch_size: int
+    succeeded: bool
+    cost: float
+    power_limit_w: int | None = None
+
+
+@dataclass(frozen=True)
+class JobSnapshot:
+    """What a decision may read: exploration history, in-flight exploration, arm windows."""
+
+    config: JobConfig
+    exploration: tuple[ExplorationStep, ...] = ()
+    in_flight: tuple[int, ...] = ()
+    """Batch sizes of exploration trials other workers are running now."""
+    observations: Mapping[int, ArmStats] = field(default_factory=dict)
+    """Per batch size, statistics of its most recent ``window_size`` observed costs."""
+    min_success_cost: float | None = None
+    """Cheapest successful run within the windows; sets the early-stop bound."""
+    excluded: frozenset[int] = frozenset()
+    """Batch sizes that already failed in the current recurrence."""
+    power_limits_w: tuple[int, ...] = ()
+    """The device's candidate limits, highest first (only the grid baseline uses them)."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    batch_size: int
+    phase: Phase
+    power_limit_w: int | None = None
+    """A fixed limit (baselines); None lets the profiler choose."""
+    early_stop_cost: float | None = None
+
+
+class Policy(Protocol):
+    name: str
+
+    def decide(self, snapshot: JobSnapshot, rng: np.random.Generator) -> Decision: ...
+
+
+def counts_as_observation(phase: str, reached_target: bool) -> bool:
+    """Whether a finished trial's cost feeds its arm's posterior.
+
+    A failed exploration trial prunes its batch size instead; a failed sampling trial's cost
+    (stopped at the early-stop bound, so clearly worse than the best) is evidence about it.
+    """
+    return reached_target or phase not in EXPLORATION_PHASES
+
+
+def early_stop_bound(snapshot: JobSnapshot) -> float | None:
+    if snapshot.min_success_cost is None:
+        return None
+    return snapshot.config.beta * snapshot.min_success_cost
+
+
+# --- pruning (paper Alg. 3, lines 1-9) ----------------------------------------------------------
+@dataclass(frozen=True)
+class PruningState:
+    next_batch_size: int | None
+    """Next size to explore; None once both rounds are done."""
+    round: int
+    survivors: tuple[int, ...]
+    """Sizes that converged in the last finished round (the sampling arms when done)."""
+
+
+def _walk(sizes: tuple[int, ...], start: int,
+          outcome: Mapping[int, bool]) -> Iterator[int]:
+    """Visit ``start``, then smaller sizes downwards until one fails, then larger ones upwards
+    until one fails. ``outcome`` is consulted lazily, as the walk's results arrive."""
+    yield start
+    for direction in (reversed([b for b in sizes if b < start]), [b for b in sizes if b > start]):
+        for b in direction:
+            yield b
+            if not outcome[b]:
+                break
+
+
+def pruning_state(config: JobConfig, history: tuple[ExplorationStep, ...]) -> PruningState:
+    """Replay the exploration history through two pruning rounds to find where it stands."""
+    sizes, start = config.batch_sizes, config.default_batch_size
+    steps = iter(history)
+    for round_number in range(1, PRUNING_ROUNDS + 1):
+        outcome: dict[int, bool] = {}
+        cost: dict[int, float] = {}
+        for b in _walk(sizes, start, outcome):
+            step = next(steps, None)
+            if step is None:
+                return PruningState(b, round_number, sizes)
+            if step.batch_size != b:
+                raise RuntimeError(f"exploration history out of order: expected batch size {b}, "
+                                   f"found {step.batch_size} (was the job's history edited?)")
+            outcome[b], cost[b] = step.succeeded, step.cost
+        sizes = tuple(b for b in sizes if outcome.get(b))
+        if not sizes:
+            raise NoFeasibleBatchSizeError(
+                f"no batch size of {list(config.batch_sizes)} reached target_metric="
+                f"{config.target_metric} within max_epochs={config.max_epochs} and the "
+                f"early-stop bound (beta={config.beta}); relax the target or raise max_epochs, "
+                "then reset the job")
+        start = min(sizes, key=lambda b: cost[b])
+    return PruningState(None, PRUNING_ROUNDS, sizes)
+
+
+# --- policies ----------------------------------------------------------------------------------
+class ZeusPolicy:
+    """Pruning exploration, then Gaussian Thompson sampling over the survivors."""
+
+    name = "zeus"
+
+    def decide(self, snapshot: JobSnapshot, rng: np.random.Generator) -> Decision:
+        state = pruning_state(snapshot.config, snapshot.exploration)
+        bound = early_stop_bound(snapshot)
+        if state.next_batch_size is not None:
+            b = state.next_batch_size
+            if b in snapshot.in_flight or b in snapshot.excluded:
+                # Its outcome is pending (or known bad now): while pruning, overlapping runs
+                # take the best size known so far instead of exploring blindly (paper §4.4).
+                return Decision(best_known(snapshot, state.survivors), "concurrent",
+                                early_stop_cost=bound)
+            return Decision(b, "pruning", early_stop_cost=bound)
+        arms = [b for b in state.survivors if b not in snapshot.excluded]
+        if not arms:
+            raise NoFeasibleBatchSizeError(
+                f"every surviving batch size {list(state.survivors)} failed in this recurrence")
+        return Decision(thompson_sample(snapshot, arms, rng), "sampling", early_stop_cost=bound)
+
+
+def best_known(snapshot: JobSnapshot, candidates: tuple[int, ...]) -> int:
+    """The candidate with the lowest mean observed cost, or b0 when none has been observed."""
+    observed = {b: arm.mean for b, arm in snapshot.observations.items()
+                if arm.count and b in candidates and b not in snapshot.excluded}
+    if not observed:
+        b0 = snapshot.config.default_batch_size
+        if b0 not in snapshot.excluded:
+            return b0
+        return next(b for b in candidates if b not in snapshot.excluded)
+    return min(observed, key=lambda b: observed[b])
+
+
+def thompson_sample(snapshot: JobSnapshot, arms: list[int], rng: np.random.Generator) -> int:
+    """Paper Alg. 1: draw each arm's mean cost from its posterior, take the smallest draw.
+    An arm with no observation in its window is tried first."""
+    stats = {b: snapshot.observations.get(b, ArmStats(0, 0.0, 0.0)) for b in arms}
+    cv = pooled_cost_cv(stats.values())
+    best, best_draw = arms[0], math.inf
+    for b in arms:
+        if stats[b].count == 0:
+            return b
+        belief = arm_posterior(stats[b], cv)
+        draw = rng.normal(belief.mean, math.sqrt(belief.variance))
+        if draw < best_draw:
+            best, best_draw = b, draw
+    return best
+
+
+class DefaultPolicy:
+    """Baseline: the default batch size at the maximum power limit, every time."""
+
+    name = "default"
+
+    def decide(self, snapshot: JobSnapshot, rng: np.random.Generator) -> Decision:
+        limit = max(snapshot.power_limits_w) if snapshot.power_limits_w else None
+        return Decision(snapshot.config.default_batch_size, "default", power_limit_w=limit)
+
+
+class GridSearchPolicy:
+    """Baseline: one (batch size, power limit) per recurrence, batch sizes in the pruning walk
+    order (a size that fails ends its direction), then the cheapest pair seen, for good."""
+
+    name = "grid"
+
+    def decide(self, snapshot: JobSnapshot, rng: np.random.Generator) -> Decision:
+        config, limits = snapshot.config, snapshot.power_limits_w
+        if not limits:
+            raise ValueError("grid search needs the device's candidate power limits")
+        tried = {(s.batch_size, s.power_limit_w): s for s in snapshot.exploration}
+        bound = early_stop_bound(snapshot)
+        outcome: dict[int, bool] = {}
+        for b in _walk(config.batch_sizes, config.default_batch_size, outcome):
+            for p in limits:
+                step = tried.get((b, p))
+                if step is None:
+                    return Decision(b, "grid", power_limit_w=p, early_stop_cost=bound)
+                if not step.succeeded:
+                    outcome[b] = False
+                    break
+            else:
+                outcome[b] = True
+        done = [s for s in snapshot.exploration if s.succeeded]
+        if not done:
+            raise NoFeasibleBatchSizeError("grid search found no (batch size, power limit) "
+                                           "that reaches the target")
+        best = min(done, key=lambda s: s.cost)
+        return Decision(best.batch_size, "exploit", power_limit_w=best.power_limit_w,
+                        early_stop_cost=bound)
+
+
+POLICIES: dict[str, type[ZeusPolicy] | type[DefaultPolicy] | type[GridSearchPolicy]] = {
+    "zeus": ZeusPolicy, "default": DefaultPolicy, "grid": GridSearchPolicy,
+}

@@ -1,0 +1,216 @@
+"""The just-in-time power-limit profiler (paper §4.2).
+
+For a batch size never profiled on this GPU model, the first steps of training are sliced
+over the candidate power limits: at each limit, ``warmup_steps`` steps to settle, then
+``profile_steps`` measured steps. When every limit is measured, the optimum (paper Eq. 7, or
+another selector) is applied for the rest of the run, and the profile is kept so that later
+runs of the same batch size start at the optimum directly.
+
+Robustness the design asks for:
+- an epoch that ends mid-slice drops only the unfinished slice; finished limits are kept, and
+  a run that ends before profiling finishes leaves a partial profile the next run continues;
+- the limits found at start are put back by :meth:`restore` (the engine calls it on every
+  exit path), not the maximum;
+- no permission to set limits: a warning, then measurement at the current limit.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from zeus_airflow.core.config import ProfilerConfig
+from zeus_airflow.core.cost import LimitMeasurement, choose_power_limit
+from zeus_airflow.core.devices.base import (
+    GPUGroup,
+    PowerLimitPermissionError,
+    max_power_w,
+    set_uniform_power_limit,
+)
+from zeus_airflow.core.monitor import EnergyMonitor, Measurement
+
+_SLICE_WINDOW = "zeus.profiler.slice"
+_TRAIN_WINDOW = "zeus.profiler.after"
+
+
+@dataclass
+class PowerProfile:
+    """Measured power and speed per power limit for one (batch size, GPU model, GPU count)."""
+
+    batch_size: int
+    gpu_model: str
+    gpu_count: int
+    candidates_w: tuple[int, ...]
+    """Limits to profile, highest first."""
+    measurements: dict[int, LimitMeasurement] = field(default_factory=dict)
+
+    @property
+    def complete(self) -> bool:
+        return all(limit in self.measurements for limit in self.candidates_w)
+
+    @property
+    def pending_w(self) -> list[int]:
+        return [limit for limit in self.candidates_w if limit not in self.measurements]
+
+    def optimum_w(self, config: ProfilerConfig, eta: float, max_power: float) -> int:
+        return choose_power_limit(self.measurements, config.selector, eta, max_power,
+                                  config.max_slowdown)
+
+
+@dataclass(frozen=True)
+class ObserverReport:
+    """Observer mode: what training at the optimum instead of the maximum would have saved."""
+
+    optimal_power_limit_w: int
+    energy_saved_j: float
+    time_saved_s: float
+
+
+class PowerLimitProfiler:
+    """Drives the power limit of one training run. Call the ``on_*`` hooks from the run."""
+
+    def __init__(self, device: GPUGroup, monitor: EnergyMonitor, config: ProfilerConfig,
+                 eta: float, profile: PowerProfile, log: logging.Logger | None = None) -> None:
+        self.device = device
+        self.monitor = monitor
+        self.config = config
+        self.eta = eta
+        self.profile = profile
+        self.log = log or logging.getLogger(__name__)
+        self.mode = config.mode
+        self.optimal_power_limit_w: int | None = None
+        self._original_w: tuple[int, ...] | None = None
+        self._current_w: int | None = None
+        self._warmup_left = 0
+        self._measure_left = 0
+        self._profiling = False
+
+    # --- lifecycle ---------------------------------------------------------------------------
+    def start(self) -> None:
+        """Remember the GPUs' limits, then begin profiling or apply the known optimum."""
+        self._original_w = self.device.get_power_limits_w()
+        if self.mode == "measure":
+            self.log.info("power-limit mode 'measure': training at the GPUs' current limits %s W",
+                          list(self._original_w))
+            return
+        if self.profile.complete:
+            self._apply_optimum()
+        else:
+            self._profiling = True
+            self._begin_slice(self.profile.pending_w[0])
+
+    def restore(self) -> None:
+        """Put back the limits found at start. Safe to call twice and on any exit path."""
+        if self._original_w is None or self._current_w is None:
+            return
+        self.monitor.cancel_window(_SLICE_WINDOW)
+        if self.device.get_power_limits_w() != self._original_w:
+            self.device.set_power_limits_w(self._original_w)
+            self.log.info("power limits restored to %s W", list(self._original_w))
+        self._current_w = None
+
+    @property
+    def is_profiling(self) -> bool:
+        return self._profiling
+
+    @property
+    def power_limit_w(self) -> int:
+        """The limit training runs at now (W)."""
+        if self._current_w is not None:
+            return self._current_w
+        return self.device.get_power_limits_w()[0]
+
+    # --- hooks from the training loop --------------------------------------------------------
+    def steps_until_transition(self) -> int | None:
+        """Steps that may run before the profiler must be told; None once it is done."""
+        if not self._profiling:
+            return None
+        return self._warmup_left if self._warmup_left > 0 else self._measure_left
+
+    def on_steps_done(self, steps: int) -> None:
+        """``steps`` training steps finished (at most ``steps_until_transition()``)."""
+        if not self._profiling:
+            return
+        if self._warmup_left > 0:
+            self._warmup_left -= steps
+            if self._warmup_left <= 0:
+                self.monitor.begin_window(_SLICE_WINDOW)
+            return
+        self._measure_left -= steps
+        if self._measure_left <= 0:
+            self._record_slice(self.monitor.end_window(_SLICE_WINDOW))
+
+    def on_epoch_end(self) -> None:
+        """An epoch ended: an unfinished slice is dropped and redone in the next epoch,
+        because evaluation and the data loader's restart would distort its numbers."""
+        if self._profiling and self._current_w is not None:
+            self.monitor.cancel_window(_SLICE_WINDOW)
+            self._warmup_left = self.config.warmup_steps
+            self._measure_left = self.config.profile_steps
+            if self._warmup_left == 0:
+                self.monitor.begin_window(_SLICE_WINDOW)
+
+    def observer_report(self) -> ObserverReport | None:
+        """In observer mode with a finished profile: savings the optimum would have brought
+        over the steps trained after profiling, from the measured per-step ratios."""
+        if self.mode != "observe" or self.optimal_power_limit_w is None \
+                or not self.monitor.is_open(_TRAIN_WINDOW):
+            return None
+        after = self.monitor.peek_window(_TRAIN_WINDOW)
+        at_opt = self.profile.measurements[self.optimal_power_limit_w]
+        at_train = self.profile.measurements.get(self.power_limit_w)
+        if at_train is None:
+            return None
+        energy_ratio = at_opt.energy_per_step_j / at_train.energy_per_step_j
+        time_ratio = at_opt.time_per_step_s / at_train.time_per_step_s
+        return ObserverReport(self.optimal_power_limit_w, after.energy_j * (1 - energy_ratio),
+                              after.time_s * (1 - time_ratio))
+
+    # --- internals ---------------------------------------------------------------------------
+    def _set_limit(self, limit_w: int) -> bool:
+        try:
+            set_uniform_power_limit(self.device, limit_w)
+        except PowerLimitPermissionError as err:
+            self.log.warning(
+                "cannot set GPU power limits (%s): continuing in measure mode at the current "
+                "limits. Grant CAP_SYS_ADMIN or run as root to let Zeus optimise them.", err)
+            self.mode = "measure"
+            self._profiling = False
+            self.monitor.cancel_window(_SLICE_WINDOW)
+            return False
+        self._current_w = limit_w
+        return True
+
+    def _begin_slice(self, limit_w: int) -> None:
+        if not self._set_limit(limit_w):
+            return
+        self._warmup_left = self.config.warmup_steps
+        self._measure_left = self.config.profile_steps
+        if self._warmup_left == 0:
+            self.monitor.begin_window(_SLICE_WINDOW)
+
+    def _record_slice(self, measured: Measurement) -> None:
+        assert self._current_w is not None
+        steps = self.config.profile_steps
+        self.profile.measurements[self._current_w] = LimitMeasurement(
+            power_limit_w=self._current_w,
+            avg_power_w=measured.avg_power_w,
+            steps_per_s=steps / measured.time_s if measured.time_s > 0 else float("inf"),
+        )
+        self.log.debug("profiled %d W: %.1f W average, %.3f s/step", self._current_w,
+                       measured.avg_power_w, measured.time_s / steps)
+        pending = self.profile.pending_w
+        if pending:
+            self._begin_slice(pending[0])
+        else:
+            self._profiling = False
+            self._apply_optimum()
+
+    def _apply_optimum(self) -> None:
+        optimum = self.profile.optimum_w(self.config, self.eta, max_power_w(self.device))
+        self.optimal_power_limit_w = optimum
+        train_at = optimum if self.mode == "optimize" else self.device.power_limit_range_w()[1]
+        if self._set_limit(train_at):
+            self.log.info("batch size %d: optimal power limit %d W (%s), training at %d W",
+                          self.profile.batch_size, optimum, self.config.selector, train_at)
+            self.monitor.begin_window(_TRAIN_WINDOW)

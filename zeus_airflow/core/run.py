@@ -1,0 +1,182 @@
+"""The object a user's train function drives: epochs, steps and metric reports.
+
+```python
+def train(run: TrainingRun):
+    loader = DataLoader(dataset, batch_size=run.batch_size, shuffle=True)
+    for epoch in run.epochs():       # stops at the target, max epochs or the early-stop bound
+        for batch in run.steps(loader):
+            ...                      # one optimisation step
+        run.report_metric(evaluate(model))
+```
+
+Each step is reported to the power profiler; each epoch boundary checks the target, the
+epoch budget and the early-stop bound (paper §4.4): a run stops before an epoch whose
+predicted cost would take it over ``beta x`` the cheapest successful run.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Literal, TypeVar
+
+from zeus_airflow.core.config import JobConfig
+from zeus_airflow.core.cost import zeus_cost
+from zeus_airflow.core.devices.base import GPUGroup, max_power_w
+from zeus_airflow.core.monitor import EnergyMonitor, Measurement
+from zeus_airflow.core.profiler import PowerLimitProfiler
+
+T = TypeVar("T")
+
+StopReason = Literal["target", "max_epochs", "early_stop", "returned"]
+
+_RUN_WINDOW = "zeus.run"
+_EPOCH_WINDOW = "zeus.epoch"
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """What one try measured. Energy in J, time in s."""
+
+    batch_size: int
+    power_limit_w: int
+    energy_j: float
+    time_s: float
+    cost: float
+    epochs: int
+    reached_target: bool
+    stop_reason: StopReason
+    last_metric: float | None
+
+
+class TrainingRun:
+    """One try of one batch size. Created by the engine; handed to the train function."""
+
+    def __init__(self, config: JobConfig, batch_size: int, device: GPUGroup,
+                 monitor: EnergyMonitor, profiler: PowerLimitProfiler,
+                 early_stop_cost: float | None) -> None:
+        self.config = config
+        self.batch_size = batch_size
+        self.device = device
+        self.monitor = monitor
+        self.profiler = profiler
+        self.early_stop_cost = early_stop_cost
+        """Stop before the run's cost would exceed this (None: no successful run yet)."""
+        self.epoch = 0
+        self.last_metric: float | None = None
+        self.reached_target = False
+        self.stop_reason: StopReason | None = None
+        self._max_power_w = max_power_w(device)
+        self._last_epoch: Measurement | None = None
+        self._last_epoch_steps = 0
+        self._steps_this_epoch = 0
+        self._last_epoch_profiled = False
+        self._this_epoch_profiled = False
+
+    # --- what the train function uses --------------------------------------------------------
+    @property
+    def power_limit_w(self) -> int:
+        return self.profiler.power_limit_w
+
+    def epochs(self) -> Iterator[int]:
+        """Yield epoch numbers (1-based) until the target, max epochs or the early-stop bound."""
+        while True:
+            if self.epoch > 0:
+                self._end_epoch()
+            stop = self._should_stop()
+            if stop is not None:
+                self.stop_reason = stop
+                return
+            self.epoch += 1
+            self._steps_this_epoch = 0
+            self._this_epoch_profiled = self.profiler.is_profiling
+            self.monitor.begin_window(_EPOCH_WINDOW)
+            yield self.epoch
+
+    def steps(self, batches: Iterable[T]) -> Iterator[T]:
+        """Yield each batch; every yielded batch is one training step."""
+        profiler = self.profiler
+        for batch in batches:
+            yield batch
+            self._steps_this_epoch += 1
+            if profiler.is_profiling:
+                profiler.on_steps_done(1)
+
+    def run_steps(self, count: int, work: Callable[[int], None]) -> None:
+        """Run ``count`` steps by calling ``work(k)`` for chunks of k steps; chunks end where
+        the profiler must switch limits. For workloads that step in bulk (trace replay)."""
+        left = count
+        while left > 0:
+            chunk = self.profiler.steps_until_transition() or left
+            chunk = min(chunk, left)
+            work(chunk)
+            self._steps_this_epoch += chunk
+            self.profiler.on_steps_done(chunk)
+            left -= chunk
+
+    def report_metric(self, value: float) -> None:
+        """Report the validation metric of the epoch just trained."""
+        if not isinstance(value, int | float) or math.isnan(value):
+            raise ValueError(f"report_metric(value={value!r}): expected a number")
+        self.last_metric = float(value)
+        if self.config.reached(value):
+            self.reached_target = True
+
+    # --- engine side -------------------------------------------------------------------------
+    def begin(self) -> None:
+        self.monitor.begin_window(_RUN_WINDOW)
+        self.profiler.start()
+
+    def finish(self) -> RunOutcome:
+        """Close the run's windows and summarise it (the limits are restored by the engine)."""
+        if self.monitor.is_open(_EPOCH_WINDOW):
+            self.monitor.end_window(_EPOCH_WINDOW)
+        total = self.monitor.end_window(_RUN_WINDOW)
+        if self.stop_reason is None:
+            self.stop_reason = "target" if self.reached_target else "returned"
+        return RunOutcome(
+            batch_size=self.batch_size,
+            power_limit_w=self.profiler.optimal_power_limit_w or self.power_limit_w,
+            energy_j=total.energy_j,
+            time_s=total.time_s,
+            cost=self.cost_of(total),
+            epochs=self.epoch,
+            reached_target=self.reached_target,
+            stop_reason=self.stop_reason,
+            last_metric=self.last_metric,
+        )
+
+    def cost_of(self, measurement: Measurement) -> float:
+        return zeus_cost(measurement.energy_j, measurement.time_s, self.config.eta,
+                         self._max_power_w)
+
+    # --- internals ---------------------------------------------------------------------------
+    def _end_epoch(self) -> None:
+        self._last_epoch = self.monitor.end_window(_EPOCH_WINDOW)
+        self._last_epoch_steps = self._steps_this_epoch
+        self._last_epoch_profiled = self._this_epoch_profiled
+        self.profiler.on_epoch_end()
+
+    def _should_stop(self) -> StopReason | None:
+        if self.reached_target:
+            return "target"
+        if self.epoch >= self.config.max_epochs:
+            return "max_epochs"
+        if self.early_stop_cost is not None and self.epoch > 0:
+            so_far = self.cost_of(self.monitor.peek_window(_RUN_WINDOW))
+            if so_far + self._predicted_epoch_cost() > self.early_stop_cost:
+                return "early_stop"
+        return None
+
+    def _predicted_epoch_cost(self) -> float:
+        """Cost of the next epoch: the last epoch's measured cost, or, when the last epoch was
+        spent partly profiling, its steps at the per-step cost of the limit now in force."""
+        assert self._last_epoch is not None
+        profile = self.profiler.profile
+        limit = self.profiler.power_limit_w
+        if self._last_epoch_profiled and limit in profile.measurements:
+            per_step = profile.measurements[limit].cost_per_step(self.config.eta,
+                                                                 self._max_power_w)
+            return per_step * self._last_epoch_steps
+        return self.cost_of(self._last_epoch)

@@ -1,0 +1,91 @@
+"""The store interface the engine keeps its state behind, and the records it exchanges.
+
+The SQL implementation lives in ``sql.py``; the engine only sees this interface, so a test can
+hand it any store and the policy never sees a database.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from zeus_airflow.core.config import JobConfig
+from zeus_airflow.core.devices.base import MeasurementKind
+from zeus_airflow.core.policy import Decision, Policy
+from zeus_airflow.core.profiler import PowerProfile
+from zeus_airflow.core.run import RunOutcome
+
+TrialStatus = Literal["running", "succeeded", "failed", "error", "expired", "superseded"]
+"""running: in flight. succeeded / failed: finished, target reached or not. error: the train
+function raised. expired: its worker stopped sending heartbeats. superseded: an Airflow retry
+of the same task instance replaced it (kept for history, never counted)."""
+
+
+class StoreError(RuntimeError):
+    """The store cannot be used (unreachable, schema behind the code...)."""
+
+
+@dataclass(frozen=True)
+class RecurrenceKey:
+    """Identifies one recurrence: one Airflow task instance, and which try of it this is."""
+
+    run_id: str
+    dag_id: str = ""
+    task_id: str = ""
+    map_index: int = -1
+    try_number: int = 1
+
+
+@dataclass(frozen=True)
+class JobRef:
+    """A job version in the store. A changed configuration starts a new version."""
+
+    id: int
+    job_id: str
+    version: int
+    config: JobConfig
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    model: str
+    count: int
+    kind: MeasurementKind
+    power_limits_w: tuple[int, ...]
+    """Candidate limits, highest first."""
+
+
+@dataclass(frozen=True)
+class TrialStart:
+    trial_id: int
+    decision: Decision
+
+
+class Store(Protocol):
+    def register_job(self, config: JobConfig, seed: int | None = None) -> JobRef:
+        """The job's current version; a new version when the configuration changed."""
+        ...
+
+    def begin_trial(self, job: JobRef, key: RecurrenceKey, attempt: int, policy: Policy,
+                    device: DeviceInfo, excluded: frozenset[int]) -> TrialStart:
+        """Atomically decide a batch size and register the trial as running.
+
+        Random draws come from ``numpy.random.default_rng([job seed, decision number])``, so
+        a seeded job decides the same way whichever worker decides."""
+        ...
+
+    def heartbeat(self, trial_id: int) -> None: ...
+
+    def finish_trial(self, trial_id: int, outcome: RunOutcome, observed: bool) -> None:
+        """Record a finished trial. Idempotent: recording the same trial again replaces."""
+        ...
+
+    def fail_trial(self, trial_id: int, error: str) -> None:
+        """The train function raised: keep the trial for history, never count it."""
+        ...
+
+    def load_profile(self, job: JobRef, batch_size: int, device: DeviceInfo) -> PowerProfile:
+        """The (possibly partial or empty) power profile for this batch size and GPU."""
+        ...
+
+    def save_profile(self, job: JobRef, profile: PowerProfile) -> None: ...

@@ -1,0 +1,93 @@
+"""The store's tables: the single definition the SQL store and the migrations use."""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    Boolean,
+    Column,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+SCHEMA_VERSION = "0001"
+"""Alembic revision the code expects; bump it with every migration."""
+
+metadata = MetaData()
+
+jobs = Table(
+    "zeus_jobs",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("job_id", String(250), nullable=False, comment="dag_id.task_id by default"),
+    Column("version", Integer, nullable=False),
+    Column("fingerprint", String(32), nullable=False),
+    Column("config_json", Text, nullable=False),
+    Column("seed", Integer, nullable=False),
+    Column("decisions", Integer, nullable=False, default=0,
+           comment="decisions made; seeds each decision's random draws"),
+    Column("active", Boolean, nullable=False, default=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("job_id", "version", name="uq_zeus_jobs_version"),
+)
+
+trials = Table(
+    "zeus_trials",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("job_pk", Integer, ForeignKey("zeus_jobs.id", ondelete="CASCADE"), nullable=False),
+    Column("decision_seq", Integer, nullable=False),
+    Column("dag_id", String(250), nullable=False, default=""),
+    Column("task_id", String(250), nullable=False, default=""),
+    Column("run_id", String(250), nullable=False),
+    Column("map_index", Integer, nullable=False, default=-1),
+    Column("try_number", Integer, nullable=False, default=1),
+    Column("attempt", Integer, nullable=False, comment="try of a batch size within the run"),
+    Column("status", String(16), nullable=False),
+    Column("phase", String(16), nullable=False),
+    Column("batch_size", Integer, nullable=False),
+    Column("power_limit_w", Integer),
+    Column("energy_j", Float),
+    Column("time_s", Float),
+    Column("cost", Float),
+    Column("epochs", Integer),
+    Column("reached_target", Boolean),
+    Column("stop_reason", String(16)),
+    Column("observed", Boolean, nullable=False, default=False,
+           comment="whether the cost feeds the arm's posterior"),
+    Column("measurement", String(16), nullable=False, comment="measured, replayed or simulated"),
+    Column("gpu_model", String(120), nullable=False),
+    Column("gpu_count", Integer, nullable=False),
+    Column("error", Text),
+    Column("started_at", DateTime(timezone=True), nullable=False),
+    Column("heartbeat_at", DateTime(timezone=True), nullable=False),
+    Column("finished_at", DateTime(timezone=True)),
+    UniqueConstraint("job_pk", "dag_id", "task_id", "run_id", "map_index", "try_number",
+                     "attempt", name="uq_zeus_trials_key"),
+)
+Index("ix_zeus_trials_arm", trials.c.job_pk, trials.c.observed, trials.c.batch_size, trials.c.id)
+Index("ix_zeus_trials_phase", trials.c.job_pk, trials.c.phase, trials.c.decision_seq)
+Index("ix_zeus_trials_status", trials.c.job_pk, trials.c.status)
+Index("ix_zeus_trials_ti", trials.c.dag_id, trials.c.task_id, trials.c.run_id, trials.c.map_index)
+
+power_profiles = Table(
+    "zeus_power_profiles",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("job_pk", Integer, ForeignKey("zeus_jobs.id", ondelete="CASCADE"), nullable=False),
+    Column("batch_size", Integer, nullable=False),
+    Column("gpu_model", String(120), nullable=False),
+    Column("gpu_count", Integer, nullable=False),
+    Column("power_limit_w", Integer, nullable=False),
+    Column("avg_power_w", Float, nullable=False),
+    Column("steps_per_s", Float, nullable=False),
+    UniqueConstraint("job_pk", "batch_size", "gpu_model", "gpu_count", "power_limit_w",
+                     name="uq_zeus_power_profiles"),
+)
