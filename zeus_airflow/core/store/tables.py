@@ -91,3 +91,18 @@ power_profiles = Table(
     UniqueConstraint("job_pk", "batch_size", "gpu_model", "gpu_count", "power_limit_w",
                      name="uq_zeus_power_profiles"),
 )
+
+gpu_leases = Table(
+    "zeus_gpu_leases",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("host", String(250), nullable=False),
+    Column("gpu_uuid", String(120), nullable=False),
+    Column("gpu_index", Integer, nullable=False),
+    Column("original_limit_w", Integer, nullable=False,
+           comment="the limit to put back if the task dies without restoring it"),
+    Column("pid", Integer, nullable=False),
+    Column("trial_id", Integer),
+    Column("acquired_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("host", "gpu_uuid", name="uq_zeus_gpu_leases_gpu"),
+)

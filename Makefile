@@ -1,0 +1,34 @@
+# Two commands a newcomer needs: `make demo` (the main job) and `make test` (the test suite).
+# Both build the virtual environment they need from nothing.
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+TRACES ?= $(abspath ../shared/traces)
+export ZEUS_TRACES_DIR ?= $(TRACES)
+
+.PHONY: setup demo test lint simulate clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	# The CPU wheel of torch first: a bare `torch` requirement would pull a multi-GB CUDA build.
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e ".[dev]"
+	touch $@
+
+setup: $(VENV)/.installed
+
+demo: setup
+	$(VENV)/bin/zeus-airflow simulate --traces $(TRACES) --gpu v100 --workload librispeech \
+		--policy all --seeds 1 2 3 --output-csv artifacts/demo.csv --plot artifacts/demo.png
+
+lint: setup
+	$(VENV)/bin/ruff check zeus_airflow tests bench dags
+	$(VENV)/bin/mypy
+
+test: setup lint
+	$(PY) -m pytest -q
+
+clean:
+	rm -rf $(VENV) artifacts .pytest_cache .mypy_cache .ruff_cache
