@@ -1,0 +1,1 @@
+"""Airflow fixtures (a hermetic AIRFLOW_HOME, dag.test() helpers)."""

@@ -1,0 +1,1 @@
+"""Store fixtures (SQLite and PostgreSQL)."""
