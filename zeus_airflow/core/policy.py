@@ -9,7 +9,7 @@ decide for any job.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
@@ -21,6 +21,8 @@ from zeus_airflow.core.posterior import ArmStats, arm_posterior, pooled_cost_cv
 Phase = Literal["pruning", "sampling", "concurrent", "default", "grid", "exploit"]
 EXPLORATION_PHASES: tuple[str, ...] = ("pruning", "grid")
 PRUNING_ROUNDS = 2
+DOMINANCE_PROBABILITY = 0.05
+"""Round 2 skips a size less likely than this to beat the best one seen (see pruning_state)."""
 
 
 class NoFeasibleBatchSizeError(RuntimeError):
@@ -95,33 +97,46 @@ class PruningState:
     """Sizes that converged in the last finished round (the sampling arms when done)."""
 
 
-def _walk(sizes: tuple[int, ...], start: int,
-          outcome: Mapping[int, bool]) -> Iterator[int]:
+def _walk(sizes: tuple[int, ...], start: int, outcome: Mapping[int, bool],
+          admit: Callable[[int], bool] = lambda b: True) -> Iterator[int]:
     """Visit ``start``, then smaller sizes downwards until one fails, then larger ones upwards
-    until one fails. ``outcome`` is consulted lazily, as the walk's results arrive."""
+    until one fails; a size ``admit`` rejects ends its direction unvisited. ``outcome`` is
+    consulted lazily, as the walk's results arrive."""
     yield start
     for direction in (reversed([b for b in sizes if b < start]), [b for b in sizes if b > start]):
         for b in direction:
+            if not admit(b):
+                break
             yield b
             if not outcome[b]:
                 break
 
 
 def pruning_state(config: JobConfig, history: tuple[ExplorationStep, ...]) -> PruningState:
-    """Replay the exploration history through two pruning rounds to find where it stands."""
+    """Replay the exploration history through two pruning rounds to find where it stands.
+
+    Round 2 differs from the paper in one way: it does not revisit a size whose cost so far
+    makes it implausible as the optimum (:func:`is_dominated`); like a failure, such a size
+    ends its direction and is dropped. Upstream re-runs every converged size once more, and
+    on jobs whose default is near the optimum that exploration costs more than it returns.
+    """
     sizes, start = config.batch_sizes, config.default_batch_size
     steps = iter(history)
+    costs: dict[int, list[float]] = {}
     for round_number in range(1, PRUNING_ROUNDS + 1):
         outcome: dict[int, bool] = {}
-        cost: dict[int, float] = {}
-        for b in _walk(sizes, start, outcome):
+        admit = (lambda b: True) if round_number == 1 else (
+            lambda b: not is_dominated(b, costs))
+        for b in _walk(sizes, start, outcome, admit):
             step = next(steps, None)
             if step is None:
                 return PruningState(b, round_number, sizes)
             if step.batch_size != b:
                 raise RuntimeError(f"exploration history out of order: expected batch size {b}, "
                                    f"found {step.batch_size} (was the job's history edited?)")
-            outcome[b], cost[b] = step.succeeded, step.cost
+            outcome[b] = step.succeeded
+            if step.succeeded:
+                costs.setdefault(b, []).append(step.cost)
         sizes = tuple(b for b in sizes if outcome.get(b))
         if not sizes:
             raise NoFeasibleBatchSizeError(
@@ -129,8 +144,23 @@ def pruning_state(config: JobConfig, history: tuple[ExplorationStep, ...]) -> Pr
                 f"{config.target_metric} within max_epochs={config.max_epochs} and the "
                 f"early-stop bound (beta={config.beta}); relax the target or raise max_epochs, "
                 "then reset the job")
-        start = min(sizes, key=lambda b: cost[b])
+        start = min(sizes, key=lambda b: sum(costs[b]) / len(costs[b]))
     return PruningState(None, PRUNING_ROUNDS, sizes)
+
+
+def is_dominated(batch_size: int, costs: Mapping[int, list[float]]) -> bool:
+    """Whether the posterior probability that this size's mean cost is below the best observed
+    size's is under ``DOMINANCE_PROBABILITY`` (Gaussian beliefs of :mod:`posterior`)."""
+    if batch_size not in costs:
+        return False
+    stats = {b: ArmStats.of(c) for b, c in costs.items()}
+    best = min(stats, key=lambda b: stats[b].mean)
+    if best == batch_size:
+        return False
+    cv = pooled_cost_cv(stats.values())
+    mine, leader = arm_posterior(stats[batch_size], cv), arm_posterior(stats[best], cv)
+    z = (leader.mean - mine.mean) / math.sqrt(mine.variance + leader.variance)
+    return 0.5 * math.erfc(-z / math.sqrt(2)) < DOMINANCE_PROBABILITY
 
 
 # --- policies ----------------------------------------------------------------------------------

@@ -34,7 +34,7 @@ class Workload:
 WORKLOADS: dict[str, Workload] = {
     w.name: w
     for w in (
-        Workload("librispeech", 192, 40.0, False, 16, 28_539),
+        Workload("librispeech", 192, 40.0, False, 16, 281_241),
         Workload("squad", 32, 84.0, True, 6, 88_524),
         Workload("sentiment140", 128, 0.84, True, 10, 1_280_000),
         Workload("imagenet", 256, 0.65, True, 100, 1_281_167),
