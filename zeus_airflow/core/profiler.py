@@ -7,8 +7,9 @@ another selector) is applied for the rest of the run, and the profile is kept so
 runs of the same batch size start at the optimum directly.
 
 Robustness the design asks for:
-- an epoch that ends mid-slice drops only the unfinished slice; finished limits are kept, and
-  a run that ends before profiling finishes leaves a partial profile the next run continues;
+- an epoch that ends mid-slice banks the steps measured so far and, after a fresh warm-up,
+  the slice goes on in the next epoch (epochs shorter than a slice still get profiled); a
+  run that ends before profiling finishes leaves a partial profile the next run continues;
 - the limits found at start are put back by :meth:`restore` (the engine calls it on every
   exit path), not the maximum;
 - no permission to set limits: a warning, then measurement at the current limit.
@@ -84,6 +85,8 @@ class PowerLimitProfiler:
         self._warmup_left = 0
         self._measure_left = 0
         self._profiling = False
+        self._banked = Measurement(0.0, 0.0)
+        """Measured part of the current slice from earlier epochs."""
 
     # --- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -138,17 +141,18 @@ class PowerLimitProfiler:
             return
         self._measure_left -= steps
         if self._measure_left <= 0:
-            self._record_slice(self.monitor.end_window(_SLICE_WINDOW))
+            self._record_slice(self._banked + self.monitor.end_window(_SLICE_WINDOW))
 
     def on_epoch_end(self) -> None:
-        """An epoch ended: an unfinished slice is dropped and redone in the next epoch,
-        because evaluation and the data loader's restart would distort its numbers."""
-        if self._profiling and self._current_w is not None:
-            self.monitor.cancel_window(_SLICE_WINDOW)
-            self._warmup_left = self.config.warmup_steps
-            self._measure_left = self.config.profile_steps
-            if self._warmup_left == 0:
-                self.monitor.begin_window(_SLICE_WINDOW)
+        """An epoch ended mid-slice: bank what the slice measured, and warm up again before
+        measuring on, so that evaluation and the data loader's restart stay out of it."""
+        if not self._profiling or self._current_w is None:
+            return
+        if self.monitor.is_open(_SLICE_WINDOW):
+            self._banked = self._banked + self.monitor.end_window(_SLICE_WINDOW)
+        self._warmup_left = self.config.warmup_steps
+        if self._warmup_left == 0:
+            self.monitor.begin_window(_SLICE_WINDOW)
 
     def observer_report(self) -> ObserverReport | None:
         """In observer mode with a finished profile: savings the optimum would have brought
@@ -186,6 +190,7 @@ class PowerLimitProfiler:
             return
         self._warmup_left = self.config.warmup_steps
         self._measure_left = self.config.profile_steps
+        self._banked = Measurement(0.0, 0.0)
         if self._warmup_left == 0:
             self.monitor.begin_window(_SLICE_WINDOW)
 

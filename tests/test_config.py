@@ -1,0 +1,64 @@
+"""Invalid job parameters fail with an error naming the parameter and what is allowed."""
+
+from __future__ import annotations
+
+import pytest
+
+from zeus_airflow.core.config import ConfigError, JobConfig, ProfilerConfig
+
+GOOD = dict(job_id="j", batch_sizes=(8, 16, 32), default_batch_size=16, target_metric=0.8,
+            max_epochs=10)
+
+
+@pytest.mark.parametrize(("override", "parameter", "allowed"), [
+    ({"batch_sizes": ()}, "batch_sizes", "non-empty"),
+    ({"batch_sizes": (32, 16, 8)}, "batch_sizes", "strictly increasing"),
+    ({"batch_sizes": (8, 8, 16)}, "batch_sizes", "strictly increasing"),
+    ({"batch_sizes": (0, 16)}, "batch_sizes", "integers > 0"),
+    ({"default_batch_size": 64}, "default_batch_size", "one of batch_sizes"),
+    ({"eta": -0.1}, "eta", "[0, 1]"),
+    ({"eta": 1.5}, "eta", "[0, 1]"),
+    ({"beta": 1.0}, "beta", "> 1"),
+    ({"beta": 0.5}, "beta", "> 1"),
+    ({"window_size": -1}, "window_size", ">= 1"),
+    ({"window_size": 0}, "window_size", ">= 1"),
+    ({"max_epochs": 0}, "max_epochs", ">= 1"),
+    ({"target_metric": float("nan")}, "target_metric", "finite"),
+    ({"job_id": ""}, "job_id", "non-empty"),
+    ({"max_tries": 0}, "max_tries", ">= 1"),
+])
+def test_invalid_job_parameter_is_named(override: dict[str, object], parameter: str,
+                                        allowed: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        JobConfig(**{**GOOD, **override})  # type: ignore[arg-type]
+    assert str(err.value).startswith(f"{parameter}=")
+    assert allowed in str(err.value)
+
+
+@pytest.mark.parametrize(("override", "parameter"), [
+    ({"mode": "turbo"}, "power_limit_mode"),
+    ({"selector": "fastest"}, "power_limit_selector"),
+    ({"profile_steps": 0}, "profile_steps"),
+    ({"warmup_steps": -1}, "warmup_steps"),
+    ({"max_slowdown": 0.9}, "max_slowdown"),
+])
+def test_invalid_profiler_parameter_is_named(override: dict[str, object],
+                                             parameter: str) -> None:
+    with pytest.raises(ConfigError, match=f"^{parameter}="):
+        ProfilerConfig(**override)  # type: ignore[arg-type]
+
+
+def test_config_round_trips_through_json_and_fingerprint_tracks_meaning() -> None:
+    config = JobConfig(**GOOD, window_size=10)  # type: ignore[arg-type]
+    assert JobConfig.from_json(config.to_json()) == config
+    same_meaning = JobConfig(**GOOD, window_size=10, max_tries=1)  # type: ignore[arg-type]
+    assert same_meaning.fingerprint() == config.fingerprint()
+    other = JobConfig(**{**GOOD, "eta": 0.3}, window_size=10)  # type: ignore[arg-type]
+    assert other.fingerprint() != config.fingerprint()
+
+
+def test_direction_of_the_target() -> None:
+    higher = JobConfig(**GOOD)  # type: ignore[arg-type]
+    lower = JobConfig(**{**GOOD, "higher_is_better": False})  # type: ignore[arg-type]
+    assert higher.reached(0.8) and not higher.reached(0.79)
+    assert lower.reached(0.79) and not lower.reached(0.81)

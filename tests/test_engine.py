@@ -1,0 +1,200 @@
+"""The engine end to end on the replay GPU and a real (in-memory SQLite) store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sqlalchemy import select
+
+from zeus_airflow.core.config import JobConfig, ProfilerConfig
+from zeus_airflow.core.devices.replay import ReplayGPU
+from zeus_airflow.core.engine import Engine
+from zeus_airflow.core.monitor import EnergyMonitor
+from zeus_airflow.core.policy import JobSnapshot, ZeusPolicy
+from zeus_airflow.core.profiler import PowerLimitProfiler, PowerProfile
+from zeus_airflow.core.replay_training import ReplayTraining
+from zeus_airflow.core.run import TrainingRun
+from zeus_airflow.core.store.base import RecurrenceKey
+from zeus_airflow.core.store.sql import SQLStore
+from zeus_airflow.core.store.tables import trials
+from zeus_airflow.core.traces import WorkloadTrace, load_workload_trace
+
+TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
+
+
+@pytest.fixture(scope="module")
+def cifar() -> WorkloadTrace:
+    return load_workload_trace(TRACES, "v100", "cifar100")
+
+
+def config_for(trace: WorkloadTrace, **kw: object) -> JobConfig:
+    w = trace.workload
+    return JobConfig("test.job", trace.batch_sizes, trace.default_batch_size, w.target_metric,
+                     w.max_epochs, w.higher_is_better, **kw)  # type: ignore[arg-type]
+
+
+def trial_rows(store: SQLStore) -> list:  # type: ignore[type-arg]
+    with store.engine.connect() as conn:
+        return list(conn.execute(select(trials).order_by(trials.c.id)))
+
+
+def test_a_recurrence_profiles_once_and_later_runs_reuse_the_profile(
+        cifar: WorkloadTrace) -> None:
+    store, gpu = SQLStore.in_memory(), ReplayGPU(cifar)
+    engine = Engine(store, gpu, config_for(cifar), seed=1, heartbeat_s=None)
+    train = ReplayTraining(gpu, seed=1)
+    first = engine.run_recurrence(train, RecurrenceKey("r1"))
+    assert first.reached_target and first.batch_size == 1024
+    profile = store.load_profile(first.job, 1024, engine.device_info)
+    assert profile.complete and set(profile.measurements) == set(cifar.power_limits_w)
+    assert gpu.get_power_limits_w() == (250,)  # put back after the run
+    # The optimum of the profile is the trace's cheapest limit for this batch size.
+    expected = min(cifar.power_limits_w, key=lambda p: cifar.epoch(1024, p).time_s * (
+        0.5 * cifar.epoch(1024, p).avg_power_w + 0.5 * 250))
+    assert first.power_limit_w == expected
+
+
+def test_epoch_ending_mid_profile_keeps_measured_limits(cifar: WorkloadTrace) -> None:
+    # 49 steps per epoch at b=1024 but 7 limits x (10 + 40) steps to profile: several epochs.
+    gpu = ReplayGPU(cifar)
+    gpu.use_batch_size(1024)
+    monitor = EnergyMonitor(gpu)
+    profile = PowerProfile(1024, gpu.model, 1, gpu.candidate_power_limits_w())
+    profiler = PowerLimitProfiler(gpu, monitor, ProfilerConfig(), 0.5, profile)
+    run = TrainingRun(config_for(cifar), 1024, gpu, monitor, profiler, None)
+    run.begin()
+    measured_after_epoch = []
+    for _ in run.epochs():
+        run.run_steps(gpu.steps_per_epoch(), gpu.advance_steps)
+        measured_after_epoch.append(len(profile.measurements))
+        if profile.complete:
+            run.report_metric(1.0)
+    run.finish()
+    profiler.restore()
+    assert measured_after_epoch == sorted(measured_after_epoch)  # never loses a limit
+    assert measured_after_epoch[0] == 0  # 49 steps: warm-up + 39 of 40 measured, banked
+    assert measured_after_epoch[1] == 1  # the slice finished in epoch 2 after a new warm-up
+    assert profile.complete
+    # Each slice measured exactly 40 steps at its own limit: speed follows the trace.
+    for limit, m in profile.measurements.items():
+        trace_step_s = cifar.epoch(1024, limit).time_s / cifar.steps_per_epoch(1024)
+        assert m.time_per_step_s == pytest.approx(trace_step_s)
+    assert gpu.get_power_limits_w() == (250,)
+
+
+def test_early_stop_keeps_the_cost_under_the_bound(cifar: WorkloadTrace) -> None:
+    gpu = ReplayGPU(cifar)
+    gpu.use_batch_size(1024)
+    monitor = EnergyMonitor(gpu)
+    profile = PowerProfile(1024, gpu.model, 1, (250,))
+    profiler = PowerLimitProfiler(gpu, monitor, ProfilerConfig(), 0.5, profile)
+    epoch = cifar.epoch(1024, 250)
+    epoch_cost = 0.5 * epoch.avg_power_w * epoch.time_s + 0.5 * 250 * epoch.time_s
+    bound = 10.5 * epoch_cost
+    run = TrainingRun(config_for(cifar), 1024, gpu, monitor, profiler, early_stop_cost=bound)
+    run.begin()
+    for _ in run.epochs():
+        run.run_steps(gpu.steps_per_epoch(), gpu.advance_steps)
+        run.report_metric(0.1)  # never reaches the target
+    outcome = run.finish()
+    assert outcome.stop_reason == "early_stop"
+    assert not outcome.reached_target
+    assert outcome.cost <= bound
+    assert outcome.epochs == 10
+
+
+def test_failed_try_is_retried_with_another_size_and_both_are_recorded(
+        cifar: WorkloadTrace) -> None:
+    store, gpu = SQLStore.in_memory(), ReplayGPU(cifar)
+    cfg = config_for(cifar)
+    engine = Engine(store, gpu, cfg, seed=3, heartbeat_s=None)
+    replay = ReplayTraining(gpu, seed=3)
+
+    def fails_at_512(run: TrainingRun) -> object:
+        if run.batch_size == 512:
+            for _ in run.epochs():
+                run.run_steps(gpu.steps_per_epoch(), gpu.advance_steps)
+                run.report_metric(0.0)
+            return None
+        return replay(run)
+
+    results = [engine.run_recurrence(fails_at_512, RecurrenceKey(f"r{i}")) for i in range(3)]
+    # Round 1: 1024, then 512 fails (the walk down ends) and the walk up goes on in the same
+    # recurrence: 2048 needs more than max_epochs, so it fails too, then round 2 starts at 1024.
+    assert [t.outcome.batch_size for t in results[1].tries] == [512, 2048, 1024]
+    assert results[1].energy_j == pytest.approx(sum(t.outcome.energy_j
+                                                    for t in results[1].tries))
+    rows = trial_rows(store)
+    failed = [r for r in rows if r.batch_size == 512]
+    assert failed[0].status == "failed" and not failed[0].observed
+    assert failed[0].stop_reason in ("early_stop", "max_epochs")
+
+
+def test_user_exception_restores_limits_and_records_an_error(cifar: WorkloadTrace) -> None:
+    store, gpu = SQLStore.in_memory(), ReplayGPU(cifar)
+    engine = Engine(store, gpu, config_for(cifar), seed=1, heartbeat_s=None)
+
+    def broken(run: TrainingRun) -> None:
+        gpu.use_batch_size(run.batch_size)
+        for _ in run.epochs():
+            run.run_steps(60, gpu.advance_steps)  # mid-profile, at a lowered limit
+            raise RuntimeError("CUDA out of memory (user code)")
+
+    with pytest.raises(RuntimeError, match="user code"):
+        engine.run_recurrence(broken, RecurrenceKey("r1"))
+    assert gpu.get_power_limits_w() == (250,)
+    (row,) = trial_rows(store)
+    assert row.status == "error" and "CUDA out of memory" in row.error
+    # The slice measured before the crash is kept for the next run.
+    profile = store.load_profile(engine.store.register_job(engine.config), 1024,
+                                 engine.device_info)
+    assert len(profile.measurements) == 1
+
+
+def test_window_keeps_only_the_most_recent_observations(cifar: WorkloadTrace) -> None:
+    seen: list[JobSnapshot] = []
+
+    class Recording(ZeusPolicy):
+        def decide(self, snapshot: JobSnapshot, rng: np.random.Generator):  # type: ignore[no-untyped-def]
+            seen.append(snapshot)
+            return super().decide(snapshot, rng)
+
+    store, gpu = SQLStore.in_memory(), ReplayGPU(cifar)
+    engine = Engine(store, gpu, config_for(cifar, window_size=2), Recording(), seed=5,
+                    heartbeat_s=None)
+    train = ReplayTraining(gpu, seed=5)
+    for i in range(40):
+        engine.run_recurrence(train, RecurrenceKey(f"r{i}"))
+    # The last snapshot was taken when the last trial began, before it was recorded.
+    observed = [r for r in trial_rows(store)[:-1] if r.observed]
+    last = seen[-1]
+    assert max(arm.count for arm in last.observations.values()) == 2
+    for b, arm in last.observations.items():
+        recent = [r.cost for r in observed if r.batch_size == b][-2:]
+        assert arm.mean == pytest.approx(sum(recent) / len(recent))
+
+
+def test_retry_of_the_same_task_instance_replaces_never_adds(cifar: WorkloadTrace) -> None:
+    store, gpu = SQLStore.in_memory(), ReplayGPU(cifar)
+    engine = Engine(store, gpu, config_for(cifar), seed=1, heartbeat_s=None)
+    train = ReplayTraining(gpu, seed=1)
+    key = RecurrenceKey("run-1", "dag", "train", -1, 1)
+    engine.run_recurrence(train, key)
+    engine.run_recurrence(train, RecurrenceKey("run-1", "dag", "train", -1, 2))
+    rows = trial_rows(store)
+    assert [r.status for r in rows] == ["superseded", "succeeded"]
+    assert [r.observed for r in rows] == [False, True]
+
+
+def test_simulation_is_reproducible_per_seed() -> None:
+    from zeus_airflow.sim.simulator import SimulationSpec, simulate
+
+    spec = SimulationSpec("zeus", "v100", "sentiment140", 4, str(TRACES), recurrences=25)
+    first, second = simulate(spec), simulate(spec)
+    assert first.batch_size == second.batch_size
+    assert first.cost == pytest.approx(second.cost)
+    other = simulate(SimulationSpec("zeus", "v100", "sentiment140", 5, str(TRACES),
+                                    recurrences=25))
+    assert other.cost != first.cost or other.batch_size != first.batch_size

@@ -1,0 +1,226 @@
+"""The batch-size policy: posterior math, pruning order, dominance, sampling, baselines."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from zeus_airflow.core.config import JobConfig
+from zeus_airflow.core.policy import (
+    DefaultPolicy,
+    ExplorationStep,
+    GridSearchPolicy,
+    JobSnapshot,
+    NoFeasibleBatchSizeError,
+    ZeusPolicy,
+    is_dominated,
+    pruning_state,
+)
+from zeus_airflow.core.posterior import (
+    PRIOR_COST_CV,
+    ArmStats,
+    arm_posterior,
+    cost_variance,
+    pooled_cost_cv,
+)
+
+LIBRISPEECH_V100 = (2, 4, 8, 12, 16, 24, 32, 48, 56, 64, 72, 96, 128, 156, 192)
+
+
+def config(sizes: tuple[int, ...] = LIBRISPEECH_V100, b0: int = 192, **kw: object) -> JobConfig:
+    return JobConfig("job", sizes, b0, target_metric=40.0, max_epochs=16,
+                     higher_is_better=False, **kw)  # type: ignore[arg-type]
+
+
+# --- posterior --------------------------------------------------------------------------------
+def test_arm_stats_match_sample_moments() -> None:
+    stats = ArmStats.of([10.0, 12.0, 14.0])
+    assert stats.count == 3
+    assert stats.mean == pytest.approx(12.0)
+    assert stats.sum_sq_dev == pytest.approx(8.0)
+    assert stats.sample_variance == pytest.approx(4.0)
+
+
+def test_posterior_matches_closed_form_with_informative_prior() -> None:
+    costs = [10.0, 12.0, 14.0]
+    cv = 0.1
+    # Learned noise variance: (M2 + dof * (cv * mean)^2) / (n - 1 + dof) = (8 + 1.44) / 3.
+    noise = (8.0 + (0.1 * 12.0) ** 2) / 3.0
+    assert cost_variance(ArmStats.of(costs), cv) == pytest.approx(noise)
+    prior_mean, prior_var = 20.0, 4.0
+    post = arm_posterior(ArmStats.of(costs), cv, prior_mean, prior_var)
+    precision = 1 / prior_var + 3 / noise  # paper Alg. 2, line 3
+    assert post.variance == pytest.approx(1 / precision)
+    assert post.mean == pytest.approx((prior_mean / prior_var + 36.0 / noise) / precision)
+
+
+def test_flat_prior_posterior_is_sample_mean_over_n() -> None:
+    post = arm_posterior(ArmStats.of([5.0, 7.0]), cv=0.2)
+    noise = (2.0 + (0.2 * 6.0) ** 2) / 2.0
+    assert post.mean == pytest.approx(6.0)
+    assert post.variance == pytest.approx(noise / 2)
+
+
+@pytest.mark.parametrize("costs", [[100.0], [100.0, 100.0, 100.0]])
+def test_one_or_identical_observations_never_make_an_arm_certain(costs: list[float]) -> None:
+    post = arm_posterior(ArmStats.of(costs), pooled_cost_cv([ArmStats.of(costs)]))
+    assert math.isfinite(post.variance) and post.variance > 0
+    assert post.mean == pytest.approx(100.0)
+
+
+def test_pooled_cv_starts_at_prior_and_learns_from_arms() -> None:
+    assert pooled_cost_cv([]) == pytest.approx(PRIOR_COST_CV)
+    assert pooled_cost_cv([ArmStats.of([1.0])]) == pytest.approx(PRIOR_COST_CV)
+    noisy = ArmStats.of([50.0, 150.0, 50.0, 150.0, 50.0, 150.0])  # cv ~ 0.55
+    assert pooled_cost_cv([noisy]) > 0.4
+    steady = ArmStats.of([100.0] * 20)
+    assert pooled_cost_cv([steady]) < 0.05
+
+
+# --- pruning ----------------------------------------------------------------------------------
+def explored(cfg: JobConfig, cost: dict[int, float]) -> tuple[ExplorationStep, ...]:
+    """A complete, successful exploration history with the given cost per size."""
+    history: list[ExplorationStep] = []
+    while (b := pruning_state(cfg, tuple(history)).next_batch_size) is not None:
+        history.append(ExplorationStep(b, True, cost[b]))
+    return tuple(history)
+
+
+def run_pruning(cfg: JobConfig, succeeds: dict[int, bool], cost: dict[int, float],
+                limit: int = 100) -> list[tuple[int, int]]:
+    """Drive pruning_state to its end: the (round, batch size) sequence it asks for."""
+    history: list[ExplorationStep] = []
+    visited = []
+    for _ in range(limit):
+        state = pruning_state(cfg, tuple(history))
+        if state.next_batch_size is None:
+            return visited
+        b = state.next_batch_size
+        visited.append((state.round, b))
+        history.append(ExplorationStep(b, succeeds.get(b, True), cost.get(b, 100.0)))
+    raise AssertionError("pruning did not end")
+
+
+def test_pruning_order_v100_librispeech_where_8_fails() -> None:
+    cost = {192: 12.5, 156: 11.1, 128: 11.8, 96: 9.2, 72: 9.4, 64: 9.6, 56: 9.3, 48: 8.2,
+            32: 8.9, 24: 10.1, 16: 11.8, 12: 14.2}
+    visited = run_pruning(config(), {8: False}, cost)
+    round1 = [b for r, b in visited if r == 1]
+    round2 = [b for r, b in visited if r == 2]
+    assert round1 == [192, 156, 128, 96, 72, 64, 56, 48, 32, 24, 16, 12, 8]
+    assert round2[0] == 48  # the cheapest converged size
+    assert 8 not in round2 and 4 not in round2 and 2 not in round2
+
+
+def test_round_two_walks_the_converged_set_and_skips_dominated_sizes() -> None:
+    cost = {192: 12.5, 156: 11.1, 128: 11.8, 96: 9.2, 72: 9.4, 64: 9.6, 56: 9.3, 48: 8.2,
+            32: 8.9, 24: 10.1, 16: 11.8, 12: 14.2}
+    round2 = [b for r, b in run_pruning(config(), {8: False}, cost) if r == 2]
+    # Sizes costing far more than the best are implausible optima: the walks end before them.
+    assert round2[:2] == [48, 32]
+    assert 12 not in round2 and 16 not in round2
+    assert 192 not in round2
+    assert 56 in round2  # 1.13x the best: still plausible
+
+
+def test_round_two_survivors_become_the_sampling_arms() -> None:
+    sizes = (8, 16, 32, 64)
+    cfg = config(sizes, 32)
+    history: list[ExplorationStep] = []
+    plan = {8: (True, 10.0), 16: (True, 9.0), 32: (True, 9.5), 64: (False, 30.0)}
+    while (b := pruning_state(cfg, tuple(history)).next_batch_size) is not None:
+        ok, c = plan[b]
+        history.append(ExplorationStep(b, ok, c))
+    state = pruning_state(cfg, tuple(history))
+    assert state.survivors == (8, 16, 32)
+    assert [s.batch_size for s in history] == [32, 16, 8, 64, 16, 8, 32]
+
+
+def test_failure_in_round_one_stops_that_direction() -> None:
+    visited = run_pruning(config((8, 16, 32, 64, 128), 32), {16: False, 64: False}, {})
+    assert [b for r, b in visited if r == 1] == [32, 16, 64]
+
+
+def test_all_sizes_failing_raises_a_clear_error() -> None:
+    with pytest.raises(NoFeasibleBatchSizeError, match="target_metric"):
+        run_pruning(config((8, 16), 16), {8: False, 16: False}, {})
+
+
+def test_dominance_uses_the_posterior_gap() -> None:
+    assert is_dominated(16, {8: [100.0], 16: [200.0]})
+    assert not is_dominated(16, {8: [100.0], 16: [105.0]})
+    assert not is_dominated(8, {8: [100.0], 16: [200.0]})  # the best is never dominated
+    assert not is_dominated(32, {8: [100.0]})  # unobserved: no evidence
+
+
+# --- decisions --------------------------------------------------------------------------------
+def test_zeus_explores_then_samples_the_cheapest_arm_most() -> None:
+    cfg = config((8, 16, 32), 16)
+    history = explored(cfg, {8: 11.0, 16: 10.0, 32: 12.0})
+    snapshot = JobSnapshot(cfg, exploration=history, observations={
+        8: ArmStats.of([11.0, 11.2, 10.8]), 16: ArmStats.of([10.0, 10.1, 9.9]),
+        32: ArmStats.of([12.0, 12.3, 11.7])}, min_success_cost=9.9)
+    rng = np.random.default_rng(0)
+    picks = [ZeusPolicy().decide(snapshot, rng) for _ in range(200)]
+    assert all(p.phase == "sampling" for p in picks)
+    assert all(p.early_stop_cost == pytest.approx(2 * 9.9) for p in picks)
+    counts = {b: sum(p.batch_size == b for p in picks) for b in (8, 16, 32)}
+    assert counts[16] > 150 and counts[32] < 10
+
+
+def test_sampling_skips_sizes_that_failed_in_this_recurrence() -> None:
+    cfg = config((8, 16), 16)
+    history = explored(cfg, {8: 10.0, 16: 10.0})
+    snapshot = JobSnapshot(cfg, exploration=history, excluded=frozenset({16}),
+                           observations={8: ArmStats.of([10.0]), 16: ArmStats.of([1.0])})
+    assert ZeusPolicy().decide(snapshot, np.random.default_rng(1)).batch_size == 8
+
+
+def test_concurrent_run_during_pruning_gets_best_known_size() -> None:
+    cfg = config((8, 16, 32), 16)
+    snapshot = JobSnapshot(cfg, exploration=(ExplorationStep(16, True, 10.0),),
+                           in_flight=(8,), observations={16: ArmStats.of([10.0])})
+    decision = ZeusPolicy().decide(snapshot, np.random.default_rng(0))
+    assert (decision.batch_size, decision.phase) == (16, "concurrent")
+
+
+def test_same_seed_same_decisions() -> None:
+    cfg = config((8, 16, 32), 16)
+    history = explored(cfg, {8: 10.0, 16: 10.0, 32: 10.0})
+    snapshot = JobSnapshot(cfg, exploration=history, observations={
+        b: ArmStats.of([10.0, 10.5]) for b in (8, 16, 32)})
+
+    def picks(seed: int) -> list[int]:
+        return [ZeusPolicy().decide(snapshot, np.random.default_rng([seed, i])).batch_size
+                for i in range(30)]
+
+    assert picks(7) == picks(7)
+    assert picks(7) != picks(8)
+
+
+def test_default_policy_runs_b0_at_max_power() -> None:
+    snapshot = JobSnapshot(config((8, 16), 16), power_limits_w=(250, 200, 150))
+    decision = DefaultPolicy().decide(snapshot, np.random.default_rng(0))
+    assert (decision.batch_size, decision.power_limit_w) == (16, 250)
+
+
+def test_grid_search_visits_every_limit_then_exploits_the_cheapest_pair() -> None:
+    cfg = config((8, 16), 16)
+    limits = (250, 200)
+    history: list[ExplorationStep] = []
+    cost = {(16, 250): 10.0, (16, 200): 9.0, (8, 250): 12.0, (8, 200): 8.5}
+    seen = []
+    for _ in range(4):
+        d = GridSearchPolicy().decide(JobSnapshot(cfg, exploration=tuple(history),
+                                                  power_limits_w=limits),
+                                      np.random.default_rng(0))
+        assert d.power_limit_w is not None
+        seen.append((d.batch_size, d.power_limit_w))
+        history.append(ExplorationStep(d.batch_size, True, cost[seen[-1]], d.power_limit_w))
+    assert seen == [(16, 250), (16, 200), (8, 250), (8, 200)]
+    final = GridSearchPolicy().decide(JobSnapshot(cfg, exploration=tuple(history),
+                                                  power_limits_w=limits),
+                                      np.random.default_rng(0))
+    assert (final.batch_size, final.power_limit_w, final.phase) == (8, 200, "exploit")
