@@ -87,6 +87,9 @@ class PowerLimitProfiler:
         self._profiling = False
         self._banked = Measurement(0.0, 0.0)
         """Measured part of the current slice from earlier epochs."""
+        self._at_last_step = Measurement(0.0, 0.0)
+        """The open slice window as of the last step's end: what an epoch's end banks, so
+        that the evaluation run between the last step and the epoch's end stays out."""
 
     # --- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -137,11 +140,13 @@ class PowerLimitProfiler:
         if self._warmup_left > 0:
             self._warmup_left -= steps
             if self._warmup_left <= 0:
-                self.monitor.begin_window(_SLICE_WINDOW)
+                self._open_slice_window()
             return
         self._measure_left -= steps
         if self._measure_left <= 0:
             self._record_slice(self._banked + self.monitor.end_window(_SLICE_WINDOW))
+        else:
+            self._at_last_step = self.monitor.peek_window(_SLICE_WINDOW)
 
     def on_epoch_end(self) -> None:
         """An epoch ended mid-slice: bank what the slice measured, and warm up again before
@@ -149,10 +154,11 @@ class PowerLimitProfiler:
         if not self._profiling or self._current_w is None:
             return
         if self.monitor.is_open(_SLICE_WINDOW):
-            self._banked = self._banked + self.monitor.end_window(_SLICE_WINDOW)
+            self.monitor.cancel_window(_SLICE_WINDOW)
+            self._banked = self._banked + self._at_last_step
         self._warmup_left = self.config.warmup_steps
         if self._warmup_left == 0:
-            self.monitor.begin_window(_SLICE_WINDOW)
+            self._open_slice_window()
 
     def observer_report(self) -> ObserverReport | None:
         """In observer mode with a finished profile: savings the optimum would have brought
@@ -192,7 +198,11 @@ class PowerLimitProfiler:
         self._measure_left = self.config.profile_steps
         self._banked = Measurement(0.0, 0.0)
         if self._warmup_left == 0:
-            self.monitor.begin_window(_SLICE_WINDOW)
+            self._open_slice_window()
+
+    def _open_slice_window(self) -> None:
+        self.monitor.begin_window(_SLICE_WINDOW)
+        self._at_last_step = Measurement(0.0, 0.0)
 
     def _record_slice(self, measured: Measurement) -> None:
         assert self._current_w is not None

@@ -1,0 +1,292 @@
+"""The real profiler, TrainingRun and EnergyMonitor over NVMLGPUs on a fake NVML.
+
+The fake runs on a manual clock: each training step advances it by the step time the test's
+table gives for the current power limit, and the fake's energy counters follow, so every
+measurement, optimum and set call below is known in advance.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import pytest
+from sqlalchemy import select
+
+from zeus_airflow.core.config import JobConfig, ProfilerConfig
+from zeus_airflow.core.devices.nvml import NVMLGPUs
+from zeus_airflow.core.engine import Engine
+from zeus_airflow.core.monitor import EnergyMonitor
+from zeus_airflow.core.profiler import ObserverReport, PowerLimitProfiler, PowerProfile
+from zeus_airflow.core.run import RunOutcome, TrainingRun
+from zeus_airflow.core.store.base import RecurrenceKey
+from zeus_airflow.core.store.sql import SQLStore
+from zeus_airflow.core.store.tables import trials
+from zeus_airflow.testing import FakeGPUSpec, FakeNVML, ManualClock
+
+BATCH_SIZE = 32
+WARMUP_STEPS, PROFILE_STEPS = 2, 5
+SLICE_STEPS = WARMUP_STEPS + PROFILE_STEPS
+EVAL_S = 5.0
+"""Evaluation time at each epoch's end: a slice that spanned it would be badly off."""
+
+STEP_TIME_S = {250: 0.100, 225: 0.102, 200: 0.106, 175: 0.108, 150: 0.130}
+"""Seconds per step at each limit (W) of a 150..250 W GPU. The fake draws 90 % of the limit,
+so with eta 0.5 and MAXPOWER 250 W the cost per step, (0.45 p + 125) t, is lowest at 175 W."""
+OPTIMUM_W = 175
+ORIGINAL_W = 200
+
+
+@pytest.fixture(autouse=True)
+def _no_visibility_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+
+
+@dataclass
+class Rig:
+    """A fake NVML on a manual clock and the NVMLGPUs over it."""
+
+    fake: FakeNVML
+    clock: ManualClock
+    gpus: NVMLGPUs
+
+    def sets_w(self, index: int = 0) -> list[int]:
+        """The limits (W) NVML accepted for one GPU, in order."""
+        return [mw // 1000 for i, mw in self.fake.allowed_sets() if i == index]
+
+    def train(self, steps_per_epoch: int, target_epoch: int = 3,
+              step_time_s: Mapping[int, float] = STEP_TIME_S,
+              on_epoch: Callable[[TrainingRun], None] | None = None
+              ) -> Callable[[TrainingRun], None]:
+        """A train function: each step takes the table's time at the GPUs' current limit;
+        the metric reaches the target (1.0) at ``target_epoch``."""
+        def train(run: TrainingRun) -> None:
+            for epoch in run.epochs():
+                if on_epoch is not None:
+                    on_epoch(run)
+                for _ in run.steps(range(steps_per_epoch)):
+                    self.clock.advance(step_time_s[self.fake.limits_mw()[0] // 1000])
+                self.clock.advance(EVAL_S)
+                run.report_metric(epoch / target_epoch)
+        return train
+
+
+def make_rig(count: int = 1, *, spec: FakeGPUSpec | None = None,
+             gpus: list[FakeGPUSpec] | None = None, can_set_limits: bool = True) -> Rig:
+    clock = ManualClock()
+    spec = spec or FakeGPUSpec(model="NVIDIA A100-PCIE-40GB", min_limit_mw=150_000,
+                               max_limit_mw=250_000, default_limit_mw=ORIGINAL_W * 1000)
+    fake = FakeNVML(count, spec, gpus=gpus, clock=clock, can_set_limits=can_set_limits)
+    return Rig(fake, clock, NVMLGPUs(nvml=fake, clock=clock))
+
+
+def job_config(mode: str = "optimize", selector: str = "zeus", *, eta: float = 0.5,
+               max_slowdown: float = 1.1, max_epochs: int = 10) -> JobConfig:
+    profiler = ProfilerConfig(warmup_steps=WARMUP_STEPS, profile_steps=PROFILE_STEPS,
+                              mode=mode, selector=selector,  # type: ignore[arg-type]
+                              max_slowdown=max_slowdown)
+    return JobConfig("job", (BATCH_SIZE,), BATCH_SIZE, target_metric=1.0,
+                     max_epochs=max_epochs, eta=eta, profiler=profiler)
+
+
+@dataclass
+class Trial:
+    outcome: RunOutcome
+    profiler: PowerLimitProfiler
+    observer: ObserverReport | None
+
+
+def run_trial(rig: Rig, train: Callable[[TrainingRun], None], config: JobConfig | None = None,
+              profile: PowerProfile | None = None) -> Trial:
+    """One try, wired as the engine wires it (observer report taken before the restore)."""
+    config = config or job_config()
+    profile = profile or new_profile(rig)
+    monitor = EnergyMonitor(rig.gpus)
+    profiler = PowerLimitProfiler(rig.gpus, monitor, config.profiler, config.eta, profile)
+    run = TrainingRun(config, BATCH_SIZE, rig.gpus, monitor, profiler, early_stop_cost=None)
+    try:
+        run.begin()
+        train(run)
+        outcome = run.finish()
+        observer = profiler.observer_report()
+    finally:
+        profiler.restore()
+    return Trial(outcome, profiler, observer)
+
+
+def new_profile(rig: Rig) -> PowerProfile:
+    return PowerProfile(BATCH_SIZE, rig.gpus.model, rig.gpus.count,
+                        rig.gpus.candidate_power_limits_w())
+
+
+def assert_exact_profile(profile: PowerProfile, count: int = 1) -> None:
+    """Each measured limit shows the fake's true power and the table's true speed."""
+    for limit_w, measured in profile.measurements.items():
+        assert measured.avg_power_w == pytest.approx(0.9 * limit_w * count, rel=1e-4)
+        assert measured.steps_per_s == pytest.approx(1 / STEP_TIME_S[limit_w], rel=1e-9)
+
+
+def test_sets_each_candidate_high_to_low_then_the_optimum_then_the_original() -> None:
+    rig = make_rig()
+    trial = run_trial(rig, rig.train(steps_per_epoch=100))
+    assert rig.sets_w() == [250, 225, 200, 175, 150, OPTIMUM_W, ORIGINAL_W]
+    assert trial.profiler.optimal_power_limit_w == OPTIMUM_W
+    assert trial.outcome.power_limit_w == OPTIMUM_W and trial.outcome.reached_target
+    assert trial.profiler.profile.complete
+    assert_exact_profile(trial.profiler.profile)
+
+
+def test_a_complete_profile_is_reused_without_profiling_again() -> None:
+    rig = make_rig()
+    profile = run_trial(rig, rig.train(steps_per_epoch=100)).profiler.profile
+    rig.fake.set_calls.clear()
+    trial = run_trial(rig, rig.train(steps_per_epoch=100), profile=profile)
+    assert rig.sets_w() == [OPTIMUM_W, ORIGINAL_W]
+    assert trial.outcome.power_limit_w == OPTIMUM_W
+
+
+@pytest.mark.parametrize("steps_past_warmup", [0, 2])
+def test_an_epoch_ending_mid_profile_keeps_what_was_measured_without_the_evaluation(
+        steps_past_warmup: int) -> None:
+    rig = make_rig()
+    seen_at_epoch_start: list[set[int]] = []
+    # 250 and 225 W finish in epoch 1; the 200 W slice is cut just after its warm-up or two
+    # measured steps later, and the epoch's evaluation (EVAL_S) follows.
+    steps = 2 * SLICE_STEPS + WARMUP_STEPS + steps_past_warmup
+    train = rig.train(steps_per_epoch=steps, on_epoch=lambda run: (
+        seen_at_epoch_start.append(set(run.profiler.profile.measurements))))
+    trial = run_trial(rig, train)
+    assert seen_at_epoch_start[:2] == [set(), {250, 225}]
+    assert rig.sets_w() == [250, 225, 200, 175, 150, OPTIMUM_W, ORIGINAL_W]
+    assert_exact_profile(trial.profiler.profile)
+
+
+def test_a_run_ending_mid_profile_leaves_a_partial_profile_the_next_run_continues() -> None:
+    rig = make_rig()
+    profile = new_profile(rig)
+    # One epoch of 10 steps: 250 W measured, 225 W cut three steps in.
+    first = run_trial(rig, rig.train(steps_per_epoch=SLICE_STEPS + 3, target_epoch=1),
+                      profile=profile)
+    assert set(profile.measurements) == {250} and not profile.complete
+    assert first.outcome.reached_target
+    assert rig.sets_w() == [250, 225, ORIGINAL_W]
+    rig.fake.set_calls.clear()
+    run_trial(rig, rig.train(steps_per_epoch=100), profile=profile)
+    assert rig.sets_w() == [225, 200, 175, 150, OPTIMUM_W, ORIGINAL_W]
+    assert profile.complete
+    assert_exact_profile(profile)
+
+
+def test_observer_mode_trains_at_the_maximum_and_reports_the_savings() -> None:
+    rig = make_rig()
+    steps_per_epoch = 100
+    trial = run_trial(rig, rig.train(steps_per_epoch), job_config("observe"))
+    assert rig.sets_w() == [250, 225, 200, 175, 150, 250, ORIGINAL_W]
+    assert trial.outcome.power_limit_w == OPTIMUM_W
+    report = trial.observer
+    assert report is not None and report.optimal_power_limit_w == OPTIMUM_W
+    # After profiling: the remaining steps and the 3 evaluations, at 250 W (225 W drawn).
+    after_s = (3 * steps_per_epoch - 5 * SLICE_STEPS) * STEP_TIME_S[250] + 3 * EVAL_S
+    energy_ratio = (175 * STEP_TIME_S[175]) / (250 * STEP_TIME_S[250])
+    assert report.energy_saved_j == pytest.approx(225 * after_s * (1 - energy_ratio), rel=1e-4)
+    assert report.energy_saved_j > 0
+    assert report.time_saved_s < 0  # 175 W is slower
+
+
+def test_measure_mode_never_changes_a_setting() -> None:
+    rig = make_rig()
+    energy_before_mj = rig.fake.true_energy_mj(0)
+    trial = run_trial(rig, rig.train(steps_per_epoch=100), job_config("measure"))
+    assert rig.fake.set_calls == []
+    assert trial.outcome.power_limit_w == ORIGINAL_W
+    true_j = (rig.fake.true_energy_mj(0) - energy_before_mj) / 1000
+    assert trial.outcome.energy_j == pytest.approx(true_j, abs=0.01)
+    assert trial.outcome.time_s == pytest.approx(3 * (100 * STEP_TIME_S[200] + EVAL_S))
+
+
+def test_no_permission_warns_and_trains_on_in_measure_mode(
+        caplog: pytest.LogCaptureFixture) -> None:
+    rig = make_rig(can_set_limits=False)
+    with caplog.at_level(logging.WARNING):
+        trial = run_trial(rig, rig.train(steps_per_epoch=100))
+    assert "cannot set GPU power limits" in caplog.text and "CAP_SYS_ADMIN" in caplog.text
+    assert trial.outcome.reached_target and trial.outcome.epochs == 3
+    assert trial.profiler.mode == "measure"
+    assert rig.fake.allowed_sets() == []
+    assert len(rig.fake.set_calls) == 1  # one refused try, then no more
+    assert trial.outcome.power_limit_w == ORIGINAL_W
+
+
+def test_the_engine_restores_the_limit_and_records_an_error_when_training_raises() -> None:
+    rig = make_rig()
+    store = SQLStore.in_memory()
+    engine = Engine(store, rig.gpus, job_config(), seed=1, heartbeat_s=None)
+
+    def train(run: TrainingRun) -> None:
+        for _ in run.epochs():
+            for step in run.steps(range(100)):
+                rig.clock.advance(STEP_TIME_S[rig.fake.limits_mw()[0] // 1000])
+                if step == SLICE_STEPS + 3:
+                    raise RuntimeError("CUDA out of memory")
+
+    with pytest.raises(RuntimeError, match="CUDA out of memory"):
+        engine.run_recurrence(train, RecurrenceKey(run_id="r1"))
+    assert rig.sets_w() == [250, 225, ORIGINAL_W]
+    assert rig.fake.limits_mw() == [ORIGINAL_W * 1000]
+    with store.engine.connect() as conn:
+        status, error = conn.execute(select(trials.c.status, trials.c.error)).one()
+    assert status == "error" and "CUDA out of memory" in error
+
+
+def test_the_engine_keeps_a_partial_profile_for_the_next_recurrence() -> None:
+    rig = make_rig()
+    engine = Engine(SQLStore.in_memory(), rig.gpus, job_config(), seed=1, heartbeat_s=None)
+    engine.run_recurrence(rig.train(SLICE_STEPS + 3, target_epoch=1), RecurrenceKey("r1"))
+    rig.fake.set_calls.clear()
+    result = engine.run_recurrence(rig.train(100), RecurrenceKey("r2"))
+    assert rig.sets_w() == [225, 200, 175, 150, OPTIMUM_W, ORIGINAL_W]
+    assert result.power_limit_w == OPTIMUM_W
+
+
+SELECTOR_STEP_TIME_S = {300: 0.100, 275: 0.100, 250: 0.101, 225: 0.104, 200: 0.108,
+                        175: 0.115, 150: 0.125, 125: 0.145, 100: 0.180}
+"""A 100..300 W GPU drawing 90 % of its limit. Per step, with MAXPOWER 300 W:
+energy 0.9 p t is lowest at 100 W; time is lowest at 300 and 275 W (a tie: the higher wins);
+the Zeus cost (0.45 p + 150) t at eta 0.5 is lowest at 200 W; within a 5 % slowdown
+(t <= 0.105 s) the least energy is at 225 W."""
+
+
+@pytest.mark.parametrize(("selector", "eta", "max_slowdown", "expected_w"), [
+    ("zeus", 0.5, 1.1, 200),
+    ("zeus", 1.0, 1.1, 100),  # eta 1: energy only
+    ("zeus", 0.0, 1.1, 300),  # eta 0: time only
+    ("min-energy", 0.5, 1.1, 100),
+    ("min-time", 0.5, 1.1, 300),
+    ("min-energy-within-slowdown", 0.5, 1.05, 225),
+])
+def test_selectors_pick_the_expected_limit(selector: str, eta: float, max_slowdown: float,
+                                           expected_w: int) -> None:
+    rig = make_rig(spec=FakeGPUSpec(min_limit_mw=100_000, max_limit_mw=300_000))
+    config = job_config(selector=selector, eta=eta, max_slowdown=max_slowdown)
+    trial = run_trial(rig, rig.train(100, step_time_s=SELECTOR_STEP_TIME_S), config)
+    assert trial.profiler.optimal_power_limit_w == expected_w
+    assert rig.sets_w()[len(SELECTOR_STEP_TIME_S)] == expected_w  # right after profiling
+    assert rig.fake.limits_mw() == [300_000]
+
+
+def test_four_gpus_are_set_together_and_each_restored_to_its_own_limit() -> None:
+    spec = FakeGPUSpec(min_limit_mw=150_000, max_limit_mw=250_000,
+                       default_limit_mw=ORIGINAL_W * 1000)
+    rig = make_rig(gpus=[spec, spec, spec, FakeGPUSpec(min_limit_mw=150_000,
+                                                       max_limit_mw=250_000,
+                                                       default_limit_mw=225_000)])
+    trial = run_trial(rig, rig.train(steps_per_epoch=100))
+    profiled = [250, 225, 200, 175, 150, OPTIMUM_W]
+    for index in range(3):
+        assert rig.sets_w(index) == [*profiled, ORIGINAL_W]
+    assert rig.sets_w(3) == [*profiled, 225]
+    assert rig.fake.limits_mw() == [200_000, 200_000, 200_000, 225_000]
+    assert_exact_profile(trial.profiler.profile, count=4)
+    assert trial.outcome.cost == pytest.approx(
+        0.5 * trial.outcome.energy_j + 0.5 * 4 * 250 * trial.outcome.time_s)
