@@ -11,13 +11,15 @@ from collections.abc import Callable, Sequence
 
 from zeus_airflow.core.config import ConfigError
 
-Register = Callable[[argparse._SubParsersAction], None]  # type: ignore[type-arg]
+Register = Callable[[argparse._SubParsersAction], None]
 
 
 def _registrars() -> list[Register]:
     """Every module of this package with a ``register(subparsers)`` adds its subcommands."""
     found = []
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if info.name.startswith("_"):  # __main__ runs the CLI on import
+            continue
         module = importlib.import_module(f"{__name__}.{info.name}")
         if hasattr(module, "register"):
             found.append(module.register)

@@ -24,7 +24,7 @@ CSV_COLUMNS = ["policy", "gpu", "workload", "seed", "recurrences", "last5_energy
                "oracle_power_limit_w", "final_batch_size", "final_power_limit_w", "measurement"]
 
 
-def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "simulate", help="replay paper workloads through the real engine on the replay GPU",
         description="Replay the Zeus paper's traces through the real engine, profiler and store "

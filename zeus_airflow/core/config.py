@@ -103,7 +103,8 @@ class JobConfig:
         _require(self.window_size is None or (isinstance(self.window_size, int)
                                               and self.window_size >= 1),
                  "window_size", self.window_size, "None (no window) or an integer >= 1")
-        _require(self.max_tries is None or (isinstance(self.max_tries, int) and self.max_tries >= 1),
+        _require(self.max_tries is None
+                 or (isinstance(self.max_tries, int) and self.max_tries >= 1),
                  "max_tries", self.max_tries, "None or an integer >= 1")
 
     @property

@@ -1,0 +1,5 @@
+import sys
+
+from zeus_airflow.cli import main
+
+sys.exit(main())
