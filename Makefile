@@ -28,6 +28,7 @@ lint: setup
 	$(VENV)/bin/mypy
 
 test: setup lint
+	bash scripts/test-services.sh
 	$(PY) -m pytest -q
 
 clean:
