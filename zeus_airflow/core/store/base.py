@@ -15,14 +15,32 @@ from zeus_airflow.core.policy import Decision, Policy
 from zeus_airflow.core.profiler import PowerProfile
 from zeus_airflow.core.run import RunOutcome
 
-TrialStatus = Literal["running", "succeeded", "failed", "error", "expired", "superseded"]
+TrialStatus = Literal["running", "succeeded", "failed", "error", "expired", "superseded",
+                      "abandoned"]
 """running: in flight. succeeded / failed: finished, target reached or not. error: the train
-function raised. expired: its worker stopped sending heartbeats. superseded: an Airflow retry
-of the same task instance replaced it (kept for history, never counted)."""
+function raised. expired: no heartbeat within the lease (its worker died). superseded: it had
+finished when a later try of the same Airflow task instance began; abandoned: it had not.
+Both are kept for history and never feed a posterior; a superseded exploration trial keeps
+its place in the pruning walk, which later decisions were built on."""
 
 
 class StoreError(RuntimeError):
     """The store cannot be used (unreachable, schema behind the code...)."""
+
+
+class UnrecordedResultError(StoreError):
+    """A finished trial's result could not be written. The message carries every measured
+    figure, and ``outcome`` the result itself, so that the caller can log and publish it."""
+
+    def __init__(self, trial_id: int, outcome: RunOutcome, reason: str) -> None:
+        self.trial_id = trial_id
+        self.outcome = outcome
+        super().__init__(
+            f"could not record trial {trial_id} in the zeus-airflow store: {reason}. The "
+            f"measured result is NOT in the store: batch_size={outcome.batch_size} "
+            f"power_limit_w={outcome.power_limit_w} energy_j={outcome.energy_j:.6g} "
+            f"time_s={outcome.time_s:.6g} cost={outcome.cost:.6g} epochs={outcome.epochs} "
+            f"reached_target={outcome.reached_target} stop_reason={outcome.stop_reason}")
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,8 @@
-"""The store's tables: the single definition the SQL store and the migrations use."""
+"""The store's tables: the single definition the SQL store and the migrations use.
+
+The migrations in ``zeus_airflow/migrations`` are frozen snapshots of this file's history; a
+test checks that upgrading to ``SCHEMA_VERSION`` yields exactly these tables.
+"""
 
 from __future__ import annotations
 
@@ -37,6 +41,15 @@ jobs = Table(
     Column("created_at", DateTime(timezone=True), nullable=False),
     UniqueConstraint("job_id", "version", name="uq_zeus_jobs_version"),
 )
+# At most one active version per job: two workers registering a new configuration at once
+# cannot both win.
+Index("uq_zeus_jobs_active", jobs.c.job_id, unique=True,
+      sqlite_where=jobs.c.active, postgresql_where=jobs.c.active)
+
+LIVE_STATUSES = ("running", "succeeded", "failed", "expired")
+"""Trials that count, or may still count, for their Airflow task instance's try."""
+REPLACED_STATUSES = ("superseded", "abandoned")
+"""Trials that a later try of the same Airflow task instance replaced: history only."""
 
 trials = Table(
     "zeus_trials",
@@ -69,9 +82,13 @@ trials = Table(
     Column("started_at", DateTime(timezone=True), nullable=False),
     Column("heartbeat_at", DateTime(timezone=True), nullable=False),
     Column("finished_at", DateTime(timezone=True)),
-    UniqueConstraint("job_pk", "dag_id", "task_id", "run_id", "map_index", "try_number",
-                     "attempt", name="uq_zeus_trials_key"),
+    UniqueConstraint("job_pk", "decision_seq", name="uq_zeus_trials_decision"),
 )
+_LIVE = trials.c.status.in_(LIVE_STATUSES)
+# One live trial per (task instance, try, attempt): a retry or re-run replaces, never adds.
+Index("uq_zeus_trials_live_key", trials.c.job_pk, trials.c.dag_id, trials.c.task_id,
+      trials.c.run_id, trials.c.map_index, trials.c.try_number, trials.c.attempt, unique=True,
+      sqlite_where=_LIVE, postgresql_where=_LIVE)
 Index("ix_zeus_trials_arm", trials.c.job_pk, trials.c.observed, trials.c.batch_size, trials.c.id)
 Index("ix_zeus_trials_phase", trials.c.job_pk, trials.c.phase, trials.c.decision_seq)
 Index("ix_zeus_trials_status", trials.c.job_pk, trials.c.status)

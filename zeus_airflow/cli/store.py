@@ -1,0 +1,196 @@
+"""``zeus-airflow db upgrade | jobs | runs | reset``: the store, from the command line.
+
+Every command finds the store as a task does: ``--db URL`` > the Airflow Connection
+(``--conn-id``, default ``zeus_default`` when it exists) > ``$ZEUS_AIRFLOW_DB_URL`` > the
+embedded SQLite file under ``$AIRFLOW_HOME``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import json
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any, TextIO
+
+from zeus_airflow.core.store.admin import (
+    JobVersion,
+    TrialRecord,
+    list_jobs,
+    list_trials,
+    reset_job,
+)
+from zeus_airflow.core.store.base import StoreError
+from zeus_airflow.core.store.location import (
+    StoreLocation,
+    open_store,
+    resolve_location,
+    upgrade_store,
+)
+from zeus_airflow.core.store.sql import SQLStore
+
+FORMATS = ("table", "json", "csv")
+JOB_TABLE_COLUMNS = ("job_id", "version", "active", "created_at", "trials", "running", "succeeded",
+               "failed", "counted", "energy_j", "time_s")
+RUN_TABLE_COLUMNS = ("id", "job_id", "version", "run_id", "try_number", "attempt", "status",
+                     "phase", "batch_size", "power_limit_w", "energy_j", "time_s", "cost",
+                     "epochs", "reached_target", "measurement", "started_at")
+"""``--format table`` shows these columns; json and csv carry every field."""
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    db = commands.add_parser("db", help="the store's schema")
+    db_commands = db.add_subparsers(dest="db_command", required=True, metavar="COMMAND")
+    upgrade = db_commands.add_parser(
+        "upgrade", help="create the store's tables or upgrade them to this version's schema")
+    _location_options(upgrade)
+    upgrade.set_defaults(handler=_reporting_errors(_upgrade))
+
+    jobs = commands.add_parser("jobs", help="list the jobs in the store, every version")
+    _location_options(jobs)
+    _format_option(jobs)
+    jobs.set_defaults(handler=_reporting_errors(_jobs))
+
+    runs = commands.add_parser("runs", help="list the trials (one per try) in the store")
+    _location_options(runs)
+    _format_option(runs)
+    runs.add_argument("--job", metavar="ID", help="only this job's trials (all its versions)")
+    runs.set_defaults(handler=_reporting_errors(_runs))
+
+    reset = commands.add_parser(
+        "reset", help="start a job over as a new, empty version (its history stays visible)")
+    _location_options(reset)
+    reset.add_argument("--job", metavar="ID", required=True, help="the job to start over")
+    reset.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    reset.set_defaults(handler=_reporting_errors(_reset))
+
+
+def _location_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--db", metavar="URL", help="SQLAlchemy URL of the store")
+    parser.add_argument("--conn-id", metavar="ID",
+                        help="Airflow connection of the store (default: zeus_default if it "
+                             "exists)")
+
+
+def _format_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--format", choices=FORMATS, default="table",
+                        help="output format (default: table)")
+
+
+def _reporting_errors(handler: Handler) -> Handler:
+    def run(args: argparse.Namespace) -> int:
+        if not args.verbose:  # Airflow's logging setup would print Alembic's every step
+            logging.getLogger("alembic").setLevel(logging.WARNING)
+        try:
+            return handler(args)
+        except StoreError as err:
+            print(f"zeus-airflow {args.command}: error: {err}", file=sys.stderr)
+            return 1
+    return run
+
+
+def _location(args: argparse.Namespace) -> StoreLocation:
+    if args.db:
+        return resolve_location(args.db)
+    # Imported only here: Airflow takes seconds to import, and --db does not need it.
+    from zeus_airflow.hooks.store import resolve_store_location
+    return resolve_store_location(args.conn_id)
+
+
+def _store(args: argparse.Namespace) -> SQLStore:
+    return open_store(_location(args))
+
+
+def _upgrade(args: argparse.Namespace) -> int:
+    location = _location(args)
+    done = upgrade_store(location)
+    if done.before == done.after:
+        print(f"{location.describe()}: already at schema revision {done.after}")
+    elif done.before is None:
+        print(f"{location.describe()}: created the store's tables (schema revision "
+              f"{done.after})")
+    else:
+        print(f"{location.describe()}: upgraded from schema revision {done.before} to "
+              f"{done.after}")
+    return 0
+
+
+def _jobs(args: argparse.Namespace) -> int:
+    rows = [dataclasses.asdict(job) for job in list_jobs(_store(args))]
+    write(rows, _columns(JobVersion, JOB_TABLE_COLUMNS, args.format), args.format, sys.stdout)
+    return 0
+
+
+def _runs(args: argparse.Namespace) -> int:
+    rows = [dataclasses.asdict(trial) for trial in list_trials(_store(args), args.job)]
+    if args.job and not rows:
+        print(f"no trials of job {args.job!r}", file=sys.stderr)
+    write(rows, _columns(TrialRecord, RUN_TABLE_COLUMNS, args.format), args.format,
+          sys.stdout)
+    return 0
+
+
+def _columns(record: type, table_columns: tuple[str, ...], fmt: str) -> tuple[str, ...]:
+    if fmt == "table":
+        return table_columns
+    return tuple(field.name for field in dataclasses.fields(record))
+
+
+def _reset(args: argparse.Namespace) -> int:
+    store = _store(args)
+    if not args.yes and not _confirm(f"Start job {args.job!r} over in {store.where}? Its "
+                                     "history stays visible but no longer counts. [y/N] "):
+        print("not reset", file=sys.stderr)
+        return 1
+    version = reset_job(store, args.job)
+    print(f"job {args.job!r} starts over as version {version.version}")
+    return 0
+
+
+def _confirm(question: str) -> bool:
+    if not sys.stdin.isatty():
+        print(f"{question}\nzeus-airflow reset: refusing without a terminal to ask; pass "
+              "--yes to confirm", file=sys.stderr)
+        return False
+    return input(question).strip().lower() in ("y", "yes")
+
+
+# --- output ------------------------------------------------------------------------------------
+def write(rows: Sequence[dict[str, Any]], columns: Sequence[str], fmt: str, out: TextIO) -> None:
+    """Rows as an aligned table, a JSON array or CSV with a header."""
+    if fmt == "json":
+        json.dump([{c: row[c] for c in columns} for row in rows], out, indent=2,
+                  default=_json_value)
+        out.write("\n")
+    elif fmt == "csv":
+        writer = csv.writer(out)
+        writer.writerow(columns)
+        writer.writerows([[_text(row[c]) for c in columns] for row in rows])
+    else:
+        cells = [list(columns)] + [[_text(row[c]) for c in columns] for row in rows]
+        widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
+        for line in cells:
+            out.write("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True))
+                      .rstrip() + "\n")
+
+
+def _json_value(value: object) -> str:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(f"cannot write {type(value).__name__} as JSON")
+
+
+def _text(value: object) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, datetime):
+        return value.isoformat(timespec="seconds")
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)

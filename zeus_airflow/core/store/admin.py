@@ -1,0 +1,143 @@
+"""What the store holds, for people (the CLI and the UI), and starting a job over.
+
+Reads only: the engine never uses this module. ``reset_job`` is the one write, and it never
+deletes anything: a job starts over as a new version, like after a configuration change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from sqlalchemy import ColumnElement, case, func, insert, select, update
+from sqlalchemy.sql.elements import Label
+
+from zeus_airflow.core.store.base import StoreError
+from zeus_airflow.core.store.sql import SQLStore, lock_job_versions
+from zeus_airflow.core.store.tables import jobs, trials
+
+
+@dataclass(frozen=True)
+class JobVersion:
+    """One version of a job, with its trials counted. Energy in J, time in s."""
+
+    job_id: str
+    version: int
+    active: bool
+    created_at: datetime
+    fingerprint: str
+    trials: int
+    running: int
+    succeeded: int
+    failed: int
+    counted: int
+    """Trials whose cost feeds the posteriors."""
+    energy_j: float
+    time_s: float
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    """One trial as stored. Energy in J, time in s, power in W; figures None until finished."""
+
+    id: int
+    job_id: str
+    version: int
+    decision_seq: int
+    dag_id: str
+    task_id: str
+    run_id: str
+    map_index: int
+    try_number: int
+    attempt: int
+    status: str
+    phase: str
+    batch_size: int
+    power_limit_w: int | None
+    energy_j: float | None
+    time_s: float | None
+    cost: float | None
+    epochs: int | None
+    reached_target: bool | None
+    stop_reason: str | None
+    observed: bool
+    measurement: str
+    gpu_model: str
+    gpu_count: int
+    started_at: datetime
+    heartbeat_at: datetime
+    finished_at: datetime | None
+    error: str | None
+
+
+def _count(condition: ColumnElement[bool], name: str) -> Label[int]:
+    return func.coalesce(func.sum(case((condition, 1), else_=0)), 0).label(name)
+
+
+_JOBS = (
+    select(jobs.c.job_id, jobs.c.version, jobs.c.active, jobs.c.created_at, jobs.c.fingerprint,
+           func.count(trials.c.id).label("trials"),
+           _count(trials.c.status == "running", "running"),
+           _count(trials.c.status == "succeeded", "succeeded"),
+           _count(trials.c.status == "failed", "failed"),
+           _count(trials.c.observed, "counted"),
+           func.coalesce(func.sum(trials.c.energy_j), 0.0).label("energy_j"),
+           func.coalesce(func.sum(trials.c.time_s), 0.0).label("time_s"))
+    .select_from(jobs.outerjoin(trials, trials.c.job_pk == jobs.c.id))
+    .group_by(jobs.c.id).order_by(jobs.c.job_id, jobs.c.version)
+)
+_TRIALS = (
+    select(trials.c.id, jobs.c.job_id, jobs.c.version,
+           *[c for c in trials.c if c.name not in ("id", "job_pk")])
+    .join(jobs, trials.c.job_pk == jobs.c.id).order_by(trials.c.id)
+)
+
+
+def list_jobs(store: SQLStore) -> list[JobVersion]:
+    """Every version of every job, oldest first within a job."""
+    with store.reading() as conn:
+        rows = conn.execute(_JOBS).mappings().all()
+    return [JobVersion(**{**row, "active": bool(row["active"]),
+                          "created_at": _utc(row["created_at"])}) for row in rows]
+
+
+def list_trials(store: SQLStore, job_id: str | None = None) -> list[TrialRecord]:
+    """Every trial (of every version of ``job_id`` when given), in the order they began."""
+    query = _TRIALS if job_id is None else _TRIALS.where(jobs.c.job_id == job_id)
+    with store.reading() as conn:
+        rows = conn.execute(query).mappings().all()
+    return [TrialRecord(**{**row, "started_at": _utc(row["started_at"]),
+                           "heartbeat_at": _utc(row["heartbeat_at"]),
+                           "finished_at": row["finished_at"] and _utc(row["finished_at"])})
+            for row in rows]
+
+
+def reset_job(store: SQLStore, job_id: str) -> JobVersion:
+    """Start ``job_id`` over: a new, empty version with the same configuration and seed.
+
+    Earlier versions stay visible (``zeus-airflow runs``) but no longer count; trials still
+    running finish into the version they began in.
+    """
+    with store.transaction() as conn:
+        lock_job_versions(conn, job_id)
+        current = conn.execute(select(jobs).where(jobs.c.job_id == job_id, jobs.c.active)
+                               ).first()
+        if current is None:
+            known = conn.execute(select(jobs.c.job_id).distinct()).scalars().all()
+            raise StoreError(f"job {job_id!r} is not in the store at {store.where}; known "
+                             f"jobs: {', '.join(sorted(known)) or 'none'}")
+        conn.execute(update(jobs).where(jobs.c.id == current.id).values(active=False))
+        version = conn.execute(select(func.max(jobs.c.version))
+                               .where(jobs.c.job_id == job_id)).scalar_one() + 1
+        created = datetime.now(UTC)
+        conn.execute(insert(jobs).values(
+            job_id=job_id, version=version, fingerprint=current.fingerprint,
+            config_json=current.config_json, seed=current.seed, decisions=0, active=True,
+            created_at=created))
+    return JobVersion(job_id, version, True, created, current.fingerprint,
+                      0, 0, 0, 0, 0, 0.0, 0.0)
+
+
+def _utc(moment: datetime) -> datetime:
+    """SQLite hands back naive datetimes; the store writes UTC only."""
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)

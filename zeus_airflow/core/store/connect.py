@@ -1,0 +1,75 @@
+"""SQLAlchemy engines for the store: URL normalisation and per-dialect transaction setup.
+
+SQLite and PostgreSQL are supported. On SQLite every write transaction starts with
+``BEGIN IMMEDIATE`` (the database's write lock, taken before the first read) so that a
+read-decide-write transaction never interleaves with another writer; reads start a plain
+deferred transaction, which WAL mode lets run beside a writer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.pool import StaticPool
+
+DEFAULT_TIMEOUT_S = 30.0
+"""How long to wait for the database: SQLite's write lock, PostgreSQL's connection."""
+
+READ_ONLY = "zeus_read_only"
+"""Execution option marking a connection whose transactions only read."""
+
+_POSTGRES_DRIVER = "postgresql+psycopg"
+
+
+def normalize_url(url: str | URL) -> URL:
+    """The URL with PostgreSQL's driver made explicit (psycopg 3).
+
+    ``postgres://`` (what Airflow and Heroku write, and SQLAlchemy 2 rejects) and a bare
+    ``postgresql://`` (SQLAlchemy's default driver psycopg2 is not a dependency) both become
+    ``postgresql+psycopg://``.
+    """
+    if isinstance(url, str) and url.startswith("postgres://"):
+        url = "postgresql://" + url.removeprefix("postgres://")
+    parsed = make_url(url)
+    if parsed.drivername == "postgresql":
+        parsed = parsed.set(drivername=_POSTGRES_DRIVER)
+    return parsed
+
+
+def display_url(url: str | URL) -> str:
+    """The URL as shown in messages and logs: never with its password."""
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def make_engine(url: str | URL, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> Engine:
+    """An engine configured for the store's transactions on SQLite or PostgreSQL."""
+    url = normalize_url(url)
+    if url.get_backend_name() != "sqlite":
+        connect_args = ({"connect_timeout": max(1, round(timeout_s))}
+                        if url.get_backend_name() == "postgresql" else {})
+        return create_engine(url, pool_pre_ping=True, connect_args=connect_args)
+    in_memory = url.database in (None, "", ":memory:")
+    engine = create_engine(
+        url,
+        connect_args={"check_same_thread": False, "timeout": timeout_s},
+        poolclass=StaticPool if in_memory else None,
+    )
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        # Let SQLAlchemy issue BEGIN itself, so that it can be BEGIN IMMEDIATE below.
+        dbapi_conn.isolation_level = None
+        cursor = dbapi_conn.cursor()
+        cursor.execute("PRAGMA foreign_keys=ON")
+        if not in_memory:
+            cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        read_only = conn.get_execution_options().get(READ_ONLY, False)
+        conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
+
+    return engine

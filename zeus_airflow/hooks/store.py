@@ -1,0 +1,92 @@
+"""The store behind an Airflow Connection (default ``zeus_default``).
+
+Resolution, first match wins: an explicit URL > the Connection > ``$ZEUS_AIRFLOW_DB_URL`` >
+the embedded SQLite file under ``$AIRFLOW_HOME``. The default Connection id is optional (a
+missing ``zeus_default`` falls through); any other id must exist, so that a typo never sends a
+job's state to another database. The SQLAlchemy URL is built from the Connection's fields,
+never with ``Connection.get_uri()``, whose URLs SQLAlchemy rejects.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow.sdk import BaseHook
+from airflow.sdk.exceptions import AirflowNotFoundException
+from sqlalchemy.engine import URL
+
+from zeus_airflow.core.store.base import StoreError
+from zeus_airflow.core.store.connect import normalize_url
+from zeus_airflow.core.store.location import StoreLocation, open_store, resolve_location
+from zeus_airflow.core.store.sql import SQLStore
+
+DEFAULT_CONN_ID = "zeus_default"
+URL_EXTRA = "sqlalchemy_url"
+POSTGRES_TYPES = ("postgres", "postgresql")
+LIBPQ_EXTRAS = ("sslmode", "sslrootcert", "sslcert", "sslkey", "connect_timeout",
+                "application_name", "options", "target_session_attrs")
+"""Connection extras passed on to PostgreSQL; other extras (the postgres provider's
+``cursor``...) are not libpq settings."""
+
+
+def url_from_connection(conn: Any) -> URL:
+    """The SQLAlchemy URL of an Airflow Connection (``postgres`` or ``sqlite``, or any type
+    with ``extra.sqlalchemy_url``)."""
+    extra = conn.extra_dejson or {}
+    if extra.get(URL_EXTRA):
+        return normalize_url(extra[URL_EXTRA])
+    if conn.conn_type in POSTGRES_TYPES:
+        query = {k: str(v) for k, v in extra.items() if k in LIBPQ_EXTRAS}
+        return URL.create("postgresql+psycopg", username=conn.login or None,
+                          password=conn.password or None, host=conn.host or None,
+                          port=conn.port or None, database=conn.schema or None, query=query)
+    if conn.conn_type == "sqlite":
+        # ``sqlite:////tmp/x.db`` as a Connection URI parses to host='' and schema='/tmp/x.db';
+        # a Connection made field by field has the path in host.
+        path = conn.host or conn.schema
+        if not path:
+            raise StoreError(f"connection {conn.conn_id!r} (sqlite) names no database file: "
+                             "set its host to the file's absolute path")
+        return URL.create("sqlite", database=path)
+    raise StoreError(f"connection {conn.conn_id!r} has conn_type {conn.conn_type!r}: expected "
+                     f"one of {', '.join((*POSTGRES_TYPES, 'sqlite'))}, or any type with "
+                     f"extra.{URL_EXTRA} set to a SQLAlchemy URL")
+
+
+def resolve_store_location(conn_id: str | None = None, url: str | URL | None = None
+                           ) -> StoreLocation:
+    """The store's location with the Connection step in the chain."""
+    if url:
+        return resolve_location(url)
+    try:
+        conn = BaseHook.get_connection(conn_id or DEFAULT_CONN_ID)
+    except AirflowNotFoundException:
+        if conn_id and conn_id != DEFAULT_CONN_ID:
+            raise StoreError(f"zeus_conn_id={conn_id!r}: no such Airflow connection; create it "
+                             f"or leave zeus_conn_id at {DEFAULT_CONN_ID!r}, which falls back "
+                             "to $ZEUS_AIRFLOW_DB_URL, then the embedded SQLite store") from None
+        return resolve_location()
+    return StoreLocation(url_from_connection(conn), "connection", conn.conn_id)
+
+
+class ZeusStoreHook(BaseHook):
+    """Opens the zeus-airflow store named by an Airflow Connection."""
+
+    conn_name_attr = "zeus_conn_id"
+    default_conn_name = DEFAULT_CONN_ID
+    conn_type = "zeus_store"
+    hook_name = "Zeus store"
+
+    def __init__(self, zeus_conn_id: str | None = DEFAULT_CONN_ID, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.zeus_conn_id = zeus_conn_id
+
+    def location(self) -> StoreLocation:
+        return resolve_store_location(self.zeus_conn_id)
+
+    def get_conn(self) -> SQLStore:
+        return self.get_store()
+
+    def get_store(self, **options: Any) -> SQLStore:
+        """The store, schema checked (``options`` as for :func:`open_store`)."""
+        return open_store(self.location(), **options)
