@@ -1,0 +1,299 @@
+"""ZeusTrainOperator through real Airflow 3.3 (``dag.test()``, notes §3) on a real SQLite store.
+
+Replayed runs check what the operator records and publishes; runs on the fake NVML check that
+power limits come back on every exit path Airflow has: success, the user's exception, on_kill
+(SIGTERM), a timeout, and a predecessor killed with SIGKILL (the lease).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from fixtures_airflow import (
+    FAKE_ORIGINAL_LIMIT_MW,
+    daily,
+    rendered_fields,
+    sync_dag,
+    task_state,
+    xcoms,
+)
+from sqlalchemy import create_engine, insert, select
+
+from zeus_airflow.core.run import TrainingRun
+from zeus_airflow.core.store.tables import gpu_leases, trials
+from zeus_airflow.operators.replay import replay_job_settings, replay_train
+from zeus_airflow.operators.summary import XCOM_KEYS
+from zeus_airflow.testing import FakeNVML
+
+pytestmark = pytest.mark.usefixtures("dag_test")
+
+ORIGINAL_MW = FAKE_ORIGINAL_LIMIT_MW
+
+
+def make_dag(dag_id: str, **operator_args: Any) -> Any:
+    from airflow.sdk import DAG
+
+    from zeus_airflow import ZeusTrainOperator
+
+    with DAG(dag_id, schedule="@daily", start_date=daily(0), catchup=False) as dag:
+        ZeusTrainOperator(task_id="train", heartbeat_s=5, **operator_args)
+    return sync_dag(dag)
+
+
+def replay_dag(dag_id: str, train: Any = replay_train, **operator_args: Any) -> Any:
+    return make_dag(dag_id, train=train, device="replay:v100:cifar100",
+                    **replay_job_settings("v100", "cifar100"), **operator_args)
+
+
+def fake_dag(dag_id: str, train: Any, **operator_args: Any) -> Any:
+    """A job on the GPUs the task sees (``fake_gpus``), profiling 3 steps per limit."""
+    return make_dag(dag_id, train=train, device="auto", batch_sizes=[16, 32],
+                    default_batch_size=32, target_metric=1.0, max_epochs=2, warmup_steps=1,
+                    profile_steps=2, **operator_args)
+
+
+def store_trials(url: str) -> list[Any]:
+    with create_engine(url).connect() as conn:
+        return list(conn.execute(select(trials).order_by(trials.c.id)))
+
+
+def lease_rows(url: str) -> list[Any]:
+    with create_engine(url).connect() as conn:
+        return list(conn.execute(select(gpu_leases)))
+
+
+def train_steps(run: TrainingRun, steps: int, then: Any = None) -> str:
+    """Train ``steps`` steps of 1 ms in one epoch, call ``then(run)``, report the target."""
+    for _ in run.epochs():
+        for _ in run.steps(range(steps)):
+            time.sleep(0.001)
+        if then is not None:
+            then(run)
+        run.report_metric(1.0)
+    return "model.pt"
+
+
+def test_three_runs_leave_three_trials_and_their_xcoms(zeus_store_url: str) -> None:
+    dag = replay_dag("three_runs")
+    runs = [dag.test(logical_date=daily(day)) for day in range(3)]
+
+    rows = store_trials(zeus_store_url)
+    assert [task_state(run, "train") for run in runs] == [("success", 1)] * 3
+    assert sorted(r.run_id for r in rows) == sorted(run.run_id for run in runs)
+    assert all(r.status == "succeeded" and r.observed and r.measurement == "replayed"
+               for r in rows)
+    for run, row in zip(runs, rows, strict=True):
+        pushed = xcoms("three_runs", run.run_id, "train")
+        assert set(XCOM_KEYS) | {"return_value"} <= set(pushed)
+        assert (pushed["batch_size"], pushed["power_limit_w"], pushed["epochs"]) == \
+            (row.batch_size, row.power_limit_w, row.epochs)
+        assert pushed["energy_j"] == pytest.approx(row.energy_j)
+        assert pushed["cost"] == pytest.approx(row.cost)
+        assert (pushed["tries"], pushed["phase"], pushed["device_kind"],
+                pushed["reached_target"]) == (1, "pruning", "replayed", True)
+        assert set(pushed["return_value"]) == {"epochs_to_target"}
+        assert pushed["_link_ZeusJobLink"] == "/zeus/jobs/three_runs.train"
+        shown = rendered_fields("three_runs", run.run_id, "train")
+        assert shown["zeus_summary"].endswith(f"b={row.batch_size} · {row.power_limit_w} W "
+                                              "(replayed)")
+        assert shown["job_id"] == "three_runs.train"
+    # Pruning walks down from b0: each run saw the ones before it.
+    b0 = replay_job_settings("v100", "cifar100")["default_batch_size"]
+    assert rows[0].batch_size == b0 and rows[1].batch_size < b0
+
+
+def test_an_airflow_retry_replaces_the_failed_try_never_adds(zeus_store_url: str) -> None:
+    returned: list[Any] = [object(), {"model": "v2"}]  # the first cannot be pushed as XCom
+
+    def train(run: TrainingRun) -> Any:
+        replay_train(run)
+        return returned.pop(0)
+
+    dag = replay_dag("retried", train, retries=1, retry_delay=timedelta(0))
+    dag_run = dag.test(logical_date=daily(0))
+
+    assert task_state(dag_run, "train") == ("success", 2)
+    rows = store_trials(zeus_store_url)
+    assert [r.try_number for r in rows] == [1, 2]
+    assert [r.observed for r in rows] == [False, True]
+    assert rows[0].status in ("superseded", "replaced")
+    assert xcoms("retried", dag_run.run_id, "train")["return_value"] == {"model": "v2"}
+
+
+def test_a_user_exception_restores_the_limit_and_fails_with_its_traceback(
+        zeus_store_url: str, fake_gpus: FakeNVML, capfd: pytest.CaptureFixture[str]) -> None:
+    fake = fake_gpus
+
+    def diverged(run: TrainingRun) -> None:
+        raise FloatingPointError("loss is nan at step 10")
+
+    dag = fake_dag("user_error", lambda run: train_steps(run, 10, then=diverged))
+    dag_run = dag.test(logical_date=daily(0))
+
+    assert task_state(dag_run, "train")[0] == "failed"
+    assert any(limit < ORIGINAL_MW for _, limit in fake.allowed_sets())  # it did profile
+    assert fake.limits_mw() == [ORIGINAL_MW]
+    log = capfd.readouterr().out
+    assert "FloatingPointError: loss is nan at step 10" in log
+    assert "in diverged" in log  # the user's own frame, not a wrapper's
+    (row,) = store_trials(zeus_store_url)
+    assert row.status == "error" and "loss is nan" in row.error
+    assert lease_rows(zeus_store_url) == []
+
+
+def test_success_restores_the_original_limit_not_the_maximum(zeus_store_url: str,
+                                                            fake_gpus: FakeNVML) -> None:
+    fake = fake_gpus
+    dag = fake_dag("success", lambda run: train_steps(run, 40))
+    dag_run = dag.test(logical_date=daily(0))
+
+    assert task_state(dag_run, "train") == ("success", 1)
+    assert fake.limits_mw() == [ORIGINAL_MW]
+    pushed = xcoms("success", dag_run.run_id, "train")
+    assert pushed["device_kind"] == "measured" and pushed["return_value"] == "model.pt"
+    assert "(" not in rendered_fields("success", dag_run.run_id, "train")["zeus_summary"]
+    assert lease_rows(zeus_store_url) == []
+
+
+LIMITS_WHEN_STOPPED: list[tuple[int, ...]] = []
+
+
+def sigterm_self(run: TrainingRun) -> None:
+    """What the supervisor sends on "mark failed"; records the limits on_kill left."""
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)
+    except BaseException:
+        LIMITS_WHEN_STOPPED.append(run.device.get_power_limits_w())
+        raise
+
+
+def sleep_past_timeout(run: TrainingRun) -> None:
+    try:
+        time.sleep(5)
+    except BaseException:
+        LIMITS_WHEN_STOPPED.append(run.device.get_power_limits_w())
+        raise
+
+
+def test_on_kill_restores_the_limit_before_training_unwinds(zeus_store_url: str,
+                                                            fake_gpus: FakeNVML) -> None:
+    LIMITS_WHEN_STOPPED.clear()
+    dag = fake_dag("killed_now", lambda run: train_steps(run, 10, sigterm_self))
+    dag.test(logical_date=daily(0))
+
+    assert LIMITS_WHEN_STOPPED == [(ORIGINAL_MW // 1000,)]
+
+
+@pytest.mark.parametrize(("stop", "operator_args"), [
+    (sigterm_self, {}),
+    (sleep_past_timeout, {"execution_timeout": timedelta(seconds=1)}),
+], ids=["on_kill", "timeout"])
+def test_airflow_stopping_the_task_restores_the_limit(
+        zeus_store_url: str, fake_gpus: FakeNVML, stop: Any,
+        operator_args: dict[str, Any]) -> None:
+    fake = fake_gpus
+    LIMITS_WHEN_STOPPED.clear()
+    dag = fake_dag(f"stopped_{stop.__name__}", lambda run: train_steps(run, 10, stop),
+                   **operator_args)
+    dag_run = dag.test(logical_date=daily(0))
+
+    assert task_state(dag_run, "train")[0] == "failed"
+    assert any(limit < ORIGINAL_MW for _, limit in fake.allowed_sets())
+    assert len(LIMITS_WHEN_STOPPED) == 1  # training was interrupted at once
+    assert fake.limits_mw() == [ORIGINAL_MW]
+    (row,) = store_trials(zeus_store_url)
+    assert row.status == "error"
+    assert lease_rows(zeus_store_url) == []
+
+
+def dead_pid() -> int:
+    """The pid of a process that was killed with SIGKILL, as the OOM killer would."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    child.kill()
+    child.wait()
+    return child.pid
+
+
+def add_lease(url: str, fake: FakeNVML, original_w: int, pid: int) -> None:
+    """The lease a task holding the fake GPU would have recorded."""
+    with create_engine(url).begin() as conn:
+        conn.execute(insert(gpu_leases).values(
+            host=socket.gethostname(), gpu_uuid=fake.gpu_uuids()[0], gpu_index=0,
+            original_limit_w=original_w, pid=pid, acquired_at=datetime.now(UTC)))
+
+
+def test_a_limit_left_by_a_killed_task_is_restored_by_the_next_one(
+        zeus_store_url: str, fake_gpus: FakeNVML) -> None:
+    fake = fake_gpus
+    seen: list[tuple[int, ...]] = []
+    add_lease(zeus_store_url, fake, ORIGINAL_MW // 1000, dead_pid())
+    fake.nvmlInit()
+    fake.nvmlDeviceSetPowerManagementLimit(fake.nvmlDeviceGetHandleByIndex(0), 150_000)
+
+    dag = fake_dag("after_kill", lambda run: train_steps(
+        run, 5, lambda r: seen.append(r.device.get_power_limits_w())),
+        power_limit_mode="measure")
+    dag_run = dag.test(logical_date=daily(0))
+
+    assert task_state(dag_run, "train") == ("success", 1)
+    assert seen == [(ORIGINAL_MW // 1000,)]  # restored before training started
+    assert fake.limits_mw() == [ORIGINAL_MW]
+    assert lease_rows(zeus_store_url) == []
+
+
+def test_a_gpu_leased_by_a_live_task_is_measured_without_touching_it(
+        zeus_store_url: str, fake_gpus: FakeNVML) -> None:
+    fake = fake_gpus
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        add_lease(zeus_store_url, fake, 300, other.pid)
+        dag = fake_dag("shared_gpu", lambda run: train_steps(run, 40))
+        dag_run = dag.test(logical_date=daily(0))
+    finally:
+        other.kill()
+        other.wait()
+
+    assert task_state(dag_run, "train") == ("success", 1)
+    assert fake.set_calls == []
+    assert [lease.pid for lease in lease_rows(zeus_store_url)] == [other.pid]
+
+
+def test_templated_fields_reach_the_train_function_and_the_store(zeus_store_url: str) -> None:
+    received: list[str] = []
+
+    def train(run: TrainingRun, day: str) -> dict[str, float]:
+        received.append(day)
+        return replay_train(run)
+
+    dag = make_dag("templated", train=train, device="{{ 'replay:v100:cifar100' }}",
+                   job_id="{{ dag.dag_id }}-model", train_kwargs={"day": "{{ ds }}"},
+                   **replay_job_settings("v100", "cifar100"))
+    dag_run = dag.test(logical_date=daily(4))
+
+    assert task_state(dag_run, "train") == ("success", 1)
+    assert received == ["2026-01-05"]
+    assert xcoms("templated", dag_run.run_id, "train")["_link_ZeusJobLink"] == \
+        "/zeus/jobs/templated-model"
+    with create_engine(zeus_store_url).connect() as conn:
+        assert conn.execute(select(trials.c.run_id)).scalar() == dag_run.run_id
+
+
+def test_a_store_without_schema_fails_before_any_gpu_change(
+        tmp_path: Any, fake_gpus: FakeNVML, monkeypatch: pytest.MonkeyPatch,
+        capfd: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("ZEUS_AIRFLOW_DB_URL", f"sqlite:///{tmp_path / 'empty.db'}")
+    dag = fake_dag("no_store", lambda run: train_steps(run, 40))
+    dag_run = dag.test(logical_date=daily(0))
+
+    assert task_state(dag_run, "train")[0] == "failed"
+    assert fake_gpus.init_count == 0 and fake_gpus.set_calls == []  # NVML never opened
+    assert "zeus-airflow db upgrade" in capfd.readouterr().out

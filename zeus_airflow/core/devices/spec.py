@@ -1,0 +1,109 @@
+"""The ``device`` parameter: which GPUs a job trains on, written as one string.
+
+Forms (see :data:`DEVICE_FORMS`):
+
+- ``auto``: every NVIDIA GPU the task can see (NVML, honouring ``CUDA_VISIBLE_DEVICES``);
+  an error when there is none. Figures are ``measured``.
+- ``nvml:<i>[,<j>...]``: those NVML indices.
+- ``replay:<gpu>:<workload>``: a paper workload replayed on a virtual clock (``replayed``).
+- ``simulated:<gpu>[:<workload>]``: real training steps on a simulated GPU whose power and
+  slowdown follow that workload's measured power curve (``simulated``; see ``simulated.py``).
+
+Parsing only checks the form, so it can run at DAG-parse time; :func:`open_device` touches
+NVML or reads the traces, at run time. Traces come from ``traces_dir`` or ``$ZEUS_TRACES_DIR``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, NoReturn
+
+from zeus_airflow.core.config import ConfigError
+from zeus_airflow.core.devices.base import GPUGroup
+from zeus_airflow.core.traces import WORKLOADS, load_workload_trace
+
+DEVICE_FORMS: tuple[str, ...] = (
+    "auto", "nvml:<i>[,<j>...]", "replay:<gpu>:<workload>", "simulated:<gpu>[:<workload>]")
+TRACES_ENV = "ZEUS_TRACES_DIR"
+
+DeviceKind = Literal["nvml", "replay", "simulated"]
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    """A parsed ``device`` string."""
+
+    kind: DeviceKind
+    indices: tuple[int, ...] | None = None
+    """NVML indices; None means every visible GPU (``auto``)."""
+    gpu: str = ""
+    """Trace GPU name (``v100``, ``a40``...) for replay and simulated devices."""
+    workload: str = ""
+
+
+def parse_device(text: str) -> DeviceSpec:
+    """Check the form of a ``device`` string; raises ConfigError naming ``device``."""
+    if not isinstance(text, str):
+        _invalid(text)
+    kind, _, rest = text.strip().partition(":")
+    parts = rest.split(":") if rest else []
+    if kind == "auto" and not parts:
+        return DeviceSpec("nvml")
+    if kind == "nvml" and len(parts) == 1:
+        return DeviceSpec("nvml", indices=_indices(text, parts[0]))
+    if kind == "replay" and len(parts) == 2 and all(parts):
+        return DeviceSpec("replay", gpu=parts[0], workload=_workload(text, parts[1]))
+    if kind == "simulated" and len(parts) in (1, 2) and all(parts):
+        from zeus_airflow.core.devices.simulated import DEFAULT_CURVE_WORKLOAD
+
+        workload = parts[1] if len(parts) == 2 else DEFAULT_CURVE_WORKLOAD
+        return DeviceSpec("simulated", gpu=parts[0], workload=_workload(text, workload))
+    _invalid(text)
+
+
+def open_device(spec: DeviceSpec, traces_dir: str | Path | None = None) -> GPUGroup:
+    """Open the GPUs ``spec`` names. NVML is imported only here, so parsing needs no driver."""
+    if spec.kind == "nvml":
+        from zeus_airflow.core.devices.nvml import NVMLGPUs
+
+        return NVMLGPUs(spec.indices)
+    trace = load_workload_trace(resolve_traces_dir(traces_dir), spec.gpu, spec.workload)
+    if spec.kind == "replay":
+        from zeus_airflow.core.devices.replay import ReplayGPU
+
+        return ReplayGPU(trace)
+    from zeus_airflow.core.devices.simulated import SimulatedGPU
+
+    return SimulatedGPU(trace)
+
+
+def resolve_traces_dir(explicit: str | Path | None = None) -> Path:
+    """The paper's traces folder: ``explicit``, else ``$ZEUS_TRACES_DIR``."""
+    chosen = explicit or os.environ.get(TRACES_ENV)
+    if not chosen:
+        raise ConfigError(f"traces_dir is not set: pass traces_dir or set ${TRACES_ENV} to the "
+                          "folder holding summary_train.csv and summary_power_<gpu>.csv")
+    return Path(chosen)
+
+
+def _indices(text: str, value: str) -> tuple[int, ...]:
+    try:
+        indices = tuple(int(i) for i in value.split(","))
+    except ValueError:
+        _invalid(text)
+    if any(i < 0 for i in indices) or len(set(indices)) != len(indices):
+        _invalid(text)
+    return indices
+
+
+def _workload(text: str, name: str) -> str:
+    if name not in WORKLOADS:
+        raise ConfigError(f"device={text!r} is invalid: workload {name!r} is not one of "
+                          f"{', '.join(sorted(WORKLOADS))}")
+    return name
+
+
+def _invalid(text: object) -> NoReturn:
+    raise ConfigError(f"device={text!r} is invalid: expected one of {', '.join(DEVICE_FORMS)}")

@@ -1,0 +1,235 @@
+"""Power-limit leases: the store remembers a GPU's original limit while a task may change it.
+
+Nothing runs after SIGKILL or an out-of-memory kill (notes §6), so a task that dies mid-run
+would leave its GPU capped for whoever trains next. Before a task may change a GPU's limit it
+records a lease (host, GPU UUID, original limit, pid) in ``zeus_gpu_leases``; it deletes the
+lease after putting the limit back. The next task that uses the GPU first restores the limit
+of any lease whose process is gone; ``zeus-airflow gpu restore`` does the same by hand.
+
+One lease per (host, GPU): a second task that finds a GPU leased by a live process trains
+without touching its limit (measure mode) instead of fighting over it.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Protocol, runtime_checkable
+
+import psutil
+from sqlalchemy import Engine, delete, insert, select
+from sqlalchemy.exc import IntegrityError
+
+from zeus_airflow.core.devices.base import GPUGroup, MeasurementKind, PowerLimitPermissionError
+from zeus_airflow.core.store.tables import gpu_leases
+
+_PID_START_SLACK_S = 1.0
+"""A process created up to this long after its lease was stamped is still its holder
+(the two clocks are read a few ms apart)."""
+
+
+@runtime_checkable
+class LeasableGPUs(GPUGroup, Protocol):
+    """Real GPUs, which have UUIDs: the only ones whose limits outlive the task."""
+
+    uuids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Lease:
+    """One GPU's original limit (W), held by process ``pid`` on ``host``."""
+
+    id: int
+    host: str
+    gpu_uuid: str
+    gpu_index: int
+    original_limit_w: int
+    pid: int
+    acquired_at: datetime
+
+    def holder_alive(self) -> bool:
+        """Whether the process that took the lease still runs (on this host)."""
+        try:
+            created_s = psutil.Process(self.pid).create_time()
+        except psutil.NoSuchProcess:
+            return False
+        # A pid reused by a process started after the lease is not the holder.
+        return created_s <= self.acquired_at.timestamp() + _PID_START_SLACK_S
+
+
+def this_host() -> str:
+    return socket.gethostname()
+
+
+class GPULeases:
+    """The lease table of one store, seen from one host."""
+
+    def __init__(self, engine: Engine, host: str | None = None) -> None:
+        self.engine = engine
+        self.host = host or this_host()
+
+    def on_host(self) -> list[Lease]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(gpu_leases).where(gpu_leases.c.host == self.host)
+                                .order_by(gpu_leases.c.gpu_index)).all()
+        return [_lease(row) for row in rows]
+
+    def stale(self) -> list[Lease]:
+        """Leases on this host whose process is gone: their GPUs may still be capped."""
+        return [lease for lease in self.on_host() if not lease.holder_alive()]
+
+    def acquire(self, device: LeasableGPUs, original_limits_w: Sequence[int]) -> list[int] | None:
+        """Lease every GPU of ``device`` at once; None when one is leased by someone else."""
+        now = datetime.now(UTC)
+        rows = [dict(host=self.host, gpu_uuid=uuid, gpu_index=index, original_limit_w=limit,
+                     pid=os.getpid(), acquired_at=now)
+                for uuid, index, limit in zip(device.uuids, device.indices, original_limits_w,
+                                              strict=True)]
+        try:
+            with self.engine.begin() as conn:
+                return [_inserted_id(conn.execute(insert(gpu_leases).values(**row)))
+                        for row in rows]
+        except IntegrityError:
+            return None
+
+    def holders(self, device: LeasableGPUs) -> list[Lease]:
+        return [lease for lease in self.on_host() if lease.gpu_uuid in device.uuids]
+
+    def release(self, lease_ids: Sequence[int]) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(delete(gpu_leases).where(gpu_leases.c.id.in_(lease_ids)))
+
+
+def restore_lease(lease: Lease, device: LeasableGPUs) -> None:
+    """Put the lease's GPU (one of ``device``'s) back to its original limit."""
+    position = device.uuids.index(lease.gpu_uuid)
+    limits = list(device.get_power_limits_w())
+    if limits[position] != lease.original_limit_w:
+        limits[position] = lease.original_limit_w
+        device.set_power_limits_w(limits)
+
+
+class GuardedGPUs:
+    """Real GPUs whose limits can be frozen: after :meth:`freeze`, setting a limit raises
+    PowerLimitPermissionError, which the profiler answers by measuring at the current limit."""
+
+    def __init__(self, device: LeasableGPUs) -> None:
+        self.device = device
+        self.kind: MeasurementKind = device.kind
+        self.model = device.model
+        self.count = device.count
+        self.indices = device.indices
+        self.uuids = device.uuids
+        self.frozen_because: str | None = None
+
+    def freeze(self, because: str) -> None:
+        if self.frozen_because is None:
+            self.frozen_because = because
+
+    def power_limit_range_w(self) -> tuple[int, int]:
+        return self.device.power_limit_range_w()
+
+    def candidate_power_limits_w(self) -> tuple[int, ...]:
+        return self.device.candidate_power_limits_w()
+
+    def get_power_limits_w(self) -> tuple[int, ...]:
+        return self.device.get_power_limits_w()
+
+    def set_power_limits_w(self, limits_w: Sequence[int]) -> None:
+        if self.frozen_because is not None:
+            raise PowerLimitPermissionError(self.frozen_because)
+        self.device.set_power_limits_w(limits_w)
+
+    def energy_j(self) -> float:
+        return self.device.energy_j()
+
+    def now_s(self) -> float:
+        return self.device.now_s()
+
+    def close(self) -> None:
+        self.device.close()
+
+
+class PowerLimitGuard:
+    """Holds a task's GPUs for the length of its run and puts their limits back.
+
+    Entering restores stale leases of these GPUs, then leases them at their current limits;
+    :meth:`restore` (also called from ``on_kill``) puts the originals back and freezes the
+    limits; leaving restores and deletes the lease. Virtual devices (replay, simulated) are
+    passed through untouched: their limits die with the process.
+    """
+
+    def __init__(self, device: GPUGroup, leases: GPULeases, log: Any) -> None:
+        self.leases = leases
+        self.log = log
+        self.real = GuardedGPUs(device) if isinstance(device, LeasableGPUs) else None
+        self.gpus: GPUGroup = self.real or device
+        """What training may use."""
+        self.original_limits_w: tuple[int, ...] | None = None
+        self._owns_limits = True
+        self._lease_ids: list[int] = []
+
+    def __enter__(self) -> PowerLimitGuard:
+        if self.real is not None:
+            self._recover(self.real.device)
+        self.original_limits_w = self.gpus.get_power_limits_w()
+        if self.real is not None:
+            self._take(self.real.device)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self.restore("the task ended")
+        finally:
+            if self._lease_ids:
+                self.leases.release(self._lease_ids)
+                self._lease_ids = []
+
+    def restore(self, because: str) -> None:
+        """Put the original limits back now and refuse any later change of real GPUs'."""
+        if self.real is None:
+            return
+        self.real.freeze(f"power limits are frozen: {because}")
+        if self._owns_limits and self.original_limits_w is not None \
+                and self.real.get_power_limits_w() != self.original_limits_w:
+            self.real.device.set_power_limits_w(self.original_limits_w)
+            self.log.info("power limits restored to %s W (%s)", list(self.original_limits_w),
+                          because)
+
+    def _recover(self, gpus: LeasableGPUs) -> None:
+        for lease in self.leases.holders(gpus):
+            if lease.holder_alive():
+                continue
+            restore_lease(lease, gpus)
+            self.leases.release([lease.id])
+            self.log.warning("GPU %s: restored its power limit to %d W, left by process %d, "
+                             "which died without restoring it", lease.gpu_uuid,
+                             lease.original_limit_w, lease.pid)
+
+    def _take(self, gpus: LeasableGPUs) -> None:
+        assert self.real is not None and self.original_limits_w is not None
+        ids = self.leases.acquire(gpus, self.original_limits_w)
+        if ids is not None:
+            self._lease_ids = ids
+            return
+        holders = ", ".join(f"GPU {lease.gpu_index} by pid {lease.pid}"
+                            for lease in self.leases.holders(gpus))
+        self._owns_limits = False
+        self.real.freeze(f"another task is tuning these GPUs' power limits ({holders})")
+        self.log.warning("%s: training at the current limits without changing them",
+                         self.real.frozen_because)
+
+
+def _inserted_id(result: Any) -> int:
+    return int(result.inserted_primary_key[0])
+
+
+def _lease(row: Any) -> Lease:
+    acquired = row.acquired_at
+    if acquired.tzinfo is None:  # SQLite keeps no zone; the store writes UTC
+        acquired = acquired.replace(tzinfo=UTC)
+    return Lease(row.id, row.host, row.gpu_uuid, row.gpu_index, row.original_limit_w, row.pid,
+                 acquired)

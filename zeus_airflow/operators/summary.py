@@ -1,0 +1,62 @@
+"""What a finished recurrence publishes: its XComs and its one-line summary.
+
+Both are pure functions of the engine's result, so the operator, the demo and the tests agree
+on every key and every unit. Replayed and simulated figures say so: ``device_kind`` in the
+XComs, a ``(replayed)`` / ``(simulated)`` tag in the summary.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from zeus_airflow.core.engine import RecurrenceResult
+
+XCOM_KEYS: tuple[str, ...] = ("batch_size", "power_limit_w", "energy_j", "time_s", "cost",
+                              "epochs", "reached_target", "tries", "phase", "device_kind")
+"""Keys the operator pushes for every run, besides ``return_value``."""
+
+
+def xcom_values(result: RecurrenceResult) -> dict[str, Any]:
+    """Energy in J and time in s summed over every try of the recurrence; batch size, power
+    limit (W) and phase of the last try."""
+    return {
+        "batch_size": result.batch_size,
+        "power_limit_w": result.power_limit_w,
+        "energy_j": result.energy_j,
+        "time_s": result.time_s,
+        "cost": result.cost,
+        "epochs": result.epochs,
+        "reached_target": result.reached_target,
+        "tries": len(result.tries),
+        "phase": result.final.phase,
+        "device_kind": result.measurement,
+    }
+
+
+def summary_line(result: RecurrenceResult) -> str:
+    """E.g. ``812 kJ · 1.9 h · b=64 · 175 W``, then what else a reader must know."""
+    parts = [format_energy(result.energy_j), format_duration(result.time_s),
+             f"b={result.batch_size}", f"{result.power_limit_w} W"]
+    if len(result.tries) > 1:
+        parts.append(f"{len(result.tries)} tries")
+    if not result.reached_target:
+        parts.append("target not reached")
+    line = " · ".join(parts)
+    return line if result.measurement == "measured" else f"{line} ({result.measurement})"
+
+
+def format_energy(energy_j: float) -> str:
+    """Three significant digits in J, kJ, MJ or GJ."""
+    for unit, scale in (("GJ", 1e9), ("MJ", 1e6), ("kJ", 1e3)):
+        if abs(energy_j) >= scale:
+            return f"{energy_j / scale:.3g} {unit}"
+    return f"{energy_j:.3g} J"
+
+
+def format_duration(time_s: float) -> str:
+    """Seconds below two minutes, minutes below an hour, hours above."""
+    if time_s < 120:
+        return f"{time_s:.3g} s"
+    if time_s < 3600:
+        return f"{time_s / 60:.0f} min"
+    return f"{time_s / 3600:.1f} h"
