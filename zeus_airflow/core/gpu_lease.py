@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol, runtime_checkable
@@ -23,7 +23,12 @@ import psutil
 from sqlalchemy import Engine, delete, insert, select
 from sqlalchemy.exc import IntegrityError
 
-from zeus_airflow.core.devices.base import GPUGroup, MeasurementKind, PowerLimitPermissionError
+from zeus_airflow.core.devices.base import (
+    DeviceError,
+    GPUGroup,
+    MeasurementKind,
+    PowerLimitPermissionError,
+)
 from zeus_airflow.core.store.tables import gpu_leases
 
 _PID_START_SLACK_S = 1.0
@@ -103,13 +108,30 @@ class GPULeases:
             conn.execute(delete(gpu_leases).where(gpu_leases.c.id.in_(lease_ids)))
 
 
-def restore_lease(lease: Lease, device: LeasableGPUs) -> None:
-    """Put the lease's GPU (one of ``device``'s) back to its original limit."""
-    position = device.uuids.index(lease.gpu_uuid)
-    limits = list(device.get_power_limits_w())
-    if limits[position] != lease.original_limit_w:
-        limits[position] = lease.original_limit_w
-        device.set_power_limits_w(limits)
+def restore_leases(leases: GPULeases, chosen: Iterable[Lease],
+                   gpus_of: Callable[[Lease], LeasableGPUs], log: Any) -> list[Lease]:
+    """Put each chosen lease's GPU back to its original limit, then delete the lease.
+
+    ``gpus_of(lease)`` is a GPU group holding the lease's GPU (checked by UUID, so a GPU
+    renumbered since is never confused with another)."""
+    restored = []
+    for lease in chosen:
+        gpus = gpus_of(lease)
+        if lease.gpu_uuid not in gpus.uuids:
+            raise DeviceError(f"GPU {lease.gpu_index} is now {', '.join(gpus.uuids)}, not the "
+                              f"leased {lease.gpu_uuid}: restore its limit by hand "
+                              f"(nvidia-smi -i <index> -pl {lease.original_limit_w})")
+        position = gpus.uuids.index(lease.gpu_uuid)
+        limits = list(gpus.get_power_limits_w())
+        if limits[position] != lease.original_limit_w:
+            limits[position] = lease.original_limit_w
+            gpus.set_power_limits_w(limits)
+        leases.release([lease.id])
+        log.warning("GPU %d (%s): power limit restored to %d W, left by process %d on %s",
+                    lease.gpu_index, lease.gpu_uuid, lease.original_limit_w, lease.pid,
+                    lease.host)
+        restored.append(lease)
+    return restored
 
 
 class GuardedGPUs:
@@ -200,14 +222,9 @@ class PowerLimitGuard:
                           because)
 
     def _recover(self, gpus: LeasableGPUs) -> None:
-        for lease in self.leases.holders(gpus):
-            if lease.holder_alive():
-                continue
-            restore_lease(lease, gpus)
-            self.leases.release([lease.id])
-            self.log.warning("GPU %s: restored its power limit to %d W, left by process %d, "
-                             "which died without restoring it", lease.gpu_uuid,
-                             lease.original_limit_w, lease.pid)
+        """Limits left by a task that died (SIGKILL, out of memory) on these GPUs."""
+        dead = [lease for lease in self.leases.holders(gpus) if not lease.holder_alive()]
+        restore_leases(self.leases, dead, lambda _: gpus, self.log)
 
     def _take(self, gpus: LeasableGPUs) -> None:
         assert self.real is not None and self.original_limits_w is not None

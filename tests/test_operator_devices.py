@@ -1,0 +1,123 @@
+"""The ``device`` strings and the simulated GPU (real steps, a measured power curve)."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import pynvml
+import pytest
+from fixtures_airflow import TRACES
+
+from zeus_airflow.core.config import ConfigError, JobConfig, ProfilerConfig
+from zeus_airflow.core.cost import zeus_cost
+from zeus_airflow.core.devices import nvml
+from zeus_airflow.core.devices.base import DeviceError
+from zeus_airflow.core.devices.replay import ReplayGPU
+from zeus_airflow.core.devices.simulated import SimulatedGPU
+from zeus_airflow.core.devices.spec import DeviceSpec, open_device, parse_device
+from zeus_airflow.core.engine import Engine
+from zeus_airflow.core.run import TrainingRun
+from zeus_airflow.core.store.base import RecurrenceKey
+from zeus_airflow.core.store.sql import SQLStore
+from zeus_airflow.core.traces import WorkloadTrace, load_workload_trace
+from zeus_airflow.testing import FakeNVML, ManualClock
+
+
+@pytest.fixture(scope="module")
+def cifar() -> WorkloadTrace:
+    return load_workload_trace(TRACES, "v100", "cifar100")
+
+
+@pytest.mark.parametrize(("text", "spec"), [
+    ("auto", DeviceSpec("nvml")),
+    ("nvml:2,0", DeviceSpec("nvml", indices=(2, 0))),
+    ("replay:a40:squad", DeviceSpec("replay", gpu="a40", workload="squad")),
+    ("simulated:v100", DeviceSpec("simulated", gpu="v100", workload="cifar100")),
+    ("simulated:a40:imagenet", DeviceSpec("simulated", gpu="a40", workload="imagenet")),
+])
+def test_device_strings(text: str, spec: DeviceSpec) -> None:
+    assert parse_device(text) == spec
+
+
+def test_replay_and_simulated_devices_open_on_the_traces() -> None:
+    replay = open_device(parse_device("replay:v100:librispeech"), TRACES)
+    simulated = open_device(parse_device("simulated:a40"), TRACES)
+    assert isinstance(replay, ReplayGPU) and replay.kind == "replayed"
+    assert isinstance(simulated, SimulatedGPU) and simulated.kind == "simulated"
+    assert simulated.model == "A40 (simulated)"
+    with pytest.raises(ConfigError, match="gpu='h100'"):
+        open_device(parse_device("simulated:h100"), TRACES)
+
+
+def test_traces_come_from_the_environment_or_a_clear_error(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ZEUS_TRACES_DIR", str(TRACES))
+    assert open_device(parse_device("replay:v100:squad")).kind == "replayed"
+    monkeypatch.delenv("ZEUS_TRACES_DIR")
+    with pytest.raises(ConfigError, match="ZEUS_TRACES_DIR"):
+        open_device(parse_device("replay:v100:squad"))
+
+
+@pytest.mark.parametrize(("fake", "message"), [
+    (FakeNVML(0), "no GPU is visible"),
+    (FakeNVML(1, init_error=pynvml.NVML_ERROR_LIBRARY_NOT_FOUND), "cannot initialise NVML"),
+], ids=["no_gpu", "no_driver"])
+def test_auto_without_a_gpu_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, fake: FakeNVML,
+                                             message: str) -> None:
+    monkeypatch.setattr(nvml, "NVMLGPUs", functools.partial(nvml.NVMLGPUs, nvml=fake))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    with pytest.raises(DeviceError, match=message):
+        open_device(parse_device("auto"))
+
+
+def test_simulated_time_and_energy_follow_the_power_curve(cifar: WorkloadTrace) -> None:
+    clock = ManualClock()
+    gpu = SimulatedGPU(cifar, clock=clock)
+    b0, top = cifar.default_batch_size, max(cifar.power_limits_w)
+    at_top, at_100 = cifar.epochs[(b0, top)], cifar.epochs[(b0, 100)]
+
+    clock.advance(10.0)                      # 10 real s at the maximum limit
+    gpu.set_power_limits_w([100])
+    clock.advance(10.0)                      # 10 real s capped at 100 W
+    slowdown = at_100.time_s / at_top.time_s
+
+    assert gpu.now_s() == pytest.approx(10.0 + 10.0 * slowdown)
+    assert gpu.energy_j() == pytest.approx(at_top.avg_power_w * 10.0
+                                           + at_100.avg_power_w * 10.0 * slowdown)
+    assert slowdown > 1.4  # the curve has a real trade-off
+    assert gpu.source == "summary_power_v100.csv, cifar100 at batch size 1024"
+
+
+def test_simulated_limits_are_checked(cifar: WorkloadTrace) -> None:
+    gpu = SimulatedGPU(cifar, count=2)
+    with pytest.raises(DeviceError, match="outside"):
+        gpu.set_power_limits_w([50, 50])
+    with pytest.raises(DeviceError, match="one limit"):
+        gpu.set_power_limits_w([100, 150])
+    with pytest.raises(DeviceError, match="batch_size=7"):
+        SimulatedGPU(cifar, batch_size=7)
+
+
+def test_the_profiler_finds_the_curves_optimum_on_a_simulated_gpu(cifar: WorkloadTrace,
+                                                                   tmp_path: Path) -> None:
+    clock = ManualClock()
+    gpu = SimulatedGPU(cifar, clock=clock)
+    config = JobConfig("simulated.job", (32, 64), 64, 1.0, 3,
+                       profiler=ProfilerConfig(warmup_steps=2, profile_steps=5))
+
+    def train(run: TrainingRun) -> None:
+        for _ in run.epochs():
+            for _ in run.steps(range(200)):
+                clock.advance(0.05)          # every real step takes 50 ms
+            run.report_metric(1.0)
+
+    store = SQLStore(f"sqlite:///{tmp_path}/zeus.db", create_schema=True)
+    result = Engine(store, gpu, config, seed=1, heartbeat_s=None).run_recurrence(
+        train, RecurrenceKey("run-1"))
+
+    top = max(cifar.power_limits_w)
+    expected = min(cifar.power_limits_w, key=lambda p: zeus_cost(
+        gpu.power_w(p) * gpu.slowdown(p), gpu.slowdown(p), 0.5, top))
+    assert result.power_limit_w == expected < top
+    assert result.measurement == "simulated"

@@ -1,0 +1,68 @@
+"""``zeus-airflow gpu leases | restore``: power limits that tasks left on this host's GPUs.
+
+A task records a lease (the GPU's original limit) before changing it and deletes it after
+restoring it. A lease whose process is gone means a task died (SIGKILL, out of memory) with
+its GPU still capped; the next task on that GPU restores it, and ``gpu restore`` does it now.
+Run it on the GPU host, as a user allowed to set power limits (root or CAP_SYS_ADMIN).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from contextlib import ExitStack, closing
+
+from zeus_airflow.cli.store import _location_options, _reporting_errors, _store, write
+from zeus_airflow.core.devices.base import DeviceError
+from zeus_airflow.core.gpu_lease import GPULeases, LeasableGPUs, Lease, restore_leases
+
+LEASE_COLUMNS = ("id", "host", "gpu_index", "gpu_uuid", "original_limit_w", "pid", "holder",
+                 "acquired_at")
+log = logging.getLogger(__name__)
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    gpu = commands.add_parser("gpu", help="GPU power limits left behind by tasks (this host)")
+    gpu_commands = gpu.add_subparsers(dest="gpu_command", required=True, metavar="COMMAND")
+    leases = gpu_commands.add_parser("leases", help="list this host's power-limit leases")
+    _location_options(leases)
+    leases.set_defaults(handler=_reporting_errors(_leases))
+    restore = gpu_commands.add_parser(
+        "restore", help="put back the original power limits that dead tasks left on this "
+                        "host's GPUs")
+    _location_options(restore)
+    restore.add_argument("--all", action="store_true",
+                         help="also the leases of tasks still running (a stuck task); the "
+                              "task may change the limit again")
+    restore.set_defaults(handler=_reporting_errors(_restore))
+
+
+def _leases(args: argparse.Namespace) -> int:
+    leases = GPULeases(_store(args).engine)
+    rows = [{**vars(lease), "holder": "running" if lease.holder_alive() else "dead"}
+            for lease in leases.on_host()]
+    write(rows, LEASE_COLUMNS, "table", sys.stdout)
+    return 0
+
+
+def _restore(args: argparse.Namespace) -> int:
+    leases = GPULeases(_store(args).engine)
+    chosen = [lease for lease in leases.on_host() if args.all or not lease.holder_alive()]
+    with ExitStack() as opened:
+        def gpus_of(lease: Lease) -> LeasableGPUs:
+            from zeus_airflow.core.devices import nvml  # needs the driver: imported on use
+
+            return opened.enter_context(closing(nvml.NVMLGPUs((lease.gpu_index,))))
+
+        try:
+            restored = restore_leases(leases, chosen, gpus_of, log)
+        except DeviceError as err:
+            print(f"zeus-airflow gpu restore: error: {err}", file=sys.stderr)
+            return 1
+    for lease in restored:
+        print(f"GPU {lease.gpu_index} ({lease.gpu_uuid}): power limit restored to "
+              f"{lease.original_limit_w} W (left by pid {lease.pid})")
+    if not restored:
+        print(f"nothing to restore on {leases.host}")
+    return 0
