@@ -1,0 +1,23 @@
+"""What Airflow's providers manager learns about zeus-airflow (``apache_airflow_provider``
+entry point): the store's connection type and the task instance's "Zeus job" link.
+
+The UI plugin is registered through the ``airflow.plugins`` entry point only: a ``plugins``
+key here is honoured only with ``[core] lazy_discover_providers = False`` and would register
+the plugin a second time there (notes §7). Airflow takes the version from the package.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def get_provider_info() -> dict[str, Any]:
+    return {
+        "package-name": "zeus-airflow",
+        "name": "Zeus energy-aware training",
+        "description": "Learns the batch size and GPU power limit of recurring training tasks "
+                       "across DAG runs (Zeus, NSDI'23), and shows per-run energy in the UI.",
+        "connection-types": [{"connection-type": "zeus_store",
+                              "hook-class-name": "zeus_airflow.hooks.store.ZeusStoreHook"}],
+        "extra-links": ["zeus_airflow.operators.links.ZeusJobLink"],
+    }

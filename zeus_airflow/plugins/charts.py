@@ -1,0 +1,138 @@
+"""A small SVG plotter: the UI's charts are drawn on the server, so they need no script and
+no CDN, and take their colours from the page's CSS (classes ``axis``, ``grid``, ``s0``..``s5``
+and friends, light and dark alike).
+
+Coordinates are in data units; :class:`Plot` maps them into its plot area. Every mark can
+carry a tooltip (an SVG ``<title>``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from markupsafe import Markup, escape
+
+Point = tuple[float, float]
+MARGIN = (12, 16, 40, 64)
+"""Top, right, bottom, left space around the plot area, in px."""
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One axis: its label, range and ticks (at data values, labelled by ``fmt``)."""
+
+    label: str
+    lo: float
+    hi: float
+    ticks: tuple[float, ...]
+    fmt: Callable[[float], str] = lambda v: f"{v:g}"
+    log2: bool = False
+
+    def fraction(self, value: float) -> float:
+        """Where ``value`` lies between lo (0) and hi (1)."""
+        lo, hi, v = self.lo, self.hi, value
+        if self.log2:
+            lo, hi, v = math.log2(lo), math.log2(hi), math.log2(value)
+        return 0.5 if hi == lo else (v - lo) / (hi - lo)
+
+
+def linear_axis(label: str, values: Sequence[float], fmt: Callable[[float], str] | None = None,
+                zero: bool = True, count: int = 5) -> Axis:
+    """An axis spanning ``values`` (and 0 when ``zero``) with about ``count`` round ticks."""
+    lo = min([*values, 0.0] if zero else values, default=0.0)
+    hi = max(values, default=1.0)
+    if hi <= lo:
+        hi = lo + (abs(lo) or 1.0)
+    step = nice_step((hi - lo) / count)
+    first, last = math.floor(lo / step) * step, math.ceil(hi / step) * step
+    ticks = tuple(first + i * step for i in range(round((last - first) / step) + 1))
+    return Axis(label, first, last, ticks, fmt or (lambda v: f"{v:g}"))
+
+
+def log2_axis(label: str, values: Sequence[float]) -> Axis:
+    """An axis over powers of two (batch sizes), a tick at each value given."""
+    ticks = tuple(sorted(set(values)))
+    lo, hi = ticks[0], ticks[-1]
+    if lo == hi:
+        lo, hi = lo / 2, hi * 2
+    return Axis(label, lo / 1.4, hi * 1.4, ticks, lambda v: f"{v:g}", log2=True)
+
+
+def nice_step(raw: float) -> float:
+    """The 1, 2 or 5 times a power of ten nearest above ``raw``."""
+    if raw <= 0:
+        return 1.0
+    power = 10 ** math.floor(math.log10(raw))
+    return next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+
+
+class Plot:
+    """One chart. Add marks, then take :meth:`svg`."""
+
+    def __init__(self, title: str, x: Axis, y: Axis, width: int = 560,
+                 height: int = 240) -> None:
+        self.title, self.x, self.y = title, x, y
+        self.width, self.height = width, height
+        top, right, bottom, left = MARGIN
+        self.area = (left, top, width - left - right, height - top - bottom)
+        self.parts: list[str] = []
+        self.legend_items: list[tuple[str, str]] = []
+
+    def px(self, x: float) -> float:
+        left, _, w, _ = self.area
+        return round(left + self.x.fraction(x) * w, 1)
+
+    def py(self, y: float) -> float:
+        _, top, _, h = self.area
+        return round(top + (1 - self.y.fraction(y)) * h, 1)
+
+    def line(self, points: Sequence[Point], cls: str, dashed: bool = False) -> None:
+        if len(points) < 2:
+            return
+        d = "M" + "L".join(f"{self.px(x)},{self.py(y)}" for x, y in points)
+        dash = ' stroke-dasharray="6 4"' if dashed else ""
+        self.parts.append(f'<path class="line {cls}" d="{d}"{dash}/>')
+
+    def dots(self, points: Sequence[Point], cls: str, tips: Sequence[str] | None = None,
+             r: float = 3.0) -> None:
+        for i, (x, y) in enumerate(points):
+            tip = f"<title>{escape(tips[i])}</title>" if tips else ""
+            self.parts.append(f'<circle class="dot {cls}" cx="{self.px(x)}" cy="{self.py(y)}" '
+                              f'r="{r}">{tip}</circle>')
+
+    def error_bar(self, x: float, lo: float, hi: float, cls: str, tip: str) -> None:
+        cx, y0, y1 = self.px(x), self.py(lo), self.py(hi)
+        self.parts.append(f'<path class="bar {cls}" d="M{cx - 5},{y0}H{cx + 5}M{cx},{y0}'
+                          f'V{y1}M{cx - 5},{y1}H{cx + 5}"><title>{escape(tip)}</title></path>')
+
+    def label(self, x: float, y: float, text: str, dy: float = -8) -> None:
+        self.parts.append(f'<text class="note" x="{self.px(x)}" y="{self.py(y) + dy}" '
+                          f'text-anchor="middle">{escape(text)}</text>')
+
+    def legend(self, text: str, cls: str) -> None:
+        """A series' key; the page draws the keys under the chart (HTML wraps, SVG does not)."""
+        self.legend_items.append((text, cls))
+
+    def svg(self) -> Markup:
+        left, top, w, h = self.area
+        out = [f'<svg class="chart" viewBox="0 0 {self.width} {self.height}" role="img" '
+               f'aria-label="{escape(self.title)}"><title>{escape(self.title)}</title>']
+        for t in self.y.ticks:
+            y = self.py(t)
+            out.append(f'<path class="grid" d="M{left},{y}H{left + w}"/>'
+                       f'<text class="tick" x="{left - 6}" y="{y + 4}" text-anchor="end">'
+                       f'{escape(self.y.fmt(t))}</text>')
+        for t in self.x.ticks:
+            x = self.px(t)
+            out.append(f'<text class="tick" x="{x}" y="{top + h + 16}" text-anchor="middle">'
+                       f'{escape(self.x.fmt(t))}</text>')
+        out.append(f'<path class="axis" d="M{left},{top}V{top + h}H{left + w}"/>')
+        out.append(f'<text class="axis-label" x="{left + w / 2}" y="{self.height - 4}" '
+                   f'text-anchor="middle">{escape(self.x.label)}</text>')
+        out.append(f'<text class="axis-label" transform="translate(14 {top + h / 2}) '
+                   f'rotate(-90)" text-anchor="middle">{escape(self.y.label)}</text>')
+        out.extend(self.parts)
+        out.append("</svg>")
+        return Markup("".join(out))

@@ -1,0 +1,179 @@
+"""The job page's charts, drawn from a :class:`~zeus_airflow.core.reports.JobDetail`.
+
+Per run: energy, time, the batch size chosen (the paper's Fig. 10 view) and cumulative energy
+against the Default estimate. Per batch size: the posterior of its mean cost, and its power
+profile (power and throughput versus limit). Units are picked to fit the data (J, kJ, MJ...).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from markupsafe import Markup
+
+from zeus_airflow.core.reports import Arm, JobDetail, ProfilePoint, RunRecord
+from zeus_airflow.plugins.charts import Plot, linear_axis, log2_axis
+from zeus_airflow.plugins.units import energy_unit, show_energy, show_time, time_unit
+
+PALETTE = 6
+"""Series colours the stylesheet defines (classes s0..s5)."""
+PHASE_CLASS = {"pruning": "s1", "sampling": "s0", "concurrent": "s2"}
+
+
+@dataclass(frozen=True)
+class Chart:
+    key: str
+    title: str
+    caption: str
+    svg: Markup
+    legend: tuple[tuple[str, str], ...]
+    """(text, CSS class) per series, drawn by the page under the chart."""
+
+
+def _chart(key: str, title: str, caption: str, plot: Plot) -> Chart:
+    return Chart(key, title, caption, plot.svg(), tuple(plot.legend_items))
+
+
+def job_charts(detail: JobDetail) -> list[Chart]:
+    done = [r for r in detail.runs if r.energy_j is not None]
+    charts = [energy_chart(done), time_chart(done), batch_size_chart(detail), cumulative_chart(
+        detail, done)]
+    if any(a.observations for a in detail.arms):
+        charts.append(arms_chart(detail.arms))
+    if detail.profile:
+        charts.extend(profile_charts(detail.profile))
+    return charts
+
+
+def _tip(r: RunRecord) -> str:
+    return (f"run {r.index} · {r.run_id} · b={r.batch_size} · {r.power_limit_w} W · "
+            f"{show_energy(r.energy_j)} · {show_time(r.time_s)} · "
+            f"{'reached' if r.reached_target else 'not reached'} · {r.measurement}")
+
+
+def _per_run(title: str, runs: Sequence[RunRecord], values: list[float], label: str,
+             scale: float) -> Plot:
+    plot = Plot(title, linear_axis("run", [r.index for r in runs], zero=False),
+                linear_axis(label, [v / scale for v in values]))
+    points = [(r.index, v / scale) for r, v in zip(runs, values, strict=True)]
+    plot.line(points, "s0 faint")
+    reached = [i for i, r in enumerate(runs) if r.reached_target]
+    missed = [i for i, r in enumerate(runs) if not r.reached_target]
+    plot.dots([points[i] for i in reached], "s0", [_tip(runs[i]) for i in reached])
+    plot.dots([points[i] for i in missed], "bad", [_tip(runs[i]) for i in missed])
+    plot.legend("reached target", "s0")
+    if missed:
+        plot.legend("target not reached", "bad")
+    return plot
+
+
+def energy_chart(runs: Sequence[RunRecord]) -> Chart:
+    values = [r.energy_j or 0.0 for r in runs]
+    unit = energy_unit(values)
+    plot = _per_run("Energy per run", runs, values, f"energy ({unit.name})", unit.scale)
+    return _chart("energy", "Energy per run", "Energy of every try of the run, summed "
+                  "(profiling and failed tries included).", plot)
+
+
+def time_chart(runs: Sequence[RunRecord]) -> Chart:
+    values = [r.time_s or 0.0 for r in runs]
+    unit = time_unit(values)
+    plot = _per_run("Time per run", runs, values, f"time ({unit.name})", unit.scale)
+    return _chart("time", "Time per run", "Training time of every try of the run, summed.",
+                  plot)
+
+
+def batch_size_chart(detail: JobDetail) -> Chart:
+    runs = detail.runs
+    sizes = detail.summary.version.config.batch_sizes
+    plot = Plot("Batch size per run", linear_axis("run", [r.index for r in runs] or [1],
+                                                  zero=False), log2_axis("batch size", sizes))
+    failed = [(r.index, float(b)) for r in runs for b in r.batch_sizes[:-1]]
+    plot.dots(failed, "hollow bad", ["an earlier try of this run failed"] * len(failed))
+    for phase in sorted({r.phase for r in runs}):
+        chosen = [r for r in runs if r.phase == phase]
+        cls = PHASE_CLASS.get(phase, "s3")
+        plot.dots([(r.index, float(r.batch_size)) for r in chosen], cls,
+                  [_tip(r) for r in chosen])
+        plot.legend(phase, cls)
+    if failed:
+        plot.legend("failed try", "bad")
+    return _chart("batch-size", "Batch size per run",
+                  "The batch size each run trained with, coloured by the decision's phase "
+                  "(the paper's Fig. 10 view); hollow marks are earlier tries of the same run "
+                  "that missed the target.", plot)
+
+
+def cumulative_chart(detail: JobDetail, runs: Sequence[RunRecord]) -> Chart:
+    total, actual = 0.0, []
+    for r in runs:
+        total += r.energy_j or 0.0
+        actual.append(total)
+    default = detail.summary.default
+    expected = [default.energy_j * (i + 1) for i in range(len(runs))] if default else []
+    unit = energy_unit(actual + expected)
+    plot = Plot("Cumulative energy", linear_axis("run", [r.index for r in runs] or [1],
+                                                 zero=False),
+                linear_axis(f"energy ({unit.name})", [v / unit.scale for v in
+                                                      actual + expected]))
+    plot.line([(r.index, e / unit.scale) for r, e in zip(runs, actual, strict=True)], "s0")
+    plot.legend("Zeus (measured)", "s0")
+    if default:
+        plot.line([(r.index, e / unit.scale) for r, e in zip(runs, expected, strict=True)],
+                  "s1", dashed=True)
+        plot.legend("Default (estimate)", "s1")
+    return _chart("cumulative", "Cumulative energy against Default",
+                  "Solid: energy the runs used. Dashed: the Default estimate (see the note "
+                  "above) times the number of runs.", plot)
+
+
+def arms_chart(arms: Sequence[Arm]) -> Chart:
+    seen = [(a, a.posterior_mean, a.posterior_sd) for a in arms
+            if a.posterior_mean is not None and a.posterior_sd is not None]
+    unit = energy_unit([m + sd for _, m, sd in seen])
+    plot = Plot("Posterior mean cost per batch size",
+                log2_axis("batch size", [a.batch_size for a in arms]),
+                linear_axis(f"cost ({unit.name}-eq.)",
+                            [(m + k * sd) / unit.scale for _, m, sd in seen for k in (-1, 1)]))
+    for a, m, s in seen:
+        mean, sd = m / unit.scale, s / unit.scale
+        cls = "muted" if a.pruned else "s0"
+        tip = (f"b={a.batch_size}: {mean:.4g} ± {sd:.2g} {unit.name}-eq. over "
+               f"{a.observations} runs{' (pruned)' if a.pruned else ''}")
+        plot.error_bar(a.batch_size, mean - sd, mean + sd, cls, tip)
+        plot.dots([(a.batch_size, mean)], cls, [tip])
+        plot.label(a.batch_size, mean + sd, f"n={a.observations}")
+    plot.legend("sampled", "s0")
+    plot.legend("pruned", "muted")
+    return _chart("arms", "Arms: posterior mean cost ± 1 sd",
+                  "What Thompson sampling draws from: the posterior of each batch size's mean "
+                  "cost over its observation window, with the number of observations.", plot)
+
+
+def profile_charts(points: Sequence[ProfilePoint]) -> list[Chart]:
+    groups: dict[tuple[int, str, int], list[ProfilePoint]] = {}
+    for p in points:
+        groups.setdefault((p.batch_size, p.gpu_model, p.gpu_count), []).append(p)
+    models = {(m, n) for _, m, n in groups}
+    limits = [float(p.power_limit_w) for p in points]
+    power = Plot("Average power versus power limit", linear_axis("power limit (W)", limits,
+                                                                  zero=False),
+                 linear_axis("average power (W)", [p.avg_power_w for p in points]))
+    speed = Plot("Throughput versus power limit", linear_axis("power limit (W)", limits,
+                                                              zero=False),
+                 linear_axis("throughput (samples/s)", [p.samples_per_s for p in points]))
+    for i, ((b, model, count), group) in enumerate(sorted(groups.items())):
+        cls = f"s{i % PALETTE}"
+        name = f"b={b}" + (f" · {count}× {model}" if len(models) > 1 else "")
+        for plot, values in ((power, [p.avg_power_w for p in group]),
+                             (speed, [p.samples_per_s for p in group])):
+            pts = [(float(p.power_limit_w), v) for p, v in zip(group, values, strict=True)]
+            plot.line(pts, cls)
+            plot.dots(pts, cls, [f"{name} at {x:g} W: {v:.4g}" for x, v in pts])
+            plot.legend(name, cls)
+    gpus = ", ".join(f"{n}× {m}" for m, n in sorted(models))
+    return [_chart("profile-power", "Power profile: average power", f"Measured on {gpus} by "
+                   "the profiler, per batch size.", power),
+            _chart("profile-throughput", "Power profile: throughput", "Samples per second "
+                   "(steps per second × batch size) at each limit.", speed)]

@@ -1,0 +1,57 @@
+"""The HTML pages: the jobs, one job, and the ways in from Airflow's DAG and task pages."""
+
+from __future__ import annotations
+
+from airflow.api_fastapi.core_api.security import requires_access_dag
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import HTMLResponse, RedirectResponse
+
+from zeus_airflow.plugins import queries, render
+from zeus_airflow.plugins.auth import DagAccessDep
+from zeus_airflow.plugins.job_charts import job_charts
+from zeus_airflow.plugins.urls import Urls
+
+router = APIRouter(include_in_schema=False)
+_READ_DAG = [Depends(requires_access_dag("GET"))]
+"""Airflow's own check that the user may read the DAG named in the path (403 otherwise)."""
+
+
+@router.get("/", response_class=HTMLResponse)
+@router.get("/jobs", response_class=HTMLResponse)
+def jobs_page(request: Request, access: DagAccessDep) -> HTMLResponse:
+    return _jobs(request, queries.job_summaries(access), None)
+
+
+@router.get("/dags/{dag_id}", dependencies=_READ_DAG, response_model=None)
+def dag_page(request: Request, access: DagAccessDep,
+             dag_id: str) -> HTMLResponse | RedirectResponse:
+    """The DAG's "Zeus energy" tab: its job's page, or the list when it has several."""
+    summaries = queries.job_summaries(access, dag_id)
+    if len(summaries) == 1:
+        return RedirectResponse(Urls.of(request).job(summaries[0].job_id))
+    return _jobs(request, summaries, dag_id)
+
+
+@router.get("/dags/{dag_id}/tasks/{task_id}", dependencies=_READ_DAG)
+def task_page(request: Request, access: DagAccessDep, dag_id: str, task_id: str,
+              run_id: str | None = None) -> RedirectResponse:
+    """The task (instance)'s "Zeus energy" tab: its job's page, at the run when given."""
+    job_id = queries.job_of_task(access, dag_id, task_id)
+    return RedirectResponse(Urls.of(request).job(job_id, run_id=run_id))
+
+
+@router.get("/jobs/{job_id:path}", response_class=HTMLResponse)
+def job_page(request: Request, access: DagAccessDep, job_id: str, version: int | None = None,
+             page: int = Query(1, ge=1),
+             per_page: int = Query(queries.DEFAULT_PER_PAGE, ge=1, le=queries.MAX_PER_PAGE),
+             run_id: str | None = None) -> HTMLResponse:
+    detail = queries.job_detail(access, job_id, version)
+    return render.page(request, "job.html", detail=detail, charts=job_charts(detail),
+                       page=queries.run_page(detail.runs, page, per_page, run_id),
+                       highlight=run_id, version_param=version)
+
+
+def _jobs(request: Request, summaries: list[queries.JobSummary],
+          dag_id: str | None) -> HTMLResponse:
+    kinds = sorted({k for s in summaries for k in s.measurements})
+    return render.page(request, "jobs.html", jobs=summaries, dag_id=dag_id, all_kinds=kinds)

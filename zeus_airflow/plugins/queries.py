@@ -1,0 +1,137 @@
+"""The UI's reads: the store's reports, cut down to what the user may see, plus what only
+Airflow knows (the runs' logical dates).
+
+The api-server opens the store once per process, where a task would (``ZeusStoreHook``: the
+``zeus_default`` Connection, else ``$ZEUS_AIRFLOW_DB_URL``, else the embedded SQLite file
+under ``$AIRFLOW_HOME``). The api-server is a core component, so reading Airflow's metadata
+database here is allowed (notes §4 forbids it in tasks only).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import Connection
+
+from zeus_airflow.core import reports
+from zeus_airflow.core.reports import JobDetail, JobSummary, RunRecord
+from zeus_airflow.core.store.sql import SQLStore
+from zeus_airflow.plugins.access import DagAccess, job_in_dag
+
+DEFAULT_PER_PAGE = 50
+MAX_PER_PAGE = 500
+
+
+class JobNotFoundError(LookupError):
+    """No such job, or none the user may see (the two look the same on purpose)."""
+
+
+@functools.cache
+def store() -> SQLStore:
+    """The store, opened on first use (a failure is not cached: the next request retries)."""
+    from zeus_airflow.hooks.store import ZeusStoreHook
+
+    return ZeusStoreHook().get_store()
+
+
+def job_summaries(access: DagAccess, dag_id: str | None = None) -> list[JobSummary]:
+    """The current version of every job the user may see (of ``dag_id`` only, when given)."""
+    with store().reading() as conn:
+        dags = reports.job_dags(conn)
+        ids = [j for j in access.visible(dags)
+               if dag_id is None or job_in_dag(j, dags[j], dag_id)]
+        history = reports.versions(conn, ids)
+        return reports.summaries(conn, [reports.current(history[j]) for j in ids], history)
+
+
+def job_detail(access: DagAccess, job_id: str, version: int | None = None) -> JobDetail:
+    """One version of a job (the current one by default), in full."""
+    with store().reading() as conn:
+        return reports.detail(conn, _summary(conn, access, job_id, version))
+
+
+def job_runs(access: DagAccess, job_id: str, version: int | None = None
+             ) -> tuple[JobSummary, tuple[RunRecord, ...]]:
+    """One version of a job with its runs, oldest first."""
+    with store().reading() as conn:
+        summary = _summary(conn, access, job_id, version)
+        return summary, reports.runs(conn, summary.version.pk)
+
+
+def _summary(conn: Connection, access: DagAccess, job_id: str,
+             version: int | None) -> JobSummary:
+    dags = reports.job_dags(conn, job_id)
+    if job_id not in dags or not access.may_see_job(job_id, dags[job_id]):
+        raise JobNotFoundError(f"no job {job_id!r} that you may read")
+    history = reports.versions(conn, [job_id])[job_id]
+    chosen = reports.current(history) if version is None else next(
+        (v for v in history if v.version == version), None)
+    if chosen is None:
+        known = ", ".join(str(v.version) for v in history)
+        raise JobNotFoundError(f"job {job_id!r} has no version {version}: it has {known}")
+    return reports.summaries(conn, [chosen], {job_id: history})[0]
+
+
+def job_of_task(access: DagAccess, dag_id: str, task_id: str) -> str:
+    with store().reading() as conn:
+        job_id = reports.job_of_task(conn, dag_id, task_id)
+        if job_id is None:
+            raise JobNotFoundError(f"task {task_id!r} of DAG {dag_id!r} has not run a Zeus "
+                                   "job yet")
+        if not access.may_see_job(job_id, reports.job_dags(conn, job_id)[job_id]):
+            raise JobNotFoundError(f"no job of task {task_id!r} that you may read")
+        return job_id
+
+
+@dataclass(frozen=True)
+class RunRow:
+    run: RunRecord
+    logical_date: datetime | None
+    """The DAG run's logical date (its run-after date when it has none); None outside
+    Airflow or when the DAG run has been deleted."""
+
+
+@dataclass(frozen=True)
+class RunPage:
+    """One page of a job version's runs, newest first."""
+
+    total: int
+    page: int
+    per_page: int
+    rows: tuple[RunRow, ...]
+
+    @property
+    def pages(self) -> int:
+        return max(1, -(-self.total // self.per_page))
+
+
+def run_page(runs: tuple[RunRecord, ...], page: int = 1, per_page: int = DEFAULT_PER_PAGE,
+             run_id: str | None = None) -> RunPage:
+    """Page ``page`` (1-based) of the runs, newest first; with ``run_id``, the page that holds
+    that run instead."""
+    newest = runs[::-1]
+    if run_id is not None:
+        at = next((i for i, r in enumerate(newest) if r.run_id == run_id), None)
+        page = 1 if at is None else at // per_page + 1
+    page = min(max(page, 1), max(1, -(-len(newest) // per_page)))
+    chosen = newest[(page - 1) * per_page: page * per_page]
+    dates = logical_dates(chosen)
+    return RunPage(len(newest), page, per_page, tuple(
+        RunRow(r, dates.get((r.dag_id, r.run_id))) for r in chosen))
+
+
+def logical_dates(runs: tuple[RunRecord, ...]) -> dict[tuple[str, str], datetime]:
+    """Logical dates of the runs' DAG runs, from Airflow's metadata database."""
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.session import create_session
+    from sqlalchemy import select, tuple_
+
+    keys = {(r.dag_id, r.run_id) for r in runs if r.dag_id}
+    if not keys:
+        return {}
+    query = select(DagRun.dag_id, DagRun.run_id, DagRun.logical_date, DagRun.run_after).where(
+        tuple_(DagRun.dag_id, DagRun.run_id).in_(sorted(keys)))
+    with create_session() as session:
+        return {(d, r): logical or after for d, r, logical, after in session.execute(query)}

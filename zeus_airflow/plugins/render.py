@@ -1,0 +1,73 @@
+"""HTML for the Zeus pages: Jinja templates (``templates/``) with the stylesheet and the theme
+script inlined, so a page is one self-contained response (no CDN, no extra round trip)."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from datetime import datetime
+from importlib.resources import files
+from typing import Any
+
+from fastapi.responses import HTMLResponse
+from jinja2 import Environment, PackageLoader
+from markupsafe import Markup
+from starlette.requests import Request
+
+from zeus_airflow.plugins.units import show_energy, show_kwh, show_time
+from zeus_airflow.plugins.urls import Urls
+
+DEFAULT_METHOD = (
+    "Default trains at the default batch size b0 at the maximum power limit every run. Its "
+    "energy and time per run are the mean over this job's runs of b0 that reached the target, "
+    "each scaled from the limit it trained at to the maximum limit by b0's power profile "
+    "(energy and time per step at both limits). Runs of b0 that missed the target are left "
+    "out, which can only make Default look cheaper: the savings are a conservative estimate.")
+KIND_HELP = {
+    "measured": "measured on real GPUs through NVML",
+    "replayed": "replayed from the Zeus paper's measured traces on a virtual clock",
+    "simulated": "real training steps, with GPU power from a model fitted to the paper's traces",
+}
+
+
+@dataclass(frozen=True)
+class Assets:
+    css: Markup
+    theme_js: Markup
+
+
+@functools.cache
+def assets() -> Assets:
+    static = files("zeus_airflow.plugins").joinpath("static")
+    return Assets(Markup(static.joinpath("zeus.css").read_text()),
+                  Markup(static.joinpath("theme.js").read_text()))
+
+
+def _cost(value: float | None) -> str:
+    return "—" if value is None else f"{show_energy(value)}-eq."
+
+
+def _share(part: float | None, whole: float | None) -> str:
+    """``part`` as a percentage of ``whole``."""
+    return "—" if part is None or not whole else f"{100 * part / whole:.1f} %"
+
+
+def _when(moment: datetime | None) -> str:
+    return "—" if moment is None else moment.strftime("%Y-%m-%d %H:%M UTC")
+
+
+@functools.cache
+def environment() -> Environment:
+    env = Environment(loader=PackageLoader("zeus_airflow.plugins", "templates"),
+                      autoescape=True, trim_blocks=True, lstrip_blocks=True)
+    env.filters.update(energy=show_energy, kwh=show_kwh, duration=show_time, cost=_cost,
+                       when=_when, share=_share)
+    env.globals.update(kind_help=KIND_HELP, default_method=DEFAULT_METHOD)
+    return env
+
+
+def page(request: Request, template: str, status_code: int = 200,
+         **context: Any) -> HTMLResponse:
+    html = environment().get_template(template).render(
+        urls=Urls.of(request), assets=assets(), **context)
+    return HTMLResponse(html, status_code=status_code)

@@ -1,0 +1,63 @@
+"""Units for people: the unit that fits a set of values, and figures shown in it.
+
+The store keeps SI units (J, s); the UI shows each page's figures in one fitting unit, plus
+kWh next to J, since that is what energy bills and carbon factors are quoted in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+J_PER_KWH = 3.6e6
+
+_ENERGY = (("GJ", 1e9), ("MJ", 1e6), ("kJ", 1e3), ("J", 1.0))
+_TIME = (("h", 3600.0), ("min", 60.0), ("s", 1.0))
+
+
+@dataclass(frozen=True)
+class Unit:
+    name: str
+    scale: float
+    """Size of the unit in SI units (J or s)."""
+
+    def show(self, value: float | None) -> str:
+        """Three significant digits in this unit; an em dash for no value."""
+        return "—" if value is None else f"{value / self.scale:.3g} {self.name}"
+
+
+def _fit(choices: tuple[tuple[str, float], ...], values: Sequence[float],
+         at_least: float) -> Unit:
+    """The largest unit in which the largest value is at least ``at_least``."""
+    top = max((abs(v) for v in values), default=0.0)
+    for name, scale in choices:
+        if top >= at_least * scale:
+            return Unit(name, scale)
+    return Unit(*choices[-1])
+
+
+def energy_unit(values_j: Sequence[float]) -> Unit:
+    return _fit(_ENERGY, values_j, 1.0)
+
+
+def time_unit(values_s: Sequence[float]) -> Unit:
+    """Minutes from two minutes up, hours from two hours up."""
+    return _fit(_TIME, values_s, 2.0)
+
+
+def kwh(energy_j: float | None) -> float | None:
+    return None if energy_j is None else energy_j / J_PER_KWH
+
+
+def show_energy(energy_j: float | None) -> str:
+    """One figure in its own unit, e.g. ``812 kJ``."""
+    return energy_unit([energy_j or 0.0]).show(energy_j)
+
+
+def show_kwh(energy_j: float | None) -> str:
+    value = kwh(energy_j)
+    return "—" if value is None else f"{value:.3g} kWh"
+
+
+def show_time(time_s: float | None) -> str:
+    return time_unit([time_s or 0.0]).show(time_s)
