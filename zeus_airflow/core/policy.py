@@ -18,7 +18,9 @@ import numpy as np
 from zeus_airflow.core.config import JobConfig
 from zeus_airflow.core.posterior import ArmStats, arm_posterior, pooled_cost_cv
 
-Phase = Literal["pruning", "sampling", "concurrent", "default", "grid", "exploit"]
+Phase = Literal["pruning", "sampling", "calibrate", "concurrent", "default", "grid", "exploit"]
+"""``calibrate``: the first run of a surviving size on a GPU model the job has not used it on,
+whose observations from other models cannot be translated before it is profiled here."""
 EXPLORATION_PHASES: tuple[str, ...] = ("pruning", "grid")
 PRUNING_ROUNDS = 2
 DOMINANCE_PROBABILITY = 0.05
@@ -55,6 +57,9 @@ class JobSnapshot:
     """Batch sizes that already failed in the current recurrence."""
     power_limits_w: tuple[int, ...] = ()
     """The device's candidate limits, highest first (only the grid baseline uses them)."""
+    foreign_costs: Mapping[int, float] = field(default_factory=dict)
+    """Mean cost per size on other GPU models, for sizes with no observation on this one:
+    which to calibrate first."""
 
 
 @dataclass(frozen=True)
@@ -184,7 +189,11 @@ class ZeusPolicy:
         if not arms:
             raise NoFeasibleBatchSizeError(
                 f"every surviving batch size {list(state.survivors)} failed in this recurrence")
-        return Decision(thompson_sample(snapshot, arms, rng), "sampling", early_stop_cost=bound)
+        choice = thompson_sample(snapshot, arms, rng)
+        observed_here = snapshot.observations.get(choice, ArmStats(0, 0.0, 0.0)).count > 0
+        phase: Phase = "sampling" if observed_here or choice not in snapshot.foreign_costs \
+            else "calibrate"
+        return Decision(choice, phase, early_stop_cost=bound)
 
 
 def best_known(snapshot: JobSnapshot, candidates: tuple[int, ...]) -> int:
@@ -201,13 +210,14 @@ def best_known(snapshot: JobSnapshot, candidates: tuple[int, ...]) -> int:
 
 def thompson_sample(snapshot: JobSnapshot, arms: list[int], rng: np.random.Generator) -> int:
     """Paper Alg. 1: draw each arm's mean cost from its posterior, take the smallest draw.
-    An arm with no observation in its window is tried first."""
+    Arms with no observation in their window go first, the cheapest elsewhere first."""
     stats = {b: snapshot.observations.get(b, ArmStats(0, 0.0, 0.0)) for b in arms}
+    untried = [b for b in arms if stats[b].count == 0]
+    if untried:
+        return min(untried, key=lambda b: snapshot.foreign_costs.get(b, math.inf))
     cv = pooled_cost_cv(stats.values())
     best, best_draw = arms[0], math.inf
     for b in arms:
-        if stats[b].count == 0:
-            return b
         belief = arm_posterior(stats[b], cv)
         draw = rng.normal(belief.mean, math.sqrt(belief.variance))
         if draw < best_draw:
