@@ -89,11 +89,20 @@ def test_only_gpu_workers_reserve_gpus_and_get_sys_admin(services: dict[str, Any
             assert service.get("user", "50000:0") != "0:0", name
 
 
-def test_each_gpu_worker_has_gpus_of_its_own(services: dict[str, Any]) -> None:
+def test_each_gpu_worker_has_gpus_and_a_stable_hostname_of_its_own(services: dict[str, Any]
+                                                                   ) -> None:
     ids = [device_id for name in GPU_WORKERS
            for device in services[name]["deploy"]["resources"]["reservations"]["devices"]
            for device_id in device["device_ids"]]
     assert ids and len(ids) == len(set(ids))
+    # Power-limit leases are keyed by host name: a container's random one would be lost.
+    hostnames = [services[name].get("hostname") for name in GPU_WORKERS]
+    assert all(hostnames) and len(set(hostnames)) == len(hostnames)
+
+
+def test_gpu_worker_hostnames_name_the_node(tmp_path: Path) -> None:
+    hostname = resolved(tmp_path, ZEUS_NODE_NAME="rack7")["airflow-gpu-worker-0"]["hostname"]
+    assert hostname == "rack7-gpu-worker-0"
 
 
 def test_long_running_services_have_health_checks_and_restart(services: dict[str, Any]
@@ -147,6 +156,11 @@ def test_every_component_shares_executor_secret_and_store(services: dict[str, An
               for name in AIRFLOW_SERVICES}
     assert len({tuple(settings.values()) for settings in shared.values()}) == 1
     assert shared["airflow-worker"]["AIRFLOW__CORE__EXECUTOR"] == "CeleryExecutor"
+    # Workers run the same DAG files the dag-processor parsed.
+    mounts = {name: sorted(services[name]["volumes"]) for name in AIRFLOW_SERVICES}
+    assert len({tuple(volumes) for volumes in mounts.values()}) == 1
+    dags = [v.split(":")[0] for v in mounts["airflow-worker"] if ":/opt/airflow/dags:" in v]
+    assert dags == [str(DOCKER.parent / "dags")]
 
 
 def test_the_jwt_secret_must_be_set(tmp_path: Path) -> None:
