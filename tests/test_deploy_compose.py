@@ -83,6 +83,9 @@ def test_only_gpu_workers_reserve_gpus_and_get_sys_admin(services: dict[str, Any
             assert service["cap_add"] == ["SYS_ADMIN"]
             assert [(d["driver"], d["capabilities"]) for d in devices] == [("nvidia", ["gpu"])]
             assert service["user"] == "0:0"  # the entrypoint drops to the airflow user
+            # ...but docker exec does not: the health check must find the airflow user's
+            # packages (under ~airflow/.local in the official image) as root.
+            assert service["healthcheck"]["test"][1].startswith("HOME=/home/airflow celery ")
             assert service["image"].endswith("-gpu") and service["build"]["target"] == "gpu"
         else:
             assert "cap_add" not in service and not devices, name
