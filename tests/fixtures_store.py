@@ -1,8 +1,9 @@
 """Store fixtures (SQLite and PostgreSQL).
 
-``db_url`` is an empty database on each backend: a file under ``tmp_path``, or a throwaway
-PostgreSQL database ``zeus_test_<random>`` on the machine's server (started when down),
-dropped afterwards. ``store_outage`` puts a switchable fault between a store and its database.
+``db_url`` is an empty database on each backend: a file under ``tmp_path``, or a schema of its
+own in a throwaway PostgreSQL database ``zeus_test_<random>`` on the machine's server (started
+when down), dropped afterwards. ``store_outage`` puts a switchable fault between a store and
+its database.
 """
 
 from __future__ import annotations
@@ -67,27 +68,44 @@ def postgres_server() -> str:
             time.sleep(0.5)
 
 
-@contextlib.contextmanager
-def throwaway_postgres_database(server: str) -> Iterator[str]:
-    """A new, empty database on ``server``; dropped (connections and all) afterwards."""
+@pytest.fixture(scope="session")
+def postgres_database(postgres_server: str) -> Iterator[str]:
+    """A throwaway database ``zeus_test_<random>`` for the session, dropped afterwards."""
     name = f"zeus_test_{secrets.token_hex(6)}"
     with _admin_connection() as admin:
         admin.execute(f'CREATE DATABASE "{name}"')
     try:
-        yield f"postgresql+psycopg://{server.split('://', 1)[1]}/{name}"
+        yield f"{postgres_server.replace('postgresql://', 'postgresql+psycopg://')}/{name}"
     finally:
         with _admin_connection() as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @contextlib.contextmanager
-def empty_database(backend: str, tmp_path: Path, server: str | None) -> Iterator[str]:
+def empty_database(backend: str, tmp_path: Path, postgres_url: str | None) -> Iterator[str]:
+    """An empty database of its own. On PostgreSQL, a fresh schema of the session's database
+    that the URL puts first on the search path (creating a database takes a second)."""
     if backend == "sqlite":
         yield f"sqlite:///{tmp_path / f'zeus-{secrets.token_hex(4)}.db'}"
-    else:
-        assert server is not None
-        with throwaway_postgres_database(server) as url:
-            yield url
+        return
+    assert postgres_url is not None
+    name = f"t_{secrets.token_hex(6)}"
+    admin_url = postgres_url.replace("+psycopg", "")
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        admin.execute(f'CREATE SCHEMA "{name}"')
+    try:
+        yield make_url(postgres_url).update_query_dict(
+            {"options": f"-csearch_path={name}"}).render_as_string(hide_password=False)
+    finally:
+        with psycopg.connect(admin_url, autocommit=True) as admin:
+            admin.execute("SET lock_timeout = '5s'")
+            try:
+                admin.execute(f'DROP SCHEMA "{name}" CASCADE')
+            except psycopg.errors.LockNotAvailable:
+                # A session the test left open holds a lock: end them all, then drop.
+                admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
+                              "datname = current_database() AND pid != pg_backend_pid()")
+                admin.execute(f'DROP SCHEMA "{name}" CASCADE')
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -96,10 +114,17 @@ def db_backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def db_url(db_backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
+def postgres_url(db_backend: str, request: pytest.FixtureRequest) -> str | None:
+    """The session's PostgreSQL database when the test runs on PostgreSQL."""
+    if db_backend != "postgresql":
+        return None
+    return str(request.getfixturevalue("postgres_database"))
+
+
+@pytest.fixture
+def db_url(db_backend: str, tmp_path: Path, postgres_url: str | None) -> Iterator[str]:
     """An empty database, once on SQLite and once on PostgreSQL."""
-    server = request.getfixturevalue("postgres_server") if db_backend == "postgresql" else None
-    with empty_database(db_backend, tmp_path, server) as url:
+    with empty_database(db_backend, tmp_path, postgres_url) as url:
         yield url
 
 
@@ -203,6 +228,16 @@ class SQLiteWriteLock:
         self._conn.close()
 
 
+def unreachable_url(backend: str, tmp_path: Path) -> str:
+    """A store URL whose database cannot be reached (PostgreSQL: with a password)."""
+    if backend == "sqlite":
+        return f"sqlite:///{tmp_path / 'no-such-dir' / 'zeus.db'}"
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return f"postgresql://zeus:s3cret@127.0.0.1:{port}/zeus"
+
+
 class StoreOutage:
     """A store URL and a switch that makes its database unavailable (``cut``) and back."""
 
@@ -215,11 +250,6 @@ class StoreOutage:
 
     def restore(self) -> None:
         self._fault.restore()
-
-    def restore_after(self, delay_s: float) -> threading.Timer:
-        timer = threading.Timer(delay_s, self.restore)
-        timer.start()
-        return timer
 
 
 @pytest.fixture

@@ -44,16 +44,19 @@ def _sqlite_schema(conn: Connection) -> dict[str, object]:
 
 
 def _postgres_schema(conn: Connection) -> dict[str, object]:
+    # Only this schema's tables (tests share a database, each in a schema of its own).
     queries = {
         "columns": "SELECT table_name, column_name, data_type, character_maximum_length, "
-                   "is_nullable, column_default, col_description((table_schema || '.' || "
-                   "table_name)::regclass, ordinal_position) FROM information_schema.columns "
-                   "WHERE table_name LIKE 'zeus_%' AND table_name != :version",
-        "constraints": "SELECT conrelid::regclass::text, conname, pg_get_constraintdef(oid) "
-                       "FROM pg_constraint WHERE conrelid::regclass::text LIKE 'zeus_%' AND "
-                       "conrelid::regclass::text != :version",
-        "indexes": "SELECT indexname, indexdef FROM pg_indexes WHERE tablename LIKE 'zeus_%' "
-                   "AND tablename != :version",
+                   "is_nullable, column_default, col_description(format('%I.%I', "
+                   "table_schema, table_name)::regclass, ordinal_position) FROM "
+                   "information_schema.columns WHERE table_schema = current_schema() AND "
+                   "table_name != :version",
+        "constraints": "SELECT c.relname, conname, pg_get_constraintdef(k.oid) FROM "
+                       "pg_constraint k JOIN pg_class c ON c.oid = k.conrelid JOIN "
+                       "pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = "
+                       "current_schema() AND c.relname != :version",
+        "indexes": "SELECT indexname, replace(indexdef, current_schema() || '.', '') FROM "
+                   "pg_indexes WHERE schemaname = current_schema() AND tablename != :version",
     }
     return {name: sorted(tuple(r) for r in conn.execute(text(q),
                                                         {"version": schema.VERSION_TABLE}))
@@ -62,10 +65,9 @@ def _postgres_schema(conn: Connection) -> dict[str, object]:
 
 def test_the_migrations_build_exactly_the_tables_module(db_url: str, db_backend: str,
                                                         tmp_path: Path,
-                                                        request: pytest.FixtureRequest) -> None:
+                                                        postgres_url: str | None) -> None:
     upgrade_store(db_url)
-    server = request.getfixturevalue("postgres_server") if db_backend == "postgresql" else None
-    with empty_database(db_backend, tmp_path, server) as reference_url:
+    with empty_database(db_backend, tmp_path, postgres_url) as reference_url:
         engine = create_engine(reference_url)
         metadata.create_all(engine)
         engine.dispose()

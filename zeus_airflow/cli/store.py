@@ -171,7 +171,7 @@ def write(rows: Sequence[dict[str, Any]], columns: Sequence[str], fmt: str, out:
     elif fmt == "csv":
         writer = csv.writer(out)
         writer.writerow(columns)
-        writer.writerows([[_text(row[c]) for c in columns] for row in rows])
+        writer.writerows([[_text(row[c], rounded=False) for c in columns] for row in rows])
     else:
         cells = [list(columns)] + [[_text(row[c]) for c in columns] for row in rows]
         widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
@@ -186,11 +186,12 @@ def _json_value(value: object) -> str:
     raise TypeError(f"cannot write {type(value).__name__} as JSON")
 
 
-def _text(value: object) -> str:
+def _text(value: object, rounded: bool = True) -> str:
+    """A cell: rounded for people (table), exact for programs (csv)."""
     if value is None:
         return ""
     if isinstance(value, datetime):
-        return value.isoformat(timespec="seconds")
-    if isinstance(value, float):
+        return value.isoformat(timespec="seconds") if rounded else value.isoformat()
+    if isinstance(value, float) and rounded:
         return f"{value:.6g}"
     return str(value)

@@ -95,15 +95,20 @@ class Store(Protocol):
     def heartbeat(self, trial_id: int) -> None: ...
 
     def finish_trial(self, trial_id: int, outcome: RunOutcome, observed: bool) -> None:
-        """Record a finished trial. Idempotent: recording the same trial again replaces."""
+        """Record a finished trial. Idempotent: recording the same trial again replaces.
+        Raises UnrecordedResultError, carrying the outcome, when it cannot."""
         ...
 
     def fail_trial(self, trial_id: int, error: str) -> None:
-        """The train function raised: keep the trial for history, never count it."""
+        """The train function raised: keep the trial for history, never count it. Best
+        effort: never raises, so that the train function's exception is the one seen."""
         ...
 
     def load_profile(self, job: JobRef, batch_size: int, device: DeviceInfo) -> PowerProfile:
         """The (possibly partial or empty) power profile for this batch size and GPU."""
         ...
 
-    def save_profile(self, job: JobRef, profile: PowerProfile) -> None: ...
+    def save_profile(self, job: JobRef, profile: PowerProfile) -> None:
+        """Best effort: never raises (an unsaved profile is measured again later), so that
+        the trial's result is recorded after it."""
+        ...

@@ -49,7 +49,10 @@ def make_engine(url: str | URL, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> Engi
     if url.get_backend_name() != "sqlite":
         connect_args = ({"connect_timeout": max(1, round(timeout_s))}
                         if url.get_backend_name() == "postgresql" else {})
-        return create_engine(url, pool_pre_ping=True, connect_args=connect_args)
+        # No pre-ping (a round trip per transaction): a dead pooled connection fails the
+        # transaction's first statement, SQLAlchemy then discards the pool, and the store
+        # retries the transaction (see retry.py).
+        return create_engine(url, connect_args=connect_args)
     in_memory = url.database in (None, "", ":memory:")
     engine = create_engine(
         url,

@@ -77,8 +77,12 @@ _LAST_VERSION = select(func.max(jobs.c.version)).where(jobs.c.job_id == bindpara
 _REGISTRATION_LOCK = text("SELECT pg_advisory_xact_lock(CAST(:namespace AS integer), "
                           "CAST(:key AS integer))")
 _REGISTRATION_NAMESPACE = 0x7A65  # "ze": keeps our advisory keys apart from other users'
-_LOCK_JOB = select(jobs.c.seed, jobs.c.decisions).where(jobs.c.id == _job)
-_JOB_OF_TRIAL = select(trials.c.job_pk).where(trials.c.id == bindparam("trial_key"))
+# Claiming the job's next decision number is what locks the job's row for the decision.
+_CLAIM_DECISION = update(jobs).where(jobs.c.id == _job).values(
+    decisions=jobs.c.decisions + 1).returning(jobs.c.seed, jobs.c.decisions)
+_LOCK_JOB = select(jobs.c.id).where(jobs.c.id == _job).with_for_update()
+_LOCK_JOB_OF_TRIAL = select(jobs.c.id).where(jobs.c.id == select(trials.c.job_pk).where(
+    trials.c.id == bindparam("trial_key")).scalar_subquery()).with_for_update()
 _EXPIRE = update(trials).where(
     trials.c.job_pk == _job, trials.c.status == "running",
     trials.c.heartbeat_at < bindparam("stale_before")).values(status="expired")
@@ -94,7 +98,6 @@ _SUPERSEDE = update(trials).where(
                      else_="abandoned"),
          observed=False)
 _INSERT_TRIAL = insert(trials)
-_COUNT_DECISION = update(jobs).where(jobs.c.id == _job).values(decisions=bindparam("seq"))
 # A result is taken while the trial is live; an expired trial's late result is taken unless
 # it was an exploration step, whose batch size another worker has re-explored meanwhile.
 _takes_result = or_(trials.c.status.in_(("running", "succeeded", "failed")),
@@ -161,8 +164,17 @@ class SQLStore:
 
     # --- jobs --------------------------------------------------------------------------------
     def register_job(self, config: JobConfig, seed: int | None = None) -> JobRef:
-        return self._write(f"registering job {config.job_id!r}",
-                           lambda conn: self._register(conn, config, seed))
+        what = f"registering job {config.job_id!r}"
+
+        def unchanged() -> JobRef | None:  # every recurrence but a job's first: no lock
+            with self.reading() as conn:
+                current = conn.execute(_ACTIVE_JOB, dict(job_id=config.job_id)).first()
+            if current is None or current.config_json != config.to_json():
+                return None
+            return JobRef(current.id, config.job_id, current.version, config)
+
+        known = self._call(what, unchanged)
+        return known or self._write(what, lambda conn: self._register(conn, config, seed))
 
     def _register(self, conn: Connection, config: JobConfig, seed: int | None) -> JobRef:
         lock_job_versions(conn, config.job_id)
@@ -194,14 +206,17 @@ class SQLStore:
                     device: DeviceInfo, excluded: frozenset[int]) -> TrialStart:
         def decide(conn: Connection) -> TrialStart:
             now = _now()
-            job_row = self._lock_job(conn, job.id)
+            claimed = conn.execute(_CLAIM_DECISION, dict(job_key=job.id)).first()
+            if claimed is None:
+                raise StoreError(f"job {job.id} is not in the zeus-airflow store at "
+                                 f"{self.where}")
+            seed, seq = claimed
             conn.execute(_EXPIRE, dict(job_key=job.id, stale_before=now - self.lease))
             conn.execute(_SUPERSEDE, dict(
                 job_key=job.id, ti_dag=key.dag_id, ti_task=key.task_id, ti_run=key.run_id,
                 ti_map_index=key.map_index, ti_try=key.try_number, ti_attempt=attempt))
             snapshot = read_snapshot(conn, job, device, excluded)
-            seq = job_row.decisions + 1
-            decision = policy.decide(snapshot, np.random.default_rng([job_row.seed, seq]))
+            decision = policy.decide(snapshot, np.random.default_rng([seed, seq]))
             trial_id = _inserted_id(conn.execute(_INSERT_TRIAL, dict(
                 job_pk=job.id, decision_seq=seq, dag_id=key.dag_id, task_id=key.task_id,
                 run_id=key.run_id, map_index=key.map_index, try_number=key.try_number,
@@ -209,7 +224,6 @@ class SQLStore:
                 batch_size=decision.batch_size, power_limit_w=decision.power_limit_w,
                 observed=False, measurement=device.kind, gpu_model=device.model,
                 gpu_count=device.count, started_at=now, heartbeat_at=now)))
-            conn.execute(_COUNT_DECISION, dict(job_key=job.id, seq=seq))
             return TrialStart(trial_id, decision)
 
         return self._write(f"deciding a batch size for job {job.job_id!r}", decide)
@@ -243,10 +257,15 @@ class SQLStore:
                         "but does not count", trial_id, status)
 
     def fail_trial(self, trial_id: int, error: str) -> None:
+        """Best effort: the train function's own exception is what the caller must see. A
+        trial left ``running`` expires after the lease and never counts."""
         def record(conn: Connection) -> None:
             self._lock_job_of(conn, trial_id)
             conn.execute(_FAIL, dict(trial_key=trial_id, message=error[-4000:], now=_now()))
-        self._write(f"recording the failure of trial {trial_id}", record)
+        try:
+            self._write(f"recording the failure of trial {trial_id}", record)
+        except StoreError as err:
+            log.warning("%s (the trial will expire after the lease)", err)
 
     # --- power profiles ----------------------------------------------------------------------
     def load_profile(self, job: JobRef, batch_size: int, device: DeviceInfo) -> PowerProfile:
@@ -263,7 +282,10 @@ class SQLStore:
 
     def save_profile(self, job: JobRef, profile: PowerProfile) -> None:
         """Merge the profile's measurements into the stored ones: a limit measured again
-        replaces its old figures, limits measured only by another worker stay."""
+        replaces its old figures, limits measured only by another worker stay.
+
+        Best effort: a profile that cannot be saved is logged with its figures and measured
+        again by a later run, and the trial's result is still recorded after it."""
         if not profile.measurements:
             return
         where = and_(power_profiles.c.job_pk == job.id,
@@ -280,7 +302,12 @@ class SQLStore:
                      gpu_count=profile.gpu_count, power_limit_w=m.power_limit_w,
                      avg_power_w=m.avg_power_w, steps_per_s=m.steps_per_s)
                 for m in profile.measurements.values()])
-        self._write(f"saving the power profile of batch size {profile.batch_size}", save)
+        try:
+            self._write(f"saving the power profile of batch size {profile.batch_size}", save)
+        except StoreError as err:
+            log.warning("%s; not saved: %s", err, sorted(
+                (m.power_limit_w, m.avg_power_w, m.steps_per_s)
+                for m in profile.measurements.values()))
 
     # --- internals ---------------------------------------------------------------------------
     def _check_schema(self) -> None:
@@ -296,17 +323,14 @@ class SQLStore:
     def _call(self, what: str, work: Callable[[], T], retry: RetryPolicy | None = None) -> T:
         return guarded(self.where, what, work, retry or self.retry)
 
-    def _lock_job(self, conn: Connection, job_pk: int) -> Any:
-        query = _LOCK_JOB.with_for_update() if self._locks_rows else _LOCK_JOB
-        row = conn.execute(query, dict(job_key=job_pk)).first()
-        if row is None:
-            raise StoreError(f"job {job_pk} is not in the zeus-airflow store at {self.where}")
-        return row
+    def _lock_job(self, conn: Connection, job_pk: int) -> None:
+        """PostgreSQL: lock the job's row. SQLite: the transaction holds the write lock."""
+        if self._locks_rows:
+            conn.execute(_LOCK_JOB, dict(job_key=job_pk))
 
     def _lock_job_of(self, conn: Connection, trial_id: int) -> None:
-        job_pk = conn.execute(_JOB_OF_TRIAL, dict(trial_key=trial_id)).scalar()
-        if job_pk is not None:
-            self._lock_job(conn, job_pk)
+        if self._locks_rows:
+            conn.execute(_LOCK_JOB_OF_TRIAL, dict(trial_key=trial_id))
 
 
 def _inserted_id(result: CursorResult[Any]) -> int:

@@ -1,0 +1,131 @@
+"""Faults between the store and its database, on SQLite and PostgreSQL: unreachable at the
+start (a clear error before any GPU change), lost while a result is recorded (bounded retries,
+then an error carrying the measured result), and a brief outage ridden out."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fixtures_store import FAST_RETRY, StoreOutage, job_config, unreachable_url
+
+from zeus_airflow.core.devices.replay import ReplayGPU
+from zeus_airflow.core.engine import Engine, TrainFunction
+from zeus_airflow.core.replay_training import ReplayTraining
+from zeus_airflow.core.run import TrainingRun
+from zeus_airflow.core.store.admin import list_trials
+from zeus_airflow.core.store.base import RecurrenceKey, StoreError, UnrecordedResultError
+from zeus_airflow.core.store.location import open_store
+from zeus_airflow.core.store.retry import RetryPolicy
+from zeus_airflow.core.store.sql import SQLStore
+from zeus_airflow.core.traces import WorkloadTrace
+
+
+class WatchedGPU(ReplayGPU):
+    """The replay GPU, remembering every power-limit change asked of it."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.limit_changes: list[tuple[int, ...]] = []
+
+    def set_power_limits_w(self, limits_w: Sequence[int]) -> None:
+        self.limit_changes.append(tuple(limits_w))
+        super().set_power_limits_w(limits_w)
+
+
+def cutting_after_training(outage: StoreOutage, gpu: ReplayGPU) -> TrainFunction:
+    """A train function that trains, then loses the database before the result is recorded."""
+    replay = ReplayTraining(gpu, seed=1)
+
+    def train(run: TrainingRun) -> object:
+        value = replay(run)
+        outage.cut()
+        return value
+    return train
+
+
+class RestoreOnFirstRetry(logging.Handler):
+    """Ends the outage when the store first reports it is waiting to retry."""
+
+    def __init__(self, outage: StoreOutage) -> None:
+        super().__init__(logging.WARNING)
+        self.outage = outage
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "retrying in" in record.getMessage():
+            self.outage.restore()
+
+
+def test_an_unreachable_store_fails_at_start_with_a_clear_error(db_backend: str,
+                                                                tmp_path: Path) -> None:
+    with pytest.raises(StoreError) as raised:
+        open_store(unreachable_url(db_backend, tmp_path), retry=FAST_RETRY)
+    message = str(raised.value)
+    assert "opening the store: the zeus-airflow store at" in message
+    assert "[store location:" in message and "(from the given URL)" in message
+    if db_backend == "postgresql":
+        assert "unreachable or busy (gave up after 3 tries)" in message
+        assert "zeus:***@127.0.0.1" in message and "s3cret" not in message
+    else:
+        assert "unable to open database file" in message
+
+
+def test_a_store_down_at_task_start_fails_before_any_gpu_change(
+        store_outage: StoreOutage, cifar_trace: WorkloadTrace) -> None:
+    store = SQLStore(store_outage.url, retry=FAST_RETRY, timeout_s=0.2)
+    gpu = WatchedGPU(cifar_trace)
+    engine = Engine(store, gpu, job_config(cifar_trace), seed=1, heartbeat_s=None)
+    store_outage.cut()
+    with pytest.raises(StoreError, match=r"registering job 'store\.job'"):
+        engine.run_recurrence(ReplayTraining(gpu, seed=1), RecurrenceKey("r1"))
+    assert gpu.limit_changes == []
+
+
+def test_a_result_that_cannot_be_recorded_fails_loudly_with_its_figures(
+        store_outage: StoreOutage, cifar_trace: WorkloadTrace,
+        caplog: pytest.LogCaptureFixture) -> None:
+    store = SQLStore(store_outage.url, retry=FAST_RETRY, timeout_s=0.2)
+    gpu = WatchedGPU(cifar_trace)
+    engine = Engine(store, gpu, job_config(cifar_trace), seed=1, heartbeat_s=None)
+    train = cutting_after_training(store_outage, gpu)
+    with caplog.at_level(logging.WARNING), pytest.raises(UnrecordedResultError) as raised:
+        engine.run_recurrence(train, RecurrenceKey("r1"))
+    result, message = raised.value.outcome, str(raised.value)
+    for figure in (f"batch_size={result.batch_size} ", f"power_limit_w={result.power_limit_w} ",
+                   f"energy_j={result.energy_j:.6g} ", f"time_s={result.time_s:.6g} ",
+                   f"cost={result.cost:.6g} ", "reached_target=True"):
+        assert figure in message
+    assert "gave up after 3 tries" in message and "is NOT in the store" in message
+    assert caplog.text.count(f"recording trial {raised.value.trial_id}: the store is "
+                             "unavailable") == 2  # retried twice, with backoff
+    assert "saving the power profile of batch size" in caplog.text  # logged, not raised
+    assert gpu.get_power_limits_w() == (max(cifar_trace.power_limits_w),)  # restored
+    store_outage.restore()
+    (trial,) = list_trials(store)
+    assert (trial.status, trial.cost) == ("running", None)  # will expire; nothing counted
+
+
+def test_a_brief_outage_while_recording_is_ridden_out(
+        store_outage: StoreOutage, cifar_trace: WorkloadTrace,
+        caplog: pytest.LogCaptureFixture) -> None:
+    patient = RetryPolicy(attempts=3, first_delay_s=0.1)
+    store = SQLStore(store_outage.url, retry=patient, timeout_s=0.2)
+    gpu = ReplayGPU(cifar_trace)
+    engine = Engine(store, gpu, job_config(cifar_trace), seed=1, heartbeat_s=None)
+    train = cutting_after_training(store_outage, gpu)
+    retries = logging.getLogger("zeus_airflow.core.store.retry")
+    healer = RestoreOnFirstRetry(store_outage)
+    retries.addHandler(healer)
+    try:
+        with caplog.at_level(logging.WARNING):
+            result = engine.run_recurrence(train, RecurrenceKey("r1"))
+    finally:
+        retries.removeHandler(healer)
+    assert "the store is unavailable" in caplog.text
+    (trial,) = list_trials(store)
+    assert (trial.status, trial.cost, trial.observed) == ("succeeded", result.cost, True)
+    profile = store.load_profile(result.job, result.batch_size, engine.device_info)
+    assert profile.measurements  # saved once the database was back
