@@ -19,9 +19,9 @@ class DagAccess:
     """What the auth manager lets one user read."""
 
     all_dags: bool
-    """The user may read DAGs without naming one (every DAG, present and future)."""
+    """The user may read DAGs in general, and every DAG there is."""
     dag_ids: frozenset[str]
-    """DAGs the user may read (empty when ``all_dags``: no need to ask)."""
+    """DAGs the user may read."""
 
     def may_read_dag(self, dag_id: str) -> bool:
         return self.all_dags or dag_id in self.dag_ids

@@ -11,12 +11,19 @@ from collections.abc import Awaitable, Callable
 from importlib.metadata import version
 
 from fastapi import FastAPI, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException
 
 from zeus_airflow.core.store.base import StoreError
 from zeus_airflow.plugins import api, apidocs, pages, render
-from zeus_airflow.plugins.auth import OPENAPI_PATH, DagAccessDep, is_page, login_redirect
+from zeus_airflow.plugins.auth import (
+    OPENAPI_PATH,
+    DagAccessDep,
+    is_page,
+    login_redirect,
+    login_url,
+)
 from zeus_airflow.plugins.queries import JobNotFoundError
 from zeus_airflow.plugins.urls import Urls
 
@@ -31,7 +38,7 @@ def create_app() -> FastAPI:
                   docs_url=None, redoc_url=None, openapi_url=None)
     app.include_router(api.router)
     app.include_router(pages.router)
-    app.add_exception_handler(HTTPException, login_redirect)
+    app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(JobNotFoundError, _error(404, "Not found"))
     app.add_exception_handler(StoreError, _error(503, "The zeus-airflow store is unavailable"))
 
@@ -51,6 +58,20 @@ def create_app() -> FastAPI:
 
 def _spec(app: FastAPI, request: Request) -> dict[str, object]:
     return {**app.openapi(), "servers": [{"url": Urls.of(request).zeus()}]}
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    """Not logged in on a page: the login page. Other errors on a page: an HTML page."""
+    assert isinstance(exc, HTTPException)
+    if not is_page(request):
+        return await http_exception_handler(request, exc)
+    if exc.status_code == 401:
+        return login_redirect(request)
+    forbidden = exc.status_code == 403
+    return render.page(request, "message.html", status_code=exc.status_code,
+                       heading=f"{exc.status_code}: {exc.detail}",
+                       message="Your login may not read this." if forbidden else "",
+                       login=login_url(request) if forbidden else None)
 
 
 def _error(status_code: int,

@@ -14,9 +14,7 @@ from typing import Annotated
 from airflow.api_fastapi.app import get_auth_manager
 from airflow.api_fastapi.core_api.security import GetUserDep
 from fastapi import Depends, Request
-from fastapi.exception_handlers import http_exception_handler
-from fastapi.responses import RedirectResponse, Response
-from starlette.exceptions import HTTPException
+from fastapi.responses import RedirectResponse
 
 from zeus_airflow.plugins.access import DagAccess
 
@@ -26,12 +24,26 @@ OPENAPI_PATH = "/openapi.json"
 
 
 def dag_access(user: GetUserDep) -> DagAccess:
-    """The DAGs the logged-in user may read, as the auth manager says."""
+    """The DAGs the logged-in user may read, as the auth manager says.
+
+    "Every DAG" needs both answers: the auth manager's for DAGs in general (no DAG named),
+    and its list of readable DAGs holding every DAG there is. An auth manager that answers
+    the first loosely can then never widen what a user with a DAG list sees.
+    """
     manager = get_auth_manager()
-    if manager.is_authorized_dag(method="GET", user=user):
-        return DagAccess(all_dags=True, dag_ids=frozenset())
-    return DagAccess(all_dags=False,
-                     dag_ids=frozenset(manager.get_authorized_dag_ids(user=user, method="GET")))
+    readable = frozenset(manager.get_authorized_dag_ids(user=user, method="GET"))
+    every = manager.is_authorized_dag(method="GET", user=user) and \
+        len(readable) >= _dag_count()
+    return DagAccess(all_dags=every, dag_ids=readable)
+
+
+def _dag_count() -> int:
+    from airflow.models.dag import DagModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import func, select
+
+    with create_session() as session:
+        return int(session.scalar(select(func.count()).select_from(DagModel)) or 0)
 
 
 DagAccessDep = Annotated[DagAccess, Depends(dag_access)]
@@ -42,10 +54,10 @@ def is_page(request: Request) -> bool:
     return not (path.startswith(API_PREFIX) or path == OPENAPI_PATH)
 
 
-async def login_redirect(request: Request, exc: Exception) -> Response:
-    """Not logged in (401) on a page: off to the login page, then back here."""
-    assert isinstance(exc, HTTPException)
-    if exc.status_code == 401 and is_page(request):
-        login = get_auth_manager().get_url_login(next_url=str(request.url))
-        return RedirectResponse(login, status_code=307)
-    return await http_exception_handler(request, exc)
+def login_url(request: Request) -> str:
+    """The auth manager's login page, coming back to this request's page afterwards."""
+    return str(get_auth_manager().get_url_login(next_url=str(request.url)))
+
+
+def login_redirect(request: Request) -> RedirectResponse:
+    return RedirectResponse(login_url(request), status_code=307)

@@ -1,0 +1,59 @@
+"""The server-side SVG charts and the units they are labelled in."""
+
+from __future__ import annotations
+
+import re
+from itertools import pairwise
+
+import pytest
+
+from zeus_airflow.plugins.charts import Plot, linear_axis, log2_axis, nice_step
+from zeus_airflow.plugins.units import energy_unit, show_energy, show_kwh, show_time, time_unit
+
+
+def test_nice_steps_are_one_two_or_five_times_a_power_of_ten() -> None:
+    assert [nice_step(x) for x in (0.013, 0.3, 1.0, 1.5, 3.2, 7, 4200)] == \
+        [0.02, 0.5, 1.0, 2.0, 5.0, 10.0, 5000.0]
+
+
+def test_a_linear_axis_covers_its_values_with_round_ticks() -> None:
+    axis = linear_axis("energy", [3.2, 17.9, 41.0])
+    assert axis.lo == 0 and axis.hi >= 41.0 and axis.ticks[0] == 0 and axis.ticks[-1] == axis.hi
+    steps = {round(b - a, 9) for a, b in pairwise(axis.ticks)}
+    assert len(steps) == 1
+    assert linear_axis("run", [5.0, 9.0], zero=False).lo > 0
+
+
+def test_a_log2_axis_spaces_batch_sizes_evenly() -> None:
+    axis = log2_axis("batch size", [8, 16, 32, 64])
+    positions = [axis.fraction(b) for b in (8, 16, 32, 64)]
+    gaps = [round(b - a, 9) for a, b in pairwise(positions)]
+    assert len(set(gaps)) == 1 and 0 < positions[0] < positions[-1] < 1
+
+
+def test_a_plot_draws_one_mark_per_point_inside_its_area() -> None:
+    plot = Plot("t", linear_axis("x", [1, 10], zero=False), linear_axis("y", [0, 5]))
+    points = [(float(x), x / 2) for x in range(1, 11)]
+    plot.line(points, "s0")
+    plot.dots(points, "s0", [f"<point {x}>" for x, _ in points])
+    plot.error_bar(5, 1, 2, "s1", "bar")
+    svg = str(plot.svg())
+    assert svg.count("<circle") == 10 and svg.count('class="line s0"') == 1
+    assert "&lt;point 1.0&gt;" in svg  # tooltips are escaped
+    left, top, width, height = plot.area
+    for cx, cy in re.findall(r'cx="([\d.]+)" cy="([\d.]+)"', svg):
+        assert left <= float(cx) <= left + width and top <= float(cy) <= top + height
+
+
+def test_units_fit_the_largest_value() -> None:
+    assert energy_unit([12.0, 3.5e6]).name == "MJ" and energy_unit([999.0]).name == "J"
+    assert time_unit([90.0]).name == "s" and time_unit([600.0]).name == "min"
+    assert time_unit([3 * 3600.0]).name == "h"
+    assert show_energy(247_752.0) == "248 kJ" and show_time(None) == "—"
+    assert show_kwh(3.6e6) == "1 kWh" and show_kwh(247_752.0) == "0.0688 kWh"
+
+
+@pytest.mark.parametrize("values", [[], [0.0], [5.0, 5.0]])
+def test_degenerate_ranges_still_make_an_axis(values: list[float]) -> None:
+    axis = linear_axis("y", values)
+    assert axis.hi > axis.lo and len(axis.ticks) >= 2
