@@ -297,3 +297,23 @@ def test_a_store_without_schema_fails_before_any_gpu_change(
     assert task_state(dag_run, "train")[0] == "failed"
     assert fake_gpus.init_count == 0 and fake_gpus.set_calls == []  # NVML never opened
     assert "zeus-airflow db upgrade" in capfd.readouterr().out
+
+
+def test_a_result_the_store_loses_fails_the_task_with_the_figures_in_xcom(
+        zeus_store_url: str, capfd: pytest.CaptureFixture[str]) -> None:
+    def train(run: TrainingRun) -> dict[str, float]:
+        value = replay_train(run)
+        with create_engine(zeus_store_url).begin() as conn:  # the store loses the trial
+            conn.execute(trials.delete())
+        return value
+
+    dag = replay_dag("lost_result", train)
+    dag_run = dag.test(logical_date=daily(0))
+
+    assert task_state(dag_run, "train")[0] == "failed"
+    pushed = xcoms("lost_result", dag_run.run_id, "train")
+    assert pushed["energy_j"] > 0 and pushed["device_kind"] == "replayed"
+    assert "return_value" not in pushed
+    assert "NOT in the store" in capfd.readouterr().out
+    assert rendered_fields("lost_result", dag_run.run_id, "train")["zeus_summary"].startswith(
+        "NOT RECORDED")

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from zeus_airflow.core.devices.base import MeasurementKind
 from zeus_airflow.core.engine import RecurrenceResult
+from zeus_airflow.core.run import RunOutcome
 
 XCOM_KEYS: tuple[str, ...] = ("batch_size", "power_limit_w", "energy_j", "time_s", "cost",
                               "epochs", "reached_target", "tries", "phase", "device_kind")
@@ -30,6 +32,20 @@ def xcom_values(result: RecurrenceResult) -> dict[str, Any]:
         "tries": len(result.tries),
         "phase": result.final.phase,
         "device_kind": result.measurement,
+    }
+
+
+def unrecorded_xcom_values(outcome: RunOutcome, kind: MeasurementKind) -> dict[str, Any]:
+    """The figures of a try the store failed to record, so that they survive in Airflow."""
+    return {
+        "batch_size": outcome.batch_size,
+        "power_limit_w": outcome.power_limit_w,
+        "energy_j": outcome.energy_j,
+        "time_s": outcome.time_s,
+        "cost": outcome.cost,
+        "epochs": outcome.epochs,
+        "reached_target": outcome.reached_target,
+        "device_kind": kind,
     }
 
 

@@ -48,9 +48,11 @@ from zeus_airflow.operators.links import ZeusJobLink, default_job_id
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
+    from zeus_airflow.core.devices.base import MeasurementKind
     from zeus_airflow.core.engine import RecurrenceResult
     from zeus_airflow.core.gpu_lease import PowerLimitGuard
     from zeus_airflow.core.run import TrainingRun
+    from zeus_airflow.core.store.base import UnrecordedResultError
     from zeus_airflow.core.store.sql import SQLStore
 
 DEFAULT_CONN_ID = "zeus_default"
@@ -195,7 +197,7 @@ class ZeusTrainOperator(BaseOperator):
         from zeus_airflow.core.devices.spec import open_device
         from zeus_airflow.core.engine import Engine
         from zeus_airflow.core.gpu_lease import GPULeases, PowerLimitGuard
-        from zeus_airflow.core.store.base import RecurrenceKey
+        from zeus_airflow.core.store.base import RecurrenceKey, UnrecordedResultError
 
         ti = context["ti"]
         config = self.job_config(self.job_id or default_job_id(self.dag_id, self.task_id))
@@ -215,6 +217,9 @@ class ZeusTrainOperator(BaseOperator):
                                 # structlog's logger takes the stdlib calls the engine makes
                                 log=cast(logging.Logger, self.log))
                 result = engine.run_recurrence(self._train_function(), key)
+            except UnrecordedResultError as err:
+                self._publish_unrecorded(context, err, device.kind)
+                raise
             finally:
                 self._guard = None
         self._publish(context, result)
@@ -251,6 +256,17 @@ class ZeusTrainOperator(BaseOperator):
         self.zeus_summary = summary_line(result)
         self.log.info("Zeus: %s (job %s, %s phase)", self.zeus_summary, result.job.job_id,
                       result.final.phase)
+
+
+    def _publish_unrecorded(self, context: Context, error: UnrecordedResultError,
+                            kind: MeasurementKind) -> None:
+        """The store lost the result: keep it in Airflow, then fail the task loudly."""
+        from zeus_airflow.operators.summary import unrecorded_xcom_values
+
+        for key, value in unrecorded_xcom_values(error.outcome, kind).items():
+            context["ti"].xcom_push(key=key, value=value)
+        self.zeus_summary = f"NOT RECORDED in the store: {error}"
+        self.log.error("Zeus: %s", error)
 
 
 def _is_template(text: str) -> bool:
