@@ -20,8 +20,7 @@ $(VENV)/.installed: pyproject.toml
 setup: $(VENV)/.installed
 
 demo: setup
-	$(VENV)/bin/zeus-airflow simulate --traces $(TRACES) --gpu v100 --workload librispeech \
-		--policy all --seeds 1 2 3 --output-csv artifacts/demo.csv --plot artifacts/demo.png
+	$(VENV)/bin/zeus-airflow demo --traces $(TRACES)
 
 lint: setup
 	$(VENV)/bin/ruff check zeus_airflow tests bench dags

@@ -7,25 +7,16 @@ an XCom; the UI only reads it, so the link needs no plugin registration to show.
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
-from urllib.parse import quote
 
 from airflow.sdk import BaseOperatorLink
+
+from zeus_airflow.operators.naming import UI_PREFIX, default_job_id, job_url
 
 if TYPE_CHECKING:
     from airflow.sdk import BaseOperator
     from airflow.sdk.types import TaskInstanceKey
 
-UI_PREFIX = "/zeus"
-
-
-def job_url(job_id: str) -> str:
-    """Path of a job's page in the Zeus UI."""
-    return f"{UI_PREFIX}/jobs/{quote(job_id, safe='')}"
-
-
-def default_job_id(dag_id: str, task_id: str) -> str:
-    """A job is its DAG's task unless the author names it."""
-    return f"{dag_id}.{task_id}"
+__all__ = ["UI_PREFIX", "ZeusJobLink", "default_job_id", "job_url"]
 
 
 class ZeusJobLink(BaseOperatorLink):

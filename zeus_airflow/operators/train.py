@@ -43,7 +43,8 @@ from zeus_airflow.core.config import (
     ProfilerConfig,
 )
 from zeus_airflow.core.devices.spec import parse_device
-from zeus_airflow.operators.links import ZeusJobLink, default_job_id
+from zeus_airflow.operators.links import ZeusJobLink
+from zeus_airflow.operators.naming import default_job_id
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

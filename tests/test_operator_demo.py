@@ -1,0 +1,86 @@
+"""``zeus-airflow demo``: a fresh Airflow home, daily runs through Airflow, the per-run table,
+the energy saved against Default and how to open the UI."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+from fixtures_airflow import REPO, TRACES, load_dag_file, sync_dag
+
+from zeus_airflow.cli import demo_runs, main
+from zeus_airflow.cli.demo import energy_report
+from zeus_airflow.core.traces import load_workload_trace
+from zeus_airflow.sim.simulator import default_configuration
+
+
+def demo(home: Path, days: int) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "ZEUS_"))}
+    done = subprocess.run([sys.executable, "-m", "zeus_airflow.cli", "demo", "--days", str(days),
+                           "--traces", str(TRACES), "--airflow-home", str(home)],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done.stdout
+
+
+def test_the_demo_runs_days_through_airflow_and_reports(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    out = demo(home, 2)
+
+    assert (home / "airflow.db").exists() and (home / "zeus_airflow.db").exists()
+    assert "2025-01-01  success" in out and "2025-01-02  success" in out
+    assert "(replayed)" in out and "2 DAG runs" in out
+    table = out.split("$ zeus-airflow runs --job zeus_replay_daily.train\n")[1]
+    assert table.count("manual__2025-01-0") >= 2  # one row per try, named after its day
+    assert "Default:" in out and "Saved:" in out
+    assert "api-server --host 127.0.0.1" in out and "/zeus/jobs/zeus_replay_daily.train" in out
+
+
+@pytest.mark.usefixtures("dag_test", "zeus_store_url")
+def test_a_second_demo_goes_on_from_the_day_after(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    # dag.test() finds DAGs in the configured DAGs folder only, and this session's is not the
+    # repository's: serialize the DAG first.
+    monkeypatch.setattr(demo_runs, "_load_dag", lambda path: sync_dag(
+        load_dag_file(path, demo_runs.DAG_ID)))
+    days = []
+    for name in ("first", "second"):
+        results = tmp_path / f"{name}.json"
+        assert demo_runs.main(["--days", "1", "--dags-folder", str(REPO / "dags"),
+                               "--results", str(results)]) == 0
+        days.append(datetime.fromisoformat(json.loads(results.read_text())["runs"][0]
+                                           ["logical_date"]))
+    assert days[1] - days[0] == timedelta(days=1)
+
+
+def test_the_saving_is_measured_energy_against_defaults_expectation() -> None:
+    default = default_configuration(load_workload_trace(TRACES, "v100", "librispeech"), 0.5)
+    runs = [{"energy_j": default.energy_j * 0.5}] * 4
+    report = energy_report({"device": "replay:v100:librispeech", "eta": 0.5, "runs": runs},
+                           TRACES)
+    assert "50.0% over the 4 runs; 50.0% over the last 4" in report
+    assert f"b={default.batch_size} at {default.power_limit_w} W" in report
+
+
+@pytest.mark.parametrize(("args", "named"), [
+    (["--days", "0"], "days=0"),
+    (["--dags-folder", "/nonexistent"], "dags_folder="),
+])
+def test_bad_demo_arguments_are_named(args: list[str], named: str,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["demo", "--traces", str(TRACES), *args])
+    assert exited.value.code == 2 and named in capsys.readouterr().err
+
+
+def test_the_demo_needs_the_traces(monkeypatch: pytest.MonkeyPatch,
+                                   capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.delenv("ZEUS_TRACES_DIR")
+    with pytest.raises(SystemExit):
+        main(["demo"])
+    assert "ZEUS_TRACES_DIR" in capsys.readouterr().err

@@ -1,0 +1,153 @@
+"""``zeus-airflow demo``: Zeus learning a replayed paper workload through Airflow, end to end.
+
+1. Airflow on SQLite in ``$AIRFLOW_HOME`` (``./.airflow`` when unset), migrated;
+2. the DAG ``zeus_replay_daily`` run for ``--days`` consecutive daily logical dates, one
+   ``dag.test()`` per day (see ``demo_runs.py`` and docs/operator.md for why not a backfill);
+3. the store's per-run table (``zeus-airflow runs``), then the energy saved against the
+   Default configuration (b0 at the maximum power limit), and how to open the UI.
+
+Default's energy is the traces' expectation for b0 at the maximum limit (mean epochs to
+target over the traced seeds x energy per epoch), the same figure ``zeus-airflow simulate``
+compares against; Zeus's is what the runs measured on the replay GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import zeus_airflow
+from zeus_airflow.cli.demo_runs import DAG_ID, TASK_ID
+from zeus_airflow.core.config import ConfigError
+from zeus_airflow.core.devices.spec import TRACES_ENV, parse_device, resolve_traces_dir
+from zeus_airflow.core.traces import load_workload_trace
+from zeus_airflow.operators.naming import default_job_id, job_url
+from zeus_airflow.sim.simulator import default_configuration, oracle
+
+DEFAULT_DAYS = 60
+LOCAL_HOME = ".airflow"
+LAST_RUNS = 10
+
+
+@dataclass(frozen=True)
+class Saving:
+    """Zeus's replayed energy over some runs against Default's expected energy, in J."""
+
+    runs: int
+    zeus_energy_j: float
+    default_energy_j: float
+
+    @property
+    def fraction(self) -> float:
+        return 1.0 - self.zeus_energy_j / self.default_energy_j
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    demo = commands.add_parser(
+        "demo", help="run the replay DAG through Airflow for 60 days; print the runs and the "
+                     "energy saved against the Default configuration")
+    demo.add_argument("--days", type=int, default=DEFAULT_DAYS,
+                      help=f"daily runs to make (default {DEFAULT_DAYS})")
+    demo.add_argument("--traces", metavar="DIR",
+                      help=f"the paper's traces (default: ${TRACES_ENV})")
+    demo.add_argument("--airflow-home", metavar="DIR",
+                      help=f"default: $AIRFLOW_HOME, else ./{LOCAL_HOME}")
+    demo.add_argument("--dags-folder", metavar="DIR",
+                      help="folder holding zeus_replay_daily.py (default: the repository's "
+                           "dags/)")
+    demo.set_defaults(handler=_demo)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    if args.days < 1:
+        raise ConfigError(f"days={args.days} is invalid: expected an integer >= 1")
+    traces = resolve_traces_dir(args.traces).resolve()
+    home = Path(args.airflow_home or os.environ.get("AIRFLOW_HOME") or LOCAL_HOME).resolve()
+    dags = _dags_folder(args.dags_folder)
+    env = demo_environment(home, dags, traces)
+    print(f"Airflow home: {home} (SQLite)\nDAGs folder:  {dags}\n")
+    with tempfile.TemporaryDirectory() as scratch:
+        results_file = Path(scratch) / "runs.json"
+        done = subprocess.run([sys.executable, "-m", "zeus_airflow.cli.demo_runs",
+                               "--days", str(args.days), "--dags-folder", str(dags),
+                               "--results", str(results_file)], env=env)
+        if not results_file.exists():
+            return done.returncode or 1
+        results = json.loads(results_file.read_text())
+    job_id = default_job_id(DAG_ID, TASK_ID)
+    print(f"\n$ zeus-airflow runs --job {job_id}", flush=True)
+    subprocess.run([sys.executable, "-m", "zeus_airflow.cli", "runs", "--job", job_id],
+                   env=env, check=False)
+    print(energy_report(results, traces))
+    print(ui_instructions(home, dags, traces, job_id))
+    return done.returncode
+
+
+def demo_environment(home: Path, dags: Path, traces: Path) -> dict[str, str]:
+    """The demo's Airflow: its own home, the repository's DAGs, the embedded store."""
+    env = dict(os.environ)
+    env.pop("ZEUS_AIRFLOW_DB_URL", None)  # never a production store: the one under home
+    env.update({
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",  # one line per run, not hundreds
+        "PYTHONWARNINGS": "ignore",
+        TRACES_ENV: str(traces),
+    })
+    return env
+
+
+def energy_report(results: dict[str, Any], traces: Path) -> str:
+    """What Zeus saved against Default over the runs made, and over the last ones."""
+    spec = parse_device(results["device"])
+    trace = load_workload_trace(traces, spec.gpu, spec.workload)
+    default = default_configuration(trace, results["eta"])
+    best = oracle(trace, results["eta"])
+    energies = [run["energy_j"] for run in results["runs"] if run["energy_j"] is not None]
+    whole = Saving(len(energies), sum(energies), len(energies) * default.energy_j)
+    last = Saving(min(LAST_RUNS, len(energies)), sum(energies[-LAST_RUNS:]),
+                  min(LAST_RUNS, len(energies)) * default.energy_j)
+    return "\n".join([
+        "",
+        f"Energy of {whole.runs} runs of {spec.workload} on a {spec.gpu.upper()}, replayed from "
+        "the paper's traces:",
+        f"  Zeus:     {whole.zeus_energy_j / 1e6:10.1f} MJ measured on the replay GPU",
+        f"  Default:  {whole.default_energy_j / 1e6:10.1f} MJ expected (b={default.batch_size} "
+        f"at {default.power_limit_w} W every run: {default.energy_j / 1e6:.2f} MJ a run, "
+        "from the traces' mean epochs to target)",
+        f"  Saved:    {whole.fraction:10.1%} over the {whole.runs} runs; {last.fraction:.1%} over "
+        f"the last {last.runs} (the best fixed configuration, b={best.batch_size} at "
+        f"{best.power_limit_w} W, would save {1 - best.energy_j / default.energy_j:.1%})",
+    ])
+
+
+def ui_instructions(home: Path, dags: Path, traces: Path, job_id: str) -> str:
+    venv_bin = Path(sys.executable).parent
+    return "\n".join([
+        "",
+        "See the runs in the Airflow UI:",
+        f"  AIRFLOW_HOME={home} AIRFLOW__CORE__DAGS_FOLDER={dags} {TRACES_ENV}={traces} \\",
+        f"    {venv_bin / 'airflow'} api-server --host 127.0.0.1 --port 8080",
+        "  then open http://127.0.0.1:8080 and log in as admin with the password in",
+        f"  {home / 'simple_auth_manager_passwords.json.generated'} (written when the server "
+        "starts).",
+        f"  DAG {DAG_ID} > a run > task {TASK_ID}: XCom (energy_j, batch_size...), Rendered "
+        "Templates (zeus_summary), and the 'Zeus job' button to "
+        f"http://127.0.0.1:8080{job_url(job_id)}.",
+    ])
+
+
+def _dags_folder(explicit: str | None) -> Path:
+    folder = Path(explicit) if explicit else Path(zeus_airflow.__file__).parents[1] / "dags"
+    if not (folder / f"{DAG_ID}.py").is_file():
+        raise ConfigError(f"dags_folder={str(folder)!r} is invalid: expected a folder holding "
+                          f"{DAG_ID}.py (pass --dags-folder DIR)")
+    return folder.resolve()
