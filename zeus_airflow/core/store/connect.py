@@ -19,6 +19,12 @@ DEFAULT_TIMEOUT_S = 30.0
 
 READ_ONLY = "zeus_read_only"
 """Execution option marking a connection whose transactions only read."""
+DURABLE = "zeus_durable"
+"""Execution option; False lets a transaction commit without waiting for the disk
+(PostgreSQL ``synchronous_commit = off``, SQLite ``synchronous = NORMAL`` in WAL mode). Only a
+crash of the database server or the machine, not of a worker, can undo such a commit, and
+then together with everything committed after it. The store uses it for decisions and
+heartbeats, never for results."""
 
 _POSTGRES_DRIVER = "postgresql+psycopg"
 
@@ -52,7 +58,14 @@ def make_engine(url: str | URL, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> Engi
         # No pre-ping (a round trip per transaction): a dead pooled connection fails the
         # transaction's first statement, SQLAlchemy then discards the pool, and the store
         # retries the transaction (see retry.py).
-        return create_engine(url, connect_args=connect_args)
+        engine = create_engine(url, connect_args=connect_args)
+
+        @event.listens_for(engine, "begin")
+        def _on_server_begin(conn: Connection) -> None:
+            if not conn.get_execution_options().get(DURABLE, True):
+                conn.exec_driver_sql("SET LOCAL synchronous_commit = off")
+
+        return engine
     in_memory = url.database in (None, "", ":memory:")
     engine = create_engine(
         url,
@@ -72,7 +85,13 @@ def make_engine(url: str | URL, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> Engi
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Connection) -> None:
-        read_only = conn.get_execution_options().get(READ_ONLY, False)
-        conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
+        options = conn.get_execution_options()
+        if options.get(READ_ONLY, False):
+            conn.exec_driver_sql("BEGIN")
+            return
+        # Only settable between transactions; FULL syncs the WAL at every commit.
+        durable = options.get(DURABLE, True)
+        conn.exec_driver_sql(f"PRAGMA synchronous = {'FULL' if durable else 'NORMAL'}")
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
 
     return engine

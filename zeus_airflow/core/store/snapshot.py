@@ -25,14 +25,13 @@ WALK_STATUSES = ("succeeded", "failed", "superseded")
 # Statements are built once: building SQLAlchemy expressions costs more than running them on
 # SQLite, and the simulator makes tens of thousands of decisions.
 _job: BindParameter[int] = bindparam("job_key", type_=Integer)
-# The walk's steps and the exploration in flight, in one read.
-_EXPLORATION = (
-    select(trials.c.status, trials.c.batch_size, trials.c.reached_target, trials.c.cost,
-           trials.c.power_limit_w)
-    .where(trials.c.job_pk == _job, trials.c.phase.in_(EXPLORATION_PHASES),
-           trials.c.status.in_((*WALK_STATUSES, "running")))
-    .order_by(trials.c.decision_seq)
-)
+# The job's few exploration trials, through ix_zeus_trials_phase. Filtered by status and
+# sorted here, not by the database: either tempts SQLite's planner into an index that walks
+# the job's whole history (by status, or in decision order).
+_EXPLORATION = select(
+    trials.c.decision_seq, trials.c.status, trials.c.batch_size, trials.c.reached_target,
+    trials.c.cost, trials.c.power_limit_w,
+).where(trials.c.job_pk == _job, trials.c.phase.in_(EXPLORATION_PHASES))
 _ARM_TOTALS = select(
     trials.c.batch_size, func.count(), func.avg(trials.c.cost),
     func.sum(trials.c.cost * trials.c.cost),
@@ -59,10 +58,10 @@ def read_snapshot(conn: Connection, job: JobRef, device: DeviceInfo,
     """The job's state as the policy sees it, read inside the decision's transaction."""
     config = job.config
     params = dict(job_key=job.id)
-    rows = conn.execute(_EXPLORATION, params).all()
+    rows = sorted(conn.execute(_EXPLORATION, params).all(), key=lambda r: r.decision_seq)
     exploration = tuple(ExplorationStep(r.batch_size, bool(r.reached_target), r.cost,
                                         r.power_limit_w)
-                        for r in rows if r.status != "running")
+                        for r in rows if r.status in WALK_STATUSES)
     in_flight = tuple(r.batch_size for r in rows if r.status == "running")
     if config.window_size is None:
         observations, min_success = _totals(conn, job.id)

@@ -1,9 +1,11 @@
 """The store on SQLAlchemy 2 (SQLite or PostgreSQL).
 
-Every change to a job's trials happens with the job's row locked (``SELECT ... FOR UPDATE`` on
-PostgreSQL, the database write lock of ``BEGIN IMMEDIATE`` on SQLite): a decision reads its
-snapshot and inserts its trial in one transaction, so overlapping runs of one job see each
-other's in-flight trials, and a result recorded meanwhile is seen whole or not at all.
+A decision locks the job's row (on PostgreSQL by claiming the job's next decision number, an
+``UPDATE``; on SQLite ``BEGIN IMMEDIATE`` takes the database's write lock), reads its snapshot
+and inserts its trial in one transaction: decisions of one job never interleave, and each sees
+the trials the others have in flight. Recording a result needs no job lock: it changes one
+trial row, and the decision reads a trial's state (in flight, or a finished pruning step) in a
+single statement, so a result recorded meanwhile is seen whole or not at all.
 
 Transactions are retried after transient failures (see ``retry``); what still fails raises
 :class:`StoreError`, and a finished trial that cannot be recorded raises
@@ -56,6 +58,7 @@ from zeus_airflow.core.store.base import (
 )
 from zeus_airflow.core.store.connect import (
     DEFAULT_TIMEOUT_S,
+    DURABLE,
     READ_ONLY,
     display_url,
     make_engine,
@@ -81,8 +84,6 @@ _REGISTRATION_NAMESPACE = 0x7A65  # "ze": keeps our advisory keys apart from oth
 _CLAIM_DECISION = update(jobs).where(jobs.c.id == _job).values(
     decisions=jobs.c.decisions + 1).returning(jobs.c.seed, jobs.c.decisions)
 _LOCK_JOB = select(jobs.c.id).where(jobs.c.id == _job).with_for_update()
-_LOCK_JOB_OF_TRIAL = select(jobs.c.id).where(jobs.c.id == select(trials.c.job_pk).where(
-    trials.c.id == bindparam("trial_key")).scalar_subquery()).with_for_update()
 _EXPIRE = update(trials).where(
     trials.c.job_pk == _job, trials.c.status == "running",
     trials.c.heartbeat_at < bindparam("stale_before")).values(status="expired")
@@ -149,16 +150,22 @@ class SQLStore:
         return cls("sqlite://", create_schema=True)
 
     @contextmanager
-    def transaction(self) -> Iterator[Connection]:
-        """A write transaction (on SQLite it holds the database's write lock)."""
-        with self.engine.begin() as conn:
-            yield conn
+    def transaction(self, durable: bool = True) -> Iterator[Connection]:
+        """A write transaction (on SQLite it holds the database's write lock). Not
+        ``durable``: its commit does not wait for the disk (see ``connect.DURABLE``)."""
+        with self.engine.connect() as conn:
+            conn.execution_options(**{DURABLE: durable})
+            with conn.begin():
+                yield conn
 
     @contextmanager
     def reading(self) -> Iterator[Connection]:
-        """A read-only transaction: it never waits for SQLite's write lock."""
+        """Reads that never wait for SQLite's write lock. On PostgreSQL each statement runs
+        on its own (autocommit): no BEGIN and COMMIT round trips around a lone SELECT."""
         with self.engine.connect() as conn:
             conn.execution_options(**{READ_ONLY: True})
+            if self._locks_rows:
+                conn.execution_options(isolation_level="AUTOCOMMIT")
             with conn.begin():
                 yield conn
 
@@ -226,18 +233,20 @@ class SQLStore:
                 gpu_count=device.count, started_at=now, heartbeat_at=now)))
             return TrialStart(trial_id, decision)
 
-        return self._write(f"deciding a batch size for job {job.job_id!r}", decide)
+        # Not durable: a decision undone by a database crash is made again, and its worker's
+        # result then fails loudly to record (the trial is gone); the lock is held shorter.
+        return self._write(f"deciding a batch size for job {job.job_id!r}", decide,
+                           durable=False)
 
     def heartbeat(self, trial_id: int) -> None:
         """One try only: the next beat comes soon, and the lease spans several beats."""
         def beat() -> None:
-            with self.transaction() as conn:
+            with self.transaction(durable=False) as conn:
                 conn.execute(_HEARTBEAT, dict(trial_key=trial_id, now=_now()))
         self._call(f"heartbeat of trial {trial_id}", beat, retry=RetryPolicy(attempts=1))
 
     def finish_trial(self, trial_id: int, outcome: RunOutcome, observed: bool) -> None:
         def record(conn: Connection) -> str | None:
-            self._lock_job_of(conn, trial_id)
             return conn.execute(_FINISH, dict(
                 trial_key=trial_id, counts=observed,
                 new_status="succeeded" if outcome.reached_target else "failed",
@@ -260,7 +269,6 @@ class SQLStore:
         """Best effort: the train function's own exception is what the caller must see. A
         trial left ``running`` expires after the lease and never counts."""
         def record(conn: Connection) -> None:
-            self._lock_job_of(conn, trial_id)
             conn.execute(_FAIL, dict(trial_key=trial_id, message=error[-4000:], now=_now()))
         try:
             self._write(f"recording the failure of trial {trial_id}", record)
@@ -314,9 +322,9 @@ class SQLStore:
         with self.reading() as conn:
             schema.check(conn, self.where)
 
-    def _write(self, what: str, work: Callable[[Connection], T]) -> T:
+    def _write(self, what: str, work: Callable[[Connection], T], durable: bool = True) -> T:
         def transaction() -> T:
-            with self.transaction() as conn:
+            with self.transaction(durable) as conn:
                 return work(conn)
         return self._call(what, transaction)
 
@@ -327,10 +335,6 @@ class SQLStore:
         """PostgreSQL: lock the job's row. SQLite: the transaction holds the write lock."""
         if self._locks_rows:
             conn.execute(_LOCK_JOB, dict(job_key=job_pk))
-
-    def _lock_job_of(self, conn: Connection, trial_id: int) -> None:
-        if self._locks_rows:
-            conn.execute(_LOCK_JOB_OF_TRIAL, dict(trial_key=trial_id))
 
 
 def _inserted_id(result: CursorResult[Any]) -> int:
