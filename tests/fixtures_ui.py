@@ -11,6 +11,7 @@ The api-server imports this module for that class, so it imports nothing heavy a
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import os
 import secrets
@@ -29,11 +30,6 @@ from typing import Any
 
 import pytest
 
-try:  # only the api-server's auth manager needs Airflow here
-    from airflow.api_fastapi.auth.managers.simple.simple_auth_manager import SimpleAuthManager
-except ImportError:  # pragma: no cover
-    SimpleAuthManager = object  # type: ignore[assignment,misc]
-
 REPO = Path(__file__).resolve().parents[1]
 ARTIFACTS = REPO / "artifacts"
 SCOPES_ENV = "ZEUS_UI_TEST_DAG_SCOPES"
@@ -47,17 +43,32 @@ START_TIMEOUT_S = 180
 STOP_TIMEOUT_S = 30
 
 
-class DagScopedAuthManager(SimpleAuthManager):  # type: ignore[misc,valid-type]
-    """The simple auth manager, except that scoped users may read their DAGs only."""
+def __getattr__(name: str) -> Any:
+    """``fixtures_ui.DagScopedAuthManager``, built when Airflow asks for it (PEP 562), so that
+    loading these fixtures imports no Airflow."""
+    if name == "DagScopedAuthManager":
+        return _dag_scoped_auth_manager()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-    def is_authorized_dag(self, *, method: Any, user: Any, access_entity: Any = None,
-                          details: Any = None) -> bool:
-        scope = _scopes().get(user.get_name())
-        if scope is None:
-            return bool(super().is_authorized_dag(method=method, user=user,
-                                                  access_entity=access_entity,
-                                                  details=details))
-        return method == "GET" and details is not None and details.id in scope
+
+@functools.cache
+def _dag_scoped_auth_manager() -> type:
+    from airflow.api_fastapi.auth.managers.simple.simple_auth_manager import SimpleAuthManager
+
+    class DagScopedAuthManager(SimpleAuthManager):
+        """The simple auth manager, except that scoped users may read their DAGs only (and,
+        as with FAB, DAGs in general only with access to every DAG)."""
+
+        def is_authorized_dag(self, *, method: Any, user: Any, access_entity: Any = None,
+                              details: Any = None) -> bool:
+            scope = _scopes().get(user.get_name())
+            if scope is None:
+                return bool(super().is_authorized_dag(method=method, user=user,
+                                                      access_entity=access_entity,
+                                                      details=details))
+            return method == "GET" and details is not None and details.id in scope
+
+    return DagScopedAuthManager
 
 
 def _scopes() -> dict[str, frozenset[str]]:
@@ -191,26 +202,21 @@ def stop_process_group(process: subprocess.Popen[Any]) -> None:
         process.wait(STOP_TIMEOUT_S)
 
 
-@pytest.fixture(scope="session")
-def api_server(ui_data: UIData, tmp_path_factory: pytest.TempPathFactory
-               ) -> Iterator[ApiServer]:
-    """``airflow api-server`` on 127.0.0.1 with the Zeus plugin, one worker."""
-    home = Path(os.environ["AIRFLOW_HOME"])
-    work = tmp_path_factory.mktemp("api-server")
+def start_api_server(work: Path, users: dict[str, str], env: dict[str, str]) -> ApiServer:
+    """``airflow api-server`` on a free 127.0.0.1 port, one worker, with the simple auth
+    manager's ``users`` (user -> role; password = user name) and ``env`` on top of this
+    process's environment. Returns once it answers; stop it with :func:`stop_process_group`."""
     passwords = work / "passwords.json"
-    passwords.write_text(json.dumps({user: user for user in USERS}))
+    passwords.write_text(json.dumps({user: user for user in users}))
     port = free_port()
-    env = {
+    full_env = {
         **os.environ,
-        "AIRFLOW_HOME": str(home),
-        "PYTHONPATH": os.pathsep.join([str(REPO / "tests"), os.environ.get("PYTHONPATH", "")]),
-        "AIRFLOW__CORE__AUTH_MANAGER": "fixtures_ui.DagScopedAuthManager",
+        "AIRFLOW__API__HOST": "127.0.0.1",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": ",".join(f"{u}:{r}" for u, r in
-                                                             USERS.items()),
+                                                             users.items()),
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
         "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(32),
-        SCOPES_ENV: ";".join(f"{u}={'|'.join(d)}" for u, d in SCOPES.items()),
-        "ZEUS_AIRFLOW_DB_URL": ui_data.store_url,
+        **env,
     }
     log = work / "api-server.log"
     with log.open("wb") as out:
@@ -219,15 +225,35 @@ def api_server(ui_data: UIData, tmp_path_factory: pytest.TempPathFactory
         process = subprocess.Popen(
             [str(Path(sys.executable).parent / "airflow"), "api-server", "--host",
              "127.0.0.1", "--port", str(port), "--workers", "1"],
-            cwd=work, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            cwd=work, env=full_env, stdout=out, stderr=subprocess.STDOUT,
+            start_new_session=True)
     server = ApiServer(f"http://127.0.0.1:{port}", log, process)
     try:
         wait_until(lambda: process.poll() is not None or _healthy(server.url),
                    START_TIMEOUT_S, "the api-server to answer", every_s=0.5)
-        assert process.poll() is None, f"api-server exited:\n{server.log_text()[-3000:]}"
+    except BaseException:
+        stop_process_group(process)
+        raise
+    if process.poll() is not None:
+        raise RuntimeError(f"api-server exited:\n{server.log_text()[-3000:]}")
+    return server
+
+
+@pytest.fixture(scope="session")
+def api_server(ui_data: UIData, tmp_path_factory: pytest.TempPathFactory
+               ) -> Iterator[ApiServer]:
+    """The api-server over the session's AIRFLOW_HOME and the UI store, with the per-DAG
+    auth manager."""
+    server = start_api_server(tmp_path_factory.mktemp("api-server"), USERS, {
+        "PYTHONPATH": os.pathsep.join([str(REPO / "tests"), os.environ.get("PYTHONPATH", "")]),
+        "AIRFLOW__CORE__AUTH_MANAGER": "fixtures_ui.DagScopedAuthManager",
+        SCOPES_ENV: ";".join(f"{u}={'|'.join(d)}" for u, d in SCOPES.items()),
+        "ZEUS_AIRFLOW_DB_URL": ui_data.store_url,
+    })
+    try:
         yield server
     finally:
-        stop_process_group(process)
+        stop_process_group(server.process)
 
 
 # --- headless Chromium over the DevTools protocol -------------------------------------------------

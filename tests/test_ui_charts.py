@@ -25,10 +25,10 @@ def test_a_linear_axis_covers_its_values_with_round_ticks() -> None:
 
 
 def test_a_log2_axis_spaces_batch_sizes_evenly() -> None:
-    axis = log2_axis("batch size", [8, 16, 32, 64])
-    positions = [axis.fraction(b) for b in (8, 16, 32, 64)]
-    gaps = [round(b - a, 9) for a, b in pairwise(positions)]
-    assert len(set(gaps)) == 1 and 0 < positions[0] < positions[-1] < 1
+    place = log2_axis("batch size", [8, 16, 32, 64]).scale(0, 1000)
+    positions = [place(b) for b in (8, 16, 32, 64)]
+    gaps = [round(b - a) for a, b in pairwise(positions)]
+    assert len(set(gaps)) == 1 and 0 < positions[0] < positions[-1] < 1000
 
 
 def test_a_plot_draws_one_mark_per_point_inside_its_area() -> None:
@@ -41,6 +41,8 @@ def test_a_plot_draws_one_mark_per_point_inside_its_area() -> None:
     assert svg.count("<circle") == 10 and svg.count('class="line s0"') == 1
     assert "&lt;point 1.0&gt;" in svg  # tooltips are escaped
     left, top, width, height = plot.area
+    assert plot.py(0) == pytest.approx(top + height)  # y runs upwards
+    assert plot.py(plot.y.hi) == pytest.approx(top)
     for cx, cy in re.findall(r'cx="([\d.]+)" cy="([\d.]+)"', svg):
         assert left <= float(cx) <= left + width and top <= float(cy) <= top + height
 

@@ -30,12 +30,14 @@ class Axis:
     fmt: Callable[[float], str] = lambda v: f"{v:g}"
     log2: bool = False
 
-    def fraction(self, value: float) -> float:
-        """Where ``value`` lies between lo (0) and hi (1)."""
-        lo, hi, v = self.lo, self.hi, value
+    def scale(self, start: float, length: float) -> Callable[[float], float]:
+        """Maps a data value to px: lo to ``start``, hi to ``start + length`` (a negative
+        length runs upwards). The SVG writes px to 0.1."""
+        lo, hi = (math.log2(self.lo), math.log2(self.hi)) if self.log2 else (self.lo, self.hi)
+        k = length / (hi - lo) if hi != lo else 0.0
         if self.log2:
-            lo, hi, v = math.log2(lo), math.log2(hi), math.log2(value)
-        return 0.5 if hi == lo else (v - lo) / (hi - lo)
+            return lambda v: start + (math.log2(v) - lo) * k
+        return lambda v: start + (v - lo) * k
 
 
 def linear_axis(label: str, values: Sequence[float], fmt: Callable[[float], str] | None = None,
@@ -77,38 +79,35 @@ class Plot:
         self.width, self.height = width, height
         top, right, bottom, left = MARGIN
         self.area = (left, top, width - left - right, height - top - bottom)
+        w, h = self.area[2], self.area[3]
+        self.px = x.scale(left, w)
+        self.py = y.scale(top + h, -h)
         self.parts: list[str] = []
         self.legend_items: list[tuple[str, str]] = []
-
-    def px(self, x: float) -> float:
-        left, _, w, _ = self.area
-        return round(left + self.x.fraction(x) * w, 1)
-
-    def py(self, y: float) -> float:
-        _, top, _, h = self.area
-        return round(top + (1 - self.y.fraction(y)) * h, 1)
 
     def line(self, points: Sequence[Point], cls: str, dashed: bool = False) -> None:
         if len(points) < 2:
             return
-        d = "M" + "L".join(f"{self.px(x)},{self.py(y)}" for x, y in points)
+        px, py = self.px, self.py
+        d = "M" + "L".join(f"{px(x):.1f},{py(y):.1f}" for x, y in points)
         dash = ' stroke-dasharray="6 4"' if dashed else ""
         self.parts.append(f'<path class="line {cls}" d="{d}"{dash}/>')
 
     def dots(self, points: Sequence[Point], cls: str, tips: Sequence[str] | None = None,
              r: float = 3.0) -> None:
+        px, py, head = self.px, self.py, f'<circle class="dot {cls}" r="{r}"'
         for i, (x, y) in enumerate(points):
             tip = f"<title>{escape(tips[i])}</title>" if tips else ""
-            self.parts.append(f'<circle class="dot {cls}" cx="{self.px(x)}" cy="{self.py(y)}" '
-                              f'r="{r}">{tip}</circle>')
+            self.parts.append(f'{head} cx="{px(x):.1f}" cy="{py(y):.1f}">{tip}</circle>')
 
     def error_bar(self, x: float, lo: float, hi: float, cls: str, tip: str) -> None:
         cx, y0, y1 = self.px(x), self.py(lo), self.py(hi)
-        self.parts.append(f'<path class="bar {cls}" d="M{cx - 5},{y0}H{cx + 5}M{cx},{y0}'
-                          f'V{y1}M{cx - 5},{y1}H{cx + 5}"><title>{escape(tip)}</title></path>')
+        self.parts.append(f'<path class="bar {cls}" d="M{cx - 5:.1f},{y0:.1f}H{cx + 5:.1f}'
+                          f'M{cx:.1f},{y0:.1f}V{y1:.1f}M{cx - 5:.1f},{y1:.1f}H{cx + 5:.1f}">'
+                          f'<title>{escape(tip)}</title></path>')
 
     def label(self, x: float, y: float, text: str, dy: float = -8) -> None:
-        self.parts.append(f'<text class="note" x="{self.px(x)}" y="{self.py(y) + dy}" '
+        self.parts.append(f'<text class="note" x="{self.px(x):.1f}" y="{self.py(y) + dy:.1f}" '
                           f'text-anchor="middle">{escape(text)}</text>')
 
     def legend(self, text: str, cls: str) -> None:
@@ -120,12 +119,12 @@ class Plot:
         out = [f'<svg class="chart" viewBox="0 0 {self.width} {self.height}" role="img" '
                f'aria-label="{escape(self.title)}"><title>{escape(self.title)}</title>']
         for t in self.y.ticks:
-            y = self.py(t)
+            y = round(self.py(t), 1)
             out.append(f'<path class="grid" d="M{left},{y}H{left + w}"/>'
                        f'<text class="tick" x="{left - 6}" y="{y + 4}" text-anchor="end">'
                        f'{escape(self.y.fmt(t))}</text>')
         for t in self.x.ticks:
-            x = self.px(t)
+            x = round(self.px(t), 1)
             out.append(f'<text class="tick" x="{x}" y="{top + h + 16}" text-anchor="middle">'
                        f'{escape(self.x.fmt(t))}</text>')
         out.append(f'<path class="axis" d="M{left},{top}V{top + h}H{left + w}"/>')

@@ -7,14 +7,14 @@ profile (power and throughput versus limit). Units are picked to fit the data (J
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from markupsafe import Markup
 
 from zeus_airflow.core.reports import Arm, JobDetail, ProfilePoint, RunRecord
 from zeus_airflow.plugins.charts import Plot, linear_axis, log2_axis
-from zeus_airflow.plugins.units import energy_unit, show_energy, show_time, time_unit
+from zeus_airflow.plugins.units import Unit, energy_unit, time_unit
 
 PALETTE = 6
 """Series colours the stylesheet defines (classes s0..s5)."""
@@ -37,8 +37,11 @@ def _chart(key: str, title: str, caption: str, plot: Plot) -> Chart:
 
 def job_charts(detail: JobDetail) -> list[Chart]:
     done = [r for r in detail.runs if r.energy_j is not None]
-    charts = [energy_chart(done), time_chart(done), batch_size_chart(detail), cumulative_chart(
-        detail, done)]
+    energy = energy_unit([r.energy_j or 0.0 for r in done])
+    time = time_unit([r.time_s or 0.0 for r in done])
+    tips = {r.index: _tip(r, energy, time) for r in detail.runs}  # shared by the charts
+    charts = [energy_chart(done, tips), time_chart(done, tips), batch_size_chart(detail, tips),
+              cumulative_chart(detail, done)]
     if any(a.observations for a in detail.arms):
         charts.append(arms_chart(detail.arms))
     if detail.profile:
@@ -46,45 +49,46 @@ def job_charts(detail: JobDetail) -> list[Chart]:
     return charts
 
 
-def _tip(r: RunRecord) -> str:
-    return (f"run {r.index} · {r.run_id} · b={r.batch_size} · {r.power_limit_w} W · "
-            f"{show_energy(r.energy_j)} · {show_time(r.time_s)} · "
-            f"{'reached' if r.reached_target else 'not reached'} · {r.measurement}")
+def _tip(r: RunRecord, energy: Unit, time: Unit) -> str:
+    """A run's tooltip: short, as a long job draws thousands of them."""
+    missed = "" if r.reached_target else ", target missed"
+    return (f"run {r.index}: b={r.batch_size}, {r.power_limit_w} W, {energy.show(r.energy_j)}, "
+            f"{time.show(r.time_s)}{missed}")
 
 
 def _per_run(title: str, runs: Sequence[RunRecord], values: list[float], label: str,
-             scale: float) -> Plot:
+             scale: float, tips: Mapping[int, str]) -> Plot:
     plot = Plot(title, linear_axis("run", [r.index for r in runs], zero=False),
                 linear_axis(label, [v / scale for v in values]))
     points = [(r.index, v / scale) for r, v in zip(runs, values, strict=True)]
     plot.line(points, "s0 faint")
     reached = [i for i, r in enumerate(runs) if r.reached_target]
     missed = [i for i, r in enumerate(runs) if not r.reached_target]
-    plot.dots([points[i] for i in reached], "s0", [_tip(runs[i]) for i in reached])
-    plot.dots([points[i] for i in missed], "bad", [_tip(runs[i]) for i in missed])
+    plot.dots([points[i] for i in reached], "s0", [tips[runs[i].index] for i in reached])
+    plot.dots([points[i] for i in missed], "bad", [tips[runs[i].index] for i in missed])
     plot.legend("reached target", "s0")
     if missed:
         plot.legend("target not reached", "bad")
     return plot
 
 
-def energy_chart(runs: Sequence[RunRecord]) -> Chart:
+def energy_chart(runs: Sequence[RunRecord], tips: Mapping[int, str]) -> Chart:
     values = [r.energy_j or 0.0 for r in runs]
     unit = energy_unit(values)
-    plot = _per_run("Energy per run", runs, values, f"energy ({unit.name})", unit.scale)
+    plot = _per_run("Energy per run", runs, values, f"energy ({unit.name})", unit.scale, tips)
     return _chart("energy", "Energy per run", "Energy of every try of the run, summed "
                   "(profiling and failed tries included).", plot)
 
 
-def time_chart(runs: Sequence[RunRecord]) -> Chart:
+def time_chart(runs: Sequence[RunRecord], tips: Mapping[int, str]) -> Chart:
     values = [r.time_s or 0.0 for r in runs]
     unit = time_unit(values)
-    plot = _per_run("Time per run", runs, values, f"time ({unit.name})", unit.scale)
+    plot = _per_run("Time per run", runs, values, f"time ({unit.name})", unit.scale, tips)
     return _chart("time", "Time per run", "Training time of every try of the run, summed.",
                   plot)
 
 
-def batch_size_chart(detail: JobDetail) -> Chart:
+def batch_size_chart(detail: JobDetail, tips: Mapping[int, str]) -> Chart:
     runs = detail.runs
     sizes = detail.summary.version.config.batch_sizes
     plot = Plot("Batch size per run", linear_axis("run", [r.index for r in runs] or [1],
@@ -95,7 +99,7 @@ def batch_size_chart(detail: JobDetail) -> Chart:
         chosen = [r for r in runs if r.phase == phase]
         cls = PHASE_CLASS.get(phase, "s3")
         plot.dots([(r.index, float(r.batch_size)) for r in chosen], cls,
-                  [_tip(r) for r in chosen])
+                  [tips[r.index] for r in chosen])
         plot.legend(phase, cls)
     if failed:
         plot.legend("failed try", "bad")

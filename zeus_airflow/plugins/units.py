@@ -29,7 +29,7 @@ class Unit:
 def _fit(choices: tuple[tuple[str, float], ...], values: Sequence[float],
          at_least: float) -> Unit:
     """The largest unit in which the largest value is at least ``at_least``."""
-    top = max((abs(v) for v in values), default=0.0)
+    top = max(map(abs, values), default=0.0)
     for name, scale in choices:
         if top >= at_least * scale:
             return Unit(name, scale)
