@@ -1,6 +1,6 @@
-"""What the UI reads from the store (``core/reports.py``), on real SQLite stores: one filled by
-the real engine replaying a paper workload, and small ones written row by row where a figure
-must come out exact. Airflow-free, like the module."""
+"""What the UI reads from the store (``core/reports.py``): a SQLite store filled by the real
+engine replaying a paper workload, and small ones written row by row, on SQLite and on
+PostgreSQL, where a figure must come out exact. Airflow-free, like the module."""
 
 from __future__ import annotations
 
@@ -132,8 +132,9 @@ NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 @pytest.fixture
-def store() -> SQLStore:
-    return SQLStore.in_memory()
+def store(sql_store: SQLStore) -> SQLStore:
+    """An empty store, on SQLite and on PostgreSQL (``fixtures_store``)."""
+    return sql_store
 
 
 def add_job(store: SQLStore, job_id: str = "j") -> int:
