@@ -224,3 +224,13 @@ def test_grid_search_visits_every_limit_then_exploits_the_cheapest_pair() -> Non
                                                   power_limits_w=limits),
                                       np.random.default_rng(0))
     assert (final.batch_size, final.power_limit_w, final.phase) == (8, 200, "exploit")
+
+
+def test_merged_stats_equal_stats_of_all_costs() -> None:
+    left, right = [10.0, 12.0, 15.0], [9.0, 30.0]
+    merged = ArmStats.of(left).merge(ArmStats.of(right))
+    expected = ArmStats.of(left + right)
+    assert merged.count == expected.count
+    assert merged.mean == pytest.approx(expected.mean)
+    assert merged.sum_sq_dev == pytest.approx(expected.sum_sq_dev)
+    assert ArmStats.of([]).merge(ArmStats.of(right)) == ArmStats.of(right)

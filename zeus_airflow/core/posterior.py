@@ -42,6 +42,18 @@ class ArmStats:
         mean = sum(costs) / n
         return cls(n, mean, sum((c - mean) ** 2 for c in costs))
 
+    def merge(self, other: ArmStats) -> ArmStats:
+        """Statistics of both sets of costs together (Chan et al.'s pairwise update)."""
+        if other.count == 0:
+            return self
+        if self.count == 0:
+            return other
+        count = self.count + other.count
+        delta = other.mean - self.mean
+        return ArmStats(count, self.mean + delta * other.count / count,
+                        self.sum_sq_dev + other.sum_sq_dev
+                        + delta**2 * self.count * other.count / count)
+
     @property
     def sample_variance(self) -> float:
         return self.sum_sq_dev / (self.count - 1) if self.count > 1 else 0.0

@@ -1,5 +1,8 @@
 """What a decision reads: the job's exploration walk, its in-flight trials, its arm windows.
 
+Arm windows hold the runs on this GPU model and count only; a job that also ran elsewhere
+gets those runs translated into this model's cost units (``core/fleet.py``, paper §7).
+
 Every query is an index range scan over the one job's rows (see docs/store.md for the
 plans). With a ``window_size``, each arm's window is read as its own ``ORDER BY id DESC LIMIT
 window`` scan, so a decision reads at most ``window x arms`` observations however long the
@@ -11,13 +14,26 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Connection, Integer, Select, bindparam, case, func, select, union_all
+from sqlalchemy import (
+    Connection,
+    Integer,
+    Select,
+    and_,
+    bindparam,
+    case,
+    func,
+    select,
+    union_all,
+)
 from sqlalchemy.sql.elements import BindParameter
 
+from zeus_airflow.core.cost import LimitMeasurement
+from zeus_airflow.core.fleet import FleetKey, ForeignObservation, translate
 from zeus_airflow.core.policy import EXPLORATION_PHASES, ExplorationStep, JobSnapshot
 from zeus_airflow.core.posterior import ArmStats
+from zeus_airflow.core.profiler import PowerProfile
 from zeus_airflow.core.store.base import DeviceInfo, JobRef
-from zeus_airflow.core.store.tables import trials
+from zeus_airflow.core.store.tables import power_profiles, trials
 
 WALK_STATUSES = ("succeeded", "failed", "superseded")
 """Exploration trials that are steps of the pruning walk: finished, even if superseded since."""
@@ -32,11 +48,22 @@ _EXPLORATION = select(
     trials.c.decision_seq, trials.c.status, trials.c.batch_size, trials.c.reached_target,
     trials.c.cost, trials.c.power_limit_w,
 ).where(trials.c.job_pk == _job, trials.c.phase.in_(EXPLORATION_PHASES))
+_HERE = (trials.c.gpu_model == bindparam("gpu_model"),
+         trials.c.gpu_count == bindparam("gpu_count"))
 _ARM_TOTALS = select(
     trials.c.batch_size, func.count(), func.avg(trials.c.cost),
     func.sum(trials.c.cost * trials.c.cost),
     func.min(case((trials.c.reached_target, trials.c.cost))),
-).where(trials.c.job_pk == _job, trials.c.observed).group_by(trials.c.batch_size)
+).where(trials.c.job_pk == _job, trials.c.observed, *_HERE).group_by(trials.c.batch_size)
+# The job's profiles are few (sizes x limits x GPU models) and tell which models it ran on,
+# so a job that never moved reads no foreign trial at all.
+_PROFILES = select(power_profiles).where(power_profiles.c.job_pk == _job)
+_FOREIGN = (
+    select(trials.c.gpu_model, trials.c.gpu_count, trials.c.batch_size, trials.c.cost,
+           trials.c.reached_target)
+    .where(trials.c.job_pk == _job, trials.c.observed, ~and_(*_HERE))
+    .order_by(trials.c.id.desc()).limit(bindparam("most"))
+)
 
 
 @cache
@@ -44,7 +71,7 @@ def _arm_windows(arms: int) -> Select[Any]:
     """One statement reading each of ``arms`` arms' newest observations, arm by arm."""
     per_arm = [
         select(trials.c.batch_size, trials.c.cost, trials.c.reached_target)
-        .where(trials.c.job_pk == _job, trials.c.observed,
+        .where(trials.c.job_pk == _job, trials.c.observed, *_HERE,
                trials.c.batch_size == bindparam(f"arm_{i}"))
         .order_by(trials.c.id.desc()).limit(bindparam("window")).subquery()
         for i in range(arms)
@@ -63,30 +90,78 @@ def read_snapshot(conn: Connection, job: JobRef, device: DeviceInfo,
                                         r.power_limit_w)
                         for r in rows if r.status in WALK_STATUSES)
     in_flight = tuple(r.batch_size for r in rows if r.status == "running")
+    here = dict(job_key=job.id, gpu_model=device.model, gpu_count=device.count)
     if config.window_size is None:
-        observations, min_success = _totals(conn, job.id)
+        observations, min_success = _totals(conn, here)
     else:
-        observations, min_success = _windows(conn, job.id, config.batch_sizes,
+        observations, min_success = _windows(conn, here, config.batch_sizes,
                                              config.window_size)
+    observations, min_success, foreign_costs = _with_other_fleets(
+        conn, job, device, observations, min_success)
     return JobSnapshot(config=config, exploration=exploration, in_flight=in_flight,
                        observations=observations, min_success_cost=min_success,
-                       excluded=excluded, power_limits_w=device.power_limits_w)
+                       excluded=excluded, power_limits_w=device.power_limits_w,
+                       foreign_costs=foreign_costs)
 
 
-def _totals(conn: Connection, job_pk: int) -> tuple[dict[int, ArmStats], float | None]:
+def _with_other_fleets(conn: Connection, job: JobRef, device: DeviceInfo,
+                       observations: dict[int, ArmStats], min_success: float | None
+                       ) -> tuple[dict[int, ArmStats], float | None, dict[int, float]]:
+    """Add translated runs from other GPU models to arms whose window has room for them."""
+    here = FleetKey(device.model, device.count)
+    profiles = _profiles(conn, job.id, here, device)
+    if all(key == here for key, _ in profiles):
+        return observations, min_success, {}
+    config = job.config
+    window = config.window_size
+    most = (window or 10**6) * len(config.batch_sizes) * len({k for k, _ in profiles})
+    foreign = [ForeignObservation(FleetKey(r.gpu_model, r.gpu_count), r.batch_size, r.cost,
+                                  bool(r.reached_target))
+               for r in conn.execute(_FOREIGN, dict(job_key=job.id, gpu_model=device.model,
+                                                    gpu_count=device.count, most=most))]
+    translation = translate(here, foreign, profiles, config.profiler, config.eta)
+    merged = dict(observations)
+    minima = [] if min_success is None else [min_success]
+    for b, translated in translation.costs.items():
+        own = merged.get(b, ArmStats(0, 0.0, 0.0))
+        room = len(translated) if window is None else max(window - own.count, 0)
+        kept = translated[:room]
+        if kept:
+            merged[b] = own.merge(ArmStats.of([cost for cost, _ in kept]))
+            minima += [cost for cost, reached in kept if reached]
+    foreign_costs = {b: c for b, c in translation.untranslated_mean_cost.items()
+                     if b not in merged}
+    return merged, (min(minima) if minima else None), foreign_costs
+
+
+def _profiles(conn: Connection, job_pk: int, here: FleetKey, device: DeviceInfo
+              ) -> dict[tuple[FleetKey, int], PowerProfile]:
+    measured: dict[tuple[FleetKey, int], dict[int, LimitMeasurement]] = {}
+    for r in conn.execute(_PROFILES, dict(job_key=job_pk)):
+        key = (FleetKey(r.gpu_model, r.gpu_count), r.batch_size)
+        measured.setdefault(key, {})[r.power_limit_w] = LimitMeasurement(
+            r.power_limit_w, r.avg_power_w, r.steps_per_s)
+    return {(fleet, b): PowerProfile(
+                b, fleet.gpu_model, fleet.gpu_count,
+                device.power_limits_w if fleet == here else tuple(sorted(m, reverse=True)), m)
+            for (fleet, b), m in measured.items()}
+
+
+def _totals(conn: Connection, here: dict[str, Any]
+            ) -> tuple[dict[int, ArmStats], float | None]:
     """Each arm's statistics over all its observations: one aggregate row per arm."""
-    totals = conn.execute(_ARM_TOTALS, dict(job_key=job_pk)).all()
+    totals = conn.execute(_ARM_TOTALS, here).all()
     stats = {b: ArmStats(n, mean, max(sum_sq - n * mean * mean, 0.0))
              for b, n, mean, sum_sq, _ in totals}
     minima = [m for *_, m in totals if m is not None]
     return stats, (min(minima) if minima else None)
 
 
-def _windows(conn: Connection, job_pk: int, arms: tuple[int, ...], window: int
+def _windows(conn: Connection, here: dict[str, Any], arms: tuple[int, ...], window: int
              ) -> tuple[dict[int, ArmStats], float | None]:
     """Each arm's statistics over its ``window`` newest observations."""
-    params: dict[str, int] = {f"arm_{i}": b for i, b in enumerate(arms)}
-    rows = conn.execute(_arm_windows(len(arms)), dict(params, job_key=job_pk, window=window))
+    params: dict[str, Any] = {f"arm_{i}": b for i, b in enumerate(arms)}
+    rows = conn.execute(_arm_windows(len(arms)), dict(params, **here, window=window))
     costs: dict[int, list[float]] = {}
     successes = []
     for b, cost, reached in rows:

@@ -1,0 +1,91 @@
+"""Mixed GPU fleets: carrying what a job learned on one GPU model over to another (paper §7).
+
+A run's cost is Epochs(b) x EpochCost(b): epochs to target do not depend on the GPU, the cost
+of an epoch does, and the profiler measures it per (batch size, GPU model, GPU count). So a
+cost observed on model A translates to model B by the ratio of the per-step costs both
+profiles measured for that batch size. Sizes not yet profiled on B cannot be translated: the
+policy runs each of them once on B (``calibrate``), cheapest on A first, instead of pruning
+the whole batch-size range again as a fresh job would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from zeus_airflow.core.config import ProfilerConfig
+from zeus_airflow.core.profiler import PowerProfile
+
+
+@dataclass(frozen=True)
+class FleetKey:
+    """Which GPUs a run used: costs are comparable only within one key."""
+
+    gpu_model: str
+    gpu_count: int
+
+
+@dataclass(frozen=True)
+class ForeignObservation:
+    """An observed cost from another fleet key, newest first in the lists passed around."""
+
+    fleet: FleetKey
+    batch_size: int
+    cost: float
+    reached_target: bool
+
+
+@dataclass(frozen=True)
+class Translation:
+    """Observations translated to this fleet key, and what could not be translated."""
+
+    costs: dict[int, list[tuple[float, bool]]]
+    """Per batch size, (translated cost, reached target), newest first."""
+    untranslated_mean_cost: dict[int, float]
+    """Per batch size with no profile here yet: the mean cost it had elsewhere."""
+
+
+def training_cost_per_step(profile: PowerProfile, profiler: ProfilerConfig,
+                           eta: float) -> float | None:
+    """Cost of one step at the limit training runs at after profiling; None if incomplete.
+
+    MAXPOWER is the profiled group's: its highest candidate limit times its GPU count.
+    """
+    if not profile.measurements or not profile.complete:
+        return None
+    max_power = float(max(profile.candidates_w) * profile.gpu_count)
+    limit = profile.optimum_w(profiler, eta, max_power) if profiler.mode == "optimize" \
+        else max(profile.measurements)
+    return profile.measurements[limit].cost_per_step(eta, max_power)
+
+
+def translate(here: FleetKey, foreign: Iterable[ForeignObservation],
+              profiles: Mapping[tuple[FleetKey, int], PowerProfile],
+              profiler: ProfilerConfig, eta: float) -> Translation:
+    """Translate other fleet keys' observations into this one's cost units."""
+    costs: dict[int, list[tuple[float, bool]]] = {}
+    untranslated: dict[int, list[float]] = {}
+    ratios: dict[tuple[FleetKey, int], float | None] = {}
+    for obs in foreign:
+        key = (obs.fleet, obs.batch_size)
+        if key not in ratios:
+            ratios[key] = _ratio(profiles.get((here, obs.batch_size)), profiles.get(key),
+                                 profiler, eta)
+        ratio = ratios[key]
+        if ratio is None:
+            untranslated.setdefault(obs.batch_size, []).append(obs.cost)
+        else:
+            costs.setdefault(obs.batch_size, []).append((obs.cost * ratio, obs.reached_target))
+    return Translation(costs, {b: sum(c) / len(c) for b, c in untranslated.items()
+                               if b not in costs})
+
+
+def _ratio(here: PowerProfile | None, there: PowerProfile | None, profiler: ProfilerConfig,
+           eta: float) -> float | None:
+    if here is None or there is None:
+        return None
+    cost_here = training_cost_per_step(here, profiler, eta)
+    cost_there = training_cost_per_step(there, profiler, eta)
+    if cost_here is None or not cost_there:
+        return None
+    return cost_here / cost_there
