@@ -1,0 +1,152 @@
+"""The operator's own overhead per run: everything ``execute()`` does but the train function.
+
+That is: resolving the store (the Airflow Connection lookup included) and checking its
+schema, opening the device, the power-limit guard, registering the job, the decision (one
+transaction), loading and saving the power profile, recording the result, and pushing the
+XComs through Airflow's Execution API. Each run is a real ``dag.test()`` of a one-task DAG on
+the replay GPU (cifar100 on a V100), in a fresh AIRFLOW_HOME on SQLite; the train function
+times itself and is subtracted. The first run (Airflow's in-process API warming up) is left
+out.
+
+    .venv/bin/python bench/operator_overhead.py [--runs 40] [--db URL] [--traces DIR]
+
+Ends with one line: ``runs=<n> overhead_median_ms=<x> overhead_p90_ms=<x> ...``.
+Target: median <= 50 ms on SQLite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+DAG_FILE = '''
+import pendulum
+from airflow.sdk import DAG
+from zeus_airflow.operators.replay import replay_job_settings
+
+import operator_overhead_timing as timing
+
+with DAG("overhead", schedule="@daily", start_date=pendulum.datetime(2025, 1, 1, tz="UTC"),
+         catchup=False):
+    timing.TimedOperator(task_id="train", train=timing.timed_replay_train,
+                         device="replay:v100:cifar100", heartbeat_s=60,
+                         **replay_job_settings("v100", "cifar100"))
+'''
+
+TIMING_MODULE = '''
+import time
+from zeus_airflow import ZeusTrainOperator
+from zeus_airflow.operators.replay import replay_train
+
+SPANS = []
+
+
+def timed_replay_train(run):
+    start = time.perf_counter()
+    try:
+        return replay_train(run)
+    finally:
+        SPANS[-1]["train_s"] += time.perf_counter() - start
+
+
+class TimedOperator(ZeusTrainOperator):
+    def execute(self, context):
+        span = {"train_s": 0.0, "store_s": 0.0, "xcom_s": 0.0}
+        SPANS.append(span)
+        start = time.perf_counter()
+        try:
+            return super().execute(context)
+        finally:
+            span["execute_s"] = time.perf_counter() - start
+
+    def _open_store(self):
+        start = time.perf_counter()
+        try:
+            return super()._open_store()
+        finally:
+            SPANS[-1]["store_s"] += time.perf_counter() - start
+
+    def _publish(self, context, result):
+        start = time.perf_counter()
+        try:
+            return super()._publish(context, result)
+        finally:
+            SPANS[-1]["xcom_s"] += time.perf_counter() - start
+'''
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=40)
+    parser.add_argument("--db", help="store URL (default: an SQLite file in the Airflow home)")
+    parser.add_argument("--dir", help="where to make the Airflow home (default: the system's "
+                                      "temp folder); /dev/shm takes the disk's fsync out")
+    parser.add_argument("--traces", default=os.environ.get("ZEUS_TRACES_DIR") or str(
+        Path(__file__).resolve().parents[2] / "shared" / "traces"))
+    args = parser.parse_args()
+    home = Path(tempfile.mkdtemp(prefix="zeus-bench-airflow-", dir=args.dir))
+    (home / "dags").mkdir()
+    (home / "dags" / "overhead_dag.py").write_text(DAG_FILE)
+    (home / "dags" / "operator_overhead_timing.py").write_text(TIMING_MODULE)
+    sys.path.insert(0, str(home / "dags"))
+    os.environ.update({
+        "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False", "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
+        "ZEUS_TRACES_DIR": args.traces,
+        "ZEUS_AIRFLOW_DB_URL": args.db or f"sqlite:///{home}/zeus.db",
+    })
+    from zeus_airflow.core.store.sql import SQLStore
+
+    SQLStore(os.environ["ZEUS_AIRFLOW_DB_URL"], create_schema=True).engine.dispose()
+    try:
+        spans = run(args.runs)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+    report(spans[1:], f"{args.db or 'SQLite'}, Airflow home in {home.parent}")
+    return 0
+
+
+def run(runs: int) -> list[dict[str, float]]:
+    import operator_overhead_timing as timing  # type: ignore[import-not-found]
+    import pendulum
+    from airflow.dag_processing.dagbag import DagBag
+    from airflow.utils import db
+
+    db.initdb()
+    dag = DagBag(dag_folder=os.environ["AIRFLOW__CORE__DAGS_FOLDER"]).get_dag("overhead")
+    for day in range(runs):
+        date = pendulum.datetime(2025, 1, 1, tz="UTC").add(days=day)
+        dag_run = dag.test(logical_date=date, run_after=date)
+        if dag_run.state != "success":
+            raise SystemExit(f"run {day} ended {dag_run.state}")
+    spans: list[dict[str, float]] = timing.SPANS
+    return spans
+
+
+def report(spans: list[dict[str, Any]], where: str) -> None:
+    def ms(values: list[float], q: float) -> float:
+        values = sorted(values)
+        return 1000 * values[min(len(values) - 1, int(q * len(values)))]
+
+    overhead = [s["execute_s"] - s["train_s"] for s in spans]
+    parts = {"store_open": [s["store_s"] for s in spans],
+             "xcom_push": [s["xcom_s"] for s in spans],
+             "engine_and_device": [s["execute_s"] - s["train_s"] - s["store_s"] - s["xcom_s"]
+                                   for s in spans],
+             "train_function": [s["train_s"] for s in spans]}
+    print(f"store: {where}; {len(spans)} runs measured (the first left out)")
+    for name, values in parts.items():
+        print(f"  {name:<18} median {1000 * statistics.median(values):7.1f} ms   "
+              f"p90 {ms(values, 0.9):7.1f} ms")
+    print(f"runs={len(spans)} overhead_median_ms={1000 * statistics.median(overhead):.1f} "
+          f"overhead_p90_ms={ms(overhead, 0.9):.1f} overhead_max_ms={1000 * max(overhead):.1f}")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
