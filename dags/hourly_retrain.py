@@ -4,8 +4,9 @@
 Every hour a small classifier (an MLP in PyTorch, on the CPU) is trained from scratch on
 data generated for that hour: 8 classes of Gaussian clusters in 32 dimensions, a new sample
 each hour. A run reaches the target when validation accuracy reaches 0.885. Batch sizes
-trade off as they do on a GPU: small ones need fewer epochs but more steps, large ones the
-opposite, and 512 rarely reaches the target within 10 epochs.
+trade off as they do on a GPU: small ones need fewer epochs but many more steps, large ones
+the opposite (2-3 epochs at batch size 16, 4-7 at 128, 7 to more than 10 at 512, varying
+with the hour's sample).
 
 The machine has no GPU, so the run uses a **simulated** GPU (`device="simulated:v100"`): the
 training steps are real and timed by the wall clock, while the power drawn and the slowdown
