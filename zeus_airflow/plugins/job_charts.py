@@ -18,7 +18,7 @@ from zeus_airflow.plugins.units import Unit, energy_unit, time_unit
 
 PALETTE = 6
 """Series colours the stylesheet defines (classes s0..s5)."""
-PHASE_CLASS = {"pruning": "s1", "sampling": "s0", "concurrent": "s2"}
+PHASE_CLASS = {"pruning": "s1", "sampling": "s0", "concurrent": "s2", "calibrate": "s3"}
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ def job_charts(detail: JobDetail) -> list[Chart]:
     charts = [energy_chart(done, tips), time_chart(done, tips), batch_size_chart(detail, tips),
               cumulative_chart(detail, done)]
     if any(a.observations for a in detail.arms):
-        charts.append(arms_chart(detail.arms))
+        charts.append(arms_chart(detail.arms, detail.runs[-1].gpu_model))
     if detail.profile:
         charts.extend(profile_charts(detail.profile))
     return charts
@@ -132,7 +132,7 @@ def cumulative_chart(detail: JobDetail, runs: Sequence[RunRecord]) -> Chart:
                   "above) times the number of runs.", plot)
 
 
-def arms_chart(arms: Sequence[Arm]) -> Chart:
+def arms_chart(arms: Sequence[Arm], gpu_model: str) -> Chart:
     seen = [(a, a.posterior_mean, a.posterior_sd) for a in arms
             if a.posterior_mean is not None and a.posterior_sd is not None]
     unit = energy_unit([m + sd for _, m, sd in seen])
@@ -152,7 +152,8 @@ def arms_chart(arms: Sequence[Arm]) -> Chart:
     plot.legend("pruned", "muted")
     return _chart("arms", "Arms: posterior mean cost ± 1 sd",
                   "What Thompson sampling draws from: the posterior of each batch size's mean "
-                  "cost over its observation window, with the number of observations.", plot)
+                  f"cost over its observation window on {gpu_model} (the latest run's GPU), "
+                  "with the number of observations.", plot)
 
 
 def profile_charts(points: Sequence[ProfilePoint]) -> list[Chart]:

@@ -1,0 +1,85 @@
+"""Batch sizes as the Zeus policy sees them (the same snapshot, pruning replay and posterior
+math it decides with), and their measured power profiles.
+
+Arm windows are per GPU model (runs on other models count translated, ``core/fleet.py``):
+the reports take the view of the GPU setup the job's latest try ran on, which is where the
+next decision most likely happens.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Connection, select
+
+from zeus_airflow.core.policy import (
+    JobSnapshot,
+    NoFeasibleBatchSizeError,
+    best_known,
+    pruning_state,
+)
+from zeus_airflow.core.posterior import ArmStats, arm_posterior, pooled_cost_cv
+from zeus_airflow.core.reports.records import Arm, ProfilePoint, Version
+from zeus_airflow.core.store.base import DeviceInfo, JobRef
+from zeus_airflow.core.store.snapshot import read_snapshot
+from zeus_airflow.core.store.tables import power_profiles, trials
+
+_LATEST_SETUP = (select(trials.c.gpu_model, trials.c.gpu_count, trials.c.measurement)
+                 .order_by(trials.c.decision_seq.desc()).limit(1))
+
+
+def _snapshot(conn: Connection, v: Version) -> JobSnapshot:
+    """What the policy reads when it decides for this version on its latest GPU setup."""
+    latest = conn.execute(_LATEST_SETUP.where(trials.c.job_pk == v.pk)).first()
+    # The candidate limits matter to the grid baseline only: none are needed here.
+    device = DeviceInfo(latest.gpu_model, latest.gpu_count, latest.measurement, ()) if latest \
+        else DeviceInfo("", 1, "measured", ())
+    return read_snapshot(conn, JobRef(v.pk, v.job_id, v.version, v.config), device,
+                         frozenset())
+
+
+def decision_state(conn: Connection, v: Version) -> tuple[str, int | None]:
+    """The job's phase and its best batch size so far, as the Zeus policy reckons them."""
+    snapshot = _snapshot(conn, v)
+    try:
+        state = pruning_state(v.config, snapshot.exploration)
+    except NoFeasibleBatchSizeError:
+        return "infeasible", None
+    except RuntimeError:  # a history another policy (the simulator's baselines) wrote
+        last = conn.execute(select(trials.c.phase).where(trials.c.job_pk == v.pk)
+                            .order_by(trials.c.decision_seq.desc()).limit(1)).scalar()
+        return str(last or "none"), None
+    phase = "pruning" if state.next_batch_size is not None else "sampling"
+    if not any(arm.count for arm in snapshot.observations.values()):
+        return phase, None
+    return phase, best_known(snapshot, state.survivors)
+
+
+def arms(conn: Connection, v: Version) -> tuple[Arm, ...]:
+    """Every batch size of the configuration with the posterior the policy would sample."""
+    snapshot = _snapshot(conn, v)
+    try:
+        survivors = pruning_state(v.config, snapshot.exploration).survivors
+    except RuntimeError:  # infeasible, or another policy's history: nothing is pruned
+        survivors = v.config.batch_sizes
+    stats = {b: snapshot.observations.get(b, ArmStats(0, 0.0, 0.0))
+             for b in v.config.batch_sizes}
+    cv = pooled_cost_cv(stats[b] for b in survivors)
+    result = []
+    for b, arm in stats.items():
+        belief = arm_posterior(arm, cv) if arm.count else None
+        result.append(Arm(b, arm.count, arm.mean if arm.count else None,
+                          belief.mean if belief else None,
+                          belief.variance ** 0.5 if belief else None, b not in survivors))
+    return tuple(result)
+
+
+def profile_points(conn: Connection, job_pk: int,
+                   batch_size: int | None = None) -> tuple[ProfilePoint, ...]:
+    """Measured profile points, by batch size, GPU setup and limit (highest first)."""
+    p = power_profiles.c
+    query = (select(p.batch_size, p.gpu_model, p.gpu_count, p.power_limit_w, p.avg_power_w,
+                    p.steps_per_s).where(p.job_pk == job_pk)
+             .order_by(p.batch_size, p.gpu_model, p.gpu_count, p.power_limit_w.desc()))
+    if batch_size is not None:
+        query = query.where(p.batch_size == batch_size)
+    rows = conn.execute(query)
+    return tuple(ProfilePoint(*r) for r in rows)

@@ -1,0 +1,42 @@
+"""The Default configuration's cost, estimated from what a job measured."""
+
+from __future__ import annotations
+
+from sqlalchemy import Connection, select
+
+from zeus_airflow.core.cost import LimitMeasurement
+from zeus_airflow.core.reports.arms import profile_points
+from zeus_airflow.core.reports.records import DefaultEstimate, Version
+from zeus_airflow.core.store.tables import trials
+
+
+def default_estimate(conn: Connection, v: Version) -> DefaultEstimate | None:
+    """Mean energy and time of b0's successful runs, each scaled from the limit it trained at
+    to b0's maximum profiled limit by the profile's energy and time per step. None until b0
+    has succeeded once. Failed b0 runs are left out, which can only make Default look cheaper,
+    so the savings shown are conservative."""
+    b0 = v.config.default_batch_size
+    successes = conn.execute(
+        select(trials.c.energy_j, trials.c.time_s, trials.c.power_limit_w, trials.c.gpu_model,
+               trials.c.gpu_count)
+        .where(trials.c.job_pk == v.pk, trials.c.batch_size == b0,
+               trials.c.status == "succeeded")).all()
+    if not successes:
+        return None
+    profiles: dict[tuple[str, int], dict[int, LimitMeasurement]] = {}
+    for p in profile_points(conn, v.pk, b0):
+        profiles.setdefault((p.gpu_model, p.gpu_count), {})[p.power_limit_w] = \
+            LimitMeasurement(p.power_limit_w, p.avg_power_w, p.steps_per_s)
+    energy, time, scaled, top = 0.0, 0.0, 0, None
+    for s in successes:
+        measured = profiles.get((s.gpu_model, s.gpu_count), {})
+        top = max(measured, default=top)
+        at, at_max = measured.get(s.power_limit_w), measured.get(max(measured, default=-1))
+        if at is None or at_max is None:
+            energy, time = energy + s.energy_j, time + s.time_s
+            continue
+        energy += s.energy_j * at_max.energy_per_step_j / at.energy_per_step_j
+        time += s.time_s * at_max.time_per_step_s / at.time_per_step_s
+        scaled += 1
+    n = len(successes)
+    return DefaultEstimate(b0, top, energy / n, time / n, n, scaled)

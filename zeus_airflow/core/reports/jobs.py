@@ -1,0 +1,112 @@
+"""Jobs: their versions, the DAGs they ran in, and each version at a glance or in full."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from sqlalchemy import Connection, Integer, func, select
+
+from zeus_airflow.core.config import JobConfig
+from zeus_airflow.core.devices.base import MeasurementKind
+from zeus_airflow.core.reports.arms import arms, decision_state, profile_points
+from zeus_airflow.core.reports.default import default_estimate
+from zeus_airflow.core.reports.records import JobDetail, JobSummary, Version, utc
+from zeus_airflow.core.reports.runs import SHOWN, runs
+from zeus_airflow.core.store.tables import jobs, trials
+
+_RUN_KEY = (trials.c.dag_id, trials.c.task_id, trials.c.run_id, trials.c.map_index)
+
+
+def job_dags(conn: Connection, job_id: str | None = None) -> dict[str, frozenset[str]]:
+    """Every job id (or just ``job_id``) with the DAG ids its trials ran in, over all its
+    versions ("" never counts)."""
+    ids = select(jobs.c.job_id).distinct()
+    pairs = (select(jobs.c.job_id, trials.c.dag_id).distinct()
+             .join(trials, trials.c.job_pk == jobs.c.id).where(trials.c.dag_id != ""))
+    if job_id is not None:
+        ids, pairs = ids.where(jobs.c.job_id == job_id), pairs.where(jobs.c.job_id == job_id)
+    found: dict[str, set[str]] = {j: set() for j in conn.execute(ids).scalars()}
+    for job, dag_id in conn.execute(pairs):
+        found[job].add(dag_id)
+    return {job: frozenset(dags) for job, dags in found.items()}
+
+
+def job_of_task(conn: Connection, dag_id: str, task_id: str) -> str | None:
+    """The job the task's latest trial belongs to (a task runs one job, unless renamed)."""
+    return conn.execute(select(jobs.c.job_id).join(trials, trials.c.job_pk == jobs.c.id)
+                        .where(trials.c.dag_id == dag_id, trials.c.task_id == task_id)
+                        .order_by(trials.c.started_at.desc(), trials.c.id.desc()).limit(1)
+                        ).scalar()
+
+
+def versions(conn: Connection, job_ids: Iterable[str]) -> dict[str, list[Version]]:
+    """Each job's versions, oldest first."""
+    rows = conn.execute(select(jobs).where(jobs.c.job_id.in_(list(job_ids)))
+                        .order_by(jobs.c.job_id, jobs.c.version))
+    found: dict[str, list[Version]] = {}
+    for r in rows:
+        found.setdefault(r.job_id, []).append(Version(
+            r.id, r.job_id, r.version, bool(r.active), utc(r.created_at),
+            JobConfig.from_json(r.config_json)))
+    return found
+
+
+def current(history: Sequence[Version]) -> Version:
+    """The version decisions use now: the active one (the newest if none is)."""
+    return next((v for v in history if v.active), history[-1])
+
+
+def summaries(conn: Connection, chosen: Sequence[Version],
+              history: dict[str, list[Version]]) -> list[JobSummary]:
+    """One summary per chosen version, in the order given."""
+    pks = [v.pk for v in chosen]
+    totals = {r.job_pk: r for r in conn.execute(
+        select(trials.c.job_pk, func.coalesce(func.sum(trials.c.energy_j), 0.0).label("energy"),
+               func.coalesce(func.sum(trials.c.time_s), 0.0).label("time"))
+        .where(trials.c.job_pk.in_(pks), SHOWN).group_by(trials.c.job_pk))}
+    per_run = (select(trials.c.job_pk,
+                      func.max(trials.c.energy_j.is_not(None).cast(Integer)).label("done"))
+               .where(trials.c.job_pk.in_(pks), SHOWN)
+               .group_by(trials.c.job_pk, *_RUN_KEY).subquery())
+    counts = {r.job_pk: r for r in conn.execute(
+        select(per_run.c.job_pk, func.count().label("runs"),
+               func.coalesce(func.sum(per_run.c.done), 0).label("done"))
+        .group_by(per_run.c.job_pk))}
+    kinds: dict[int, set[tuple[str, str, MeasurementKind]]] = {}
+    for r in conn.execute(select(trials.c.job_pk, trials.c.dag_id, trials.c.task_id,
+                                 trials.c.measurement).distinct()
+                          .where(trials.c.job_pk.in_(pks), SHOWN)):
+        kinds.setdefault(r.job_pk, set()).add((r.dag_id, r.task_id, r.measurement))
+    result = []
+    for v in chosen:
+        seen = kinds.get(v.pk, set())
+        total, count = totals.get(v.pk), counts.get(v.pk)
+        phase, best = decision_state(conn, v)
+        result.append(JobSummary(
+            version=v, versions=tuple(h.version for h in history[v.job_id]),
+            tasks=tuple(sorted({(d, t) for d, t, _ in seen})),
+            runs=count.runs if count else 0, finished_runs=int(count.done) if count else 0,
+            energy_j=float(total.energy) if total else 0.0,
+            time_s=float(total.time) if total else 0.0,
+            measurements=tuple(sorted({m for *_, m in seen})), phase=phase,
+            best_batch_size=best, best_power_limit_w=_last_limit(conn, v.pk, best),
+            default=default_estimate(conn, v)))
+    return result
+
+
+
+def _last_limit(conn: Connection, job_pk: int, batch_size: int | None) -> int | None:
+    """The power limit the latest finished try of ``batch_size`` trained at."""
+    if batch_size is None:
+        return None
+    return conn.execute(
+        select(trials.c.power_limit_w)
+        .where(trials.c.job_pk == job_pk, trials.c.batch_size == batch_size,
+               trials.c.energy_j.is_not(None), trials.c.power_limit_w.is_not(None))
+        .order_by(trials.c.decision_seq.desc()).limit(1)).scalar()
+
+
+
+def detail(conn: Connection, summary: JobSummary) -> JobDetail:
+    v = summary.version
+    return JobDetail(summary, runs(conn, v.pk), arms(conn, v), profile_points(conn, v.pk))

@@ -1,0 +1,180 @@
+"""The records the reports hand out. Energy in J, time in s, power in W, cost in the paper's
+J-equivalents (``eta * energy_j + (1 - eta) * max_power_w * time_s``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import ClassVar
+
+from zeus_airflow.core.config import JobConfig
+from zeus_airflow.core.devices.base import MeasurementKind
+
+_DOCUMENTED = {"use_attribute_docstrings": True}
+"""Records the UI's JSON API returns as they are: pydantic (which this package does not
+import) documents their fields from the attribute docstrings."""
+
+
+@dataclass(frozen=True)
+class Version:
+    """One version of a job (a changed configuration or a reset starts a new one)."""
+
+    pk: int
+    job_id: str
+    version: int
+    active: bool
+    created_at: datetime
+    config: JobConfig
+
+
+@dataclass(frozen=True)
+class DefaultEstimate:
+    """What one run of the Default configuration (b0 at the maximum power limit) costs,
+    estimated from this job's successful runs of b0, scaled to the maximum limit with b0's
+    power profile where it has both limits (``scaled_runs`` of ``runs``)."""
+
+    __pydantic_config__: ClassVar[dict[str, bool]] = _DOCUMENTED
+
+    batch_size: int
+    power_limit_w: int | None
+    """The maximum limit of b0's profile; None without a profile."""
+    energy_j: float
+    """Per run."""
+    time_s: float
+    """Per run."""
+    runs: int
+    """Successful runs of b0 averaged."""
+    scaled_runs: int
+    """Of those, the runs scaled to the maximum limit (the others count as measured)."""
+
+
+@dataclass(frozen=True)
+class JobSummary:
+    """A job version at a glance. ``energy_j``/``time_s`` sum every live try."""
+
+    version: Version
+    versions: tuple[int, ...]
+    tasks: tuple[tuple[str, str], ...]
+    """(dag_id, task_id) pairs that ran the job; ("", "") for runs outside Airflow."""
+    runs: int
+    finished_runs: int
+    """Runs with at least one finished try (the ones with energy figures)."""
+    energy_j: float
+    time_s: float
+    measurements: tuple[MeasurementKind, ...]
+    """measured / replayed / simulated: where the figures come from."""
+    phase: str
+    """pruning, sampling, infeasible, or the last decision's phase for other policies."""
+    best_batch_size: int | None
+    best_power_limit_w: int | None
+    default: DefaultEstimate | None
+
+    @property
+    def job_id(self) -> str:
+        return self.version.job_id
+
+    @property
+    def default_energy_j(self) -> float | None:
+        """Estimated energy of the finished runs, had they all run the Default way."""
+        return None if self.default is None else self.default.energy_j * self.finished_runs
+
+    @property
+    def energy_saved_j(self) -> float | None:
+        estimate = self.default_energy_j
+        return None if estimate is None else estimate - self.energy_j
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One run. Figures sum its finished tries (None while none has finished); batch size,
+    power limit, phase and status are the last try's."""
+
+    __pydantic_config__: ClassVar[dict[str, bool]] = _DOCUMENTED
+
+    index: int
+    """1-based position among the version's runs, in decision order."""
+    dag_id: str
+    task_id: str
+    run_id: str
+    map_index: int
+    try_number: int
+    """Airflow's try number of the task instance."""
+    batch_sizes: tuple[int, ...]
+    """Batch size of each try, in order; the last is the run's."""
+    status: str
+    """The last try's: running, succeeded, failed (target missed), error, expired."""
+    phase: str
+    """The decision's: pruning, sampling, concurrent (pruning was busy elsewhere) or
+    calibrate (a size's first run on another GPU model)."""
+    power_limit_w: int | None
+    """W, the limit the last try trained at."""
+    energy_j: float | None
+    time_s: float | None
+    cost: float | None
+    """J-equivalents: eta * energy_j + (1 - eta) * max power * time_s."""
+    epochs: int | None
+    reached_target: bool | None
+    measurement: MeasurementKind
+    """measured (a real GPU), replayed (the paper's traces) or simulated (a power model)."""
+    gpu_model: str
+    started_at: datetime
+    finished_at: datetime | None
+
+    @property
+    def batch_size(self) -> int:
+        return self.batch_sizes[-1]
+
+    @property
+    def tries(self) -> int:
+        return len(self.batch_sizes)
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One batch size as the policy sees it: its windowed observations and the posterior of
+    its mean cost (``posterior_sd`` is the spread Thompson sampling draws from)."""
+
+    __pydantic_config__: ClassVar[dict[str, bool]] = _DOCUMENTED
+
+    batch_size: int
+    observations: int
+    """Observed costs in the arm's window."""
+    mean_cost: float | None
+    """J-equivalents, as ``cost`` of a run."""
+    posterior_mean: float | None
+    posterior_sd: float | None
+    pruned: bool
+    """Dropped by pruning: no longer sampled."""
+
+
+@dataclass(frozen=True)
+class ProfilePoint:
+    """Power and speed measured at one limit for one batch size and GPU setup."""
+
+    __pydantic_config__: ClassVar[dict[str, bool]] = _DOCUMENTED
+
+    batch_size: int
+    gpu_model: str
+    gpu_count: int
+    power_limit_w: int
+    avg_power_w: float
+    """Summed over the GPUs."""
+    steps_per_s: float
+    """Training steps per second; samples per second are steps_per_s * batch_size."""
+
+    @property
+    def samples_per_s(self) -> float:
+        return self.steps_per_s * self.batch_size
+
+
+@dataclass(frozen=True)
+class JobDetail:
+    summary: JobSummary
+    runs: tuple[RunRecord, ...]
+    arms: tuple[Arm, ...]
+    profile: tuple[ProfilePoint, ...]
+
+
+def utc(moment: datetime) -> datetime:
+    """SQLite hands back naive datetimes; the store writes UTC only."""
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
