@@ -1,0 +1,216 @@
+"""Data drift on the replay GPU: a workload whose epochs-to-target switch mid-run (paper §6.4).
+
+Drift model. The paper's traces give, per batch size b, the epochs a run needs to reach the
+target. Data drift changes that curve. We follow the empirical model of large-batch training
+(McCandlish et al., 2018: examples to target ``E = E_min (1 + B / B_noise)``): harder data
+needs more examples at every batch size (``E_min`` grows) and has a larger gradient-noise
+scale (``B_noise`` grows), so large batches lose less. After the switch a run at batch size b
+needs the epochs of a traced run at batch size ``b / batch_scale``, times ``difficulty``:
+
+    epochs_after(b) ~ difficulty x epochs_before(nearest traced size to b / batch_scale)
+
+("nearest" in log2; below the smallest traced size, the smallest one's). Time and power per
+epoch do not change (the same model on the same GPU), so the optimum batch size moves up and
+the old optimum gets dearer: the signal a windowed posterior can react to. On a V100
+cifar100 with the defaults (2, 1.5) the optimum moves from 128 to 256.
+
+Metrics. A recurrence's regret is its cost minus the expected cost of the optimal (b, p) of
+the phase it ran in. After the switch, the *adaptation delay* is the number of recurrences
+until a run of ``horizon`` consecutive recurrences picks the new optimum batch size in at
+least ``share`` of them; the *extra cost* is the cumulative regret after the switch. Every
+figure is replayed from the paper's traces.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from zeus_airflow.core.config import DEFAULT_BETA, DEFAULT_ETA, ConfigError
+from zeus_airflow.core.devices.replay import ReplayGPU
+from zeus_airflow.core.engine import Engine, RecurrenceResult
+from zeus_airflow.core.policy import ExplorationStep, ZeusPolicy, pruning_state
+from zeus_airflow.core.replay_training import ReplayTraining
+from zeus_airflow.core.store.base import RecurrenceKey
+from zeus_airflow.core.store.sql import SQLStore
+from zeus_airflow.core.traces import WorkloadTrace, load_workload_trace
+from zeus_airflow.sim.simulator import Expected, SimulationSpec, job_config, oracle
+
+DEFAULT_BATCH_SCALE = 2.0
+DEFAULT_DIFFICULTY = 1.5
+ADAPT_HORIZON = 10
+"""Consecutive recurrences over which the new optimum's share is measured."""
+ADAPT_SHARE = 0.8
+
+
+@dataclass(frozen=True)
+class Drift:
+    """How the epochs-to-target curve changes at the switch (see the module docstring)."""
+
+    batch_scale: float = DEFAULT_BATCH_SCALE
+    difficulty: float = DEFAULT_DIFFICULTY
+
+    def __post_init__(self) -> None:
+        for name, value in (("batch_scale", self.batch_scale), ("difficulty", self.difficulty)):
+            if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
+                raise ConfigError(f"{name}={value!r} is invalid: expected a number > 0")
+
+    def apply(self, trace: WorkloadTrace) -> WorkloadTrace:
+        """The same workload after the drift: only ``target_epochs`` change."""
+        sizes = trace.batch_sizes
+
+        def source(b: int) -> int:
+            wanted = math.log2(b / self.batch_scale)
+            return min(sizes, key=lambda s: abs(math.log2(s) - wanted))
+
+        after = {b: tuple(e * self.difficulty for e in trace.target_epochs[source(b)])
+                 for b in sizes}
+        return dataclasses.replace(trace, target_epochs=after)
+
+
+@dataclass(frozen=True)
+class DriftSpec:
+    """One drift run: the Zeus policy with one posterior window on one seed."""
+
+    gpu: str
+    workload: str
+    traces_dir: str
+    seed: int
+    window: int | None
+    switch_at: int
+    """Index of the first recurrence after the drift (0-based)."""
+    recurrences: int
+    drift: Drift = field(default_factory=Drift)
+    eta: float = DEFAULT_ETA
+    beta: float = DEFAULT_BETA
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.recurrences, int) and self.recurrences >= 2):
+            raise ConfigError(f"recurrences={self.recurrences!r} is invalid: expected an "
+                              "integer >= 2")
+        if not (isinstance(self.switch_at, int) and 1 <= self.switch_at < self.recurrences):
+            raise ConfigError(f"switch_at={self.switch_at!r} is invalid: expected an integer "
+                              f"in [1, recurrences={self.recurrences})")
+
+    @property
+    def label(self) -> str:
+        return "no window" if self.window is None else f"window {self.window}"
+
+    def simulation_spec(self) -> SimulationSpec:
+        return SimulationSpec("zeus", self.gpu, self.workload, self.seed, self.traces_dir,
+                              self.eta, self.beta, self.window, self.recurrences)
+
+
+@dataclass(frozen=True)
+class Optima:
+    """The optimal (b, p) and its expected cost before and after the switch."""
+
+    before: Expected
+    after: Expected
+
+
+def optima(spec: DriftSpec) -> Optima:
+    """Brute-force optima of both phases; raises when the drift does not move the batch size
+    (then the experiment could not tell adaptation from standing still)."""
+    trace = load_workload_trace(Path(spec.traces_dir), spec.gpu, spec.workload)
+    drifted = spec.drift.apply(trace)
+    if not any(math.isfinite(drifted.expected_epochs(b)) for b in drifted.batch_sizes):
+        raise ConfigError(
+            f"difficulty={spec.drift.difficulty} is invalid for {spec.gpu} {spec.workload}: "
+            f"no batch size would reach the target within max_epochs="
+            f"{trace.workload.max_epochs}; expected a smaller difficulty")
+    before, after = oracle(trace, spec.eta), oracle(drifted, spec.eta)
+    if after.batch_size == before.batch_size:
+        raise ConfigError(
+            f"batch_scale={spec.drift.batch_scale}, difficulty={spec.drift.difficulty} is "
+            f"invalid for {spec.gpu} {spec.workload}: the optimal batch size stays "
+            f"{before.batch_size}; expected a drift that moves it (try another batch_scale)")
+    return Optima(before, after)
+
+
+@dataclass
+class DriftResult:
+    """Per-recurrence figures of one drift run (replayed). Energy in J, time in s."""
+
+    spec: DriftSpec
+    optima: Optima
+    batch_size: list[int] = field(default_factory=list)
+    power_limit_w: list[int] = field(default_factory=list)
+    cost: list[float] = field(default_factory=list)
+    energy_j: list[float] = field(default_factory=list)
+    time_s: list[float] = field(default_factory=list)
+    survivors_at_switch: tuple[int, ...] = ()
+    """Batch sizes left to Thompson sampling when the drift came (pruned ones never return)."""
+    wall_s: float = 0.0
+
+    @property
+    def can_adapt(self) -> bool:
+        """Whether the new optimum survived pruning, so sampling can still pick it."""
+        return self.optima.after.batch_size in self.survivors_at_switch
+
+    @property
+    def regret(self) -> list[float]:
+        """Cost minus the expected cost of the optimum of the recurrence's phase."""
+        switch = self.spec.switch_at
+        return [c - (self.optima.before.cost if i < switch else self.optima.after.cost)
+                for i, c in enumerate(self.cost)]
+
+    @property
+    def regret_after_switch(self) -> float:
+        """The extra cost of adapting: cumulative regret from the switch to the end."""
+        return sum(self.regret[self.spec.switch_at:])
+
+    @property
+    def adaptation_delay(self) -> int | None:
+        return adaptation_delay(self.batch_size[self.spec.switch_at:],
+                                self.optima.after.batch_size)
+
+
+def adaptation_delay(chosen: list[int], optimum: int, horizon: int = ADAPT_HORIZON,
+                     share: float = ADAPT_SHARE) -> int | None:
+    """Recurrences after the switch until ``horizon`` consecutive ones pick ``optimum`` in at
+    least ``share`` of them; None when that never happens within ``chosen``."""
+    hits = [b == optimum for b in chosen]
+    for start in range(len(hits) - horizon + 1):
+        if sum(hits[start:start + horizon]) >= share * horizon:
+            return start
+    return None
+
+
+def run_drift(spec: DriftSpec) -> DriftResult:
+    """Run the real engine on the replay GPU, switching the epochs curve at ``switch_at``."""
+    trace = load_workload_trace(Path(spec.traces_dir), spec.gpu, spec.workload)
+    result = DriftResult(spec, optima(spec))
+    drifted = spec.drift.apply(trace)
+    gpu = ReplayGPU(trace)
+    quiet = logging.getLogger("zeus_airflow.sim.drift")
+    quiet.setLevel(logging.ERROR)
+    engine = Engine(SQLStore.in_memory(), gpu, job_config(trace, spec.simulation_spec()),
+                    ZeusPolicy(), seed=spec.seed, heartbeat_s=None, log=quiet)
+    train = ReplayTraining(gpu, seed=spec.seed)
+    exploration: list[ExplorationStep] = []
+    started = time.perf_counter()
+    for index in range(spec.recurrences):
+        if index == spec.switch_at:
+            gpu.trace = drifted  # the replay now draws epochs-to-target from the drifted curve
+            result.survivors_at_switch = pruning_state(engine.config,
+                                                       tuple(exploration)).survivors
+        outcome = engine.run_recurrence(train, RecurrenceKey(run_id=f"recurrence-{index}"))
+        exploration.extend(_exploration_steps(outcome))
+        result.batch_size.append(outcome.batch_size)
+        result.power_limit_w.append(outcome.power_limit_w)
+        result.cost.append(outcome.cost)
+        result.energy_j.append(outcome.energy_j)
+        result.time_s.append(outcome.time_s)
+    result.wall_s = time.perf_counter() - started
+    return result
+
+
+def _exploration_steps(result: RecurrenceResult) -> list[ExplorationStep]:
+    """The pruning walk's steps in a recurrence, as the store hands them to the policy."""
+    return [ExplorationStep(t.outcome.batch_size, t.outcome.reached_target, t.outcome.cost)
+            for t in result.tries if t.phase == "pruning"]
