@@ -46,8 +46,9 @@ def test_urls_get_the_psycopg_driver_and_never_show_their_password() -> None:
 
 
 # --- Connections ------------------------------------------------------------------------------
-def test_a_postgres_connection_becomes_a_url_whatever_its_password() -> None:
-    conn = Connection(conn_id="zeus_default", conn_type="postgres", host="db.example",
+@pytest.mark.parametrize("conn_type", ["postgres", "zeus_store"])
+def test_a_postgres_connection_becomes_a_url_whatever_its_password(conn_type: str) -> None:
+    conn = Connection(conn_id="zeus_default", conn_type=conn_type, host="db.example",
                       login="zeus", password="p@ss:w/rd?#", port=5433, schema="zeus",
                       extra=json.dumps({"sslmode": "require", "cursor": "dictcursor"}))
     url = url_from_connection(conn)
@@ -75,8 +76,8 @@ def test_any_connection_may_carry_its_own_sqlalchemy_url() -> None:
 def test_an_unsupported_connection_type_names_the_allowed_ones() -> None:
     conn = Connection(conn_id="zeus_default", conn_type="mysql", host="h")
     with pytest.raises(StoreError, match=r"conn_type 'mysql': expected one of postgres, "
-                                         r"postgresql, sqlite, or any type with "
-                                         r"extra\.sqlalchemy_url"):
+                                         r"postgresql, zeus_store, sqlite, or any type "
+                                         r"with extra\.sqlalchemy_url"):
         url_from_connection(conn)
 
 

@@ -34,8 +34,8 @@ from zeus_airflow.core.store.location import (
 from zeus_airflow.core.store.sql import SQLStore
 
 FORMATS = ("table", "json", "csv")
-JOB_TABLE_COLUMNS = ("job_id", "version", "active", "created_at", "trials", "running", "succeeded",
-               "failed", "counted", "energy_j", "time_s")
+JOB_TABLE_COLUMNS = ("job_id", "version", "active", "created_at", "trials", "running",
+                     "succeeded", "failed", "counted", "energy_j", "time_s")
 RUN_TABLE_COLUMNS = ("id", "job_id", "version", "run_id", "try_number", "attempt", "status",
                      "phase", "batch_size", "power_limit_w", "energy_j", "time_s", "cost",
                      "epochs", "reached_target", "measurement", "started_at")

@@ -21,8 +21,10 @@ from zeus_airflow.core.store.location import StoreLocation, open_store, resolve_
 from zeus_airflow.core.store.sql import SQLStore
 
 DEFAULT_CONN_ID = "zeus_default"
+CONN_TYPE = "zeus_store"
+"""The Connection type this package registers: a PostgreSQL store given field by field."""
 URL_EXTRA = "sqlalchemy_url"
-POSTGRES_TYPES = ("postgres", "postgresql")
+POSTGRES_TYPES = ("postgres", "postgresql", CONN_TYPE)
 LIBPQ_EXTRAS = ("sslmode", "sslrootcert", "sslcert", "sslkey", "connect_timeout",
                 "application_name", "options", "target_session_attrs")
 """Connection extras passed on to PostgreSQL; other extras (the postgres provider's
@@ -30,8 +32,8 @@ LIBPQ_EXTRAS = ("sslmode", "sslrootcert", "sslcert", "sslkey", "connect_timeout"
 
 
 def url_from_connection(conn: Any) -> URL:
-    """The SQLAlchemy URL of an Airflow Connection (``postgres`` or ``sqlite``, or any type
-    with ``extra.sqlalchemy_url``)."""
+    """The SQLAlchemy URL of an Airflow Connection (``postgres``, ``zeus_store`` or
+    ``sqlite``, or any type with ``extra.sqlalchemy_url``)."""
     extra = conn.extra_dejson or {}
     if extra.get(URL_EXTRA):
         return normalize_url(extra[URL_EXTRA])
@@ -74,8 +76,17 @@ class ZeusStoreHook(BaseHook):
 
     conn_name_attr = "zeus_conn_id"
     default_conn_name = DEFAULT_CONN_ID
-    conn_type = "zeus_store"
+    conn_type = CONN_TYPE
     hook_name = "Zeus store"
+
+    @classmethod
+    def get_ui_field_behaviour(cls) -> dict[str, Any]:
+        """The Connection form: PostgreSQL fields, or a whole URL in the extra."""
+        return {"hidden_fields": [], "relabeling": {"schema": "Database"},
+                "placeholders": {"host": "the PostgreSQL server", "schema": "zeus",
+                                 "port": "5432",
+                                 "extra": '{"sqlalchemy_url": "sqlite:////path/zeus.db"} '
+                                          "(instead of the fields)"}}
 
     def __init__(self, zeus_conn_id: str | None = DEFAULT_CONN_ID, **kwargs: Any) -> None:
         super().__init__(**kwargs)
