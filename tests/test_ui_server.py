@@ -6,6 +6,7 @@ Users: ``admin`` and ``viewer`` read every DAG; ``alpha`` reads the alpha DAG on
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
@@ -69,6 +70,22 @@ def test_the_plugin_is_registered_once_with_its_views(api_server: ApiServer,
     assert "already registered" not in api_server.log_text()
     providers = get(api_server, "/api/v2/providers", tokens["admin"]).json()["providers"]
     assert "zeus-airflow" in {p["package_name"] for p in providers}
+
+
+def test_the_api_server_listens_on_loopback_only(api_server: ApiServer) -> None:
+    import psutil
+
+    group = [p for p in psutil.process_iter() if _in_group(p, api_server.process.pid)]
+    listening = {(c.laddr.ip, c.laddr.port) for p in group
+                 for c in p.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN}
+    assert listening == {("127.0.0.1", int(urlsplit(api_server.url).port or 0))}
+
+
+def _in_group(process: Any, group_id: int) -> bool:
+    try:
+        return bool(os.getpgid(process.pid) == group_id)
+    except ProcessLookupError:
+        return False
 
 
 def test_every_page_and_endpoint_needs_a_login(api_server: ApiServer) -> None:

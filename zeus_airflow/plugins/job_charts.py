@@ -122,7 +122,7 @@ def cumulative_chart(detail: JobDetail, runs: Sequence[RunRecord]) -> Chart:
                 linear_axis(f"energy ({unit.name})", [v / unit.scale for v in
                                                       actual + expected]))
     plot.line([(r.index, e / unit.scale) for r, e in zip(runs, actual, strict=True)], "s0")
-    plot.legend("Zeus (measured)", "s0")
+    plot.legend("these runs", "s0")
     if default:
         plot.line([(r.index, e / unit.scale) for r, e in zip(runs, expected, strict=True)],
                   "s1", dashed=True)
@@ -148,8 +148,9 @@ def arms_chart(arms: Sequence[Arm], gpu_model: str) -> Chart:
         plot.error_bar(a.batch_size, mean - sd, mean + sd, cls, tip)
         plot.dots([(a.batch_size, mean)], cls, [tip])
         plot.label(a.batch_size, mean + sd, f"n={a.observations}")
-    plot.legend("sampled", "s0")
-    plot.legend("pruned", "muted")
+    plot.legend("in play", "s0")
+    if any(a.pruned for a, _, _ in seen):
+        plot.legend("pruned", "muted")
     return _chart("arms", "Arms: posterior mean cost ± 1 sd",
                   "What Thompson sampling draws from: the posterior of each batch size's mean "
                   f"cost over its observation window on {gpu_model} (the latest run's GPU), "
@@ -178,7 +179,7 @@ def profile_charts(points: Sequence[ProfilePoint]) -> list[Chart]:
             plot.dots(pts, cls, [f"{name} at {x:g} W: {v:.4g}" for x, v in pts])
             plot.legend(name, cls)
     gpus = ", ".join(f"{n}× {m}" for m, n in sorted(models))
-    return [_chart("profile-power", "Power profile: average power", f"Measured on {gpus} by "
-                   "the profiler, per batch size.", power),
+    return [_chart("profile-power", "Power profile: average power", f"Profiled on {gpus}, per "
+                   "batch size.", power),
             _chart("profile-throughput", "Power profile: throughput", "Samples per second "
                    "(steps per second × batch size) at each limit.", speed)]
