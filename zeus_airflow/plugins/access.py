@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from zeus_airflow.operators.naming import default_job_id
+
 
 @dataclass(frozen=True)
 class DagAccess:
@@ -41,4 +43,4 @@ class DagAccess:
 
 def job_in_dag(job_id: str, dags: frozenset[str], dag_id: str) -> bool:
     """Whether the job belongs to ``dag_id``: it ran there, or, never run, its id says so."""
-    return dag_id in dags if dags else job_id.startswith(f"{dag_id}.")
+    return dag_id in dags if dags else job_id.startswith(default_job_id(dag_id, ""))

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.plugins_manager import AirflowPlugin
 
-from zeus_airflow.operators.links import UI_PREFIX
+from zeus_airflow.operators.naming import UI_PREFIX
 
 if TYPE_CHECKING:
     from starlette.types import Receive, Scope, Send
