@@ -16,8 +16,8 @@ from zeus_airflow.core.reports import Arm, JobDetail, ProfilePoint, RunRecord
 from zeus_airflow.plugins.charts import Plot, linear_axis, log2_axis
 from zeus_airflow.plugins.units import Unit, energy_unit, time_unit
 
-PALETTE = 6
-"""Series colours the stylesheet defines (classes s0..s5)."""
+PALETTE = 8
+"""Series colours the stylesheet defines (classes s0..s7); later series are dashed."""
 PHASE_CLASS = {"pruning": "s1", "sampling": "s0", "concurrent": "s2", "calibrate": "s3"}
 
 
@@ -175,7 +175,7 @@ def profile_charts(points: Sequence[ProfilePoint]) -> list[Chart]:
         for plot, values in ((power, [p.avg_power_w for p in group]),
                              (speed, [p.samples_per_s for p in group])):
             pts = [(float(p.power_limit_w), v) for p, v in zip(group, values, strict=True)]
-            plot.line(pts, cls)
+            plot.line(pts, cls, dashed=i >= PALETTE)
             plot.dots(pts, cls, [f"{name} at {x:g} W: {v:.4g}" for x, v in pts])
             plot.legend(name, cls)
     gpus = ", ".join(f"{n}× {m}" for m, n in sorted(models))
