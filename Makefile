@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 TRACES ?= $(abspath ../shared/traces)
 export ZEUS_TRACES_DIR ?= $(TRACES)
 
-.PHONY: setup demo test lint simulate clean
+.PHONY: setup demo test lint clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -15,6 +15,9 @@ $(VENV)/.installed: pyproject.toml
 	# The CPU wheel of torch first: a bare `torch` requirement would pull a multi-GB CUDA build.
 	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -e ".[dev]"
+	# An editable install leaves egg-info in the checkout; run from here, Python would then see
+	# the distribution twice and Airflow would register the plugin twice.
+	rm -rf zeus_airflow.egg-info
 	touch $@
 
 setup: $(VENV)/.installed
