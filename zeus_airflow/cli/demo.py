@@ -73,9 +73,11 @@ def _demo(args: argparse.Namespace) -> int:
     dags = _dags_folder(args.dags_folder)
     env = demo_environment(home, dags, traces)
     print(f"Airflow home: {home} (SQLite)\nDAGs folder:  {dags}\n")
+    # -P: with the working directory on sys.path, a checkout's zeus_airflow.egg-info makes
+    # Airflow see the package, and load its plugin, twice (notes §7).
     with tempfile.TemporaryDirectory() as scratch:
         results_file = Path(scratch) / "runs.json"
-        done = subprocess.run([sys.executable, "-m", "zeus_airflow.cli.demo_runs",
+        done = subprocess.run([sys.executable, "-P", "-m", "zeus_airflow.cli.demo_runs",
                                "--days", str(args.days), "--dags-folder", str(dags),
                                "--results", str(results_file)], env=env)
         if not results_file.exists():
@@ -83,7 +85,7 @@ def _demo(args: argparse.Namespace) -> int:
         results = json.loads(results_file.read_text())
     job_id = default_job_id(DAG_ID, TASK_ID)
     print(f"\n$ zeus-airflow runs --job {job_id}", flush=True)
-    subprocess.run([sys.executable, "-m", "zeus_airflow.cli", "runs", "--job", job_id],
+    subprocess.run([sys.executable, "-P", "-m", "zeus_airflow.cli", "runs", "--job", job_id],
                    env=env, check=False)
     print(energy_report(results, traces))
     print(ui_instructions(home, dags, traces, job_id))
