@@ -23,8 +23,8 @@ DURABLE = "zeus_durable"
 """Execution option; False lets a transaction commit without waiting for the disk
 (PostgreSQL ``synchronous_commit = off``, SQLite ``synchronous = NORMAL`` in WAL mode). Only a
 crash of the database server or the machine, not of a worker, can undo such a commit, and
-then together with everything committed after it. The store uses it for decisions and
-heartbeats, never for results."""
+then together with everything committed after it. The store uses it for decisions, never
+for results."""
 
 _POSTGRES_DRIVER = "postgresql+psycopg"
 

@@ -159,6 +159,18 @@ class SQLStore:
                 yield conn
 
     @contextmanager
+    def single_statement(self) -> Iterator[Connection]:
+        """For a write that is one statement: on PostgreSQL it commits on its own
+        (autocommit: one round trip instead of three), on SQLite it is a transaction."""
+        if not self._locks_rows:
+            with self.transaction() as conn:
+                yield conn
+            return
+        with self.engine.connect() as conn:
+            conn.execution_options(isolation_level="AUTOCOMMIT")
+            yield conn
+
+    @contextmanager
     def reading(self) -> Iterator[Connection]:
         """Reads that never wait for SQLite's write lock. On PostgreSQL each statement runs
         on its own (autocommit): no BEGIN and COMMIT round trips around a lone SELECT."""
@@ -241,7 +253,7 @@ class SQLStore:
     def heartbeat(self, trial_id: int) -> None:
         """One try only: the next beat comes soon, and the lease spans several beats."""
         def beat() -> None:
-            with self.transaction(durable=False) as conn:
+            with self.single_statement() as conn:
                 conn.execute(_HEARTBEAT, dict(trial_key=trial_id, now=_now()))
         self._call(f"heartbeat of trial {trial_id}", beat, retry=RetryPolicy(attempts=1))
 
@@ -256,7 +268,7 @@ class SQLStore:
                 finished_at=_now())).scalar()
 
         try:
-            status = self._write(f"recording trial {trial_id}", record)
+            status = self._write(f"recording trial {trial_id}", record, single_statement=True)
         except StoreError as err:
             raise UnrecordedResultError(trial_id, outcome, str(err)) from err
         if status is None:
@@ -271,7 +283,8 @@ class SQLStore:
         def record(conn: Connection) -> None:
             conn.execute(_FAIL, dict(trial_key=trial_id, message=error[-4000:], now=_now()))
         try:
-            self._write(f"recording the failure of trial {trial_id}", record)
+            self._write(f"recording the failure of trial {trial_id}", record,
+                        single_statement=True)
         except StoreError as err:
             log.warning("%s (the trial will expire after the lease)", err)
 
@@ -322,9 +335,11 @@ class SQLStore:
         with self.reading() as conn:
             schema.check(conn, self.where)
 
-    def _write(self, what: str, work: Callable[[Connection], T], durable: bool = True) -> T:
+    def _write(self, what: str, work: Callable[[Connection], T], durable: bool = True,
+               single_statement: bool = False) -> T:
         def transaction() -> T:
-            with self.transaction(durable) as conn:
+            with (self.single_statement() if single_statement
+                  else self.transaction(durable)) as conn:
                 return work(conn)
         return self._call(what, transaction)
 
