@@ -3,6 +3,8 @@ fake NVML (the operator's use of them is in test_operator.py)."""
 
 from __future__ import annotations
 
+import functools
+import logging
 import os
 import subprocess
 import sys
@@ -12,11 +14,12 @@ import psutil
 import pytest
 
 from zeus_airflow.cli import main
+from zeus_airflow.core.devices import nvml
 from zeus_airflow.core.devices.nvml import NVMLGPUs
-from zeus_airflow.core.gpu_lease import GPULeases, Lease
+from zeus_airflow.core.gpu_lease import GPULeases, Lease, restore_host_leases
 from zeus_airflow.core.store.sql import SQLStore
 from zeus_airflow.core.store.tables import gpu_leases
-from zeus_airflow.testing import FakeNVML
+from zeus_airflow.testing import FakeGPUSpec, FakeNVML
 
 
 @pytest.fixture
@@ -53,13 +56,13 @@ def test_one_lease_per_gpu_and_host(store_url: str, fake_gpus: FakeNVML) -> None
     assert [lease.host for lease in here.on_host()] == [] and len(there.on_host()) == 1
 
 
-def leave_capped_gpu(url: str, fake: FakeNVML, pid: int) -> None:
+def leave_capped_gpu(url: str, fake: FakeNVML, pid: int, index: int = 0) -> None:
     """What a task killed mid-profiling leaves: a lease at 250 W, the GPU at 150 W."""
-    gpus = NVMLGPUs((0,), nvml=fake)
+    gpus = NVMLGPUs((index,), nvml=fake)
     leases = GPULeases(SQLStore(url).engine)
     with leases.engine.begin() as conn:  # a lease as that process would have taken it
         conn.execute(gpu_leases.insert().values(
-            host=leases.host, gpu_uuid=gpus.uuids[0], gpu_index=0, original_limit_w=250,
+            host=leases.host, gpu_uuid=gpus.uuids[0], gpu_index=index, original_limit_w=250,
             pid=pid, acquired_at=datetime.now(UTC)))
     gpus.set_power_limits_w([150])
     gpus.close()
@@ -103,3 +106,31 @@ def test_gpu_restore_refuses_a_renumbered_gpu(
     assert main(["gpu", "restore", "--db", store_url]) == 1
     assert "not the leased GPU-gone" in capsys.readouterr().err
     assert fake_gpus.set_calls == [] and len(leases.on_host()) == 1
+
+
+def test_a_task_restores_every_dead_lease_of_its_host(store_url: str,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its own GPU through its group, another GPU through NVML; a lease that cannot be
+    restored is reported and kept."""
+    fake = FakeNVML(2, FakeGPUSpec(default_limit_mw=250_000))
+    monkeypatch.setattr(nvml, "NVMLGPUs", functools.partial(nvml.NVMLGPUs, nvml=fake))
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    for index in (0, 1):
+        leave_capped_gpu(store_url, fake, dead.pid, index)
+    leases = GPULeases(SQLStore(store_url).engine)
+    with leases.engine.begin() as conn:
+        conn.execute(gpu_leases.insert().values(
+            host="another-host", gpu_uuid="GPU-elsewhere", gpu_index=0, original_limit_w=1,
+            pid=dead.pid, acquired_at=datetime.now(UTC)))
+        conn.execute(gpu_leases.insert().values(
+            host=leases.host, gpu_uuid="GPU-gone", gpu_index=1, original_limit_w=1,
+            pid=dead.pid, acquired_at=datetime.now(UTC)))
+
+    own = nvml.NVMLGPUs((0,))
+    done = restore_host_leases(leases, logging.getLogger("test"), own=own)
+
+    assert fake.limits_mw() == [250_000, 250_000]
+    assert sorted(lease.gpu_uuid for lease in done.restored) == sorted(fake.gpu_uuids())
+    assert [lease.gpu_uuid for lease, _ in done.failed] == ["GPU-gone"]
+    assert [lease.gpu_uuid for lease in leases.on_host()] == ["GPU-gone"]

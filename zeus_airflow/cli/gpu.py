@@ -11,11 +11,9 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from contextlib import ExitStack, closing
 
 from zeus_airflow.cli.store import _location_options, _reporting_errors, _store, write
-from zeus_airflow.core.devices.base import DeviceError
-from zeus_airflow.core.gpu_lease import GPULeases, LeasableGPUs, Lease, restore_leases
+from zeus_airflow.core.gpu_lease import GPULeases, restore_host_leases
 
 LEASE_COLUMNS = ("id", "host", "gpu_index", "gpu_uuid", "original_limit_w", "pid", "holder",
                  "acquired_at")
@@ -48,21 +46,13 @@ def _leases(args: argparse.Namespace) -> int:
 
 def _restore(args: argparse.Namespace) -> int:
     leases = GPULeases(_store(args).engine)
-    chosen = [lease for lease in leases.on_host() if args.all or not lease.holder_alive()]
-    with ExitStack() as opened:
-        def gpus_of(lease: Lease) -> LeasableGPUs:
-            from zeus_airflow.core.devices import nvml  # needs the driver: imported on use
-
-            return opened.enter_context(closing(nvml.NVMLGPUs((lease.gpu_index,))))
-
-        try:
-            restored = restore_leases(leases, chosen, gpus_of, log)
-        except DeviceError as err:
-            print(f"zeus-airflow gpu restore: error: {err}", file=sys.stderr)
-            return 1
-    for lease in restored:
+    done = restore_host_leases(leases, log, include_live=args.all)
+    for lease in done.restored:
         print(f"GPU {lease.gpu_index} ({lease.gpu_uuid}): power limit restored to "
               f"{lease.original_limit_w} W (left by pid {lease.pid})")
-    if not restored:
+    for lease, why in done.failed:
+        print(f"zeus-airflow gpu restore: error: GPU {lease.gpu_index} ({lease.gpu_uuid}): "
+              f"{why}", file=sys.stderr)
+    if not done.restored and not done.failed:
         print(f"nothing to restore on {leases.host}")
-    return 0
+    return 1 if done.failed else 0

@@ -3,8 +3,9 @@
 Nothing runs after SIGKILL or an out-of-memory kill (notes §6), so a task that dies mid-run
 would leave its GPU capped for whoever trains next. Before a task may change a GPU's limit it
 records a lease (host, GPU UUID, original limit, pid) in ``zeus_gpu_leases``; it deletes the
-lease after putting the limit back. The next task that uses the GPU first restores the limit
-of any lease whose process is gone; ``zeus-airflow gpu restore`` does the same by hand.
+lease after putting the limit back. The next task on that host that trains on real GPUs first
+restores the limit of every lease whose process is gone; ``zeus-airflow gpu restore`` does the
+same by hand.
 
 One lease per (host, GPU): a second task that finds a GPU leased by a live process trains
 without touching its limit (measure mode) instead of fighting over it.
@@ -14,8 +15,9 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
+from contextlib import ExitStack, closing
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol, runtime_checkable
 
@@ -108,30 +110,61 @@ class GPULeases:
             conn.execute(delete(gpu_leases).where(gpu_leases.c.id.in_(lease_ids)))
 
 
-def restore_leases(leases: GPULeases, chosen: Iterable[Lease],
-                   gpus_of: Callable[[Lease], LeasableGPUs], log: Any) -> list[Lease]:
-    """Put each chosen lease's GPU back to its original limit, then delete the lease.
+@dataclass
+class Restored:
+    """What a restore did: leases put back and deleted, and those that failed (kept)."""
 
-    ``gpus_of(lease)`` is a GPU group holding the lease's GPU (checked by UUID, so a GPU
-    renumbered since is never confused with another)."""
-    restored = []
-    for lease in chosen:
-        gpus = gpus_of(lease)
-        if lease.gpu_uuid not in gpus.uuids:
-            raise DeviceError(f"GPU {lease.gpu_index} is now {', '.join(gpus.uuids)}, not the "
-                              f"leased {lease.gpu_uuid}: restore its limit by hand "
-                              f"(nvidia-smi -i <index> -pl {lease.original_limit_w})")
-        position = gpus.uuids.index(lease.gpu_uuid)
-        limits = list(gpus.get_power_limits_w())
-        if limits[position] != lease.original_limit_w:
-            limits[position] = lease.original_limit_w
-            gpus.set_power_limits_w(limits)
-        leases.release([lease.id])
-        log.warning("GPU %d (%s): power limit restored to %d W, left by process %d on %s",
-                    lease.gpu_index, lease.gpu_uuid, lease.original_limit_w, lease.pid,
-                    lease.host)
-        restored.append(lease)
-    return restored
+    restored: list[Lease] = field(default_factory=list)
+    failed: list[tuple[Lease, str]] = field(default_factory=list)
+
+
+def restore_host_leases(leases: GPULeases, log: Any, *, own: LeasableGPUs | None = None,
+                        include_live: bool = False) -> Restored:
+    """Put back the original limits of this host's leases whose process is gone (every
+    lease with ``include_live``), deleting each lease once its GPU is restored.
+
+    GPUs of ``own`` (the caller's group) are set through it, any other through NVML by its
+    index; either way the GPU is checked by UUID, so a GPU renumbered since is never confused
+    with another. A GPU that cannot be restored keeps its lease and is reported, not raised.
+    """
+    done = Restored()
+    with ExitStack() as opened:
+        for lease in leases.on_host():
+            if lease.holder_alive() and not include_live:
+                continue
+            try:
+                gpus = own if own is not None and lease.gpu_uuid in own.uuids \
+                    else opened.enter_context(closing(_one_nvml_gpu(lease.gpu_index)))
+                _restore(lease, gpus)
+            except DeviceError as err:
+                log.warning("GPU %d (%s): cannot restore its power limit to %d W: %s",
+                            lease.gpu_index, lease.gpu_uuid, lease.original_limit_w, err)
+                done.failed.append((lease, str(err)))
+                continue
+            leases.release([lease.id])
+            log.warning("GPU %d (%s): power limit restored to %d W, left by process %d on %s",
+                        lease.gpu_index, lease.gpu_uuid, lease.original_limit_w, lease.pid,
+                        lease.host)
+            done.restored.append(lease)
+    return done
+
+
+def _one_nvml_gpu(index: int) -> LeasableGPUs:
+    from zeus_airflow.core.devices import nvml  # needs the NVIDIA driver: imported on use
+
+    return nvml.NVMLGPUs((index,))
+
+
+def _restore(lease: Lease, gpus: LeasableGPUs) -> None:
+    if lease.gpu_uuid not in gpus.uuids:
+        raise DeviceError(f"GPU {lease.gpu_index} is now {', '.join(gpus.uuids)}, not the "
+                          f"leased {lease.gpu_uuid}: restore its limit by hand "
+                          f"(nvidia-smi -i <index> -pl {lease.original_limit_w})")
+    position = gpus.uuids.index(lease.gpu_uuid)
+    limits = list(gpus.get_power_limits_w())
+    if limits[position] != lease.original_limit_w:
+        limits[position] = lease.original_limit_w
+        gpus.set_power_limits_w(limits)
 
 
 class GuardedGPUs:
@@ -222,9 +255,8 @@ class PowerLimitGuard:
                           because)
 
     def _recover(self, gpus: LeasableGPUs) -> None:
-        """Limits left by a task that died (SIGKILL, out of memory) on these GPUs."""
-        dead = [lease for lease in self.leases.holders(gpus) if not lease.holder_alive()]
-        restore_leases(self.leases, dead, lambda _: gpus, self.log)
+        """Limits left on this host by tasks that died (SIGKILL, out of memory)."""
+        restore_host_leases(self.leases, self.log, own=gpus)
 
     def _take(self, gpus: LeasableGPUs) -> None:
         assert self.real is not None and self.original_limits_w is not None
@@ -232,10 +264,12 @@ class PowerLimitGuard:
         if ids is not None:
             self._lease_ids = ids
             return
-        holders = ", ".join(f"GPU {lease.gpu_index} by pid {lease.pid}"
-                            for lease in self.leases.holders(gpus))
+        holders = ", ".join(
+            f"GPU {lease.gpu_index} by pid {lease.pid}"
+            f"{'' if lease.holder_alive() else ', dead, its limit not restorable'}"
+            for lease in self.leases.holders(gpus))
         self._owns_limits = False
-        self.real.freeze(f"another task is tuning these GPUs' power limits ({holders})")
+        self.real.freeze(f"these GPUs' power limits are leased to another task ({holders})")
         self.log.warning("%s: training at the current limits without changing them",
                          self.real.frozen_because)
 
