@@ -47,6 +47,7 @@ def build(**changes: Any) -> Any:
     ({"device": "replay:v100:mnist"}, "device="),
     ({"device": "nvml:0,0"}, "device="),
     ({"heartbeat_s": 0}, "heartbeat_s="),
+    ({"seed": -1}, "seed="),
 ])
 def test_a_bad_argument_is_refused_at_parse_time_by_name(changes: dict[str, Any],
                                                          named: str) -> None:

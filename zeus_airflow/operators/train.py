@@ -170,6 +170,9 @@ class ZeusTrainOperator(BaseOperator):
         if not (isinstance(self.heartbeat_s, int | float) and self.heartbeat_s > 0):
             raise ConfigError(f"heartbeat_s={self.heartbeat_s!r} is invalid: expected a number "
                               "of seconds > 0")
+        if self.seed is not None and not (isinstance(self.seed, int)
+                                          and not isinstance(self.seed, bool) and self.seed >= 0):
+            raise ConfigError(f"seed={self.seed!r} is invalid: expected None or an integer >= 0")
 
     def job_config(self, job_id: str) -> JobConfig:
         """The core configuration; raises ConfigError naming the first bad parameter."""
@@ -257,7 +260,6 @@ class ZeusTrainOperator(BaseOperator):
         self.zeus_summary = summary_line(result)
         self.log.info("Zeus: %s (job %s, %s phase)", self.zeus_summary, result.job.job_id,
                       result.final.phase)
-
 
     def _publish_unrecorded(self, context: Context, error: UnrecordedResultError,
                             kind: MeasurementKind) -> None:
