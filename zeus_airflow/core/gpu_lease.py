@@ -84,10 +84,6 @@ class GPULeases:
                                 .order_by(gpu_leases.c.gpu_index)).all()
         return [_lease(row) for row in rows]
 
-    def stale(self) -> list[Lease]:
-        """Leases on this host whose process is gone: their GPUs may still be capped."""
-        return [lease for lease in self.on_host() if not lease.holder_alive()]
-
     def acquire(self, device: LeasableGPUs, original_limits_w: Sequence[int]) -> list[int] | None:
         """Lease every GPU of ``device`` at once; None when one is leased by someone else."""
         now = datetime.now(UTC)
