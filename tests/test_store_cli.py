@@ -72,9 +72,14 @@ def test_jobs_shows_every_version(filled_url: str, capsys: pytest.CaptureFixture
     assert run_cli(capsys, "reset", "--db", filled_url, "--job", "cli.job", "--yes")[1] == \
         "job 'cli.job' starts over as version 2\n"
     _, out, _ = run_cli(capsys, "jobs", "--db", filled_url, "--format", "json")
-    versions = [(j["job_id"], j["version"], j["active"], j["trials"]) for j in json.loads(out)]
+    listed = json.loads(out)
+    versions = [(j["job_id"], j["version"], j["active"], j["trials"]) for j in listed]
     assert versions == [("cli.job", 1, False, 3), ("cli.job", 2, True, 0),
                         ("other.job", 1, True, 1)]
+    assert listed[1]["config"]["job_id"] == "cli.job"
+    assert listed[1]["config"] == listed[0]["config"]  # a reset keeps the configuration
+    _, out, _ = run_cli(capsys, "jobs", "--db", filled_url, "--format", "csv")
+    assert json.loads(next(csv.DictReader(io.StringIO(out)))["config"])["eta"] == 0.5
     _, out, _ = run_cli(capsys, "jobs", "--db", filled_url)
     assert [line.split()[:3] for line in out.splitlines()[1:]] == \
         [["cli.job", "1", "False"], ["cli.job", "2", "True"], ["other.job", "1", "True"]]

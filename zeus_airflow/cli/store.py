@@ -190,6 +190,8 @@ def _text(value: object, rounded: bool = True) -> str:
     """A cell: rounded for people (table), exact for programs (csv)."""
     if value is None:
         return ""
+    if isinstance(value, dict):
+        return json.dumps(value, sort_keys=True)
     if isinstance(value, datetime):
         return value.isoformat(timespec="seconds") if rounded else value.isoformat()
     if isinstance(value, float) and rounded:

@@ -6,8 +6,10 @@ deletes anything: a job starts over as a new version, like after a configuration
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import ColumnElement, case, func, insert, select, update
 from sqlalchemy.sql.elements import Label
@@ -26,6 +28,8 @@ class JobVersion:
     active: bool
     created_at: datetime
     fingerprint: str
+    config: dict[str, Any]
+    """The version's JobConfig, as stored."""
     trials: int
     running: int
     succeeded: int
@@ -76,7 +80,7 @@ def _count(condition: ColumnElement[bool], name: str) -> Label[int]:
 
 _JOBS = (
     select(jobs.c.job_id, jobs.c.version, jobs.c.active, jobs.c.created_at, jobs.c.fingerprint,
-           func.count(trials.c.id).label("trials"),
+           jobs.c.config_json, func.count(trials.c.id).label("trials"),
            _count(trials.c.status == "running", "running"),
            _count(trials.c.status == "succeeded", "succeeded"),
            _count(trials.c.status == "failed", "failed"),
@@ -97,8 +101,9 @@ def list_jobs(store: SQLStore) -> list[JobVersion]:
     """Every version of every job, oldest first within a job."""
     with store.reading() as conn:
         rows = conn.execute(_JOBS).mappings().all()
-    return [JobVersion(**{**row, "active": bool(row["active"]),
-                          "created_at": _utc(row["created_at"])}) for row in rows]
+    return [JobVersion(**{**{k: v for k, v in row.items() if k != "config_json"},
+                          "active": bool(row["active"]), "created_at": _utc(row["created_at"]),
+                          "config": json.loads(row["config_json"])}) for row in rows]
 
 
 def list_trials(store: SQLStore, job_id: str | None = None) -> list[TrialRecord]:
@@ -135,7 +140,7 @@ def reset_job(store: SQLStore, job_id: str) -> JobVersion:
             config_json=current.config_json, seed=current.seed, decisions=0, active=True,
             created_at=created))
     return JobVersion(job_id, version, True, created, current.fingerprint,
-                      0, 0, 0, 0, 0, 0.0, 0.0)
+                      json.loads(current.config_json), 0, 0, 0, 0, 0, 0.0, 0.0)
 
 
 def _utc(moment: datetime) -> datetime:
