@@ -124,13 +124,15 @@ def pruning_state(config: JobConfig, history: tuple[ExplorationStep, ...]) -> Pr
     makes it implausible as the optimum (:func:`is_dominated`); like a failure, such a size
     ends its direction and is dropped. Upstream re-runs every converged size once more, and
     on jobs whose default is near the optimum that exploration costs more than it returns.
+    A job with a ``window_size`` keeps the paper's rule: a window says its costs drift, and a
+    size dropped now could never return as the optimum after a drift (docs/drift.md).
     """
     sizes, start = config.batch_sizes, config.default_batch_size
     steps = iter(history)
     costs: dict[int, list[float]] = {}
     for round_number in range(1, PRUNING_ROUNDS + 1):
         outcome: dict[int, bool] = {}
-        admit = (lambda b: True) if round_number == 1 else (
+        admit = (lambda b: True) if round_number == 1 or config.window_size else (
             lambda b: not is_dominated(b, costs))
         for b in _walk(sizes, start, outcome, admit):
             step = next(steps, None)
