@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import math
 from pathlib import Path
 from statistics import median
@@ -11,7 +12,8 @@ from statistics import median
 import pytest
 
 from zeus_airflow.cli import main
-from zeus_airflow.core.config import ConfigError
+from zeus_airflow.core.config import ConfigError, JobConfig
+from zeus_airflow.core.policy import ExplorationStep, pruning_state
 from zeus_airflow.core.traces import load_workload_trace
 from zeus_airflow.sim.drift import Drift, DriftSpec, adaptation_delay, optima, run_drift
 
@@ -79,6 +81,16 @@ def test_drift_parameters_must_be_positive() -> None:
 def test_adaptation_delay_is_the_start_of_the_first_mostly_new_window(
         chosen: list[int], expected: int | None) -> None:
     assert adaptation_delay(chosen, optimum=2) == expected
+
+
+def test_with_a_window_round_2_revisits_sizes_that_look_dominated_now() -> None:
+    """A size far costlier today may be the optimum after a drift; pruned, it never returns."""
+    config = JobConfig("j", (64, 128, 256), 128, target_metric=0.9, max_epochs=10)
+    history = (ExplorationStep(128, True, 100.0), ExplorationStep(64, True, 400.0),
+               ExplorationStep(256, True, 300.0), ExplorationStep(128, True, 100.0))
+    assert pruning_state(config, history).survivors == (128,)  # 64 and 256 skipped
+    windowed = pruning_state(dataclasses.replace(config, window_size=10), history)
+    assert (windowed.next_batch_size, windowed.round) == (64, 2)
 
 
 def test_a_run_switches_the_replayed_epochs_at_the_given_recurrence() -> None:

@@ -33,7 +33,7 @@ from pathlib import Path
 from zeus_airflow.core.config import DEFAULT_BETA, DEFAULT_ETA, ConfigError
 from zeus_airflow.core.devices.replay import ReplayGPU
 from zeus_airflow.core.engine import Engine, RecurrenceResult
-from zeus_airflow.core.policy import ExplorationStep, ZeusPolicy, pruning_state
+from zeus_airflow.core.policy import EXPLORATION_PHASES, ExplorationStep, ZeusPolicy, pruning_state
 from zeus_airflow.core.replay_training import ReplayTraining
 from zeus_airflow.core.store.base import RecurrenceKey
 from zeus_airflow.core.store.sql import SQLStore
@@ -213,4 +213,4 @@ def run_drift(spec: DriftSpec) -> DriftResult:
 def _exploration_steps(result: RecurrenceResult) -> list[ExplorationStep]:
     """The pruning walk's steps in a recurrence, as the store hands them to the policy."""
     return [ExplorationStep(t.outcome.batch_size, t.outcome.reached_target, t.outcome.cost)
-            for t in result.tries if t.phase == "pruning"]
+            for t in result.tries if t.phase in EXPLORATION_PHASES]
