@@ -20,7 +20,7 @@ consecutive tweets, split once (seeded) into training and validation tweets.
 
 The corpus is the `corpus_csv` param, else `$ZEUS_CAPRICCIO_CSV`, else a synthetic drifting
 corpus generated once into `$AIRFLOW_HOME/capriccio/synthetic.csv` (its days run from
-2009-04-06, like Sentiment140's, with an abrupt shift on 2009-04-28). Its slices start on
+2009-04-06, like Sentiment140's, with an abrupt shift on 2009-05-02). Its slices start on
 past dates, so run them as a backfill:
 
 ```bash

@@ -1,30 +1,25 @@
 """dags/capriccio_daily.py through real Airflow: it parses light, and one day's slice is
-prepared and really trained on through ``dag.test()``; a day without a slice is skipped."""
+prepared and really trained on through ``dag.test()``; a day without tweets is skipped."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 import pendulum
 import pytest
 from fixtures_airflow import AIRFLOW_HOME, REPO, load_dag_file, sync_dag, task_state, xcoms
 
-from zeus_airflow.capriccio.generator import CorpusSpec, write_corpus
+from zeus_airflow.capriccio.corpus import read_tweets
+from zeus_airflow.capriccio.generator import ensure_corpus
 from zeus_airflow.capriccio.job import CapriccioJob
+from zeus_airflow.capriccio.slicing import DEMO_SLICE_SIZE, DEMO_VAL_SIZE, SliceSizes, plan_slices
 
 DAG_FILE = REPO / "dags" / "capriccio_daily.py"
 DAG_ID = "capriccio_daily"
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A short synthetic corpus: 12 days from 2009-04-06 to 2009-04-17."""
-    path = tmp_path_factory.mktemp("capriccio") / "corpus.csv"
-    write_corpus(CorpusSpec(days=12, tweets_per_day=1500, shift_day=None, seed=3), path)
-    return path
 
 
 @pytest.mark.usefixtures("airflow_db")
@@ -47,19 +42,18 @@ def test_the_dag_parses_without_pytorch_and_wires_the_slice_into_training() -> N
 
 
 @pytest.mark.usefixtures("dag_test")
-def test_one_day_prepares_its_slice_and_retrains_on_it(corpus: Path, zeus_store_url: str
-                                                       ) -> None:
+def test_one_day_prepares_its_slice_and_retrains_on_it(zeus_store_url: str) -> None:
+    # Default params: the synthetic corpus is generated on first use, at demo slice sizes.
     dag = sync_dag(load_dag_file(DAG_FILE, DAG_ID))
-    conf = {"corpus_csv": str(corpus), "slice_size": 3000, "val_size": 600}
-    day = pendulum.datetime(2009, 4, 6, tz="UTC")
-    run = dag.test(logical_date=day, run_conf=conf)
+    run = dag.test(logical_date=pendulum.datetime(2009, 4, 6, tz="UTC"))
     assert run.state == "success", run.state
     assert task_state(run, "train")[0] == "success"
     slice_dir = Path(xcoms(DAG_ID, run.run_id, "prepare_slice")["return_value"])
     assert slice_dir == AIRFLOW_HOME / "capriccio" / "slices" / "2009-04-06"
     manifest = json.loads((slice_dir / "slice.json").read_text())
-    assert (manifest["day"], manifest["start"], manifest["train_size"]) == ("2009-04-06", 0,
-                                                                          2400)
+    assert (manifest["day"], manifest["start"]) == ("2009-04-06", 0)
+    assert (manifest["train_size"], manifest["val_size"]) == (DEMO_SLICE_SIZE - DEMO_VAL_SIZE,
+                                                              DEMO_VAL_SIZE)
     published = xcoms(DAG_ID, run.run_id, "train")
     assert published["device_kind"] == "simulated"
     assert published["batch_size"] == CapriccioJob().default_batch_size  # pruning starts at b0
@@ -68,10 +62,15 @@ def test_one_day_prepares_its_slice_and_retrains_on_it(corpus: Path, zeus_store_
 
 
 @pytest.mark.usefixtures("dag_test")
-def test_a_day_without_a_slice_skips_the_run(corpus: Path, zeus_store_url: str) -> None:
+def test_a_day_without_tweets_skips_the_run(zeus_store_url: str) -> None:
+    corpus = ensure_corpus(AIRFLOW_HOME / "capriccio" / "synthetic.csv")
+    slices = plan_slices(read_tweets(corpus).sorted_by_time(),
+                         SliceSizes(DEMO_SLICE_SIZE, DEMO_VAL_SIZE))
+    days = {s.day for s in slices}
+    empty = next(slices[0].day + timedelta(d) for d in range(60)
+                 if slices[0].day + timedelta(d) not in days)
     dag = sync_dag(load_dag_file(DAG_FILE, DAG_ID))
-    conf = {"corpus_csv": str(corpus), "slice_size": 3000, "val_size": 600}
-    late = pendulum.datetime(2009, 4, 17, tz="UTC")  # the corpus's last day: no full slice
-    run = dag.test(logical_date=late, run_conf=conf)
+    run = dag.test(logical_date=pendulum.datetime(empty.year, empty.month, empty.day, tz="UTC"),
+                   run_conf={"corpus_csv": str(corpus)})
     assert task_state(run, "prepare_slice")[0] == "skipped"
     assert task_state(run, "train")[0] == "skipped"

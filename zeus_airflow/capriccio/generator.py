@@ -9,9 +9,10 @@ do, so slicing, retraining and the drift-aware bandit can be exercised end to en
   so the words that predict sentiment shift with the mixture;
 - **vocabulary**: sentiment words have a lifetime (they come into use, peak, fade), so the
   lexicon turns over gradually;
-- **abrupt shift** (``shift_day``): from that day a new lexicon, new topics and a weaker,
-  noisier sentiment signal (fewer sentiment words per tweet, more labels that disagree with
-  the text) replace the old ones, and the label balance jumps.
+- **abrupt shift** (``shift_day``): from that day half of the sentiment words come from a new,
+  larger lexicon (new slang: words never seen before, each rarer), other topics become
+  popular, and the label balance jumps. Until enough post-shift tweets have accumulated in a
+  slice, the new words are barely learnable, so retraining needs more epochs.
 
 Words are made-up syllable strings, apart from common English function words. Everything is
 drawn from one seeded generator, so a spec always yields the same file.
@@ -50,7 +51,10 @@ class Era:
     balance_offset: float
     """Added to the share of positive tweets."""
     sentiment_words: int
-    """Words per polarity: more words, each rarer, take more updates to learn."""
+    """Words per polarity of the era's own lexicon: more words, each rarer, take more updates
+    to learn."""
+    carried_over: float = 0.0
+    """Share of sentiment words still drawn from the previous era's lexicon."""
 
 
 @dataclass(frozen=True)
@@ -63,7 +67,7 @@ class CorpusSpec:
     """Mean tweets on a day with tweets (days vary by about +-20 %)."""
     empty_day_share: float = 0.12
     """Share of days without a single tweet (Sentiment140 has such gaps)."""
-    shift_day: int | None = 22
+    shift_day: int | None = 26
     """Day of the abrupt shift; None for gradual drift only."""
     first_day: date = date(2009, 4, 6)
     seed: int = 0
@@ -71,7 +75,7 @@ class CorpusSpec:
     words_per_topic: int = 60
     word_lifetime_days: int = 40
     before: Era = field(default_factory=lambda: Era(0.25, 0.06, 0.0, 40))
-    after: Era = field(default_factory=lambda: Era(0.25, 0.06, -0.1, 60))
+    after: Era = field(default_factory=lambda: Era(0.25, 0.06, -0.1, 60, carried_over=0.5))
 
     def __post_init__(self) -> None:
         _require(isinstance(self.days, int) and self.days >= 1, "days", self.days,
@@ -138,10 +142,10 @@ class _Language:
         self.spec = spec
         self.eras = (spec.before, spec.after)
         per_topics = spec.topics * spec.words_per_topic
-        words = iter(_unique_words(rng, sum(per_topics + 2 * era.sentiment_words
-                                            for era in self.eras)))
-        self.topic_words = [np.array([next(words) for _ in range(per_topics)])
-                            .reshape(spec.topics, -1) for _ in self.eras]
+        words = iter(_unique_words(rng, per_topics + sum(2 * era.sentiment_words
+                                                         for era in self.eras)))
+        self.topic_words = np.array([next(words) for _ in range(per_topics)]
+                                    ).reshape(spec.topics, -1)
         self.sentiment_words = [np.array([next(words) for _ in range(2 * era.sentiment_words)])
                                 .reshape(2, -1) for era in self.eras]
         era_days = [spec.shift_day or spec.days, spec.days - (spec.shift_day or spec.days)]
@@ -150,7 +154,8 @@ class _Language:
         self.births = [rng.uniform(-spec.word_lifetime_days, max(days, 1),
                                    (2, era.sentiment_words))
                        for era, days in zip(self.eras, era_days, strict=True)]
-        self.topic_bias = [rng.normal(0.0, 1.0, spec.topics) for _ in range(2)]
+        self.topic_bias = rng.normal(0.0, 1.0, spec.topics)
+        """How much each topic leans positive (logit)."""
         self.topic_logits = rng.normal(0.0, 1.0, spec.topics)
         self.balance_walk = 0.0
         self.phase = rng.uniform(0, 2 * math.pi)
@@ -179,7 +184,7 @@ class _Language:
         mix = np.exp(self.topic_logits - self.topic_logits.max())
         topic = rng.choice(spec.topics, count, p=mix / mix.sum())
         base = math.log(self.positive_share(day) / (1 - self.positive_share(day)))
-        p_positive = 1 / (1 + np.exp(-(base + self.topic_bias[era_index][topic])))
+        p_positive = 1 / (1 + np.exp(-(base + self.topic_bias[topic])))
         sentiment = (rng.random(count) < p_positive).astype(np.int8)
         flipped = rng.random(count) < era.label_noise
         label = np.where(flipped, 1 - sentiment, sentiment).astype(np.int8)
@@ -188,17 +193,18 @@ class _Language:
         kind = rng.random(owner.size)
         words = rng.choice(FUNCTION_WORDS, owner.size, p=_zipf(len(FUNCTION_WORDS)))
         is_topic = kind < 0.35
-        topic_words = self.topic_words[era_index][topic[owner[is_topic]]]
+        topic_words = self.topic_words[topic[owner[is_topic]]]
         columns = rng.choice(spec.words_per_topic, is_topic.sum(), p=_zipf(spec.words_per_topic))
         words[is_topic] = topic_words[np.arange(len(columns)), columns]
         is_sentiment = kind > 1 - era.sentiment_rate
-        polarity = sentiment[owner[is_sentiment]]
-        for value in (0, 1):
-            chosen = polarity == value
-            weights = self._lexicon_weights(era_index, value, day)
-            picks = rng.choice(era.sentiment_words, chosen.sum(), p=weights)
-            where = np.flatnonzero(is_sentiment)[chosen]
-            words[where] = self.sentiment_words[era_index][value][picks]
+        lexicon = np.where(rng.random(owner.size) < era.carried_over, era_index - 1, era_index)
+        for source in {era_index, max(era_index - 1, 0)}:
+            for polarity in (0, 1):
+                where = np.flatnonzero(is_sentiment & (lexicon == source)
+                                       & (sentiment[owner] == polarity))
+                picks = rng.choice(self.eras[source].sentiment_words, where.size,
+                                   p=self._lexicon_weights(source, polarity, day))
+                words[where] = self.sentiment_words[source][polarity][picks]
         texts = [" ".join(w) for w in np.split(words, np.cumsum(lengths)[:-1])]
         seconds = np.sort(rng.integers(0, 86_400, count))
         return _day_tweets(spec.first_day + timedelta(days=day), seconds, label, texts, rng)

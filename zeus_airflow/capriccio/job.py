@@ -24,7 +24,7 @@ class CapriccioJob:
     """The paper's b0 for Sentiment140."""
     target_metric: float = 0.87
     """Validation accuracy a run must reach; every slice of the demo corpus can."""
-    max_epochs: int = 8
+    max_epochs: int = 10
     window_size: int | None = 10
     """The paper's window for Capriccio: about two weeks of daily runs."""
     beta: float = 3.0

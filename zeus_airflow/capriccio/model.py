@@ -33,7 +33,7 @@ class ModelSettings:
     hidden: int = 256
     """Width of the two hidden layers: per-tweet compute, so that large batches stop paying
     off the way they do on a saturated GPU (a bare bag of words is all per-step overhead)."""
-    base_lr: float = 2e-3
+    base_lr: float = 3e-4
     """Adam learning rate at ``base_batch_size``."""
     base_batch_size: int = 128
     weight_decay: float = 1e-4

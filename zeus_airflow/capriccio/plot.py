@@ -33,10 +33,13 @@ def plot_capriccio(outcomes: Sequence[SliceOutcome], path: Path, title: str) -> 
                             zorder=3)
         if not o.tries:
             size_ax.scatter(o.index, 1, marker="v", color="red", s=40, zorder=3)
+    phases = {phase for o in outcomes for _, phase, _ in o.tries}
     for phase, color in _PHASE_COLORS.items():
-        size_ax.scatter([], [], color=color, label=phase)
+        if phase in phases:
+            size_ax.scatter([], [], color=color, label=phase)
     size_ax.scatter([], [], marker="x", color="gray", label="try stopped short of the target")
-    size_ax.scatter([], [], marker="v", color="red", label="every batch size failed")
+    if any(not o.tries for o in outcomes):
+        size_ax.scatter([], [], marker="v", color="red", label="every batch size failed")
     size_ax.set_yscale("log", base=2)
     tried = [b for o in outcomes for b, _, _ in o.tries] or [1]
     size_ax.set_ylim(min(tried) / 2, max(tried) * 8)  # headroom for the legend

@@ -156,28 +156,34 @@ def _write(path: Path, columns: list[str], rows: list[dict[str, object]]) -> Non
 
 
 def format_table(results: Sequence[DriftResult]) -> str:
-    """Per window: adaptation delay over the seeds whose new optimum survived pruning, and
-    regret after the switch over all seeds and over those (1e6 cost units)."""
+    """Per window: adaptation delay over the seeds whose new optimum survived pruning; regret
+    after the switch (1e6 cost units) over all seeds and over those; and that regret as a
+    share of what the new optimum would have cost over the same recurrences."""
     spec, optimum = results[0].spec, results[0].optima
+    after_cost = (spec.recurrences - spec.switch_at) * optimum.after.cost
     labels = list(dict.fromkeys(r.spec.label for r in results))
     header = (f"{'window':10s} {'seeds':>5s} {'adaptable':>9s} {'adapted':>7s} "
-              f"{'median delay':>12s} {'mean delay':>10s} {'regret after':>12s} "
-              f"{'regret after (adaptable)':>24s}")
+              f"{'median delay':>12s} {'mean delay':>10s} {'regret all':>10s} "
+              f"{'regret adaptable':>16s} {'extra cost':>10s}")
     lines = [f"{spec.gpu.upper()} {spec.workload}: optimum {optimum.before.batch_size} -> "
              f"{optimum.after.batch_size} at recurrence {spec.switch_at} of {spec.recurrences} "
              f"(batch_scale {spec.drift.batch_scale}, difficulty {spec.drift.difficulty}); "
              f"delay = recurrences until >= {ADAPT_SHARE:.0%} of {ADAPT_HORIZON} consecutive "
-             "runs pick the new optimum. All figures replayed.", header, "-" * len(header)]
+             "runs pick the new optimum; regret after the switch in 1e6 cost units; extra "
+             "cost = that regret over the new optimum's expected cost (adaptable seeds). "
+             "All figures replayed.", header, "-" * len(header)]
     for label in labels:
         runs = [r for r in results if r.spec.label == label]
         able = [r for r in runs if r.can_adapt]
         delays = [r.adaptation_delay for r in able if r.adaptation_delay is not None]
+        regret_able = mean(r.regret_after_switch for r in able) if able else None
         lines.append(
             f"{label:10s} {len(runs):5d} {len(able):9d} {len(delays):7d} "
             f"{_fmt(median(delays) if delays else None):>12s} "
             f"{_fmt(mean(delays) if delays else None):>10s} "
-            f"{mean(r.regret_after_switch for r in runs) / 1e6:12.3f} "
-            f"{_fmt(mean(r.regret_after_switch for r in able) / 1e6 if able else None, 3):>24s}")
+            f"{mean(r.regret_after_switch for r in runs) / 1e6:10.3f} "
+            f"{_fmt(regret_able / 1e6 if regret_able is not None else None, 3):>16s} "
+            f"{_fmt(100 * regret_able / after_cost if regret_able is not None else None):>9s}%")
     return "\n".join(lines)
 
 
