@@ -28,8 +28,9 @@ class CapriccioJob:
     window_size: int | None = 10
     """The paper's window for Capriccio: about two weeks of daily runs."""
     beta: float = 3.0
-    """Above the paper's 2: the demo corpus's abrupt shift about doubles every batch size's
-    cost for a few slices, and with beta 2 early stopping then stops them all (docs/drift.md)."""
+    """Above the paper's 2: the demo corpus's abrupt shift raises every batch size's cost
+    1.5-2.5x for a few slices, and an early-stop bound that every size exceeds leaves the day
+    without a model (docs/drift.md, "Early stopping under drift")."""
     warmup_steps: int = 2
     profile_steps: int = 8
     """Short profiling slices: an epoch of a demo slice is 10 to 320 steps."""
