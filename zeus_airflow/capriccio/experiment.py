@@ -19,7 +19,13 @@ import numpy as np
 from zeus_airflow.capriccio.corpus import Tweets
 from zeus_airflow.capriccio.job import CapriccioJob
 from zeus_airflow.capriccio.model import ModelSettings, encode
-from zeus_airflow.capriccio.slicing import SliceSizes, SliceSpec, plan_slices, split_slice
+from zeus_airflow.capriccio.slicing import (
+    DEFAULT_SPLIT_SEED,
+    SliceSizes,
+    SliceSpec,
+    plan_slices,
+    split_slice,
+)
 from zeus_airflow.capriccio.training import CapriccioTraining, SliceData
 from zeus_airflow.core.config import ConfigError
 from zeus_airflow.core.cost import zeus_cost
@@ -69,6 +75,7 @@ class SliceOutcome:
 def run_capriccio(tweets: Tweets, sizes: SliceSizes, job: CapriccioJob, store: Store,
                   device: GPUGroup, slices: int, *, seed: int = 1,
                   shift: date | None = None, eta: float = 0.5,
+                  split_seed: int = DEFAULT_SPLIT_SEED,
                   settings: ModelSettings | None = None,
                   on_slice: Callable[[SliceOutcome], None] = lambda outcome: None
                   ) -> list[SliceOutcome]:
@@ -82,7 +89,7 @@ def run_capriccio(tweets: Tweets, sizes: SliceSizes, job: CapriccioJob, store: S
     engine = Engine(store, device, job.job_config(JOB_ID, eta), seed=seed, heartbeat_s=None)
     outcomes = []
     for spec in plan[:slices]:
-        train, val = split_slice(spec, sizes)
+        train, val = split_slice(spec, sizes, split_seed)
         training = CapriccioTraining(SliceData(encoded.take(train), encoded.take(val)),
                                      settings, seed=seed * 1000 + spec.index)
         outcome = _retrain(engine, training, spec, _post_shift_share(tweets, spec, shift))

@@ -188,7 +188,8 @@ def _run(args: argparse.Namespace) -> int:
           f"{device.source}, {args.clock} clock", file=sys.stderr)
     started = time.perf_counter()
     outcomes = run_capriccio(tweets, sizes, job, store, device, args.slices, seed=args.seed,
-                             shift=shift, eta=args.eta, on_slice=_progress)
+                             shift=shift, eta=args.eta, split_seed=args.split_seed,
+                             on_slice=_progress)
     wall_s = time.perf_counter() - started
     _write_csv(args.output_csv, outcomes)
     failed = sum(not o.reached_target for o in outcomes)
