@@ -8,7 +8,7 @@
 
 Default's energy is the traces' expectation for b0 at the maximum limit (mean epochs to
 target over the traced seeds x energy per epoch), the same figure ``zeus-airflow simulate``
-compares against; Zeus's is what the runs measured on the replay GPU.
+compares against; Zeus's is what the runs used on the replay GPU (replayed, not measured).
 """
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ def energy_report(results: dict[str, Any], traces: Path) -> str:
         "",
         f"Energy of {whole.runs} runs of {spec.workload} on a {spec.gpu.upper()}, replayed from "
         "the paper's traces:",
-        f"  Zeus:     {whole.zeus_energy_j / 1e6:10.1f} MJ measured on the replay GPU",
+        f"  Zeus:     {whole.zeus_energy_j / 1e6:10.1f} MJ used by the runs on the replay GPU",
         f"  Default:  {whole.default_energy_j / 1e6:10.1f} MJ expected (b={default.batch_size} "
         f"at {default.power_limit_w} W every run: {default.energy_j / 1e6:.2f} MJ a run, "
         "from the traces' mean epochs to target)",
