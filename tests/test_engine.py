@@ -198,3 +198,26 @@ def test_simulation_is_reproducible_per_seed() -> None:
     other = simulate(SimulationSpec("zeus", "v100", "sentiment140", 5, str(TRACES),
                                     recurrences=25))
     assert other.cost != first.cost or other.batch_size != first.batch_size
+
+
+def test_a_recurrence_whose_sizes_all_fail_returns_its_tries_then_the_job_says_why(
+        cifar: WorkloadTrace) -> None:
+    from zeus_airflow.core.policy import NoFeasibleBatchSizeError
+
+    store, gpu = SQLStore.in_memory(), ReplayGPU(cifar)
+    cfg = JobConfig("never.reaches", (512, 1024), 1024, 0.99, 3)
+    engine = Engine(store, gpu, cfg, seed=1, heartbeat_s=None)
+
+    def never(run: TrainingRun) -> None:
+        gpu.use_batch_size(run.batch_size)
+        for _ in run.epochs():
+            run.run_steps(gpu.steps_per_epoch(), gpu.advance_steps)
+            run.report_metric(0.5)
+
+    result = engine.run_recurrence(never, RecurrenceKey("r1"))
+    assert [t.outcome.batch_size for t in result.tries] == [1024, 512]
+    assert not result.reached_target
+    assert [r.status for r in trial_rows(store)] == ["failed", "failed"]
+    with pytest.raises(NoFeasibleBatchSizeError, match=r"target_metric=0\.99"):
+        engine.run_recurrence(never, RecurrenceKey("r2"))
+    assert gpu.get_power_limits_w() == (250,)

@@ -234,3 +234,14 @@ def test_merged_stats_equal_stats_of_all_costs() -> None:
     assert merged.mean == pytest.approx(expected.mean)
     assert merged.sum_sq_dev == pytest.approx(expected.sum_sq_dev)
     assert ArmStats.of([]).merge(ArmStats.of(right)) == ArmStats.of(right)
+
+
+def test_when_every_survivor_failed_the_cheapest_runs_without_the_bound() -> None:
+    cfg = config((8, 16, 32), 16)
+    history = explored(cfg, {8: 11.0, 16: 10.0, 32: 12.0})
+    snapshot = JobSnapshot(cfg, exploration=history, excluded=frozenset({8, 16, 32}),
+                           observations={8: ArmStats.of([11.0]), 16: ArmStats.of([10.0]),
+                                         32: ArmStats.of([12.0])}, min_success_cost=10.0)
+    decision = ZeusPolicy().decide(snapshot, np.random.default_rng(0))
+    assert (decision.batch_size, decision.phase) == (16, "sampling")
+    assert decision.early_stop_cost is None  # runs to the target or max_epochs

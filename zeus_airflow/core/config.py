@@ -77,7 +77,8 @@ class JobConfig:
     window_size: int | None = None
     """Each arm's posterior uses only its N most recent observations (data drift)."""
     max_tries: int | None = None
-    """Tries per recurrence when a batch size fails; None means one per batch size."""
+    """Tries per recurrence when a batch size fails; None means one per batch size, plus the
+    cheapest one run to the end once every surviving size has failed."""
     profiler: ProfilerConfig = field(default_factory=ProfilerConfig)
 
     def __post_init__(self) -> None:
@@ -109,7 +110,7 @@ class JobConfig:
 
     @property
     def tries_per_recurrence(self) -> int:
-        return self.max_tries if self.max_tries is not None else len(self.batch_sizes)
+        return self.max_tries if self.max_tries is not None else len(self.batch_sizes) + 1
 
     def reached(self, metric: float) -> bool:
         """Whether a validation metric meets the target, in the job's direction."""

@@ -17,7 +17,12 @@ from typing import Any
 from zeus_airflow.core.config import JobConfig
 from zeus_airflow.core.devices.base import GPUGroup, MeasurementKind
 from zeus_airflow.core.monitor import EnergyMonitor
-from zeus_airflow.core.policy import Policy, ZeusPolicy, counts_as_observation
+from zeus_airflow.core.policy import (
+    NoFeasibleBatchSizeError,
+    Policy,
+    ZeusPolicy,
+    counts_as_observation,
+)
 from zeus_airflow.core.profiler import ObserverReport, PowerLimitProfiler, PowerProfile
 from zeus_airflow.core.run import RunOutcome, TrainingRun
 from zeus_airflow.core.store.base import DeviceInfo, JobRef, RecurrenceKey, Store, TrialStart
@@ -100,8 +105,15 @@ class Engine:
         reports: list[TrialReport] = []
         value: Any = None
         for attempt in range(1, self.config.tries_per_recurrence + 1):
-            start = self.store.begin_trial(job, key, attempt, self.policy, self.device_info,
-                                           frozenset(failed))
+            try:
+                start = self.store.begin_trial(job, key, attempt, self.policy,
+                                               self.device_info, frozenset(failed))
+            except NoFeasibleBatchSizeError as err:
+                if not reports:
+                    raise
+                # The tries already made are the recurrence's result (failed, but recorded).
+                self.log.warning("no batch size left to try in this recurrence: %s", err)
+                break
             report, value = self._run_trial(job, start, attempt, train)
             reports.append(report)
             if report.outcome.reached_target:

@@ -189,8 +189,10 @@ class ZeusPolicy:
             return Decision(b, "pruning", early_stop_cost=bound)
         arms = [b for b in state.survivors if b not in snapshot.excluded]
         if not arms:
-            raise NoFeasibleBatchSizeError(
-                f"every surviving batch size {list(state.survivors)} failed in this recurrence")
+            # Every surviving size failed in this recurrence. After a drift all of them can
+            # exceed beta x a minimum measured before it, so run the cheapest to the end: the
+            # recurrence still yields a model, and its full cost tells the window what changed.
+            return Decision(cheapest(snapshot, state.survivors), "sampling")
         choice = thompson_sample(snapshot, arms, rng)
         observed_here = snapshot.observations.get(choice, ArmStats(0, 0.0, 0.0)).count > 0
         phase: Phase = "sampling" if observed_here or choice not in snapshot.foreign_costs \
@@ -199,15 +201,20 @@ class ZeusPolicy:
 
 
 def best_known(snapshot: JobSnapshot, candidates: tuple[int, ...]) -> int:
-    """The candidate with the lowest mean observed cost, or b0 when none has been observed."""
-    observed = {b: arm.mean for b, arm in snapshot.observations.items()
-                if arm.count and b in candidates and b not in snapshot.excluded}
-    if not observed:
-        b0 = snapshot.config.default_batch_size
-        if b0 not in snapshot.excluded:
-            return b0
-        return next(b for b in candidates if b not in snapshot.excluded)
-    return min(observed, key=lambda b: observed[b])
+    """The cheapest candidate that has not failed in this recurrence (see :func:`cheapest`)."""
+    allowed = tuple(b for b in candidates if b not in snapshot.excluded)
+    return cheapest(snapshot, allowed or candidates)
+
+
+def cheapest(snapshot: JobSnapshot, candidates: tuple[int, ...]) -> int:
+    """The candidate with the lowest mean observed cost; b0 (else the first) when none has
+    been observed."""
+    observed = {b: snapshot.observations[b].mean for b in candidates
+                if b in snapshot.observations and snapshot.observations[b].count}
+    if observed:
+        return min(observed, key=lambda b: observed[b])
+    b0 = snapshot.config.default_batch_size
+    return b0 if b0 in candidates else candidates[0]
 
 
 def thompson_sample(snapshot: JobSnapshot, arms: list[int], rng: np.random.Generator) -> int:

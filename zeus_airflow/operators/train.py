@@ -74,8 +74,8 @@ class ZeusTrainOperator(BaseOperator):
     :param beta: early-stop factor: a try stops once it would cost ``beta`` x the cheapest
         successful run.
     :param window_size: posteriors use each batch size's N latest runs (data drift).
-    :param max_tries: tries of different batch sizes within one task run (default: as many
-        as there are batch sizes).
+    :param max_tries: tries within one task run when batch sizes fail (default: one per batch
+        size, plus a last run of the cheapest without the early-stop bound).
     :param job_id: the job's name in the store (default ``<dag_id>.<task_id>``). Templated.
     :param device: ``auto`` (the NVIDIA GPUs the task sees), ``nvml:<i>,<j>``,
         ``replay:<gpu>:<workload>`` or ``simulated:<gpu>[:<workload>]``. Templated.
