@@ -10,8 +10,9 @@ from zeus_airflow.core.config import JobConfig
 from zeus_airflow.core.devices.base import MeasurementKind
 from zeus_airflow.core.reports.arms import arms, decision_state, profile_points
 from zeus_airflow.core.reports.default import default_estimate
-from zeus_airflow.core.reports.records import JobDetail, JobSummary, Version, utc
+from zeus_airflow.core.reports.records import JobDetail, JobSummary, Version
 from zeus_airflow.core.reports.runs import SHOWN, runs
+from zeus_airflow.core.store.admin import as_utc as utc
 from zeus_airflow.core.store.tables import jobs, trials
 
 _RUN_KEY = (trials.c.dag_id, trials.c.task_id, trials.c.run_id, trials.c.map_index)

@@ -4,7 +4,7 @@ J-equivalents (``eta * energy_j + (1 - eta) * max_power_w * time_s``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import ClassVar
 
 from zeus_airflow.core.config import JobConfig
@@ -174,7 +174,3 @@ class JobDetail:
     arms: tuple[Arm, ...]
     profile: tuple[ProfilePoint, ...]
 
-
-def utc(moment: datetime) -> datetime:
-    """SQLite hands back naive datetimes; the store writes UTC only."""
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)

@@ -8,7 +8,8 @@ from typing import Any, NamedTuple
 from sqlalchemy import Connection, select
 
 from zeus_airflow.core.devices.base import MeasurementKind
-from zeus_airflow.core.reports.records import RunRecord, utc
+from zeus_airflow.core.reports.records import RunRecord
+from zeus_airflow.core.store.admin import as_utc as utc
 from zeus_airflow.core.store.tables import LIVE_STATUSES, trials
 
 SHOWN_STATUSES = (*LIVE_STATUSES, "error")

@@ -102,7 +102,7 @@ def list_jobs(store: SQLStore) -> list[JobVersion]:
     with store.reading() as conn:
         rows = conn.execute(_JOBS).mappings().all()
     return [JobVersion(**{**{k: v for k, v in row.items() if k != "config_json"},
-                          "active": bool(row["active"]), "created_at": _utc(row["created_at"]),
+                          "active": bool(row["active"]), "created_at": as_utc(row["created_at"]),
                           "config": json.loads(row["config_json"])}) for row in rows]
 
 
@@ -111,9 +111,9 @@ def list_trials(store: SQLStore, job_id: str | None = None) -> list[TrialRecord]
     query = _TRIALS if job_id is None else _TRIALS.where(jobs.c.job_id == job_id)
     with store.reading() as conn:
         rows = conn.execute(query).mappings().all()
-    return [TrialRecord(**{**row, "started_at": _utc(row["started_at"]),
-                           "heartbeat_at": _utc(row["heartbeat_at"]),
-                           "finished_at": row["finished_at"] and _utc(row["finished_at"])})
+    return [TrialRecord(**{**row, "started_at": as_utc(row["started_at"]),
+                           "heartbeat_at": as_utc(row["heartbeat_at"]),
+                           "finished_at": row["finished_at"] and as_utc(row["finished_at"])})
             for row in rows]
 
 
@@ -143,6 +143,6 @@ def reset_job(store: SQLStore, job_id: str) -> JobVersion:
                       json.loads(current.config_json), 0, 0, 0, 0, 0, 0.0, 0.0)
 
 
-def _utc(moment: datetime) -> datetime:
+def as_utc(moment: datetime) -> datetime:
     """SQLite hands back naive datetimes; the store writes UTC only."""
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
