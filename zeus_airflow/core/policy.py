@@ -105,13 +105,13 @@ class PruningState:
 def _walk(sizes: tuple[int, ...], start: int, outcome: Mapping[int, bool],
           admit: Callable[[int], bool] = lambda b: True) -> Iterator[int]:
     """Visit ``start``, then smaller sizes downwards until one fails, then larger ones upwards
-    until one fails; a size ``admit`` rejects ends its direction unvisited. ``outcome`` is
-    consulted lazily, as the walk's results arrive."""
+    until one fails; a size ``admit`` rejects is passed over unvisited. ``outcome`` and
+    ``admit`` are consulted lazily, as the walk's results arrive."""
     yield start
     for direction in (reversed([b for b in sizes if b < start]), [b for b in sizes if b > start]):
         for b in direction:
             if not admit(b):
-                break
+                continue
             yield b
             if not outcome[b]:
                 break
