@@ -12,7 +12,7 @@ import argparse
 import logging
 import sys
 
-from zeus_airflow.cli.store import _location_options, _reporting_errors, _store, write
+from zeus_airflow.cli.store import add_location_options, reporting_errors, store_from_args, write
 from zeus_airflow.core.gpu_lease import GPULeases, restore_host_leases
 
 LEASE_COLUMNS = ("id", "host", "gpu_index", "gpu_uuid", "original_limit_w", "pid", "holder",
@@ -24,20 +24,20 @@ def register(commands: argparse._SubParsersAction) -> None:
     gpu = commands.add_parser("gpu", help="GPU power limits left behind by tasks (this host)")
     gpu_commands = gpu.add_subparsers(dest="gpu_command", required=True, metavar="COMMAND")
     leases = gpu_commands.add_parser("leases", help="list this host's power-limit leases")
-    _location_options(leases)
-    leases.set_defaults(handler=_reporting_errors(_leases))
+    add_location_options(leases)
+    leases.set_defaults(handler=reporting_errors(_leases))
     restore = gpu_commands.add_parser(
         "restore", help="put back the original power limits that dead tasks left on this "
                         "host's GPUs")
-    _location_options(restore)
+    add_location_options(restore)
     restore.add_argument("--all", action="store_true",
                          help="also the leases of tasks still running (a stuck task); the "
                               "task may change the limit again")
-    restore.set_defaults(handler=_reporting_errors(_restore))
+    restore.set_defaults(handler=reporting_errors(_restore))
 
 
 def _leases(args: argparse.Namespace) -> int:
-    leases = GPULeases(_store(args).engine)
+    leases = GPULeases(store_from_args(args).engine)
     rows = [{**vars(lease), "holder": "running" if lease.holder_alive() else "dead"}
             for lease in leases.on_host()]
     write(rows, LEASE_COLUMNS, "table", sys.stdout)
@@ -45,7 +45,7 @@ def _leases(args: argparse.Namespace) -> int:
 
 
 def _restore(args: argparse.Namespace) -> int:
-    leases = GPULeases(_store(args).engine)
+    leases = GPULeases(store_from_args(args).engine)
     done = restore_host_leases(leases, log, include_live=args.all)
     for lease in done.restored:
         print(f"GPU {lease.gpu_index} ({lease.gpu_uuid}): power limit restored to "

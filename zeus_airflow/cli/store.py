@@ -49,29 +49,30 @@ def register(commands: argparse._SubParsersAction) -> None:
     db_commands = db.add_subparsers(dest="db_command", required=True, metavar="COMMAND")
     upgrade = db_commands.add_parser(
         "upgrade", help="create the store's tables or upgrade them to this version's schema")
-    _location_options(upgrade)
-    upgrade.set_defaults(handler=_reporting_errors(_upgrade))
+    add_location_options(upgrade)
+    upgrade.set_defaults(handler=reporting_errors(_upgrade))
 
     jobs = commands.add_parser("jobs", help="list the jobs in the store, every version")
-    _location_options(jobs)
+    add_location_options(jobs)
     _format_option(jobs)
-    jobs.set_defaults(handler=_reporting_errors(_jobs))
+    jobs.set_defaults(handler=reporting_errors(_jobs))
 
     runs = commands.add_parser("runs", help="list the trials (one per try) in the store")
-    _location_options(runs)
+    add_location_options(runs)
     _format_option(runs)
     runs.add_argument("--job", metavar="ID", help="only this job's trials (all its versions)")
-    runs.set_defaults(handler=_reporting_errors(_runs))
+    runs.set_defaults(handler=reporting_errors(_runs))
 
     reset = commands.add_parser(
         "reset", help="start a job over as a new, empty version (its history stays visible)")
-    _location_options(reset)
+    add_location_options(reset)
     reset.add_argument("--job", metavar="ID", required=True, help="the job to start over")
     reset.add_argument("--yes", action="store_true", help="do not ask for confirmation")
-    reset.set_defaults(handler=_reporting_errors(_reset))
+    reset.set_defaults(handler=reporting_errors(_reset))
 
 
-def _location_options(parser: argparse.ArgumentParser) -> None:
+def add_location_options(parser: argparse.ArgumentParser) -> None:
+    """``--db`` / ``--conn-id``: where the store is (shared by every subcommand that opens it)."""
     parser.add_argument("--db", metavar="URL", help="SQLAlchemy URL of the store")
     parser.add_argument("--conn-id", metavar="ID",
                         help="Airflow connection of the store (default: zeus_default if it "
@@ -83,7 +84,8 @@ def _format_option(parser: argparse.ArgumentParser) -> None:
                         help="output format (default: table)")
 
 
-def _reporting_errors(handler: Handler) -> Handler:
+def reporting_errors(handler: Handler) -> Handler:
+    """Wrap a subcommand so a store error ends it with one clear line and exit status 1."""
     def run(args: argparse.Namespace) -> int:
         if not args.verbose:  # Airflow's logging setup would print Alembic's every step
             logging.getLogger("alembic").setLevel(logging.WARNING)
@@ -103,7 +105,8 @@ def _location(args: argparse.Namespace) -> StoreLocation:
     return resolve_store_location(args.conn_id)
 
 
-def _store(args: argparse.Namespace) -> SQLStore:
+def store_from_args(args: argparse.Namespace) -> SQLStore:
+    """The store the ``--db`` / ``--conn-id`` options name, else the default location chain."""
     return open_store(_location(args))
 
 
@@ -122,13 +125,13 @@ def _upgrade(args: argparse.Namespace) -> int:
 
 
 def _jobs(args: argparse.Namespace) -> int:
-    rows = [dataclasses.asdict(job) for job in list_jobs(_store(args))]
+    rows = [dataclasses.asdict(job) for job in list_jobs(store_from_args(args))]
     write(rows, _columns(JobVersion, JOB_TABLE_COLUMNS, args.format), args.format, sys.stdout)
     return 0
 
 
 def _runs(args: argparse.Namespace) -> int:
-    rows = [dataclasses.asdict(trial) for trial in list_trials(_store(args), args.job)]
+    rows = [dataclasses.asdict(trial) for trial in list_trials(store_from_args(args), args.job)]
     if args.job and not rows:
         print(f"no trials of job {args.job!r}", file=sys.stderr)
     write(rows, _columns(TrialRecord, RUN_TABLE_COLUMNS, args.format), args.format,
@@ -143,7 +146,7 @@ def _columns(record: type, table_columns: tuple[str, ...], fmt: str) -> tuple[st
 
 
 def _reset(args: argparse.Namespace) -> int:
-    store = _store(args)
+    store = store_from_args(args)
     if not args.yes and not _confirm(f"Start job {args.job!r} over in {store.where}? Its "
                                      "history stays visible but no longer counts. [y/N] "):
         print("not reset", file=sys.stderr)
