@@ -27,7 +27,7 @@ from zeus_airflow.capriccio.slicing import (
     split_slice,
 )
 from zeus_airflow.capriccio.training import CapriccioTraining, SliceData
-from zeus_airflow.core.config import ConfigError
+from zeus_airflow.core.config import DEFAULT_ETA, ConfigError
 from zeus_airflow.core.cost import zeus_cost
 from zeus_airflow.core.devices.base import GPUGroup, max_power_w
 from zeus_airflow.core.engine import Engine, RecurrenceResult
@@ -74,7 +74,7 @@ class SliceOutcome:
 
 def run_capriccio(tweets: Tweets, sizes: SliceSizes, job: CapriccioJob, store: Store,
                   device: GPUGroup, slices: int, *, seed: int = 1,
-                  shift: date | None = None, eta: float = 0.5,
+                  shift: date | None = None, eta: float = DEFAULT_ETA,
                   split_seed: int = DEFAULT_SPLIT_SEED,
                   settings: ModelSettings | None = None,
                   on_slice: Callable[[SliceOutcome], None] = lambda outcome: None

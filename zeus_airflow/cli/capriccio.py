@@ -28,7 +28,7 @@ from zeus_airflow.capriccio.slicing import (
     slice_for_day,
     write_slice,
 )
-from zeus_airflow.core.config import ConfigError
+from zeus_airflow.core.config import DEFAULT_ETA, ConfigError
 
 if TYPE_CHECKING:
     from zeus_airflow.capriccio.experiment import SliceOutcome
@@ -143,7 +143,7 @@ def _register_run(actions: argparse._SubParsersAction) -> None:
     parser.add_argument("--window", type=_window, default=job.window_size,
                         help=f"posterior window, or 'none' (default {job.window_size})")
     parser.add_argument("--beta", type=float, default=job.beta)
-    parser.add_argument("--eta", type=float, default=0.5)
+    parser.add_argument("--eta", type=float, default=DEFAULT_ETA)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--gpu", default="v100", help="trace GPU of the simulated device")
     parser.add_argument("--curve", default="sentiment140",

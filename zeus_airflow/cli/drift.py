@@ -11,7 +11,8 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from statistics import mean, median
 
-from zeus_airflow.core.config import ConfigError
+from zeus_airflow.cli.simulate import TRACES_HELP
+from zeus_airflow.core.config import DEFAULT_BETA, DEFAULT_ETA, ConfigError
 from zeus_airflow.core.traces import WORKLOADS, load_workload_trace
 from zeus_airflow.sim.drift import (
     ADAPT_HORIZON,
@@ -42,8 +43,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                     "epochs-to-target curve drifts (batch size b then needs difficulty x the "
                     "epochs batch size b/batch-scale needed), so the optimal batch size moves. "
                     "Compares posterior windows over seeds. All figures are replayed.")
-    parser.add_argument("--traces", required=True, type=Path,
-                        help="folder with summary_train.csv and summary_power_<gpu>.csv")
+    parser.add_argument("--traces", required=True, type=Path, help=TRACES_HELP)
     parser.add_argument("--gpu", default="v100")
     parser.add_argument("--workload", default="cifar100",
                         help=f"one of {', '.join(WORKLOADS)}")
@@ -55,8 +55,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--windows", nargs="+", default=["10", "none"],
                         help="posterior windows to compare; 'none' means no window")
     parser.add_argument("--seeds", type=int, nargs="+", default=list(range(1, 21)))
-    parser.add_argument("--eta", type=float, default=0.5)
-    parser.add_argument("--beta", type=float, default=2.0)
+    parser.add_argument("--eta", type=float, default=DEFAULT_ETA)
+    parser.add_argument("--beta", type=float, default=DEFAULT_BETA)
     parser.add_argument("--output-csv", required=True, type=Path,
                         help="one row per (window, seed)")
     parser.add_argument("--recurrences-csv", type=Path, default=None,

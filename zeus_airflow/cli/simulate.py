@@ -13,10 +13,12 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from statistics import mean
 
-from zeus_airflow.core.config import ConfigError
+from zeus_airflow.core.config import DEFAULT_BETA, DEFAULT_ETA, ConfigError
 from zeus_airflow.core.policy import POLICIES
 from zeus_airflow.core.traces import WORKLOADS, load_workload_trace
 from zeus_airflow.sim.simulator import SimulationResult, SimulationSpec, job_config, simulate
+
+TRACES_HELP = "folder with summary_train.csv and summary_power_<gpu>.csv"
 
 CSV_COLUMNS = ["policy", "gpu", "workload", "seed", "recurrences", "last5_energy_ratio",
                "last5_time_ratio", "oracle_energy_ratio", "oracle_time_ratio", "cum_energy_j",
@@ -30,16 +32,15 @@ def register(commands: argparse._SubParsersAction) -> None:
         description="Replay the Zeus paper's traces through the real engine, profiler and store "
                     "on a virtual GPU, with the Default and Grid-search baselines. All figures "
                     "are replayed, not measured.")
-    parser.add_argument("--traces", required=True, type=Path,
-                        help="folder with summary_train.csv and summary_power_<gpu>.csv")
+    parser.add_argument("--traces", required=True, type=Path, help=TRACES_HELP)
     parser.add_argument("--gpu", required=True, action="append",
                         help="GPU trace name (e.g. v100, a40); repeatable")
     parser.add_argument("--workload", required=True, action="append",
                         help=f"workload; repeatable; one of {', '.join(WORKLOADS)}")
     parser.add_argument("--policy", default="all", choices=[*POLICIES, "all"])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
-    parser.add_argument("--eta", type=float, default=0.5)
-    parser.add_argument("--beta", type=float, default=2.0)
+    parser.add_argument("--eta", type=float, default=DEFAULT_ETA)
+    parser.add_argument("--beta", type=float, default=DEFAULT_BETA)
     parser.add_argument("--window", type=int, default=None,
                         help="posterior window per batch size (default: none)")
     parser.add_argument("--recurrences", type=int, default=None,
