@@ -200,10 +200,8 @@ def test_simulation_is_reproducible_per_seed() -> None:
     assert other.cost != first.cost or other.batch_size != first.batch_size
 
 
-def test_a_recurrence_whose_sizes_all_fail_returns_its_tries_then_the_job_says_why(
-        cifar: WorkloadTrace) -> None:
-    from zeus_airflow.core.policy import NoFeasibleBatchSizeError
-
+def test_a_job_whose_sizes_all_fail_keeps_training_at_the_best_known_size(
+        cifar: WorkloadTrace, caplog: pytest.LogCaptureFixture) -> None:
     store, gpu = SQLStore.in_memory(), ReplayGPU(cifar)
     cfg = JobConfig("never.reaches", (512, 1024), 1024, 0.99, 3)
     engine = Engine(store, gpu, cfg, seed=1, heartbeat_s=None)
@@ -215,9 +213,16 @@ def test_a_recurrence_whose_sizes_all_fail_returns_its_tries_then_the_job_says_w
             run.report_metric(0.5)
 
     result = engine.run_recurrence(never, RecurrenceKey("r1"))
+    # Both sizes ran to max_epochs (nothing had succeeded: no bound): the recurrence has its
+    # model, and the fallback does not run b0 a third time.
     assert [t.outcome.batch_size for t in result.tries] == [1024, 512]
     assert not result.reached_target
     assert [r.status for r in trial_rows(store)] == ["failed", "failed"]
-    with pytest.raises(NoFeasibleBatchSizeError, match=r"target_metric=0\.99"):
-        engine.run_recurrence(never, RecurrenceKey("r2"))
+    gpu.set_power_limits_w((175,))  # what the GPU is at when the task starts: left alone
+    later = engine.run_recurrence(never, RecurrenceKey("r2"))
+    assert [(t.outcome.batch_size, t.phase) for t in later.tries] == [(1024, "fallback")]
+    assert later.fell_back and later.final.outcome.epochs == 3  # unbounded, to max_epochs
+    assert later.final.outcome.power_limit_w == 175
+    assert "1024: missed target_metric=0.99 within max_epochs=3" in caplog.text
+    gpu.set_power_limits_w((250,))
     assert gpu.get_power_limits_w() == (250,)

@@ -124,7 +124,9 @@ def test_an_airflow_retry_replaces_the_failed_try_never_adds(zeus_store_url: str
     rows = store_trials(zeus_store_url)
     assert [r.try_number for r in rows] == [1, 2]
     assert [r.observed for r in rows] == [False, True]
-    assert rows[0].status in ("superseded", "replaced")
+    # Caught before it was recorded as a success: invalid, its measurement kept, not counted.
+    assert rows[0].status == "invalid" and "cannot be stored as an XCom" in rows[0].error
+    assert rows[0].energy_j and rows[0].energy_j > 0
     assert xcoms("retried", dag_run.run_id, "train")["return_value"] == {"model": "v2"}
 
 

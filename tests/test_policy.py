@@ -9,13 +9,18 @@ import pytest
 
 from zeus_airflow.core.config import JobConfig
 from zeus_airflow.core.policy import (
+    READMIT_GROWTH,
     DefaultPolicy,
     ExplorationStep,
     GridSearchPolicy,
     JobSnapshot,
     NoFeasibleBatchSizeError,
+    SizeEvidence,
     ZeusPolicy,
+    early_stop_bound,
+    infeasibility_report,
     is_dominated,
+    job_phase,
     pruning_state,
 )
 from zeus_airflow.core.posterior import (
@@ -155,9 +160,114 @@ def test_failure_in_round_one_stops_that_direction() -> None:
     assert [b for r, b in visited if r == 1] == [32, 16, 64]
 
 
-def test_all_sizes_failing_raises_a_clear_error() -> None:
-    with pytest.raises(NoFeasibleBatchSizeError, match="target_metric"):
-        run_pruning(config((8, 16), 16), {8: False, 16: False}, {})
+def test_all_sizes_failing_ends_pruning_with_nothing_in_play() -> None:
+    cfg = config((8, 16), 16)
+    history = (ExplorationStep(16, False, 30.0, seq=1, stop_reason="max_epochs"),
+               ExplorationStep(8, False, 30.0, seq=2, stop_reason="max_epochs"))
+    state = pruning_state(cfg, history)
+    assert (state.next_batch_size, state.survivors) == (None, ())
+    assert job_phase(JobSnapshot(cfg, exploration=history)) == ("infeasible", ())
+
+
+# --- no dead ends -----------------------------------------------------------------------------
+def failed_everywhere(cfg: JobConfig, stop_reason: str, bound: float | None = None
+                      ) -> tuple[ExplorationStep, ...]:
+    """Round 1 from b0 where b0 succeeds at cost 10 and every other size fails."""
+    history: list[ExplorationStep] = []
+    while (b := pruning_state(cfg, tuple(history)).next_batch_size) is not None:
+        ok = b == cfg.default_batch_size
+        history.append(ExplorationStep(b, ok, 10.0 if ok else 15.0, seq=len(history) + 1,
+                                       stop_reason="target" if ok else stop_reason,
+                                       early_stop_cost=None if ok else bound))
+    return tuple(history)
+
+
+def test_with_no_size_in_play_the_policy_falls_back_instead_of_failing() -> None:
+    cfg = config((8, 16), 16)
+    history = (ExplorationStep(16, False, 30.0, seq=1, stop_reason="max_epochs"),
+               ExplorationStep(8, False, 30.0, seq=2, stop_reason="max_epochs"))
+    snapshot = JobSnapshot(cfg, exploration=history)
+    decision = ZeusPolicy().decide(snapshot, np.random.default_rng(0))
+    assert (decision.batch_size, decision.phase) == (16, "fallback")  # b0: nothing succeeded
+    assert decision.early_stop_cost is None and decision.keep_power_limit and decision.final
+    assert decision.reason and "missed target_metric=40.0 within max_epochs=16" in \
+        decision.reason
+    with pytest.raises(NoFeasibleBatchSizeError, match=r"16: missed target_metric"):
+        ZeusPolicy(fallback=False).decide(snapshot, np.random.default_rng(0))
+
+
+def test_fallback_trains_the_size_whose_successes_cost_least() -> None:
+    cfg = config((8, 16, 32), 16)
+    history = (ExplorationStep(16, False, 30.0, seq=1, stop_reason="max_epochs"),
+               ExplorationStep(8, False, 30.0, seq=2, stop_reason="max_epochs"),
+               ExplorationStep(32, False, 30.0, seq=3, stop_reason="max_epochs"))
+    snapshot = JobSnapshot(cfg, exploration=history, success_mean_cost={8: 12.0, 32: 11.0},
+                           evidence={8: SizeEvidence(None, None), 32: SizeEvidence(None, None)})
+    assert ZeusPolicy().decide(snapshot, np.random.default_rng(0)).batch_size == 32
+
+
+def test_the_bound_is_beta_times_the_best_mean_not_one_lucky_run() -> None:
+    cfg = config((8, 16), 16)
+    snapshot = JobSnapshot(cfg, success_mean_cost={8: 12.0, 16: 10.0})
+    assert early_stop_bound(snapshot) == pytest.approx(2 * 10.0)
+    assert early_stop_bound(JobSnapshot(cfg)) is None
+
+
+def test_a_size_that_reached_the_target_is_never_pruned_for_an_early_stop_alone() -> None:
+    cfg = config((8, 16, 32), 16)
+    history = failed_everywhere(cfg, "early_stop", bound=20.0)
+    snapshot = JobSnapshot(cfg, exploration=history, success_mean_cost={16: 10.0},
+                           evidence={8: SizeEvidence(last_success_seq=1, max_stop_bound=20.0),
+                                     32: SizeEvidence(None, 20.0)})
+    assert job_phase(snapshot)[1] == (8, 16)  # 8 reached the target once: it stays in play
+
+
+def test_a_size_pruned_by_early_stops_returns_once_the_bound_has_grown() -> None:
+    cfg = config((8, 16, 32), 16)
+    history = failed_everywhere(cfg, "early_stop", bound=20.0)
+    evidence = {8: SizeEvidence(None, 20.0), 32: SizeEvidence(None, 20.0)}
+
+    def in_play(best_mean: float) -> tuple[int, ...]:
+        return job_phase(JobSnapshot(cfg, exploration=history, evidence=evidence,
+                                     success_mean_cost={16: best_mean}))[1]
+
+    assert in_play(10.0) == (16,)  # the bound that stopped them still holds
+    assert in_play(10.0 * READMIT_GROWTH * 1.01) == (8, 16, 32)  # it was set by a lucky run
+
+
+def test_a_size_that_missed_the_target_returns_only_after_reaching_it() -> None:
+    cfg = config((8, 16), 16)
+    history = failed_everywhere(cfg, "max_epochs")
+    snapshot = JobSnapshot(cfg, exploration=history, success_mean_cost={16: 10.0},
+                           evidence={8: SizeEvidence(None, None)})
+    assert job_phase(snapshot)[1] == (16,)
+    later = JobSnapshot(cfg, exploration=history, success_mean_cost={16: 10.0, 8: 11.0},
+                        evidence={8: SizeEvidence(last_success_seq=9, max_stop_bound=None)})
+    assert job_phase(later)[1] == (8, 16)  # a later run of 8 reached the target
+    earlier = JobSnapshot(cfg, exploration=history, success_mean_cost={16: 10.0},
+                          evidence={8: SizeEvidence(last_success_seq=0, max_stop_bound=None)})
+    assert job_phase(earlier)[1] == (16,)  # a success before its failure is no evidence
+
+
+def test_dropped_but_not_failed_sizes_stay_dropped() -> None:
+    # Round 2 passes over dominated sizes: they never failed, so no evidence brings them back.
+    cfg = config((8, 16, 32), 16)
+    history = explored(cfg, {8: 30.0, 16: 10.0, 32: 10.5})
+    snapshot = JobSnapshot(cfg, exploration=history, success_mean_cost={16: 10.0, 8: 30.0})
+    assert 8 not in job_phase(snapshot)[1]
+
+
+def test_the_infeasibility_report_names_each_cause() -> None:
+    cfg = config((8, 16, 32, 64), 16)
+    history = (ExplorationStep(16, True, 10.0, seq=1, stop_reason="target"),
+               ExplorationStep(8, False, 21.0, seq=2, stop_reason="early_stop",
+                               early_stop_cost=20.0),
+               ExplorationStep(32, False, 30.0, seq=3, stop_reason="max_epochs"),
+               ExplorationStep(16, False, 25.0, seq=4, stop_reason="max_epochs"))
+    report = infeasibility_report(JobSnapshot(cfg, exploration=history))
+    assert "8: early-stopped at the bound beta=2.0" in report and "(20)" in report
+    assert "32: missed target_metric=40.0 within max_epochs=16" in report
+    assert "64: not tried" in report
 
 
 def test_dominance_uses_the_posterior_gap() -> None:
@@ -173,11 +283,11 @@ def test_zeus_explores_then_samples_the_cheapest_arm_most() -> None:
     history = explored(cfg, {8: 11.0, 16: 10.0, 32: 12.0})
     snapshot = JobSnapshot(cfg, exploration=history, observations={
         8: ArmStats.of([11.0, 11.2, 10.8]), 16: ArmStats.of([10.0, 10.1, 9.9]),
-        32: ArmStats.of([12.0, 12.3, 11.7])}, min_success_cost=9.9)
+        32: ArmStats.of([12.0, 12.3, 11.7])}, success_mean_cost={8: 11.0, 16: 10.0, 32: 12.0})
     rng = np.random.default_rng(0)
     picks = [ZeusPolicy().decide(snapshot, rng) for _ in range(200)]
     assert all(p.phase == "sampling" for p in picks)
-    assert all(p.early_stop_cost == pytest.approx(2 * 9.9) for p in picks)
+    assert all(p.early_stop_cost == pytest.approx(2 * 10.0) for p in picks)
     counts = {b: sum(p.batch_size == b for p in picks) for b in (8, 16, 32)}
     assert counts[16] > 150 and counts[32] < 10
 
@@ -253,7 +363,9 @@ def test_when_every_survivor_failed_the_cheapest_runs_without_the_bound() -> Non
     history = explored(cfg, {8: 11.0, 16: 10.0, 32: 12.0})
     snapshot = JobSnapshot(cfg, exploration=history, excluded=frozenset({8, 16, 32}),
                            observations={8: ArmStats.of([11.0]), 16: ArmStats.of([10.0]),
-                                         32: ArmStats.of([12.0])}, min_success_cost=10.0)
+                                         32: ArmStats.of([12.0])},
+                           success_mean_cost={8: 11.0, 16: 10.0, 32: 12.0})
     decision = ZeusPolicy().decide(snapshot, np.random.default_rng(0))
     assert (decision.batch_size, decision.phase) == (16, "sampling")
     assert decision.early_stop_cost is None  # runs to the target or max_epochs
+    assert decision.final  # and ends the recurrence whatever it reaches

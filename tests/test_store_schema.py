@@ -38,9 +38,23 @@ def _sqlite_schema(conn: Connection) -> dict[str, object]:
     rows = conn.execute(text("SELECT type, name, sql FROM sqlite_master WHERE tbl_name LIKE "
                              "'zeus_%' AND tbl_name != :version AND sql IS NOT NULL"),
                         {"version": schema.VERSION_TABLE})
-    # A table's columns and constraints, in any order (SQLite keeps the DDL text as written).
-    return {name: sorted(re.split(r",\s*\n\s*", sql[sql.index("(") + 1:sql.rindex(")")].strip()))
+    # A table's columns and constraints, in any order (SQLite keeps the DDL text as written,
+    # and appends ALTER TABLE's columns to it on the last column's line).
+    return {name: sorted(_top_level_items(sql[sql.index("(") + 1:sql.rindex(")")]))
             if kind == "table" else sql for kind, name, sql in rows}
+
+
+def _top_level_items(body: str) -> list[str]:
+    """The comma-separated items of a CREATE TABLE body, commas inside parentheses kept."""
+    items, depth, current = [], 0, ""
+    for char in body:
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            items.append(re.sub(r"\s+", " ", current).strip())
+            current = ""
+        else:
+            current += char
+    return [*items, re.sub(r"\s+", " ", current).strip()]
 
 
 def _postgres_schema(conn: Connection) -> dict[str, object]:
@@ -98,10 +112,14 @@ def test_an_empty_database_is_refused_with_the_command_that_fixes_it(db_url: str
 
 def test_a_store_behind_the_code_is_refused(migrated_url: str,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    # A newer zeus-airflow expects revision 0002 of a store still at 0001.
-    monkeypatch.setattr(schema, "SCHEMA_VERSION", "0002")
-    with pytest.raises(StoreError, match=r"at schema revision 0001, behind this zeus-airflow "
-                                         r"\(expects 0002\): run `zeus-airflow db upgrade`"):
+    # A store at 0001 opened by this release, which expects SCHEMA_VERSION.
+    engine = create_engine(migrated_url)
+    with engine.begin() as conn:
+        conn.execute(text(f"UPDATE {schema.VERSION_TABLE} SET version_num = '0001'"))
+    engine.dispose()
+    with pytest.raises(StoreError, match=rf"at schema revision 0001, behind this zeus-airflow "
+                                         rf"\(expects {SCHEMA_VERSION}\): run `zeus-airflow db "
+                                         r"upgrade`"):
         open_store(migrated_url)
 
 

@@ -270,10 +270,11 @@ def test_the_decision_reads_each_arms_newest_observations(sql_store: SQLStore,
                                    DEVICE, frozenset())
     assert {b: (a.count, a.mean) for b, a in snapshot.observations.items()} == \
         {256: (2, 325.0), 512: (2, 450.0)}
-    assert snapshot.min_success_cost == 300.0  # 256's successes within its window
+    # The mean of 256's successes within its window (512 never reached the target).
+    assert snapshot.success_mean_cost == {256: 325.0}
     assert {b: (a.count, a.mean) for b, a in unwindowed.observations.items()} == \
         {256: (4, pytest.approx(387.5)), 512: (3, 600.0)}
-    assert unwindowed.min_success_cost == 300.0
+    assert unwindowed.success_mean_cost == {256: pytest.approx(387.5)}
 
 
 def test_the_engine_decides_on_this_database_as_on_the_in_memory_store(

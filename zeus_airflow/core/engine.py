@@ -2,7 +2,14 @@
 
 This is the whole product minus Airflow: the operator, the CLI, the simulator and the tests
 all call :meth:`Engine.run_recurrence`. Whatever happens inside the train function, the
-GPUs' power limits are put back and a started trial is recorded (finished or errored).
+GPUs' power limits are put back and a started trial is recorded (finished, invalid or
+errored).
+
+The first rule (docs/algorithm.md): whatever state the optimizer is in, a recurrence whose
+train function works trains a model. With no batch size left in play the policy falls back to
+the best known one, unbounded, at the GPUs' current limits; the recurrence's last allowed try
+runs without the early-stop bound; a train function that breaks its contract (run.CONTRACT)
+fails the recurrence without judging its batch size.
 """
 
 from __future__ import annotations
@@ -11,23 +18,26 @@ import logging
 import threading
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from zeus_airflow.core.config import JobConfig
 from zeus_airflow.core.devices.base import GPUGroup, MeasurementKind
 from zeus_airflow.core.monitor import EnergyMonitor
 from zeus_airflow.core.policy import (
+    Decision,
     NoFeasibleBatchSizeError,
     Policy,
     ZeusPolicy,
     counts_as_observation,
 )
 from zeus_airflow.core.profiler import ObserverReport, PowerLimitProfiler, PowerProfile
-from zeus_airflow.core.run import RunOutcome, TrainingRun
-from zeus_airflow.core.store.base import DeviceInfo, JobRef, RecurrenceKey, Store, TrialStart
+from zeus_airflow.core.run import CONTRACT, RunOutcome, TrainContractError, TrainingRun
+from zeus_airflow.core.store.base import DeviceInfo, JobRef, RecurrenceKey, Store
 
 TrainFunction = Callable[[TrainingRun], Any]
+ReturnCheck = Callable[[Any], None]
+"""Raises when the train function's return value cannot be published (e.g. as an XCom)."""
 
 
 @dataclass(frozen=True)
@@ -82,13 +92,29 @@ class RecurrenceResult:
     def epochs(self) -> int:
         return sum(t.outcome.epochs for t in self.tries)
 
+    @property
+    def setup_energy_j(self) -> float:
+        """Energy spent before training in every try (not part of the cost)."""
+        return sum(t.outcome.setup_energy_j for t in self.tries)
+
+    @property
+    def setup_time_s(self) -> float:
+        return sum(t.outcome.setup_time_s for t in self.tries)
+
+    @property
+    def fell_back(self) -> bool:
+        """No batch size was left in play: the last try trained the best known one."""
+        return self.final.phase == "fallback"
+
 
 class Engine:
     """Runs recurrences of one job on one GPU group, keeping state in a store."""
 
     def __init__(self, store: Store, device: GPUGroup, config: JobConfig,
                  policy: Policy | None = None, *, seed: int | None = None,
-                 heartbeat_s: float | None = 60.0, log: logging.Logger | None = None) -> None:
+                 heartbeat_s: float | None = 60.0, log: logging.Logger | None = None,
+                 check_return: ReturnCheck | None = None) -> None:
+        self.check_return = check_return
         self.store = store
         self.device = device
         self.config = config
@@ -104,19 +130,29 @@ class Engine:
         failed: set[int] = set()
         reports: list[TrialReport] = []
         value: Any = None
-        for attempt in range(1, self.config.tries_per_recurrence + 1):
+        tries = self.config.tries_per_recurrence
+        for attempt in range(1, tries + 1):
             try:
                 start = self.store.begin_trial(job, key, attempt, self.policy,
-                                               self.device_info, frozenset(failed))
+                                               self.device_info, frozenset(failed),
+                                               self.heartbeat_s)
             except NoFeasibleBatchSizeError as err:
                 if not reports:
                     raise
-                # The tries already made are the recurrence's result (failed, but recorded).
+                # The tries already made are the recurrence's result (recorded).
                 self.log.warning("no batch size left to try in this recurrence: %s", err)
                 break
-            report, value = self._run_trial(job, start, attempt, train)
+            decision = start.decision
+            if attempt == tries and decision.early_stop_cost is not None:
+                # The last allowed try must yield a model: it runs to the target or max epochs.
+                decision = replace(decision, early_stop_cost=None, final=True)
+            if decision.reason:
+                self.log.warning("%s; training batch size %d as it would run without Zeus "
+                                 "(current power limit, no early-stop bound)", decision.reason,
+                                 decision.batch_size)
+            report, value = self._run_trial(job, start.trial_id, decision, attempt, train)
             reports.append(report)
-            if report.outcome.reached_target:
+            if report.outcome.reached_target or decision.final:
                 break
             failed.add(report.outcome.batch_size)
             self.log.warning("batch size %d did not reach the target (%s after %d epochs)",
@@ -124,39 +160,61 @@ class Engine:
                              report.outcome.epochs)
         return RecurrenceResult(job, tuple(reports), self.device.kind, value)
 
-    def _run_trial(self, job: JobRef, start: TrialStart, attempt: int,
+    def _run_trial(self, job: JobRef, trial_id: int, decision: Decision, attempt: int,
                    train: TrainFunction) -> tuple[TrialReport, Any]:
-        decision = start.decision
         self.log.info("try %d: batch size %d (%s)%s", attempt, decision.batch_size,
-                      decision.phase, f", early stop above cost {decision.early_stop_cost:.4g}"
-                      if decision.early_stop_cost else "")
+                      decision.phase, f", early stop above training cost "
+                      f"{decision.early_stop_cost:.4g}" if decision.early_stop_cost else "")
         if decision.power_limit_w is None:
             profile = self.store.load_profile(job, decision.batch_size, self.device_info)
         else:  # a baseline's fixed limit: a one-limit profile that is never stored
             profile = PowerProfile(decision.batch_size, self.device.model, self.device.count,
                                    (decision.power_limit_w,))
         profiled_before = len(profile.measurements)
+        profiler_config = replace(self.config.profiler, mode="measure") \
+            if decision.keep_power_limit else self.config.profiler
         monitor = EnergyMonitor(self.device)
-        profiler = PowerLimitProfiler(self.device, monitor, self.config.profiler,
+        profiler = PowerLimitProfiler(self.device, monitor, profiler_config,
                                       self.config.eta, profile, self.log)
         run = TrainingRun(self.config, decision.batch_size, self.device, monitor, profiler,
                           decision.early_stop_cost)
         try:
-            with _Heartbeat(self.store, start.trial_id, self.heartbeat_s):
+            with _Heartbeat(self.store, trial_id, self.heartbeat_s):
                 run.begin()
                 value = train(run)
                 outcome = run.finish()
                 observer = profiler.observer_report()
-        except BaseException:
-            self.store.fail_trial(start.trial_id, traceback.format_exc())
+        except BaseException as err:
+            self.store.fail_trial(trial_id, traceback.format_exc())
+            if not isinstance(err, KeyboardInterrupt | SystemExit):
+                self.log.error("try %d (batch size %d) raised %s: recorded as an error, it does "
+                               "not count against its batch size", attempt,
+                               decision.batch_size, type(err).__name__)
             raise
         finally:
             profiler.restore()
             if decision.power_limit_w is None and len(profile.measurements) > profiled_before:
                 self.store.save_profile(job, profile)
-        self.store.finish_trial(start.trial_id, outcome,
+        violation = run.contract_violation or self._unpublishable(value)
+        if violation is not None:
+            self.store.invalidate_trial(trial_id, outcome, violation)
+            raise TrainContractError(
+                f"{violation}. The try (batch size {decision.batch_size}) is recorded as "
+                "invalid: it does not count against its batch size, and the job's learning "
+                "state is unchanged")
+        self.store.finish_trial(trial_id, outcome,
                                 counts_as_observation(decision.phase, outcome.reached_target))
-        return TrialReport(start.trial_id, attempt, decision.phase, outcome, observer), value
+        return TrialReport(trial_id, attempt, decision.phase, outcome, observer), value
+
+    def _unpublishable(self, value: Any) -> str | None:
+        if self.check_return is None:
+            return None
+        try:
+            self.check_return(value)
+        except Exception as err:  # the check's own error is the message: any type
+            return (f"the train function returned {type(value).__name__} value that cannot be "
+                    f"stored as an XCom ({err}); {CONTRACT}")
+        return None
 
 
 class _Heartbeat:
@@ -183,6 +241,6 @@ class _Heartbeat:
         assert self.interval_s
         while not self._stop.wait(self.interval_s):
             try:
-                self.store.heartbeat(self.trial_id)
+                self.store.heartbeat(self.trial_id, self.interval_s)
             except Exception:  # a missed beat must not kill training; the lease is generous
                 logging.getLogger("zeus_airflow").warning("heartbeat failed", exc_info=True)

@@ -18,17 +18,23 @@ import numpy as np
 from zeus_airflow.core.config import JobConfig
 from zeus_airflow.core.posterior import ArmStats, arm_posterior, pooled_cost_cv
 
-Phase = Literal["pruning", "sampling", "calibrate", "concurrent", "default", "grid", "exploit"]
+Phase = Literal["pruning", "sampling", "calibrate", "concurrent", "fallback", "default", "grid",
+                "exploit"]
 """``calibrate``: the first run of a surviving size on a GPU model the job has not used it on,
-whose observations from other models cannot be translated before it is profiled here."""
+whose observations from other models cannot be translated before it is profiled here.
+``fallback``: no batch size is left in play; the best known one trains as it would without
+Zeus (the GPU's current limit, no early-stop bound), so the pipeline still gets its model."""
 EXPLORATION_PHASES: tuple[str, ...] = ("pruning", "grid")
 PRUNING_ROUNDS = 2
 DOMINANCE_PROBABILITY = 0.05
 """Round 2 skips a size less likely than this to beat the best one seen (see pruning_state)."""
+READMIT_GROWTH = 1.1
+"""A size pruned only by early stops gets another try once the early-stop bound has grown
+past this many times the highest bound that stopped it (see :func:`earned_another_try`)."""
 
 
 class NoFeasibleBatchSizeError(RuntimeError):
-    """Every batch size failed to reach the target: the job cannot be optimised as set up."""
+    """No batch size is left to try, and the job was asked to fail rather than train anyway."""
 
 
 @dataclass(frozen=True)
@@ -39,6 +45,21 @@ class ExplorationStep:
     succeeded: bool
     cost: float
     power_limit_w: int | None = None
+    seq: int = 0
+    """Its decision number: orders it against the job's other trials."""
+    stop_reason: str | None = None
+    early_stop_cost: float | None = None
+    """The bound it ran under (None: unbounded)."""
+
+
+@dataclass(frozen=True)
+class SizeEvidence:
+    """What the job's finished trials say about a size that failed an exploration step."""
+
+    last_success_seq: int | None = None
+    """Decision number of its latest try that reached the target, in any phase."""
+    max_stop_bound: float | None = None
+    """The highest early-stop bound it was stopped by, in any phase."""
 
 
 @dataclass(frozen=True)
@@ -51,8 +72,11 @@ class JobSnapshot:
     """Batch sizes of exploration trials other workers are running now."""
     observations: Mapping[int, ArmStats] = field(default_factory=dict)
     """Per batch size, statistics of its most recent ``window_size`` observed costs."""
-    min_success_cost: float | None = None
-    """Cheapest successful run within the windows; sets the early-stop bound."""
+    success_mean_cost: Mapping[int, float] = field(default_factory=dict)
+    """Per batch size, the mean cost of its runs that reached the target, within its window;
+    the lowest sets the early-stop bound."""
+    evidence: Mapping[int, SizeEvidence] = field(default_factory=dict)
+    """For each size with a failed exploration step: whether it earned another try."""
     excluded: frozenset[int] = frozenset()
     """Batch sizes that already failed in the current recurrence."""
     power_limits_w: tuple[int, ...] = ()
@@ -69,6 +93,12 @@ class Decision:
     power_limit_w: int | None = None
     """A fixed limit (baselines); None lets the profiler choose."""
     early_stop_cost: float | None = None
+    keep_power_limit: bool = False
+    """Train at the GPUs' current limits and change no setting (``fallback``)."""
+    final: bool = False
+    """The recurrence's last try whatever it reaches: no other size is left for it."""
+    reason: str | None = None
+    """Why, for the log, when the decision is not the usual one (``fallback``)."""
 
 
 class Policy(Protocol):
@@ -86,10 +116,16 @@ def counts_as_observation(phase: str, reached_target: bool) -> bool:
     return reached_target or phase not in EXPLORATION_PHASES
 
 
+def best_success_cost(snapshot: JobSnapshot) -> float | None:
+    """A robust estimate of the best achievable cost: the lowest per-size *mean* of successful
+    runs. Not the lowest single run: one lucky run would early-stop every other size."""
+    return min(snapshot.success_mean_cost.values(), default=None)
+
+
 def early_stop_bound(snapshot: JobSnapshot) -> float | None:
-    if snapshot.min_success_cost is None:
-        return None
-    return snapshot.config.beta * snapshot.min_success_cost
+    """Training cost above which a try stops: ``beta x`` :func:`best_success_cost`."""
+    best = best_success_cost(snapshot)
+    return None if best is None else snapshot.config.beta * best
 
 
 # --- pruning (paper Alg. 3, lines 1-9) ----------------------------------------------------------
@@ -99,7 +135,8 @@ class PruningState:
     """Next size to explore; None once both rounds are done."""
     round: int
     survivors: tuple[int, ...]
-    """Sizes that converged in the last finished round (the sampling arms when done)."""
+    """Sizes that converged in the last finished round (the sampling arms when done, with
+    those that earned another try); empty when none converged."""
 
 
 def _walk(sizes: tuple[int, ...], start: int, outcome: Mapping[int, bool],
@@ -121,9 +158,10 @@ def pruning_state(config: JobConfig, history: tuple[ExplorationStep, ...]) -> Pr
     """Replay the exploration history through two pruning rounds to find where it stands.
 
     Round 2 differs from the paper in one way: it does not revisit a size whose cost so far
-    makes it implausible as the optimum (:func:`is_dominated`); like a failure, such a size
-    ends its direction and is dropped. Upstream re-runs every converged size once more, and
-    on jobs whose default is near the optimum that exploration costs more than it returns.
+    makes it implausible as the optimum (:func:`is_dominated`); such a size is dropped, but
+    unlike a failure it does not end its direction. Upstream re-runs every converged size
+    once more, and on jobs whose default is near the optimum that exploration costs more
+    than it returns.
     A job with a ``window_size`` keeps the paper's rule: a window says its costs drift, and a
     size dropped now could never return as the optimum after a drift (docs/drift.md).
     """
@@ -145,12 +183,8 @@ def pruning_state(config: JobConfig, history: tuple[ExplorationStep, ...]) -> Pr
             if step.succeeded:
                 costs.setdefault(b, []).append(step.cost)
         sizes = tuple(b for b in sizes if outcome.get(b))
-        if not sizes:
-            raise NoFeasibleBatchSizeError(
-                f"no batch size of {list(config.batch_sizes)} reached target_metric="
-                f"{config.target_metric} within max_epochs={config.max_epochs} and the "
-                f"early-stop bound (beta={config.beta}); relax the target or raise max_epochs, "
-                "then reset the job")
+        if not sizes:  # nothing converged: only sizes that earn another try remain
+            return PruningState(None, round_number, ())
         start = min(sizes, key=lambda b: sum(costs[b]) / len(costs[b]))
     return PruningState(None, PRUNING_ROUNDS, sizes)
 
@@ -172,9 +206,17 @@ def is_dominated(batch_size: int, costs: Mapping[int, list[float]]) -> bool:
 
 # --- policies ----------------------------------------------------------------------------------
 class ZeusPolicy:
-    """Pruning exploration, then Gaussian Thompson sampling over the survivors."""
+    """Pruning exploration, then Gaussian Thompson sampling over the sizes in play.
+
+    ``fallback``: with no size left in play, train the best known one anyway (phase
+    ``fallback``); False raises :class:`NoFeasibleBatchSizeError` instead, before any trial
+    starts, for users who want such a job to fail its task.
+    """
 
     name = "zeus"
+
+    def __init__(self, fallback: bool = True) -> None:
+        self.fallback = fallback
 
     def decide(self, snapshot: JobSnapshot, rng: np.random.Generator) -> Decision:
         state = pruning_state(snapshot.config, snapshot.exploration)
@@ -187,17 +229,113 @@ class ZeusPolicy:
                 return Decision(best_known(snapshot, state.survivors), "concurrent",
                                 early_stop_cost=bound)
             return Decision(b, "pruning", early_stop_cost=bound)
-        arms = [b for b in state.survivors if b not in snapshot.excluded]
+        in_play = sizes_in_play(snapshot, state)
+        if not in_play:
+            fallback = best_success_size(snapshot)
+            # Already run in this recurrence: without a bound (nothing had succeeded yet),
+            # so the recurrence has its model; running it again would double the cost.
+            if not self.fallback or fallback in snapshot.excluded:
+                raise NoFeasibleBatchSizeError(infeasibility_report(snapshot))
+            return Decision(fallback, "fallback", keep_power_limit=True, final=True,
+                            reason=infeasibility_report(snapshot))
+        arms = [b for b in in_play if b not in snapshot.excluded]
         if not arms:
-            # Every surviving size failed in this recurrence. After a drift all of them can
-            # exceed beta x a minimum measured before it, so run the cheapest to the end: the
+            # Every size in play failed in this recurrence. After a drift all of them can
+            # exceed a bound measured before it, so run the cheapest to the end: the
             # recurrence still yields a model, and its full cost tells the window what changed.
-            return Decision(cheapest(snapshot, state.survivors), "sampling")
+            return Decision(cheapest(snapshot, in_play), "sampling", final=True)
         choice = thompson_sample(snapshot, arms, rng)
         observed_here = snapshot.observations.get(choice, ArmStats(0, 0.0, 0.0)).count > 0
         phase: Phase = "sampling" if observed_here or choice not in snapshot.foreign_costs \
             else "calibrate"
         return Decision(choice, phase, early_stop_cost=bound)
+
+
+# --- after pruning: which sizes are in play --------------------------------------------------
+def sizes_in_play(snapshot: JobSnapshot, state: PruningState) -> tuple[int, ...]:
+    """The sampling arms: the sizes that survived pruning, and those that earned another try.
+    Empty while pruning is still under way only if nothing survived a finished round."""
+    return tuple(b for b in snapshot.config.batch_sizes
+                 if b in state.survivors or earned_another_try(b, snapshot))
+
+
+def earned_another_try(batch_size: int, snapshot: JobSnapshot) -> bool:
+    """Whether a size that pruning dropped for failing comes back into play.
+
+    Pruning judged it on one try; noise, a slow machine or a lucky run elsewhere can make one
+    try wrong, and a wrong prune must not last for good. It comes back when:
+
+    * it failed only by early stops, and it has reached the target in some try (it converges:
+      a size that reached the target is never pruned for an early stop alone), or the bound
+      has since grown past ``READMIT_GROWTH x`` the highest bound that stopped it (the bound
+      was set by runs that now look lucky); each return needs the bound to grow again;
+    * it missed the target (max epochs, or the function returned), and a later try of it
+      reached the target (a fallback run, say): it converges after all.
+
+    A size dropped without failing (dominated, or never reached by the walk) stays dropped.
+    """
+    failures = [s for s in snapshot.exploration if s.batch_size == batch_size and not s.succeeded]
+    if not failures:
+        return False
+    evidence = snapshot.evidence.get(batch_size, SizeEvidence())
+    missed = [s.seq for s in failures if s.stop_reason != "early_stop"]
+    if missed:
+        return evidence.last_success_seq is not None and evidence.last_success_seq > max(missed)
+    if evidence.last_success_seq is not None:
+        return True
+    bound = early_stop_bound(snapshot)
+    return (bound is not None and evidence.max_stop_bound is not None
+            and bound > READMIT_GROWTH * evidence.max_stop_bound)
+
+
+def job_phase(snapshot: JobSnapshot) -> tuple[str, tuple[int, ...]]:
+    """``pruning``, ``sampling`` or ``infeasible`` (no size in play: runs fall back), and the
+    sizes in play."""
+    state = pruning_state(snapshot.config, snapshot.exploration)
+    if state.next_batch_size is not None:
+        return "pruning", state.survivors
+    in_play = sizes_in_play(snapshot, state)
+    return ("sampling" if in_play else "infeasible"), in_play
+
+
+def pruning_reasons(snapshot: JobSnapshot) -> dict[int, str]:
+    """Why each size out of play is out, in words a user can act on."""
+    config = snapshot.config
+    _, in_play = job_phase(snapshot)
+    reasons: dict[int, str] = {}
+    for b in config.batch_sizes:
+        if b in in_play:
+            continue
+        failures = [s for s in snapshot.exploration if s.batch_size == b and not s.succeeded]
+        if not failures:
+            tried = any(s.batch_size == b for s in snapshot.exploration)
+            reasons[b] = ("dropped: its cost makes it implausible as the optimum" if tried
+                          else "not tried: the pruning walk stopped before it")
+        elif any(s.stop_reason != "early_stop" for s in failures):
+            reasons[b] = (f"missed target_metric={config.target_metric} within "
+                          f"max_epochs={config.max_epochs}")
+        else:
+            stopped = max((s.early_stop_cost or s.cost) for s in failures)
+            reasons[b] = (f"early-stopped at the bound beta={config.beta} x the best mean cost "
+                          f"({stopped:.4g}); it comes back if the bound grows past "
+                          f"{READMIT_GROWTH * stopped:.4g}")
+    return reasons
+
+
+def infeasibility_report(snapshot: JobSnapshot) -> str:
+    """Why no batch size is left in play, size by size."""
+    reasons = pruning_reasons(snapshot)
+    listed = "; ".join(f"{b}: {why}" for b, why in reasons.items())
+    return (f"no batch size of {list(snapshot.config.batch_sizes)} is left to try ({listed}). "
+            "Relax target_metric, raise max_epochs, or raise beta if early stops are the cause")
+
+
+def best_success_size(snapshot: JobSnapshot) -> int:
+    """The size whose successful runs cost least on average; b0 when none succeeded."""
+    means = snapshot.success_mean_cost
+    if means:
+        return min(means, key=lambda b: means[b])
+    return snapshot.config.default_batch_size
 
 
 def best_known(snapshot: JobSnapshot, candidates: tuple[int, ...]) -> int:

@@ -11,7 +11,16 @@ def train(run: TrainingRun):
 
 Each step is reported to the power profiler; each epoch boundary checks the target, the
 epoch budget and the early-stop bound (paper §4.4): a run stops before an epoch whose
-predicted cost would take it over ``beta x`` the cheapest successful run.
+predicted training cost would take it over the bound the policy set.
+
+Setup (imports, data loading, building the model) is measured apart: training starts at the
+first ``run.epochs()`` step, or at :meth:`TrainingRun.start_training` for code that cannot
+use it. Only training counts in the try's cost and in the early-stop comparison, so a slow
+setup on a busy machine never gets a good batch size early-stopped.
+
+The contract a train function keeps: it iterates ``run.epochs()`` and reports a finite metric
+with ``run.report_metric`` in each epoch. A try that breaks it is *invalid*
+(:attr:`TrainingRun.contract_violation`): it says nothing about its batch size.
 """
 
 from __future__ import annotations
@@ -31,8 +40,22 @@ T = TypeVar("T")
 
 StopReason = Literal["target", "max_epochs", "early_stop", "returned"]
 
+_SETUP_WINDOW = "zeus.setup"
 _RUN_WINDOW = "zeus.run"
 _EPOCH_WINDOW = "zeus.epoch"
+
+CONTRACT = ("a train function iterates run.epochs(), calls run.report_metric(value) with a "
+            "finite number in each epoch, and returns a value Airflow can store as an XCom "
+            "(or None)")
+"""What the engine expects of a train function; quoted by every error about breaking it."""
+
+
+class TrainContractError(ValueError):
+    """The train function broke :data:`CONTRACT`; the message says how."""
+
+
+class TargetMissedError(RuntimeError):
+    """A run ended without reaching its target, and the job was asked to fail then."""
 
 
 @dataclass(frozen=True)
@@ -48,6 +71,11 @@ class RunOutcome:
     reached_target: bool
     stop_reason: StopReason
     last_metric: float | None
+    setup_energy_j: float = 0.0
+    """Energy before training started (imports, data, model building): reported, not cost."""
+    setup_time_s: float = 0.0
+    early_stop_cost: float | None = None
+    """The bound the try ran under (None: unbounded)."""
 
 
 class TrainingRun:
@@ -62,7 +90,7 @@ class TrainingRun:
         self.monitor = monitor
         self.profiler = profiler
         self.early_stop_cost = early_stop_cost
-        """Stop before the run's cost would exceed this (None: no successful run yet)."""
+        """Stop before the run's training cost would exceed this (None: no bound)."""
         self.epoch = 0
         self.last_metric: float | None = None
         self.reached_target = False
@@ -73,14 +101,32 @@ class TrainingRun:
         self._steps_this_epoch = 0
         self._last_epoch_profiled = False
         self._this_epoch_profiled = False
+        self._setup: Measurement | None = None
+        """Set when training starts: the setup window's measurement."""
 
     # --- what the train function uses --------------------------------------------------------
     @property
     def power_limit_w(self) -> int:
         return self.profiler.power_limit_w
 
+    @property
+    def training_started(self) -> bool:
+        return self._setup is not None
+
+    def start_training(self) -> None:
+        """Setup is over: measure from here on as training (cost, early stop, profiling).
+
+        ``run.epochs()`` calls it before the first epoch; call it yourself only if the first
+        step must come before the loop. Calling it again does nothing."""
+        if self._setup is not None:
+            return
+        self._setup = self.monitor.end_window(_SETUP_WINDOW)
+        self.monitor.begin_window(_RUN_WINDOW)
+        self.profiler.start()
+
     def epochs(self) -> Iterator[int]:
         """Yield epoch numbers (1-based) until the target, max epochs or the early-stop bound."""
+        self.start_training()
         while True:
             if self.epoch > 0:
                 self._end_epoch()
@@ -96,6 +142,7 @@ class TrainingRun:
 
     def steps(self, batches: Iterable[T]) -> Iterator[T]:
         """Yield each batch; every yielded batch is one training step."""
+        self.start_training()
         profiler = self.profiler
         for batch in batches:
             yield batch
@@ -106,6 +153,7 @@ class TrainingRun:
     def run_steps(self, count: int, work: Callable[[int], None]) -> None:
         """Run ``count`` steps by calling ``work(k)`` for chunks of k steps; chunks end where
         the profiler must switch limits. For workloads that step in bulk (trace replay)."""
+        self.start_training()
         left = count
         while left > 0:
             chunk = self.profiler.steps_until_transition() or left
@@ -116,23 +164,39 @@ class TrainingRun:
             left -= chunk
 
     def report_metric(self, value: float) -> None:
-        """Report the validation metric of the epoch just trained."""
-        if not isinstance(value, int | float) or math.isnan(value):
-            raise ValueError(f"report_metric(value={value!r}): expected a number")
+        """Report the validation metric of the epoch just trained (a finite number)."""
+        if isinstance(value, bool) or not isinstance(value, int | float) \
+                or not math.isfinite(value):
+            raise TrainContractError(f"report_metric(value={value!r}) is invalid: expected a "
+                                     f"finite number ({CONTRACT})")
         self.last_metric = float(value)
         if self.config.reached(value):
             self.reached_target = True
 
     # --- engine side -------------------------------------------------------------------------
     def begin(self) -> None:
-        self.monitor.begin_window(_RUN_WINDOW)
-        self.profiler.start()
+        """The train function is about to be called: setup starts."""
+        self.monitor.begin_window(_SETUP_WINDOW)
+
+    @property
+    def contract_violation(self) -> str | None:
+        """How the finished train function broke :data:`CONTRACT`, or None."""
+        if self.epoch == 0:
+            return f"the train function returned without iterating run.epochs() ({CONTRACT})"
+        if self.last_metric is None:
+            return (f"the train function trained {self.epoch} epoch(s) but never called "
+                    f"run.report_metric ({CONTRACT})")
+        return None
 
     def finish(self) -> RunOutcome:
-        """Close the run's windows and summarise it (the limits are restored by the engine)."""
+        """Close the run's windows and summarise it (the limits are restored by the engine).
+        A run that never started training is all setup: zero training energy and time."""
         if self.monitor.is_open(_EPOCH_WINDOW):
             self.monitor.end_window(_EPOCH_WINDOW)
-        total = self.monitor.end_window(_RUN_WINDOW)
+        if self._setup is None:
+            setup, total = self.monitor.end_window(_SETUP_WINDOW), Measurement(0.0, 0.0)
+        else:
+            setup, total = self._setup, self.monitor.end_window(_RUN_WINDOW)
         if self.stop_reason is None:
             self.stop_reason = "target" if self.reached_target else "returned"
         return RunOutcome(
@@ -145,6 +209,9 @@ class TrainingRun:
             reached_target=self.reached_target,
             stop_reason=self.stop_reason,
             last_metric=self.last_metric,
+            setup_energy_j=setup.energy_j,
+            setup_time_s=setup.time_s,
+            early_stop_cost=self.early_stop_cost,
         )
 
     def cost_of(self, measurement: Measurement) -> float:

@@ -14,13 +14,15 @@ from zeus_airflow.core.engine import RecurrenceResult
 from zeus_airflow.core.run import RunOutcome
 
 XCOM_KEYS: tuple[str, ...] = ("batch_size", "power_limit_w", "energy_j", "time_s", "cost",
-                              "epochs", "reached_target", "tries", "phase", "device_kind")
+                              "epochs", "reached_target", "tries", "phase", "device_kind",
+                              "setup_energy_j", "setup_time_s")
 """Keys the operator pushes for every run, besides ``return_value``."""
 
 
 def xcom_values(result: RecurrenceResult) -> dict[str, Any]:
-    """Energy in J and time in s summed over every try of the recurrence; batch size, power
-    limit (W) and phase of the last try."""
+    """Energy in J and time in s of training, summed over every try of the recurrence (the
+    cost is theirs); setup before training apart; batch size, power limit (W) and phase of
+    the last try (``fallback``: no size was left in play, it trained as without Zeus)."""
     return {
         "batch_size": result.batch_size,
         "power_limit_w": result.power_limit_w,
@@ -32,6 +34,8 @@ def xcom_values(result: RecurrenceResult) -> dict[str, Any]:
         "tries": len(result.tries),
         "phase": result.final.phase,
         "device_kind": result.measurement,
+        "setup_energy_j": result.setup_energy_j,
+        "setup_time_s": result.setup_time_s,
     }
 
 
@@ -46,6 +50,8 @@ def unrecorded_xcom_values(outcome: RunOutcome, kind: MeasurementKind) -> dict[s
         "epochs": outcome.epochs,
         "reached_target": outcome.reached_target,
         "device_kind": kind,
+        "setup_energy_j": outcome.setup_energy_j,
+        "setup_time_s": outcome.setup_time_s,
     }
 
 
@@ -55,6 +61,10 @@ def summary_line(result: RecurrenceResult) -> str:
              f"b={result.batch_size}", f"{result.power_limit_w} W"]
     if len(result.tries) > 1:
         parts.append(f"{len(result.tries)} tries")
+    if result.setup_time_s >= 0.05:
+        parts.append(f"setup {format_duration(result.setup_time_s)} not in cost")
+    if result.fell_back:
+        parts.append("fallback: no batch size left to try")
     if not result.reached_target:
         parts.append("target not reached")
     line = " · ".join(parts)

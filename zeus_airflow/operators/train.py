@@ -90,7 +90,13 @@ class ZeusTrainOperator(BaseOperator):
         ``$ZEUS_AIRFLOW_DB_URL``, then an SQLite file under ``$AIRFLOW_HOME``). Templated.
     :param traces_dir: the paper's traces, for replay and simulated devices (default
         ``$ZEUS_TRACES_DIR``). Templated.
-    :param heartbeat_s: how often the running trial tells the store it is alive, in s.
+    :param heartbeat_s: how often the running trial tells the store it is alive, in s; a
+        trial not heard from for three intervals has lost its worker and expires.
+    :param fail_on_missed_target: fail the task when its run ends without reaching
+        ``target_metric`` (default: a warning, ``reached_target=False``, the task succeeds,
+        as a plain training task that returns would).
+    :param fail_when_infeasible: fail the task, before training, when no batch size is left
+        to try (default: train the best known size as it would run without Zeus).
     """
 
     template_fields: Sequence[str] = ("job_id", "device", "train_kwargs", "zeus_conn_id",
@@ -127,6 +133,8 @@ class ZeusTrainOperator(BaseOperator):
         zeus_conn_id: str = DEFAULT_CONN_ID,
         traces_dir: str | None = None,
         heartbeat_s: float = 60.0,
+        fail_on_missed_target: bool = False,
+        fail_when_infeasible: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -152,6 +160,8 @@ class ZeusTrainOperator(BaseOperator):
         self.zeus_conn_id = zeus_conn_id
         self.traces_dir = traces_dir
         self.heartbeat_s = heartbeat_s
+        self.fail_on_missed_target = fail_on_missed_target
+        self.fail_when_infeasible = fail_when_infeasible
         self.zeus_summary = PENDING_SUMMARY
         self._guard: PowerLimitGuard | None = None
         self._validate()
@@ -173,6 +183,10 @@ class ZeusTrainOperator(BaseOperator):
         if self.seed is not None and not (isinstance(self.seed, int)
                                           and not isinstance(self.seed, bool) and self.seed >= 0):
             raise ConfigError(f"seed={self.seed!r} is invalid: expected None or an integer >= 0")
+        for name in ("fail_on_missed_target", "fail_when_infeasible"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{name}={getattr(self, name)!r} is invalid: expected True or "
+                                  "False")
 
     def job_config(self, job_id: str) -> JobConfig:
         """The core configuration; raises ConfigError naming the first bad parameter."""
@@ -201,6 +215,7 @@ class ZeusTrainOperator(BaseOperator):
         from zeus_airflow.core.devices.spec import open_device
         from zeus_airflow.core.engine import Engine
         from zeus_airflow.core.gpu_lease import GPULeases, PowerLimitGuard
+        from zeus_airflow.core.policy import ZeusPolicy
         from zeus_airflow.core.store.base import RecurrenceKey, UnrecordedResultError
 
         ti = context["ti"]
@@ -216,10 +231,12 @@ class ZeusTrainOperator(BaseOperator):
                                               self.log) as guard:
             self._guard = guard
             try:
-                engine = Engine(store, guard.gpus, config, seed=self.seed,
-                                heartbeat_s=self.heartbeat_s,
+                engine = Engine(store, guard.gpus, config,
+                                ZeusPolicy(fallback=not self.fail_when_infeasible),
+                                seed=self.seed, heartbeat_s=self.heartbeat_s,
                                 # structlog's logger takes the stdlib calls the engine makes
-                                log=cast(logging.Logger, self.log))
+                                log=cast(logging.Logger, self.log),
+                                check_return=_xcom_check if self.do_xcom_push else None)
                 result = engine.run_recurrence(self._train_function(), key)
             except UnrecordedResultError as err:
                 self._publish_unrecorded(context, err, device.kind)
@@ -227,7 +244,24 @@ class ZeusTrainOperator(BaseOperator):
             finally:
                 self._guard = None
         self._publish(context, result)
+        if not result.reached_target:
+            self._missed_target(result)
         return result.return_value
+
+    def _missed_target(self, result: RecurrenceResult) -> None:
+        """One rule every day: a run that trained but missed the target is a warning, unless
+        the DAG asked for a failure."""
+        final = result.final.outcome
+        message = (f"the run ended without reaching target_metric={self.target_metric} "
+                   f"(last metric {final.last_metric}, {final.stop_reason} after "
+                   f"{final.epochs} epochs at batch size {final.batch_size})")
+        if self.fail_on_missed_target:
+            from zeus_airflow.core.run import TargetMissedError
+
+            raise TargetMissedError(f"{message}; failing because fail_on_missed_target=True "
+                                    "(the run is recorded)")
+        self.log.warning("Zeus: %s; the task succeeds (set fail_on_missed_target=True to fail "
+                         "it instead)", message)
 
     def on_kill(self) -> None:
         """Airflow is stopping the task (marked failed, SIGTERM): restore the limits now.
@@ -270,6 +304,14 @@ class ZeusTrainOperator(BaseOperator):
             context["ti"].xcom_push(key=key, value=value)
         self.zeus_summary = f"NOT RECORDED in the store: {error}"
         self.log.error("Zeus: %s", error)
+
+
+def _xcom_check(value: Any) -> None:
+    """Raises if Airflow's XCom backend cannot store the train function's return value, so
+    that the try is judged before it is recorded as succeeded."""
+    from airflow.sdk.execution_time.xcom import XCom
+
+    XCom.serialize_value(value)
 
 
 def _is_template(text: str) -> bool:

@@ -12,9 +12,9 @@ from sqlalchemy import Connection, select
 
 from zeus_airflow.core.policy import (
     JobSnapshot,
-    NoFeasibleBatchSizeError,
     best_known,
-    pruning_state,
+    best_success_size,
+    job_phase,
 )
 from zeus_airflow.core.posterior import ArmStats, arm_posterior, pooled_cost_cv
 from zeus_airflow.core.reports.records import Arm, ProfilePoint, Version
@@ -37,28 +37,28 @@ def _snapshot(conn: Connection, v: Version) -> JobSnapshot:
 
 
 def decision_state(conn: Connection, v: Version) -> tuple[str, int | None]:
-    """The job's phase and its best batch size so far, as the Zeus policy reckons them."""
+    """The job's phase and its best batch size so far, as the Zeus policy reckons them
+    (``infeasible``: no size in play, runs fall back to the best known one)."""
     snapshot = _snapshot(conn, v)
     try:
-        state = pruning_state(v.config, snapshot.exploration)
-    except NoFeasibleBatchSizeError:
-        return "infeasible", None
+        phase, in_play = job_phase(snapshot)
     except RuntimeError:  # a history another policy (the simulator's baselines) wrote
         last = conn.execute(select(trials.c.phase).where(trials.c.job_pk == v.pk)
                             .order_by(trials.c.decision_seq.desc()).limit(1)).scalar()
         return str(last or "none"), None
-    phase = "pruning" if state.next_batch_size is not None else "sampling"
     if not any(arm.count for arm in snapshot.observations.values()):
         return phase, None
-    return phase, best_known(snapshot, state.survivors)
+    if not in_play:
+        return phase, best_success_size(snapshot)
+    return phase, best_known(snapshot, in_play)
 
 
 def arms(conn: Connection, v: Version) -> tuple[Arm, ...]:
     """Every batch size of the configuration with the posterior the policy would sample."""
     snapshot = _snapshot(conn, v)
     try:
-        survivors = pruning_state(v.config, snapshot.exploration).survivors
-    except RuntimeError:  # infeasible, or another policy's history: nothing is pruned
+        survivors = job_phase(snapshot)[1]
+    except RuntimeError:  # another policy's history: nothing is pruned
         survivors = v.config.batch_sizes
     stats = {b: snapshot.observations.get(b, ArmStats(0, 0.0, 0.0))
              for b in v.config.batch_sizes}

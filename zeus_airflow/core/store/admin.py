@@ -72,6 +72,12 @@ class TrialRecord:
     heartbeat_at: datetime
     finished_at: datetime | None
     error: str | None
+    setup_energy_j: float | None
+    """Energy before training started: measured, not part of the cost."""
+    setup_time_s: float | None
+    early_stop_cost: float | None
+    """The early-stop bound the try ran under (None: unbounded)."""
+    expires_at: datetime | None
 
 
 def _count(condition: ColumnElement[bool], name: str) -> Label[int]:
@@ -113,7 +119,8 @@ def list_trials(store: SQLStore, job_id: str | None = None) -> list[TrialRecord]
         rows = conn.execute(query).mappings().all()
     return [TrialRecord(**{**row, "started_at": as_utc(row["started_at"]),
                            "heartbeat_at": as_utc(row["heartbeat_at"]),
-                           "finished_at": row["finished_at"] and as_utc(row["finished_at"])})
+                           "finished_at": row["finished_at"] and as_utc(row["finished_at"]),
+                           "expires_at": row["expires_at"] and as_utc(row["expires_at"])})
             for row in rows]
 
 

@@ -15,10 +15,12 @@ from zeus_airflow.core.policy import Decision, Policy
 from zeus_airflow.core.profiler import PowerProfile
 from zeus_airflow.core.run import RunOutcome
 
-TrialStatus = Literal["running", "succeeded", "failed", "error", "expired", "superseded",
-                      "abandoned"]
+TrialStatus = Literal["running", "succeeded", "failed", "error", "invalid", "expired",
+                      "superseded", "abandoned"]
 """running: in flight. succeeded / failed: finished, target reached or not. error: the train
-function raised. expired: no heartbeat within the lease (its worker died). superseded: it had
+function raised. invalid: it returned without keeping its contract (run.CONTRACT); its
+measurement is kept, its batch size not judged. expired: no heartbeat within its lease (a
+few missed heartbeats: its worker died). superseded: it had
 finished when a later try of the same Airflow task instance began; abandoned: it had not.
 Both are kept for history and never feed a posterior; a superseded exploration trial keeps
 its place in the pruning walk, which later decisions were built on."""
@@ -85,18 +87,27 @@ class Store(Protocol):
         ...
 
     def begin_trial(self, job: JobRef, key: RecurrenceKey, attempt: int, policy: Policy,
-                    device: DeviceInfo, excluded: frozenset[int]) -> TrialStart:
-        """Atomically decide a batch size and register the trial as running.
+                    device: DeviceInfo, excluded: frozenset[int],
+                    heartbeat_s: float | None = None) -> TrialStart:
+        """Atomically decide a batch size and register the trial as running; it expires
+        after a few missed heartbeats (``heartbeat_s`` apart; None: a long flat lease).
 
         Random draws come from ``numpy.random.default_rng([job seed, decision number])``, so
         a seeded job decides the same way whichever worker decides."""
         ...
 
-    def heartbeat(self, trial_id: int) -> None: ...
+    def heartbeat(self, trial_id: int, heartbeat_s: float | None = None) -> None:
+        """The trial's worker is alive; the next beat is due within ``heartbeat_s``."""
+        ...
 
     def finish_trial(self, trial_id: int, outcome: RunOutcome, observed: bool) -> None:
         """Record a finished trial. Idempotent: recording the same trial again replaces.
         Raises UnrecordedResultError, carrying the outcome, when it cannot."""
+        ...
+
+    def invalidate_trial(self, trial_id: int, outcome: RunOutcome, reason: str) -> None:
+        """The train function returned without keeping its contract: keep the measurement,
+        never count it. Raises UnrecordedResultError when it cannot."""
         ...
 
     def fail_trial(self, trial_id: int, error: str) -> None:

@@ -29,7 +29,12 @@ from sqlalchemy.sql.elements import BindParameter
 
 from zeus_airflow.core.cost import LimitMeasurement
 from zeus_airflow.core.fleet import FleetKey, ForeignObservation, translate
-from zeus_airflow.core.policy import EXPLORATION_PHASES, ExplorationStep, JobSnapshot
+from zeus_airflow.core.policy import (
+    EXPLORATION_PHASES,
+    ExplorationStep,
+    JobSnapshot,
+    SizeEvidence,
+)
 from zeus_airflow.core.posterior import ArmStats
 from zeus_airflow.core.profiler import PowerProfile
 from zeus_airflow.core.store.base import DeviceInfo, JobRef
@@ -46,15 +51,26 @@ _job: BindParameter[int] = bindparam("job_key", type_=Integer)
 # the job's whole history (by status, or in decision order).
 _EXPLORATION = select(
     trials.c.decision_seq, trials.c.status, trials.c.batch_size, trials.c.reached_target,
-    trials.c.cost, trials.c.power_limit_w,
+    trials.c.cost, trials.c.power_limit_w, trials.c.stop_reason, trials.c.early_stop_cost,
 ).where(trials.c.job_pk == _job, trials.c.phase.in_(EXPLORATION_PHASES))
 _HERE = (trials.c.gpu_model == bindparam("gpu_model"),
          trials.c.gpu_count == bindparam("gpu_count"))
+_SUCCESS_COST = case((trials.c.reached_target, trials.c.cost))
 _ARM_TOTALS = select(
     trials.c.batch_size, func.count(), func.avg(trials.c.cost),
     func.sum(trials.c.cost * trials.c.cost),
-    func.min(case((trials.c.reached_target, trials.c.cost))),
+    func.sum(_SUCCESS_COST), func.count(_SUCCESS_COST),
 ).where(trials.c.job_pk == _job, trials.c.observed, *_HERE).group_by(trials.c.batch_size)
+# Evidence about sizes that failed an exploration step: rare sizes, few rows. ``observed IN
+# (true, false)`` lets both databases range-scan ix_zeus_trials_arm by (job, size).
+_EVIDENCE = select(
+    trials.c.batch_size,
+    func.max(case((trials.c.reached_target, trials.c.decision_seq))),
+    func.max(case((trials.c.stop_reason == "early_stop",
+                   func.coalesce(trials.c.early_stop_cost, trials.c.cost)))),
+).where(trials.c.job_pk == _job, trials.c.observed.in_([True, False]),
+        trials.c.batch_size.in_(bindparam("sizes", expanding=True)),
+        trials.c.status.in_(WALK_STATUSES)).group_by(trials.c.batch_size)
 # The job's profiles are few (sizes x limits x GPU models) and tell which models it ran on,
 # so a job that never moved reads no foreign trial at all.
 _PROFILES = select(power_profiles).where(power_profiles.c.job_pk == _job)
@@ -87,31 +103,52 @@ def read_snapshot(conn: Connection, job: JobRef, device: DeviceInfo,
     params = dict(job_key=job.id)
     rows = sorted(conn.execute(_EXPLORATION, params).all(), key=lambda r: r.decision_seq)
     exploration = tuple(ExplorationStep(r.batch_size, bool(r.reached_target), r.cost,
-                                        r.power_limit_w)
+                                        r.power_limit_w, r.decision_seq, r.stop_reason,
+                                        r.early_stop_cost)
                         for r in rows if r.status in WALK_STATUSES)
     in_flight = tuple(r.batch_size for r in rows if r.status == "running")
     here = dict(job_key=job.id, gpu_model=device.model, gpu_count=device.count)
     if config.window_size is None:
-        observations, min_success = _totals(conn, here)
+        observations, successes = _totals(conn, here)
     else:
-        observations, min_success = _windows(conn, here, config.batch_sizes,
-                                             config.window_size)
-    observations, min_success, foreign_costs = _with_other_fleets(
-        conn, job, device, observations, min_success)
+        observations, successes = _windows(conn, here, config.batch_sizes,
+                                           config.window_size)
+    observations, successes, foreign_costs = _with_other_fleets(
+        conn, job, device, observations, successes)
     return JobSnapshot(config=config, exploration=exploration, in_flight=in_flight,
-                       observations=observations, min_success_cost=min_success,
+                       observations=observations,
+                       success_mean_cost={b: total / n for b, (total, n) in successes.items()},
+                       evidence=_evidence(conn, job.id, exploration),
                        excluded=excluded, power_limits_w=device.power_limits_w,
                        foreign_costs=foreign_costs)
 
 
+Successes = dict[int, tuple[float, int]]
+"""Per batch size, the sum and count of its observed costs that reached the target."""
+
+
+def _evidence(conn: Connection, job_pk: int, exploration: tuple[ExplorationStep, ...]
+              ) -> dict[int, SizeEvidence]:
+    failed = sorted({s.batch_size for s in exploration if not s.succeeded})
+    if not failed:
+        return {}
+    rows = conn.execute(_EVIDENCE, dict(job_key=job_pk, sizes=failed))
+    return {b: SizeEvidence(last_success, max_stop) for b, last_success, max_stop in rows}
+
+
+def _add_success(successes: Successes, batch_size: int, cost: float) -> None:
+    total, n = successes.get(batch_size, (0.0, 0))
+    successes[batch_size] = (total + cost, n + 1)
+
+
 def _with_other_fleets(conn: Connection, job: JobRef, device: DeviceInfo,
-                       observations: dict[int, ArmStats], min_success: float | None
-                       ) -> tuple[dict[int, ArmStats], float | None, dict[int, float]]:
+                       observations: dict[int, ArmStats], successes: Successes
+                       ) -> tuple[dict[int, ArmStats], Successes, dict[int, float]]:
     """Add translated runs from other GPU models to arms whose window has room for them."""
     here = FleetKey(device.model, device.count)
     profiles = _profiles(conn, job.id, here, device)
     if all(key == here for key, _ in profiles):
-        return observations, min_success, {}
+        return observations, successes, {}
     config = job.config
     window = config.window_size
     most = (window or 10**6) * len(config.batch_sizes) * len({k for k, _ in profiles})
@@ -120,18 +157,19 @@ def _with_other_fleets(conn: Connection, job: JobRef, device: DeviceInfo,
                for r in conn.execute(_FOREIGN, dict(job_key=job.id, gpu_model=device.model,
                                                     gpu_count=device.count, most=most))]
     translation = translate(here, foreign, profiles, config.profiler, config.eta)
-    merged = dict(observations)
-    minima = [] if min_success is None else [min_success]
+    merged, merged_successes = dict(observations), dict(successes)
     for b, translated in translation.costs.items():
         own = merged.get(b, ArmStats(0, 0.0, 0.0))
         room = len(translated) if window is None else max(window - own.count, 0)
         kept = translated[:room]
         if kept:
             merged[b] = own.merge(ArmStats.of([cost for cost, _ in kept]))
-            minima += [cost for cost, reached in kept if reached]
+            for cost, reached in kept:
+                if reached:
+                    _add_success(merged_successes, b, cost)
     foreign_costs = {b: c for b, c in translation.untranslated_mean_cost.items()
                      if b not in merged}
-    return merged, (min(minima) if minima else None), foreign_costs
+    return merged, merged_successes, foreign_costs
 
 
 def _profiles(conn: Connection, job_pk: int, here: FleetKey, device: DeviceInfo
@@ -147,26 +185,23 @@ def _profiles(conn: Connection, job_pk: int, here: FleetKey, device: DeviceInfo
             for (fleet, b), m in measured.items()}
 
 
-def _totals(conn: Connection, here: dict[str, Any]
-            ) -> tuple[dict[int, ArmStats], float | None]:
+def _totals(conn: Connection, here: dict[str, Any]) -> tuple[dict[int, ArmStats], Successes]:
     """Each arm's statistics over all its observations: one aggregate row per arm."""
     totals = conn.execute(_ARM_TOTALS, here).all()
     stats = {b: ArmStats(n, mean, max(sum_sq - n * mean * mean, 0.0))
-             for b, n, mean, sum_sq, _ in totals}
-    minima = [m for *_, m in totals if m is not None]
-    return stats, (min(minima) if minima else None)
+             for b, n, mean, sum_sq, _, _ in totals}
+    return stats, {b: (total, n) for b, *_, total, n in totals if n}
 
 
 def _windows(conn: Connection, here: dict[str, Any], arms: tuple[int, ...], window: int
-             ) -> tuple[dict[int, ArmStats], float | None]:
+             ) -> tuple[dict[int, ArmStats], Successes]:
     """Each arm's statistics over its ``window`` newest observations."""
     params: dict[str, Any] = {f"arm_{i}": b for i, b in enumerate(arms)}
     rows = conn.execute(_arm_windows(len(arms)), dict(params, **here, window=window))
     costs: dict[int, list[float]] = {}
-    successes = []
+    successes: Successes = {}
     for b, cost, reached in rows:
         costs.setdefault(b, []).append(cost)
         if reached:
-            successes.append(cost)
-    return ({b: ArmStats.of(c) for b, c in costs.items()},
-            min(successes) if successes else None)
+            _add_success(successes, b, cost)
+    return {b: ArmStats.of(c) for b, c in costs.items()}, successes

@@ -71,8 +71,17 @@ T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 DEFAULT_LEASE_S = 600.0
-"""A running trial whose last heartbeat is older than this has lost its worker. Keep it
-several heartbeat intervals long (the engine beats every 60 s by default)."""
+"""How long a running trial that sends no heartbeats (``heartbeat_s=None``: the simulator)
+may go unheard before it counts as lost. Trials with heartbeats get ``lease_for(interval)``."""
+MISSED_HEARTBEATS = 3
+"""A trial with heartbeats expires after this many intervals without one: a killed worker
+stalls its job for a few minutes at most, and one slow beat does not expire a live trial."""
+
+
+def lease_for(heartbeat_s: float | None) -> float:
+    """Seconds a running trial may go unheard before it expires."""
+    return DEFAULT_LEASE_S if heartbeat_s is None else MISSED_HEARTBEATS * heartbeat_s
+
 
 _job: BindParameter[int] = bindparam("job_key", type_=Integer)
 _ACTIVE_JOB = select(jobs).where(jobs.c.job_id == bindparam("job_id"), jobs.c.active)
@@ -86,7 +95,9 @@ _CLAIM_DECISION = update(jobs).where(jobs.c.id == _job).values(
 _LOCK_JOB = select(jobs.c.id).where(jobs.c.id == _job).with_for_update()
 _EXPIRE = update(trials).where(
     trials.c.job_pk == _job, trials.c.status == "running",
-    trials.c.heartbeat_at < bindparam("stale_before")).values(status="expired")
+    or_(trials.c.expires_at < bindparam("now"),
+        and_(trials.c.expires_at.is_(None), trials.c.heartbeat_at < bindparam("stale_before"))),
+).values(status="expired")
 _same_ti = and_(trials.c.job_pk == _job, trials.c.dag_id == bindparam("ti_dag"),
                 trials.c.task_id == bindparam("ti_task"), trials.c.run_id == bindparam("ti_run"),
                 trials.c.map_index == bindparam("ti_map_index"))
@@ -111,9 +122,14 @@ _FINISH = update(trials).where(trials.c.id == bindparam("trial_key")).values(
 _FAIL = update(trials).where(trials.c.id == bindparam("trial_key")).values(
     status=case((trials.c.status == "running", "error"), else_=trials.c.status),
     error=bindparam("message"), finished_at=bindparam("now"))
+# An invalid try keeps its measurement (nothing is lost) but never counts.
+_INVALIDATE = update(trials).where(
+    trials.c.id == bindparam("trial_key"), trials.c.status.in_(("running", "expired")),
+).values(status="invalid", observed=False).returning(trials.c.status)
 _HEARTBEAT = update(trials).where(trials.c.id == bindparam("trial_key"),
                                   trials.c.status == "running"
-                                  ).values(heartbeat_at=bindparam("now"))
+                                  ).values(heartbeat_at=bindparam("now"),
+                                           expires_at=bindparam("expires_at"))
 _PROFILE = select(power_profiles).where(
     power_profiles.c.job_pk == _job, power_profiles.c.batch_size == bindparam("batch_size"),
     power_profiles.c.gpu_model == bindparam("gpu_model"),
@@ -222,7 +238,8 @@ class SQLStore:
 
     # --- trials ------------------------------------------------------------------------------
     def begin_trial(self, job: JobRef, key: RecurrenceKey, attempt: int, policy: Policy,
-                    device: DeviceInfo, excluded: frozenset[int]) -> TrialStart:
+                    device: DeviceInfo, excluded: frozenset[int],
+                    heartbeat_s: float | None = None) -> TrialStart:
         def decide(conn: Connection) -> TrialStart:
             now = _now()
             claimed = conn.execute(_CLAIM_DECISION, dict(job_key=job.id)).first()
@@ -230,7 +247,7 @@ class SQLStore:
                 raise StoreError(f"job {job.id} is not in the zeus-airflow store at "
                                  f"{self.where}")
             seed, seq = claimed
-            conn.execute(_EXPIRE, dict(job_key=job.id, stale_before=now - self.lease))
+            conn.execute(_EXPIRE, dict(job_key=job.id, now=now, stale_before=now - self.lease))
             conn.execute(_SUPERSEDE, dict(
                 job_key=job.id, ti_dag=key.dag_id, ti_task=key.task_id, ti_run=key.run_id,
                 ti_map_index=key.map_index, ti_try=key.try_number, ti_attempt=attempt))
@@ -242,7 +259,8 @@ class SQLStore:
                 attempt=attempt, status="running", phase=decision.phase,
                 batch_size=decision.batch_size, power_limit_w=decision.power_limit_w,
                 observed=False, measurement=device.kind, gpu_model=device.model,
-                gpu_count=device.count, started_at=now, heartbeat_at=now)))
+                gpu_count=device.count, started_at=now, heartbeat_at=now,
+                expires_at=now + self._lease(heartbeat_s))))
             return TrialStart(trial_id, decision)
 
         # Not durable: a decision undone by a database crash is made again, and its worker's
@@ -250,11 +268,13 @@ class SQLStore:
         return self._write(f"deciding a batch size for job {job.job_id!r}", decide,
                            durable=False)
 
-    def heartbeat(self, trial_id: int) -> None:
+    def heartbeat(self, trial_id: int, heartbeat_s: float | None = None) -> None:
         """One try only: the next beat comes soon, and the lease spans several beats."""
         def beat() -> None:
+            now = _now()
             with self.single_statement() as conn:
-                conn.execute(_HEARTBEAT, dict(trial_key=trial_id, now=_now()))
+                conn.execute(_HEARTBEAT, dict(trial_key=trial_id, now=now,
+                                              expires_at=now + self._lease(heartbeat_s)))
         self._call(f"heartbeat of trial {trial_id}", beat, retry=RetryPolicy(attempts=1))
 
     def finish_trial(self, trial_id: int, outcome: RunOutcome, observed: bool) -> None:
@@ -262,10 +282,7 @@ class SQLStore:
             return conn.execute(_FINISH, dict(
                 trial_key=trial_id, counts=observed,
                 new_status="succeeded" if outcome.reached_target else "failed",
-                power_limit_w=outcome.power_limit_w, energy_j=outcome.energy_j,
-                time_s=outcome.time_s, cost=outcome.cost, epochs=outcome.epochs,
-                reached_target=outcome.reached_target, stop_reason=outcome.stop_reason,
-                finished_at=_now())).scalar()
+                finished_at=_now(), **_measured(outcome))).scalar()
 
         try:
             status = self._write(f"recording trial {trial_id}", record, single_statement=True)
@@ -276,6 +293,19 @@ class SQLStore:
         if status in ("expired", "superseded", "abandoned"):
             log.warning("trial %d finished after it was %s: its result is kept for history "
                         "but does not count", trial_id, status)
+
+    def invalidate_trial(self, trial_id: int, outcome: RunOutcome, reason: str) -> None:
+        """The train function returned without keeping its contract: keep what was measured,
+        mark the trial ``invalid`` (never counted). Raises UnrecordedResultError when it
+        cannot be written."""
+        def record(conn: Connection) -> str | None:
+            return conn.execute(_INVALIDATE, dict(
+                trial_key=trial_id, error=reason[-4000:], finished_at=_now(),
+                **_measured(outcome))).scalar()
+        try:
+            self._write(f"recording invalid trial {trial_id}", record, single_statement=True)
+        except StoreError as err:
+            raise UnrecordedResultError(trial_id, outcome, str(err)) from err
 
     def fail_trial(self, trial_id: int, error: str) -> None:
         """Best effort: the train function's own exception is what the caller must see. A
@@ -346,10 +376,22 @@ class SQLStore:
     def _call(self, what: str, work: Callable[[], T], retry: RetryPolicy | None = None) -> T:
         return guarded(self.where, what, work, retry or self.retry)
 
+    def _lease(self, heartbeat_s: float | None) -> timedelta:
+        return self.lease if heartbeat_s is None else timedelta(seconds=lease_for(heartbeat_s))
+
     def _lock_job(self, conn: Connection, job_pk: int) -> None:
         """PostgreSQL: lock the job's row. SQLite: the transaction holds the write lock."""
         if self._locks_rows:
             conn.execute(_LOCK_JOB, dict(job_key=job_pk))
+
+
+def _measured(outcome: RunOutcome) -> dict[str, Any]:
+    """A finished try's columns, as the outcome has them."""
+    return dict(power_limit_w=outcome.power_limit_w, energy_j=outcome.energy_j,
+                time_s=outcome.time_s, cost=outcome.cost, epochs=outcome.epochs,
+                reached_target=outcome.reached_target, stop_reason=outcome.stop_reason,
+                setup_energy_j=outcome.setup_energy_j, setup_time_s=outcome.setup_time_s,
+                early_stop_cost=outcome.early_stop_cost)
 
 
 def _inserted_id(result: CursorResult[Any]) -> int:

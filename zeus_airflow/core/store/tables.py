@@ -21,7 +21,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-SCHEMA_VERSION = "0001"
+SCHEMA_VERSION = "0002"
 """Alembic revision the code expects; bump it with every migration."""
 
 metadata = MetaData()
@@ -48,6 +48,9 @@ Index("uq_zeus_jobs_active", jobs.c.job_id, unique=True,
 
 LIVE_STATUSES = ("running", "succeeded", "failed", "expired")
 """Trials that count, or may still count, for their Airflow task instance's try."""
+VOID_STATUSES = ("error", "invalid")
+"""Tries that say nothing about their batch size: the train function raised (``error``) or
+returned without keeping its contract (``invalid``). Shown, never counted."""
 REPLACED_STATUSES = ("superseded", "abandoned")
 """Trials that a later try of the same Airflow task instance replaced: history only."""
 
@@ -82,6 +85,11 @@ trials = Table(
     Column("started_at", DateTime(timezone=True), nullable=False),
     Column("heartbeat_at", DateTime(timezone=True), nullable=False),
     Column("finished_at", DateTime(timezone=True)),
+    Column("setup_energy_j", Float, comment="energy before training started; not in the cost"),
+    Column("setup_time_s", Float),
+    Column("early_stop_cost", Float, comment="the early-stop bound the try ran under"),
+    Column("expires_at", DateTime(timezone=True),
+           comment="a running trial not heard from by then expires"),
     UniqueConstraint("job_pk", "decision_seq", name="uq_zeus_trials_decision"),
 )
 _LIVE = trials.c.status.in_(LIVE_STATUSES)
