@@ -12,11 +12,12 @@ from zeus_airflow.core.config import JobConfig, ProfilerConfig
 from zeus_airflow.core.devices.replay import ReplayGPU
 from zeus_airflow.core.engine import Engine
 from zeus_airflow.core.monitor import EnergyMonitor
-from zeus_airflow.core.policy import JobSnapshot, ZeusPolicy
+from zeus_airflow.core.policy import JobSnapshot, ZeusPolicy, job_phase
 from zeus_airflow.core.profiler import PowerLimitProfiler, PowerProfile
 from zeus_airflow.core.replay_training import ReplayTraining
 from zeus_airflow.core.run import TrainingRun
 from zeus_airflow.core.store.base import RecurrenceKey
+from zeus_airflow.core.store.snapshot import read_snapshot
 from zeus_airflow.core.store.sql import SQLStore
 from zeus_airflow.core.store.tables import trials
 from zeus_airflow.core.traces import WorkloadTrace, load_workload_trace
@@ -226,3 +227,42 @@ def test_a_job_whose_sizes_all_fail_keeps_training_at_the_best_known_size(
     assert "1024: missed target_metric=0.99 within max_epochs=3" in caplog.text
     gpu.set_power_limits_w((250,))
     assert gpu.get_power_limits_w() == (250,)
+
+
+def test_a_lucky_first_run_does_not_kill_the_job_it_recovers_on_its_own(
+        cifar: WorkloadTrace) -> None:
+    """The field report: one lucky cheap run set the early-stop bound, the sizes around it
+    and b0 itself were each early-stopped once, and every later run failed as infeasible
+    until a reset. Here the same history recovers without anyone touching the job."""
+    store, gpu = SQLStore.in_memory(), ReplayGPU(cifar)
+    cfg = JobConfig("lucky.job", (128, 256, 512), 256, cifar.workload.target_metric, 100)
+    engine = Engine(store, gpu, cfg, seed=3, heartbeat_s=None)
+    # Epochs to the target per try: b0's first run needs half its usual 32 epochs (lucky).
+    needed = {256: iter([15] + [32] * 50), 128: iter([22] * 50), 512: iter([40] * 50)}
+
+    def train(run: TrainingRun) -> None:
+        gpu.use_batch_size(run.batch_size)
+        epochs = next(needed[run.batch_size])
+        for epoch in run.epochs():
+            run.run_steps(gpu.steps_per_epoch(), gpu.advance_steps)
+            run.report_metric(0.6 if epoch >= epochs else 0.3)
+
+    results = [engine.run_recurrence(train, RecurrenceKey(f"day{i}")) for i in range(12)]
+    tries = [[(t.outcome.batch_size, t.phase, t.outcome.stop_reason) for t in r.tries]
+             for r in results]
+    # The lucky bound early-stopped both neighbours, then b0's own second (normal) run.
+    assert tries[0] == [(256, "pruning", "target")]
+    assert tries[1][:3] == [(128, "pruning", "early_stop"), (512, "pruning", "early_stop"),
+                            (256, "pruning", "early_stop")]
+    # Under the old rules nothing was left: "infeasible" for good. b0 reached the target
+    # before, so it stays in play, runs to the end, and the recurrence has its model.
+    assert tries[1][3:] == [(256, "sampling", "target")]
+    assert all(r.reached_target for r in results), tries
+    assert not any(r.fell_back for r in results)
+    # As b0's mean cost replaces the lucky minimum, the bound grows and both neighbours get
+    # another try, reach the target and are back in play.
+    with store.reading() as conn:
+        snapshot = read_snapshot(conn, results[-1].job, engine.device_info, frozenset())
+    assert job_phase(snapshot) == ("sampling", (128, 256, 512))
+    later = [t for r in tries[3:] for t in r]
+    assert (128, "sampling", "target") in later and (512, "sampling", "target") in later
