@@ -184,6 +184,9 @@ class Engine:
                 value = train(run)
                 outcome = run.finish()
                 observer = profiler.observer_report()
+        except TrainContractError as err:  # e.g. report_metric(nan): invalid, not an error
+            self.store.invalidate_trial(trial_id, run.finish(), str(err))
+            raise
         except BaseException as err:
             self.store.fail_trial(trial_id, traceback.format_exc())
             if not isinstance(err, KeyboardInterrupt | SystemExit):

@@ -1,0 +1,239 @@
+"""The first rule in the engine: setup is not training, a broken train function judges no batch
+size, and a lost worker stalls its job for a few heartbeats only.
+
+The GPU is the fake NVML on a manual clock (tests/test_profiler.py's rig), so every setup
+second and every joule is known in advance.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from sqlalchemy import func, select
+from test_profiler import (
+    BATCH_SIZE,
+    EVAL_S,
+    ORIGINAL_W,
+    STEP_TIME_S,
+    Rig,
+    job_config,
+    make_rig,
+    run_trial,
+)
+
+from zeus_airflow.core.config import JobConfig
+from zeus_airflow.core.engine import Engine
+from zeus_airflow.core.monitor import EnergyMonitor
+from zeus_airflow.core.policy import Decision
+from zeus_airflow.core.profiler import PowerLimitProfiler, PowerProfile
+from zeus_airflow.core.run import CONTRACT, TrainContractError, TrainingRun
+from zeus_airflow.core.store.admin import list_trials
+from zeus_airflow.core.store.base import DeviceInfo, RecurrenceKey
+from zeus_airflow.core.store.sql import MISSED_HEARTBEATS, SQLStore, lease_for
+
+SETUP_S = 30.0
+
+
+def train_after_setup(rig: Rig, setup_s: float, steps_per_epoch: int = 100,
+                      target_epoch: int = 3) -> Callable[[TrainingRun], None]:
+    """Imports and model building take ``setup_s`` before the first epoch."""
+    def train(run: TrainingRun) -> None:
+        rig.clock.advance(setup_s)
+        for epoch in run.epochs():
+            for _ in run.steps(range(steps_per_epoch)):
+                rig.clock.advance(STEP_TIME_S[rig.fake.limits_mw()[0] // 1000])
+            rig.clock.advance(EVAL_S)
+            run.report_metric(epoch / target_epoch)
+    return train
+
+
+# --- setup apart from training ------------------------------------------------------------------
+def test_setup_is_measured_apart_and_is_not_in_the_cost() -> None:
+    rig, other = make_rig(), make_rig()
+    with_setup = run_trial(rig, train_after_setup(rig, SETUP_S)).outcome
+    without = run_trial(other, train_after_setup(other, 0.0)).outcome
+    assert with_setup.setup_time_s == pytest.approx(SETUP_S)
+    # Setup runs at the limit the GPU had (200 W; the fake draws 90 % of it).
+    assert with_setup.setup_energy_j == pytest.approx(0.9 * ORIGINAL_W * SETUP_S, rel=1e-6)
+    assert with_setup.time_s == pytest.approx(without.time_s)
+    assert with_setup.cost == pytest.approx(without.cost)
+
+
+def test_a_slow_setup_does_not_early_stop_a_size_whose_training_fits_the_bound() -> None:
+    rig, other = make_rig(), make_rig()
+    training_cost = run_trial(other, train_after_setup(other, 0.0)).outcome.cost
+    config = job_config()
+    profile = PowerProfile(BATCH_SIZE, rig.gpus.model, 1, rig.gpus.candidate_power_limits_w())
+    monitor = EnergyMonitor(rig.gpus)
+    profiler = PowerLimitProfiler(rig.gpus, monitor, config.profiler, config.eta, profile)
+    # A bound 10 % above the training cost; setup alone costs several times that.
+    run = TrainingRun(config, BATCH_SIZE, rig.gpus, monitor, profiler, 1.1 * training_cost)
+    run.begin()
+    try:
+        train_after_setup(rig, 20 * SETUP_S)(run)
+        outcome = run.finish()
+    finally:
+        profiler.restore()
+    assert outcome.reached_target and outcome.stop_reason == "target"
+    assert outcome.setup_time_s == pytest.approx(20 * SETUP_S)
+
+
+def test_the_store_keeps_setup_beside_the_training_figures() -> None:
+    rig = make_rig()
+    store = SQLStore.in_memory()
+    engine = Engine(store, rig.gpus, job_config(), seed=1, heartbeat_s=None)
+    result = engine.run_recurrence(train_after_setup(rig, SETUP_S), RecurrenceKey("r1"))
+    (row,) = list_trials(store)
+    assert row.setup_time_s == pytest.approx(SETUP_S)
+    assert row.setup_energy_j == pytest.approx(result.setup_energy_j)
+    assert row.time_s == pytest.approx(result.time_s)
+    assert result.time_s == pytest.approx(3 * (100 * STEP_TIME_S[175] + EVAL_S), rel=0.05)
+
+
+# --- train functions that break the contract ----------------------------------------------------
+def never_iterates(rig: Rig) -> Any:
+    rig.clock.advance(5.0)
+    return {"model": "not trained"}
+
+
+def never_reports(rig: Rig) -> Callable[[TrainingRun], Any]:
+    def train(run: TrainingRun) -> None:
+        for _ in run.epochs():
+            for _ in run.steps(range(10)):
+                rig.clock.advance(0.1)
+            if run.epoch == 3:
+                break
+    return train
+
+
+def reports(value: Any) -> Callable[[Rig], Callable[[TrainingRun], Any]]:
+    def make(rig: Rig) -> Callable[[TrainingRun], Any]:
+        def train(run: TrainingRun) -> None:
+            for _ in run.epochs():
+                for _ in run.steps(range(10)):
+                    rig.clock.advance(0.1)
+                run.report_metric(value)
+        return train
+    return make
+
+
+def returns(value: Any) -> Callable[[Rig], Callable[[TrainingRun], Any]]:
+    def make(rig: Rig) -> Callable[[TrainingRun], Any]:
+        def train(run: TrainingRun) -> Any:
+            reports(1.0)(rig)(run)
+            return value
+        return train
+    return make
+
+
+def rejects_sets(value: Any) -> None:
+    if isinstance(value, set):
+        raise TypeError("Object of type set is not JSON serializable")
+
+
+CONTRACT_BREACHES: dict[str, tuple[Callable[[Rig], Callable[[TrainingRun], Any]], str]] = {
+    "returns without iterating run.epochs()":
+        (lambda rig: lambda run: never_iterates(rig), "without iterating run.epochs()"),
+    "iterates but never reports a metric":
+        (never_reports, "never called run.report_metric"),
+    "reports nan": (reports(float("nan")), r"report_metric\(value=nan\) is invalid"),
+    "reports inf": (reports(float("inf")), r"report_metric\(value=inf\) is invalid"),
+    "reports -inf": (reports(float("-inf")), r"report_metric\(value=-inf\) is invalid"),
+    "reports a string": (reports("0.9"), r"report_metric\(value='0.9'\) is invalid"),
+    "reports None": (reports(None), r"report_metric\(value=None\) is invalid"),
+    "reports a bool": (reports(True), r"report_metric\(value=True\) is invalid"),
+    "reports a list": (reports([0.9]), r"report_metric\(value=\[0.9\]\) is invalid"),
+    "returns what no XCom can hold": (returns({1, 2}), "cannot be stored as an XCom"),
+}
+
+
+@pytest.mark.parametrize("case", list(CONTRACT_BREACHES))
+def test_a_broken_train_function_records_an_invalid_try_and_judges_no_size(case: str) -> None:
+    make_train, message = CONTRACT_BREACHES[case]
+    rig = make_rig()
+    store = SQLStore.in_memory()
+    engine = Engine(store, rig.gpus, job_config(), seed=1, heartbeat_s=None,
+                    check_return=rejects_sets)
+    with pytest.raises(TrainContractError, match=message) as raised:
+        engine.run_recurrence(make_train(rig), RecurrenceKey("bad-deploy"))
+    assert CONTRACT in str(raised.value)  # the message states the contract
+    assert rig.fake.limits_mw() == [ORIGINAL_W * 1000]  # no GPU setting left changed
+    (row,) = list_trials(store)  # one try: none lost, none added
+    assert row.status == "invalid" and not row.observed
+    assert row.energy_j is not None  # what it measured is kept
+    # The learning state is untouched: the fixed function starts where a new job would.
+    fixed = engine.run_recurrence(train_after_setup(rig, 0.0), RecurrenceKey("fixed"))
+    assert [(t.phase, t.outcome.batch_size) for t in fixed.tries] == [("pruning", BATCH_SIZE)]
+    assert fixed.reached_target
+
+
+def test_a_train_function_that_raises_records_an_error_and_judges_no_size() -> None:
+    rig = make_rig()
+    store = SQLStore.in_memory()
+    engine = Engine(store, rig.gpus, job_config(), seed=1, heartbeat_s=None)
+
+    def crashes(run: TrainingRun) -> None:
+        for _ in run.epochs():
+            raise ValueError("bad row in the data")
+
+    with pytest.raises(ValueError, match="bad row"):
+        engine.run_recurrence(crashes, RecurrenceKey("r1"))
+    fixed = engine.run_recurrence(train_after_setup(rig, 0.0), RecurrenceKey("r2"))
+    assert [r.status for r in list_trials(store)] == ["error", "succeeded"]
+    assert fixed.tries[0].phase == "pruning"  # the crash pruned nothing
+
+
+def test_a_missed_target_trains_a_model_and_is_no_error() -> None:
+    rig = make_rig()
+    store = SQLStore.in_memory()
+    config = JobConfig("hard.job", (BATCH_SIZE,), BATCH_SIZE, target_metric=1.0, max_epochs=2,
+                       profiler=job_config().profiler)
+    engine = Engine(store, rig.gpus, config, seed=1, heartbeat_s=None)
+    for day in range(3):  # the same outcome every day
+        result = engine.run_recurrence(train_after_setup(rig, 0.0, target_epoch=10),
+                                       RecurrenceKey(f"day{day}"))
+        assert not result.reached_target
+        assert result.final.outcome.epochs == 2  # trained to max_epochs, not cut short
+
+
+# --- leases follow heartbeats -------------------------------------------------------------------
+class Pinned:
+    name = "pinned"
+
+    def decide(self, snapshot: Any, rng: Any) -> Decision:
+        return Decision(BATCH_SIZE, "sampling")
+
+
+def test_a_trial_whose_heartbeats_stopped_expires_after_a_few_intervals() -> None:
+    store = SQLStore.in_memory()  # its flat lease for beat-less trials stays 600 s
+    job = store.register_job(job_config())
+    device = DeviceInfo("GPU", 1, "measured", (250,))
+    heartbeat_s = 0.2
+    assert lease_for(heartbeat_s) == pytest.approx(MISSED_HEARTBEATS * heartbeat_s)
+    store.begin_trial(job, RecurrenceKey("killed"), 1, Pinned(), device, frozenset(),
+                      heartbeat_s)
+    alive = store.begin_trial(job, RecurrenceKey("alive"), 1, Pinned(), device, frozenset(),
+                              heartbeat_s)
+    deadline = time.monotonic() + lease_for(heartbeat_s) + 0.3
+    while time.monotonic() < deadline:  # only the live worker beats
+        store.heartbeat(alive.trial_id, heartbeat_s)
+        time.sleep(heartbeat_s / 2)
+    store.begin_trial(job, RecurrenceKey("next"), 1, Pinned(), device, frozenset(), heartbeat_s)
+    status = {r.run_id: r.status for r in list_trials(store)}
+    assert status == {"killed": "expired", "alive": "running", "next": "running"}
+
+
+def test_a_trial_without_heartbeats_keeps_the_flat_lease() -> None:
+    store = SQLStore.in_memory()
+    job = store.register_job(job_config())
+    device = DeviceInfo("GPU", 1, "measured", (250,))
+    store.begin_trial(job, RecurrenceKey("quiet"), 1, Pinned(), device, frozenset(), None)
+    time.sleep(0.3)
+    store.begin_trial(job, RecurrenceKey("next"), 1, Pinned(), device, frozenset(), None)
+    with store.reading() as conn:
+        from zeus_airflow.core.store.tables import trials
+        running = conn.execute(select(func.count()).where(trials.c.status == "running"))
+        assert running.scalar() == 2
