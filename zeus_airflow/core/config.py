@@ -10,8 +10,9 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Literal
+from typing import Any, Literal, TypeGuard
 
 PowerLimitMode = Literal["optimize", "observe", "measure"]
 """How the profiler treats GPU power limits.
@@ -30,6 +31,16 @@ DEFAULT_BETA = 2.0
 DEFAULT_WARMUP_STEPS = 10
 DEFAULT_PROFILE_STEPS = 40
 DEFAULT_MAX_SLOWDOWN = 1.1
+
+DB_INT_MAX = 2**31 - 1
+"""The largest integer every store backend keeps: PostgreSQL's ``Integer`` columns are 32-bit
+signed (SQLite's would take more, so a value that works on SQLite could break on PostgreSQL
+only at run time). Every integer parameter that reaches the store is checked against it."""
+JOB_ID_MAX_LENGTH = 250
+"""Length of the store's ``job_id`` column (``core/store/tables.py`` uses this constant)."""
+MAX_HEARTBEAT_S = 3600.0
+"""The longest heartbeat interval accepted: a trial's lease is a few missed heartbeats, so a
+longer interval would let a dead worker's trial block its batch size for hours."""
 
 
 class ConfigError(ValueError):
@@ -50,13 +61,8 @@ class ProfilerConfig:
     """Only for ``min-energy-within-slowdown``: allowed time per step over the fastest limit."""
 
     def __post_init__(self) -> None:
-        _require(self.warmup_steps >= 0, "warmup_steps", self.warmup_steps, "an integer >= 0")
-        _require(self.profile_steps >= 1, "profile_steps", self.profile_steps, "an integer >= 1")
-        _require(self.mode in POWER_LIMIT_MODES, "power_limit_mode", self.mode,
-                 f"one of {', '.join(POWER_LIMIT_MODES)}")
-        _require(self.selector in SELECTORS, "power_limit_selector", self.selector,
-                 f"one of {', '.join(SELECTORS)}")
-        _require(self.max_slowdown >= 1.0, "max_slowdown", self.max_slowdown, "a number >= 1.0")
+        for name, parameter in _PROFILER_PARAMETERS.items():
+            PARAMETER_CHECKS[parameter](getattr(self, name))
 
 
 @dataclass(frozen=True)
@@ -82,31 +88,13 @@ class JobConfig:
     profiler: ProfilerConfig = field(default_factory=ProfilerConfig)
 
     def __post_init__(self) -> None:
-        _require(bool(self.job_id) and isinstance(self.job_id, str), "job_id", self.job_id,
-                 "a non-empty string")
-        sizes = tuple(self.batch_sizes)
-        _require(len(sizes) > 0, "batch_sizes", list(sizes), "a non-empty list of integers > 0")
-        _require(all(isinstance(b, int) and not isinstance(b, bool) and b > 0 for b in sizes),
-                 "batch_sizes", list(sizes), "integers > 0")
-        _require(list(sizes) == sorted(set(sizes)), "batch_sizes", list(sizes),
-                 "strictly increasing integers (sorted, no duplicates)")
-        object.__setattr__(self, "batch_sizes", sizes)
-        _require(self.default_batch_size in sizes, "default_batch_size", self.default_batch_size,
-                 f"one of batch_sizes {list(sizes)}")
-        _require(isinstance(self.target_metric, int | float) and math.isfinite(self.target_metric),
-                 "target_metric", self.target_metric, "a finite number")
-        _require(isinstance(self.max_epochs, int) and self.max_epochs >= 1, "max_epochs",
-                 self.max_epochs, "an integer >= 1")
-        _require(isinstance(self.eta, int | float) and 0.0 <= self.eta <= 1.0, "eta", self.eta,
-                 "a number in [0, 1]")
-        _require(isinstance(self.beta, int | float) and self.beta > 1.0, "beta", self.beta,
-                 "a number > 1")
-        _require(self.window_size is None or (isinstance(self.window_size, int)
-                                              and self.window_size >= 1),
-                 "window_size", self.window_size, "None (no window) or an integer >= 1")
-        _require(self.max_tries is None
-                 or (isinstance(self.max_tries, int) and self.max_tries >= 1),
-                 "max_tries", self.max_tries, "None or an integer >= 1")
+        for name in _JOB_PARAMETERS:
+            PARAMETER_CHECKS[name](getattr(self, name))
+        object.__setattr__(self, "batch_sizes", tuple(self.batch_sizes))
+        _require(self.default_batch_size in self.batch_sizes, "default_batch_size",
+                 self.default_batch_size, f"one of batch_sizes {list(self.batch_sizes)}")
+        _require(isinstance(self.profiler, ProfilerConfig), "profiler", self.profiler,
+                 "a ProfilerConfig")
 
     @property
     def tries_per_recurrence(self) -> int:
@@ -145,3 +133,126 @@ def _require(ok: bool, name: str, value: object, allowed: str) -> None:
     if not ok:
         raise ConfigError(f"{name}={value!r} is invalid: expected {allowed}")
 
+
+
+# --- reusable checks: every entry point (JobConfig, the operator, its partial()) uses these ---
+def _is_int(value: object) -> TypeGuard[int]:
+    # A bool is an int to Python: True would pass as 1.
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> TypeGuard[int | float]:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def check_bool(name: str, value: object) -> bool:
+    """A real bool: the string "False" is truthy, so anything else is refused, not coerced."""
+    if not isinstance(value, bool):
+        raise ConfigError(f"{name}={value!r} is invalid: expected True or False (a bool)")
+    return value
+
+
+def check_int(name: str, value: object, *, minimum: int, none: str = "") -> int | None:
+    """An int (not a bool, not a string) in [minimum, DB_INT_MAX]; None too when ``none``
+    says what None means."""
+    if value is None and none:
+        return None
+    if _is_int(value) and minimum <= value <= DB_INT_MAX:
+        return value
+    allowed = f"an integer >= {minimum} and <= {DB_INT_MAX} (the store's integer columns)"
+    raise ConfigError(f"{name}={value!r} is invalid: expected "
+                      f"{f'{none} or {allowed}' if none else allowed}")
+
+
+def check_number(name: str, value: object, allowed: str,
+                 within: Callable[[float], bool] | None = None) -> float:
+    """A finite int or float (not a bool, not a string) that also passes ``within``;
+    ``allowed`` says what is accepted, in words."""
+    if _is_number(value) and math.isfinite(value) and (within is None or within(value)):
+        return value
+    raise ConfigError(f"{name}={value!r} is invalid: expected {allowed}")
+
+
+def check_batch_sizes(value: object) -> tuple[int, ...]:
+    """A non-empty, strictly increasing sequence of integers > 0 that the store can keep."""
+    if not isinstance(value, Sequence) or isinstance(value, str | bytes) or not value:
+        raise ConfigError(f"batch_sizes={value!r} is invalid: expected a non-empty list of "
+                          "integers > 0")
+    sizes = tuple(value)
+    _require(all(_is_int(b) and 0 < b <= DB_INT_MAX for b in sizes), "batch_sizes",
+             list(sizes), f"integers > 0 and <= {DB_INT_MAX}")
+    _require(list(sizes) == sorted(set(sizes)), "batch_sizes", list(sizes),
+             "strictly increasing integers (sorted, no duplicates)")
+    return sizes
+
+
+def check_job_id(value: object) -> str:
+    """A non-empty string that fits the store's ``job_id`` column."""
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"job_id={value!r} is invalid: expected a non-empty string")
+    if len(value) > JOB_ID_MAX_LENGTH:
+        # The id itself may be hundreds of characters: show its start only.
+        raise ConfigError(f"job_id={value[:40] + '...'!r} is invalid: expected at most "
+                          f"{JOB_ID_MAX_LENGTH} characters (the store's job_id column), "
+                          f"got {len(value)}")
+    return value
+
+
+def check_choice(name: str, value: object, choices: tuple[str, ...]) -> str:
+    if not isinstance(value, str) or value not in choices:
+        raise ConfigError(f"{name}={value!r} is invalid: expected one of {', '.join(choices)}")
+    return value
+
+
+def check_heartbeat(value: object) -> float:
+    """Seconds between a trial's heartbeats: finite, > 0 and <= MAX_HEARTBEAT_S."""
+    return check_number("heartbeat_s", value,
+                        f"a finite number of seconds > 0 and <= {MAX_HEARTBEAT_S:g}",
+                        lambda x: 0 < x <= MAX_HEARTBEAT_S)
+
+
+def check_seed(value: object) -> int | None:
+    """None (a random seed, drawn once) or an integer the store's ``seed`` column keeps."""
+    return check_int("seed", value, minimum=0, none="None")
+
+
+def check_kwargs(name: str, value: object) -> dict[str, Any]:
+    """None or a mapping with str keys (passed on as keyword arguments)."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        raise ConfigError(f"{name}={value!r} is invalid: expected None or a mapping (dict) "
+                          "with str keys, passed to the train function as keyword arguments")
+    return dict(value)
+
+
+PARAMETER_CHECKS: dict[str, Callable[[Any], object]] = {
+    "job_id": check_job_id,
+    "batch_sizes": check_batch_sizes,
+    "default_batch_size": lambda v: check_int("default_batch_size", v, minimum=1),
+    "target_metric": lambda v: check_number("target_metric", v, "a finite number"),
+    "max_epochs": lambda v: check_int("max_epochs", v, minimum=1),
+    "higher_is_better": lambda v: check_bool("higher_is_better", v),
+    "eta": lambda v: check_number("eta", v, "a number in [0, 1]", lambda x: 0.0 <= x <= 1.0),
+    "beta": lambda v: check_number("beta", v, "a finite number > 1", lambda x: x > 1.0),
+    "window_size": lambda v: check_int("window_size", v, minimum=1, none="None (no window)"),
+    "max_tries": lambda v: check_int("max_tries", v, minimum=1, none="None"),
+    "warmup_steps": lambda v: check_int("warmup_steps", v, minimum=0),
+    "profile_steps": lambda v: check_int("profile_steps", v, minimum=1),
+    "power_limit_mode": lambda v: check_choice("power_limit_mode", v, POWER_LIMIT_MODES),
+    "power_limit_selector": lambda v: check_choice("power_limit_selector", v, SELECTORS),
+    "max_slowdown": lambda v: check_number("max_slowdown", v, "a finite number >= 1.0",
+                                           lambda x: x >= 1.0),
+    "seed": check_seed,
+    "heartbeat_s": check_heartbeat,
+}
+"""One check per job parameter, keyed by the name users write (the operator's keyword): each
+raises ConfigError naming it. JobConfig, ProfilerConfig and the operator (constructor and
+``partial()``) all check through this table, so a value gets the same answer everywhere."""
+
+_JOB_PARAMETERS = ("job_id", "batch_sizes", "default_batch_size", "target_metric",
+                   "max_epochs", "higher_is_better", "eta", "beta", "window_size", "max_tries")
+_PROFILER_PARAMETERS = {"warmup_steps": "warmup_steps", "profile_steps": "profile_steps",
+                        "mode": "power_limit_mode", "selector": "power_limit_selector",
+                        "max_slowdown": "max_slowdown"}
+"""ProfilerConfig's fields, and the parameter names users know them by."""

@@ -16,17 +16,21 @@ NVML or reads the traces, at run time. Traces come from ``traces_dir`` or ``$ZEU
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, NoReturn
 
-from zeus_airflow.core.config import ConfigError
+from zeus_airflow.core.config import DB_INT_MAX, ConfigError
 from zeus_airflow.core.devices.base import GPUGroup
 from zeus_airflow.core.traces import WORKLOADS, load_workload_trace
 
 DEVICE_FORMS: tuple[str, ...] = (
     "auto", "nvml:<i>[,<j>...]", "replay:<gpu>:<workload>", "simulated:<gpu>[:<workload>]")
 TRACES_ENV = "ZEUS_TRACES_DIR"
+
+_INDEX = re.compile(r"[0-9]+")
+"""An NVML index: ASCII digits only (``int()`` would also take " 0" or a full-width "０")."""
 
 DeviceKind = Literal["nvml", "replay", "simulated"]
 
@@ -89,21 +93,26 @@ def resolve_traces_dir(explicit: str | Path | None = None) -> Path:
 
 
 def _indices(text: str, value: str) -> tuple[int, ...]:
-    try:
-        indices = tuple(int(i) for i in value.split(","))
-    except ValueError:
+    parts = value.split(",")
+    if not all(_INDEX.fullmatch(i) for i in parts):
         _invalid(text)
-    if any(i < 0 for i in indices) or len(set(indices)) != len(indices):
-        _invalid(text)
+    indices = tuple(int(i) for i in parts)
+    # Indices are kept in the store's integer columns (GPU leases).
+    if any(i > DB_INT_MAX for i in indices):
+        _invalid(text, f"an NVML index is over {DB_INT_MAX}; ")
+    if len(set(indices)) != len(indices):
+        _invalid(text, "an NVML index is repeated; ")
     return indices
 
 
 def _workload(text: str, name: str) -> str:
     if name not in WORKLOADS:
         raise ConfigError(f"device={text!r} is invalid: workload {name!r} is not one of "
-                          f"{', '.join(sorted(WORKLOADS))}")
+                          f"{', '.join(sorted(WORKLOADS))} (device forms: "
+                          f"{', '.join(DEVICE_FORMS)})")
     return name
 
 
-def _invalid(text: object) -> NoReturn:
-    raise ConfigError(f"device={text!r} is invalid: expected one of {', '.join(DEVICE_FORMS)}")
+def _invalid(text: object, problem: str = "") -> NoReturn:
+    raise ConfigError(f"device={text!r} is invalid: {problem}expected one of "
+                      f"{', '.join(DEVICE_FORMS)}")

@@ -21,6 +21,8 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
+from zeus_airflow.core.config import JOB_ID_MAX_LENGTH
+
 SCHEMA_VERSION = "0002"
 """Alembic revision the code expects; bump it with every migration."""
 
@@ -30,7 +32,8 @@ jobs = Table(
     "zeus_jobs",
     metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("job_id", String(250), nullable=False, comment="dag_id.task_id by default"),
+    Column("job_id", String(JOB_ID_MAX_LENGTH), nullable=False,
+           comment="dag_id.task_id by default"),
     Column("version", Integer, nullable=False),
     Column("fingerprint", String(32), nullable=False),
     Column("config_json", Text, nullable=False),
