@@ -24,11 +24,16 @@ put back on every exit path; see ``core/gpu_lease.py`` for the one Airflow canno
 from __future__ import annotations
 
 import functools
+import inspect
+import itertools
 import logging
+import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from airflow.sdk import BaseOperator
+from airflow.sdk.definitions._internal.mixins import ResolveMixin
+from airflow.sdk.definitions.mappedoperator import OperatorPartial
 from airflow.sdk.exceptions import AirflowTaskTerminated
 
 from zeus_airflow.core.config import (
@@ -37,10 +42,14 @@ from zeus_airflow.core.config import (
     DEFAULT_MAX_SLOWDOWN,
     DEFAULT_PROFILE_STEPS,
     DEFAULT_WARMUP_STEPS,
+    PARAMETER_CHECKS,
     ConfigError,
     JobConfig,
     PowerLimitMode,
     ProfilerConfig,
+    check_bool,
+    check_job_id,
+    check_kwargs,
 )
 from zeus_airflow.core.devices.spec import parse_device
 from zeus_airflow.operators.links import ZeusJobLink
@@ -150,7 +159,7 @@ class ZeusTrainOperator(BaseOperator):
         self.max_tries = max_tries
         self.job_id = job_id
         self.device = device
-        self.train_kwargs = dict(train_kwargs or {})
+        self.train_kwargs = check_kwargs("train_kwargs", train_kwargs)
         self.power_limit_mode = power_limit_mode
         self.power_limit_selector = power_limit_selector
         self.max_slowdown = max_slowdown
@@ -167,45 +176,40 @@ class ZeusTrainOperator(BaseOperator):
         self._validate()
 
     # --- parse time: checks only -------------------------------------------------------------
+    @classmethod
+    def partial(cls, **kwargs: Any) -> OperatorPartial:
+        """``.partial(...)``, with the constructor's parse-time checks.
+
+        Airflow's mapped operators call ``__init__`` only when a mapped instance runs, so
+        without this a bad argument given to ``partial()`` would pass parsing and fail every
+        mapped instance at run time. Arguments given here are checked one by one, and as a
+        whole job configuration once every job field is known (here or in ``expand``).
+        """
+        _check_arguments(kwargs)
+        _check_job(kwargs)
+        made = super().partial(**kwargs)
+        checked = _CheckedPartial(operator_class=made.operator_class, kwargs=made.kwargs,
+                                  params=made.params)
+        made._expand_called = True  # replaced by ``checked``: no "never mapped" warning
+        return checked
+
     def _validate(self) -> None:
-        if not callable(self.train):
-            raise ConfigError(f"train={self.train!r} is invalid: expected a function taking a "
-                              "TrainingRun")
-        if isinstance(self.batch_sizes, str) or not isinstance(self.batch_sizes, Sequence):
-            raise ConfigError(f"batch_sizes={self.batch_sizes!r} is invalid: expected a list of "
-                              "integers > 0")
-        self.job_config(self.job_id or default_job_id(self.dag_id, self.task_id))
-        if not (isinstance(self.device, str) and _is_template(self.device)):
-            parse_device(self.device)
-        if not (isinstance(self.heartbeat_s, int | float) and self.heartbeat_s > 0):
-            raise ConfigError(f"heartbeat_s={self.heartbeat_s!r} is invalid: expected a number "
-                              "of seconds > 0")
-        if self.seed is not None and not (isinstance(self.seed, int)
-                                          and not isinstance(self.seed, bool) and self.seed >= 0):
-            raise ConfigError(f"seed={self.seed!r} is invalid: expected None or an integer >= 0")
-        for name in ("fail_on_missed_target", "fail_when_infeasible"):
-            if not isinstance(getattr(self, name), bool):
-                raise ConfigError(f"{name}={getattr(self, name)!r} is invalid: expected True or "
-                                  "False")
+        # Attributes carry the parameters' names and (templates unrendered) values.
+        _check_arguments({name: getattr(self, name) for name in _OPERATOR_CHECKS})
+        if self.job_id is not None:
+            job_id = _PLACEHOLDER_JOB_ID if _is_template_value(self.job_id) else self.job_id
+        else:
+            job_id = default_job_id(self.dag_id, self.task_id)
+            try:
+                check_job_id(job_id)
+            except ConfigError as err:
+                raise ConfigError(f"{err}; it is the default (<dag_id>.<task_id>): pass a "
+                                  "shorter job_id") from None
+        self.job_config(job_id)  # the checks across parameters (default_batch_size...)
 
     def job_config(self, job_id: str) -> JobConfig:
         """The core configuration; raises ConfigError naming the first bad parameter."""
-        return JobConfig(
-            job_id=job_id,
-            batch_sizes=tuple(self.batch_sizes),
-            default_batch_size=self.default_batch_size,
-            target_metric=self.target_metric,
-            max_epochs=self.max_epochs,
-            higher_is_better=self.higher_is_better,
-            eta=self.eta,
-            beta=self.beta,
-            window_size=self.window_size,
-            max_tries=self.max_tries,
-            profiler=ProfilerConfig(
-                warmup_steps=self.warmup_steps, profile_steps=self.profile_steps,
-                mode=cast(PowerLimitMode, self.power_limit_mode),
-                selector=self.power_limit_selector, max_slowdown=self.max_slowdown),
-        )
+        return _job_config(vars(self), job_id)
 
     # --- run time ----------------------------------------------------------------------------
     def execute(self, context: Context) -> Any:
@@ -316,3 +320,162 @@ def _xcom_check(value: Any) -> None:
 
 def _is_template(text: str) -> bool:
     return "{{" in text or "{%" in text
+
+
+# --- parse-time checks shared by the constructor, partial() and expand() -----------------------
+_PLACEHOLDER_JOB_ID = "templated-job-id"
+"""Stands for a templated job_id in the checks across parameters (rendered only at run time)."""
+_JOB_FIELDS = ("batch_sizes", "default_batch_size", "target_metric", "max_epochs")
+"""The required job parameters: with all of them known, the whole configuration is checked."""
+_MAX_EXPANSIONS_CHECKED = 256
+"""expand() of literal lists checks each combination as a whole job up to this many."""
+
+
+def _check_train(value: object) -> None:
+    if not callable(value):
+        raise ConfigError(f"train={value!r} is invalid: expected a function taking a "
+                          "TrainingRun")
+
+
+def _check_conn_id(value: object) -> None:
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"zeus_conn_id={value!r} is invalid: expected the id of an Airflow "
+                          "connection (a non-empty string)")
+
+
+def _check_traces_dir(value: object) -> None:
+    if value is not None and not isinstance(value, str | os.PathLike):
+        raise ConfigError(f"traces_dir={value!r} is invalid: expected None ($ZEUS_TRACES_DIR) "
+                          "or the path of the traces folder")
+
+
+def _check_optional_job_id(value: object) -> None:
+    if value is not None:  # None: the default, checked once dag_id and task_id are known
+        check_job_id(value)
+
+
+_OPERATOR_CHECKS: dict[str, Callable[[Any], object]] = {
+    **PARAMETER_CHECKS,
+    "job_id": _check_optional_job_id,
+    "train": _check_train,
+    "device": parse_device,
+    "train_kwargs": lambda v: check_kwargs("train_kwargs", v),
+    "zeus_conn_id": _check_conn_id,
+    "traces_dir": _check_traces_dir,
+    "fail_on_missed_target": lambda v: check_bool("fail_on_missed_target", v),
+    "fail_when_infeasible": lambda v: check_bool("fail_when_infeasible", v),
+}
+"""A check for each of the operator's own parameters (Airflow checks BaseOperator's)."""
+
+
+def _is_template_value(value: object) -> bool:
+    return isinstance(value, str) and _is_template(value)
+
+
+_TEMPLATED_STRINGS = ("job_id", "device", "zeus_conn_id", "traces_dir")
+"""Templated parameters whose value is one string: a template there is rendered at run time.
+(``train_kwargs`` is templated too, but its values are: it must be a mapping already.)"""
+
+
+def _unknown_yet(name: str, value: object) -> bool:
+    """Whether a value is only known at run time: an XCom or mapped argument, or a template
+    in a templated string."""
+    return isinstance(value, ResolveMixin) or (
+        name in _TEMPLATED_STRINGS and _is_template_value(value))
+
+
+def _check_arguments(given: Mapping[str, Any]) -> None:
+    """Check each of the operator's parameters in ``given`` on its own; others are skipped."""
+    for name, value in given.items():
+        check = _OPERATOR_CHECKS.get(name)
+        if check is not None and not _unknown_yet(name, value):
+            check(value)
+
+
+@functools.cache
+def _defaults() -> dict[str, Any]:
+    """The constructor's defaults of its own parameters."""
+    parameters = inspect.signature(ZeusTrainOperator.__init__).parameters
+    return {name: p.default for name, p in parameters.items()
+            if name in _OPERATOR_CHECKS and p.default is not inspect.Parameter.empty}
+
+
+def _check_job(given: Mapping[str, Any]) -> None:
+    """The checks across parameters, once every required job field is known."""
+    if not all(name in given for name in _JOB_FIELDS):
+        return
+    values = {**_defaults(), **given}
+    if any(isinstance(values[name], ResolveMixin) for name in _OPERATOR_CHECKS
+           if name in values):
+        return  # an XCom stands for one of them
+    job_id = values["job_id"]
+    if job_id is None or _is_template_value(job_id):
+        # A mapped instance's default id depends on its map index: checked when it runs.
+        job_id = _PLACEHOLDER_JOB_ID
+    _job_config(values, job_id)
+
+
+def _check_expand(partial_kwargs: Mapping[str, Any], mapped: Mapping[str, Any]) -> None:
+    """expand(name=[...]): each literal element on its own, then (when few enough) each
+    combination with the partial() arguments as a whole job."""
+    literal = {name: value for name, value in mapped.items()
+               if isinstance(value, list | tuple) and name in _OPERATOR_CHECKS}
+    for name, values in literal.items():
+        for value in values:
+            if not _unknown_yet(name, value):
+                _OPERATOR_CHECKS[name](value)
+    if len(literal) != len(mapped) or not all(literal.values()):
+        return  # an XCom (or an empty list) decides at run time
+    names = list(literal)
+    combinations = 1
+    for values in literal.values():
+        combinations *= len(values)
+    if combinations > _MAX_EXPANSIONS_CHECKED:
+        return
+    for combination in itertools.product(*literal.values()):
+        _check_job({**partial_kwargs, **dict(zip(names, combination, strict=True))})
+
+
+def _check_expand_kwargs(partial_kwargs: Mapping[str, Any], kwargs: object) -> None:
+    """expand_kwargs([{...}, ...]): each literal mapping with the partial() arguments."""
+    if not isinstance(kwargs, list | tuple):
+        return  # an XCom: known at run time
+    for item in kwargs:
+        if isinstance(item, Mapping):
+            _check_arguments(item)
+            _check_job({**partial_kwargs, **item})
+
+
+class _CheckedPartial(OperatorPartial):
+    """What ``ZeusTrainOperator.partial()`` returns: ``expand`` and ``expand_kwargs`` check
+    the literal values they are given before Airflow maps them."""
+
+    def expand(self, **mapped_kwargs: Any) -> Any:
+        self._expand_called = True  # a refused expand() is reported by its error, not a warning
+        _check_expand(self.kwargs, mapped_kwargs)
+        return super().expand(**mapped_kwargs)
+
+    def expand_kwargs(self, kwargs: Any, *, strict: bool = True) -> Any:
+        self._expand_called = True
+        _check_expand_kwargs(self.kwargs, kwargs)
+        return super().expand_kwargs(kwargs, strict=strict)
+
+
+def _job_config(values: Mapping[str, Any], job_id: str) -> JobConfig:
+    """The core configuration from the operator's parameters (attributes or arguments)."""
+    return JobConfig(
+        job_id=job_id,
+        batch_sizes=values["batch_sizes"],
+        default_batch_size=values["default_batch_size"],
+        target_metric=values["target_metric"],
+        max_epochs=values["max_epochs"],
+        higher_is_better=values["higher_is_better"],
+        eta=values["eta"],
+        beta=values["beta"],
+        window_size=values["window_size"],
+        max_tries=values["max_tries"],
+        profiler=ProfilerConfig(
+            warmup_steps=values["warmup_steps"], profile_steps=values["profile_steps"],
+            mode=cast(PowerLimitMode, values["power_limit_mode"]),
+            selector=values["power_limit_selector"], max_slowdown=values["max_slowdown"]),
+    )
