@@ -11,8 +11,9 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from statistics import mean, median
 
+from zeus_airflow.cli import check_writable
 from zeus_airflow.cli.simulate import TRACES_HELP
-from zeus_airflow.core.config import DEFAULT_BETA, DEFAULT_ETA, ConfigError
+from zeus_airflow.core.config import DEFAULT_BETA, DEFAULT_ETA, ConfigError, check_int
 from zeus_airflow.core.traces import WORKLOADS, load_workload_trace
 from zeus_airflow.sim.drift import (
     ADAPT_HORIZON,
@@ -68,6 +69,10 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     specs = build_specs(args)
+    for name, path in (("output_csv", args.output_csv),
+                       ("recurrences_csv", args.recurrences_csv), ("plot", args.plot)):
+        if path is not None:
+            check_writable(name, path)
     if args.jobs > 1:
         with ProcessPoolExecutor(max_workers=args.jobs) as pool:
             results = list(pool.map(run_drift, specs))
@@ -91,6 +96,8 @@ def build_specs(args: argparse.Namespace) -> list[DriftSpec]:
     """Validate every argument before any simulation starts."""
     if not args.seeds:
         raise ConfigError("seeds=[] is invalid: expected at least one integer seed")
+    for seed in args.seeds:  # numpy refuses negative seeds, deep inside a simulation
+        check_int("seeds", seed, minimum=0)
     windows = [_window(text) for text in dict.fromkeys(args.windows)]
     trace = load_workload_trace(args.traces, args.gpu, args.workload)  # names gpu/workload
     drift = Drift(args.batch_scale, args.difficulty)

@@ -13,7 +13,8 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from statistics import mean
 
-from zeus_airflow.core.config import DEFAULT_BETA, DEFAULT_ETA, ConfigError
+from zeus_airflow.cli import check_writable
+from zeus_airflow.core.config import DEFAULT_BETA, DEFAULT_ETA, ConfigError, check_int
 from zeus_airflow.core.policy import POLICIES
 from zeus_airflow.core.traces import WORKLOADS, load_workload_trace
 from zeus_airflow.sim.simulator import SimulationResult, SimulationSpec, job_config, simulate
@@ -54,6 +55,9 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     specs = build_specs(args)
+    for name, path in (("output_csv", args.output_csv), ("plot", args.plot)):
+        if path is not None:
+            check_writable(name, path)
     results = run_all(specs, args.jobs)
     write_csv(args.output_csv, results)
     print(format_table(results))
@@ -73,6 +77,8 @@ def build_specs(args: argparse.Namespace) -> list[SimulationSpec]:
         raise ConfigError(f"recurrences={args.recurrences} is invalid: expected an integer >= 1")
     if not args.seeds:
         raise ConfigError("seeds=[] is invalid: expected at least one integer seed")
+    for seed in args.seeds:  # numpy refuses negative seeds, deep inside a simulation
+        check_int("seeds", seed, minimum=0)
     policies = list(POLICIES) if args.policy == "all" else [args.policy]
     specs = []
     for gpu in dict.fromkeys(args.gpu):

@@ -113,7 +113,10 @@ def store_from_args(args: argparse.Namespace) -> SQLStore:
 def _upgrade(args: argparse.Namespace) -> int:
     location = _location(args)
     done = upgrade_store(location)
-    if done.before == done.after:
+    if done.recreated:
+        print(f"{location.describe()}: recreated the missing table(s) "
+              f"{', '.join(done.recreated)}, empty (schema revision {done.after})")
+    elif done.before == done.after:
         print(f"{location.describe()}: already at schema revision {done.after}")
     elif done.before is None:
         print(f"{location.describe()}: created the store's tables (schema revision "

@@ -8,11 +8,15 @@ deferred transaction, which WAL mode lets run beside a writer.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError
 from sqlalchemy.pool import StaticPool
+
+from zeus_airflow.core.store.base import StoreError
 
 DEFAULT_TIMEOUT_S = 30.0
 """How long to wait for the database: SQLite's write lock, PostgreSQL's connection."""
@@ -27,20 +31,39 @@ then together with everything committed after it. The store uses it for decision
 for results."""
 
 _POSTGRES_DRIVER = "postgresql+psycopg"
+SUPPORTED_URLS = ("a SQLite URL (sqlite:////absolute/path/zeus_airflow.db) or a PostgreSQL "
+                  "URL (postgresql://user:password@host:5432/database)")
+"""The store's backends, as every URL error states them."""
+_SUPPORTED_DRIVERS = ("sqlite", "sqlite+pysqlite", _POSTGRES_DRIVER)
+_PASSWORD = re.compile(r":[^:@/\s]*@")
+"""The password in ``user:password@host``."""
 
 
 def normalize_url(url: str | URL) -> URL:
     """The URL with PostgreSQL's driver made explicit (psycopg 3).
 
-    ``postgres://`` (what Airflow and Heroku write, and SQLAlchemy 2 rejects) and a bare
-    ``postgresql://`` (SQLAlchemy's default driver psycopg2 is not a dependency) both become
-    ``postgresql+psycopg://``.
+    ``postgres://`` (what Airflow and Heroku write, and SQLAlchemy 2 rejects), a bare
+    ``postgresql://`` and ``postgresql+psycopg2://`` (psycopg2 is not a dependency) all become
+    ``postgresql+psycopg://``. Raises StoreError, stating the supported forms, for text that is
+    not a URL and for any other database or driver.
     """
     if isinstance(url, str) and url.startswith("postgres://"):
         url = "postgresql://" + url.removeprefix("postgres://")
-    parsed = make_url(url)
-    if parsed.drivername == "postgresql":
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        # The text cannot be parsed, so its password cannot be hidden the usual way.
+        shown = _PASSWORD.sub(":***@", str(url))
+        raise StoreError(f"{shown!r} is not a database URL: expected {SUPPORTED_URLS}"
+                         ) from None
+    if parsed.drivername in ("postgresql", "postgresql+psycopg2"):
+        # psycopg2 (Airflow's usual driver) takes the same URLs; psycopg 3 is what we ship.
         parsed = parsed.set(drivername=_POSTGRES_DRIVER)
+    if parsed.drivername not in _SUPPORTED_DRIVERS:
+        # Refused here, not when SQLAlchemy fails to import the dialect's driver.
+        raise StoreError(f"the store URL {display_url(parsed)} uses {parsed.drivername!r}: "
+                         "the zeus-airflow store supports SQLite and PostgreSQL only; "
+                         f"expected {SUPPORTED_URLS}")
     return parsed
 
 

@@ -2,12 +2,15 @@
 
 A transaction is retried only after errors that say the connection (or, on SQLite, the write
 lock) was unavailable: the transaction was rolled back, so running it again is safe. Any other
-database error is a bug or a schema problem and surfaces at once.
+database error is a bug or a schema problem and surfaces at once, and so does a server that
+refuses the connection for good (authentication, a missing role or database): waiting would
+not change its answer.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -49,9 +52,42 @@ _SQLITE_TRANSIENT = ("locked", "busy", "unable to open", "disk i/o")
 """SQLite reports a missing table as an OperationalError too: only these messages are waits."""
 
 
+_PG_REFUSALS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(pattern, re.IGNORECASE), fix) for pattern, fix in (
+        (r'role ".*" does not exist',
+         "create that role on the server, or fix the user name in the store's URL or connection"),
+        (r'database ".*" does not exist',
+         "create that database (createdb <name>), or fix the database name in the store's URL "
+         "or connection"),
+        (r"authentication failed|no password supplied",
+         "fix the user name or password in the store's URL or connection"),
+        (r"no pg_hba\.conf entry",
+         "allow this host, user and database in the server's pg_hba.conf"),
+        (r"is not permitted to log in", "grant that role LOGIN, or connect as another user"),
+        (r"permission denied for database", "grant CONNECT on that database to the user"),
+    ))
+"""What PostgreSQL says when it refuses a connection for good, and how to fix each. libpq
+gives no SQLSTATE for errors while connecting, so the server's message is all there is."""
+
+
+def refusal(err: BaseException) -> tuple[str, str] | None:
+    """(the server's reason, the fix) when PostgreSQL refused the connection for good."""
+    if not isinstance(err, DBAPIError) or not isinstance(err, OperationalError | InterfaceError):
+        return None
+    if not type(err.orig).__module__.startswith("psycopg"):
+        return None
+    message = str(err.orig).strip()
+    # 'connection failed: connection to server at "h", port 5432 failed: FATAL:  <reason>'
+    reason = re.split(r"FATAL:\s*", message)[-1].strip().splitlines()[0] if message else ""
+    for pattern, fix in _PG_REFUSALS:
+        if pattern.search(message):
+            return reason, fix
+    return None
+
+
 def is_transient(err: BaseException) -> bool:
     """Whether the database was unreachable or busy, rather than the statement wrong."""
-    if not isinstance(err, DBAPIError):
+    if not isinstance(err, DBAPIError) or refusal(err) is not None:
         return False
     if err.connection_invalidated:
         return True

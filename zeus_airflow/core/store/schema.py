@@ -7,6 +7,8 @@ two ever reading each other's revision.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from alembic import command
@@ -14,13 +16,16 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from alembic.util import CommandError
-from sqlalchemy import Connection, Engine, text
+from sqlalchemy import Connection, Engine, inspect, text
+from sqlalchemy.exc import DBAPIError
 
 from zeus_airflow.core.store.base import StoreError
-from zeus_airflow.core.store.tables import SCHEMA_VERSION
+from zeus_airflow.core.store.tables import SCHEMA_VERSION, metadata
 
 VERSION_TABLE = "zeus_alembic_version"
 UPGRADE_COMMAND = "zeus-airflow db upgrade"
+_MISSING_TABLE = re.compile(r'no such table: (\w+)|relation "(\w+)" does not exist')
+"""SQLite's and PostgreSQL's words for a statement on a table that is not there."""
 # "zeus" as a number: serialises concurrent upgrades of one database.
 _PG_UPGRADE_LOCK = text(f"SELECT pg_advisory_xact_lock({0x7A657573})")
 
@@ -31,6 +36,8 @@ class Upgrade:
 
     before: str | None
     after: str
+    recreated: tuple[str, ...] = ()
+    """Tables that were missing at the head revision and were created again, empty."""
 
 
 def alembic_config() -> Config:
@@ -71,7 +78,32 @@ def upgrade(engine: Engine) -> Upgrade:
         config = alembic_config()
         config.attributes["connection"] = conn
         command.upgrade(config, "head")
-        return Upgrade(before, current_revision(conn) or "")
+        # Tables dropped by hand at the head revision: the migrations would never run again,
+        # so recreate them (empty: their rows are gone) to make the store usable.
+        missing = missing_tables(conn)
+        if missing:
+            metadata.create_all(conn, tables=[metadata.tables[name] for name in missing])
+        return Upgrade(before, current_revision(conn) or "", tuple(missing))
+
+
+def missing_tables(conn: Connection) -> list[str]:
+    """The store's tables that are not in the database (the connection's default schema)."""
+    present = set(inspect(conn).get_table_names())
+    return sorted(name for name in metadata.tables if name not in present)
+
+
+def missing_table(err: DBAPIError) -> str | None:
+    """The store's table a database error says is missing, if that is what it says."""
+    match = _MISSING_TABLE.search(str(err.orig))
+    name = match and (match.group(1) or match.group(2))
+    return name if name in metadata.tables else None
+
+
+def incomplete(where: str, missing: Sequence[str]) -> str:
+    """The message for a store whose revision is right but whose tables are not all there."""
+    return (f"the zeus-airflow store at {where} lacks table(s) {', '.join(missing)} of schema "
+            f"revision {SCHEMA_VERSION} (dropped outside zeus-airflow?): run "
+            f"`{UPGRADE_COMMAND}` to recreate them, empty")
 
 
 def check(conn: Connection, where: str) -> None:
@@ -81,6 +113,9 @@ def check(conn: Connection, where: str) -> None:
     """
     revision = current_revision(conn)
     if revision == SCHEMA_VERSION:
+        missing = missing_tables(conn)
+        if missing:
+            raise StoreError(incomplete(where, missing))
         return
     if revision is None:
         raise StoreError(f"the zeus-airflow store at {where} has no tables yet: create them "

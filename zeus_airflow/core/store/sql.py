@@ -63,7 +63,7 @@ from zeus_airflow.core.store.connect import (
     display_url,
     make_engine,
 )
-from zeus_airflow.core.store.retry import RetryPolicy, is_transient, with_retries
+from zeus_airflow.core.store.retry import RetryPolicy, is_transient, refusal, with_retries
 from zeus_airflow.core.store.snapshot import read_snapshot
 from zeus_airflow.core.store.tables import LIVE_STATUSES, jobs, power_profiles, trials
 
@@ -406,6 +406,14 @@ def guarded(where: str, what: str, work: Callable[[], T], policy: RetryPolicy) -
     try:
         return with_retries(policy, what, work)
     except DBAPIError as err:
+        refused = refusal(err)
+        if refused is not None:  # the server's reason first: it is what to fix
+            reason, fix = refused
+            raise StoreError(f"{reason}: {fix} ({what}: the zeus-airflow store at {where} "
+                             "refused the connection; not retried)") from err
+        missing = schema.missing_table(err)
+        if missing is not None:
+            raise StoreError(f"{what}: {schema.incomplete(where, [missing])}") from err
         reason = str(err.orig).strip() if err.orig else str(err)
         if is_transient(err):
             raise StoreError(f"{what}: the zeus-airflow store at {where} is unreachable or busy "
