@@ -230,8 +230,8 @@ def test_jobs_know_their_dags_and_tasks_their_job(store: SQLStore) -> None:
                                           "shared": frozenset({"a", "b"}),
                                           "fresh.t": frozenset()}
         assert reports.job_dags(conn, "shared") == {"shared": frozenset({"a", "b"})}
-        assert reports.job_of_task(conn, "b", "t") == "shared"
-        assert reports.job_of_task(conn, "nope", "t") is None
+        assert reports.instance_job(conn, "b", "t") == "shared"
+        assert reports.instance_job(conn, "nope", "t") is None
     assert fresh and summary_of(store, "fresh.t").runs == 0
 
 

@@ -53,7 +53,7 @@ from zeus_airflow.core.config import (
 )
 from zeus_airflow.core.devices.spec import parse_device
 from zeus_airflow.operators.links import ZeusJobLink
-from zeus_airflow.operators.naming import default_job_id
+from zeus_airflow.operators.naming import UNMAPPED, default_job_id, map_label
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -223,10 +223,11 @@ class ZeusTrainOperator(BaseOperator):
         from zeus_airflow.core.store.base import RecurrenceKey, UnrecordedResultError
 
         ti = context["ti"]
-        config = self.job_config(self.job_id or default_job_id(self.dag_id, self.task_id))
+        config = self.job_config(self._resolve_job_id(context))
         self.job_id = config.job_id  # shown resolved in the Rendered Templates tab
         spec = parse_device(self.device)
         store = self._open_store()  # fails here, before any GPU setting changes
+        self._warn_if_instances_share_the_job(store, context, config.job_id)
         device = open_device(spec, self.traces_dir)
         key = RecurrenceKey(run_id=ti.run_id, dag_id=ti.dag_id, task_id=ti.task_id,
                             map_index=-1 if ti.map_index is None else ti.map_index,
@@ -281,6 +282,68 @@ class ZeusTrainOperator(BaseOperator):
         raise AirflowTaskTerminated("stopped by Airflow (on_kill): power limits restored")
 
     # --- internals ---------------------------------------------------------------------------
+    def _resolve_job_id(self, context: Context) -> str:
+        """The job this task instance feeds: ``job_id`` when given (rendered by now), else
+        the task's default, one job per mapped instance."""
+        if self.job_id:
+            return self.job_id
+        map_index = context["ti"].map_index
+        label = map_label(map_index, self._rendered_map_index(context, map_index))
+        return default_job_id(self.dag_id, self.task_id, label)
+
+    def _rendered_map_index(self, context: Context, map_index: int | None) -> str | None:
+        """The instance's ``map_index_template``, rendered as Airflow's task runner renders it
+        (``_render_map_index``). Airflow's final rendering comes after execute, too late to
+        name the job that training feeds, so it is rendered here from what the task knows
+        before training (its rendered arguments, the run's context)."""
+        template = context.get("map_index_template")
+        if template is None or map_index is None or map_index == UNMAPPED:
+            return None
+        try:
+            return self.dag.get_template_env().from_string(template).render(context)
+        except Exception as err:  # any error of the template: Airflow tolerates it here too
+            self.log.warning(
+                "Zeus: map_index_template %r cannot be rendered before training (%s: %s), so "
+                "this instance's job is named by its map index %d. A template that reads "
+                "only the task's arguments (e.g. {{ task.train_kwargs['region'] }}) names "
+                "the job as the UI names the instance.", template, type(err).__name__, err,
+                map_index)
+            return None
+
+    def _warn_if_instances_share_the_job(self, store: SQLStore, context: Context,
+                                         job_id: str) -> None:
+        """A mapped task whose instances feed one job (an explicit job_id, or a
+        map_index_template that renders alike) trains one bandit on every instance's data;
+        that is allowed, but rarely meant, so it is said in every instance's log."""
+        from zeus_airflow.core.reports import job_map_indexes
+
+        ti = context["ti"]
+        if ti.map_index is None or ti.map_index == UNMAPPED:
+            return
+        with store.reading() as conn:
+            others = [i for i in job_map_indexes(conn, job_id, ti.dag_id, ti.task_id)
+                      if i != ti.map_index]
+        literal = self._job_id_is_literal_for_every_instance()
+        if others or literal:
+            which = (f"instances {', '.join(map(str, others))} have fed it too" if others
+                     else "job_id is the same text for every instance")
+            self.log.warning(
+                "Zeus: the mapped instances of task %s share one job, %r (%s): one bandit "
+                "learns from all their data. Leave job_id unset for a job per instance, or "
+                "template it per instance (e.g. \"{{ dag.dag_id }}.{{ "
+                "task.train_kwargs['region'] }}\"); if sharing is intended, ignore this.",
+                ti.task_id, job_id, which)
+
+    def _job_id_is_literal_for_every_instance(self) -> bool:
+        """Whether ``partial(job_id=...)`` gave every instance the same plain text: known
+        before any instance has run, unlike a template's renderings."""
+        mapped = self.dag.task_dict.get(self.task_id) if self.has_dag() else None
+        partial_kwargs = getattr(mapped, "partial_kwargs", None)
+        if not isinstance(partial_kwargs, Mapping):
+            return False
+        raw = partial_kwargs.get("job_id")
+        return isinstance(raw, str) and bool(raw) and not _is_template(raw)
+
     def _open_store(self) -> SQLStore:
         from zeus_airflow.hooks.store import ZeusStoreHook
 

@@ -76,7 +76,7 @@ def _summary(conn: Connection, access: DagAccess, job_id: str,
 
 def job_of_task(access: DagAccess, dag_id: str, task_id: str) -> str:
     with store().reading() as conn:
-        job_id = reports.job_of_task(conn, dag_id, task_id)
+        job_id = reports.instance_job(conn, dag_id, task_id)
         if job_id is None:
             raise JobNotFoundError(f"task {task_id!r} of DAG {dag_id!r} has not run a Zeus "
                                    "job yet")

@@ -12,9 +12,11 @@ from zeus_airflow.core.reports.default import default_estimate
 from zeus_airflow.core.reports.jobs import (
     current,
     detail,
+    instance_job,
     job_dags,
-    job_of_task,
+    job_map_indexes,
     summaries,
+    task_jobs,
     versions,
 )
 from zeus_airflow.core.reports.records import (
@@ -30,5 +32,5 @@ from zeus_airflow.core.reports.runs import SHOWN_STATUSES, runs
 
 __all__ = ["SHOWN_STATUSES", "Arm", "DefaultEstimate", "JobDetail", "JobSummary",
            "ProfilePoint", "RunRecord", "Version", "arms", "current", "default_estimate",
-           "detail", "job_dags", "job_of_task", "profile_points", "runs", "summaries",
-           "versions"]
+           "detail", "instance_job", "job_dags", "job_map_indexes", "profile_points", "runs",
+           "summaries", "task_jobs", "versions"]

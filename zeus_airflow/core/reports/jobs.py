@@ -32,12 +32,39 @@ def job_dags(conn: Connection, job_id: str | None = None) -> dict[str, frozenset
     return {job: frozenset(dags) for job, dags in found.items()}
 
 
-def job_of_task(conn: Connection, dag_id: str, task_id: str) -> str | None:
-    """The job the task's latest trial belongs to (a task runs one job, unless renamed)."""
-    return conn.execute(select(jobs.c.job_id).join(trials, trials.c.job_pk == jobs.c.id)
+def instance_job(conn: Connection, dag_id: str, task_id: str, map_index: int | None = None,
+                 run_id: str | None = None) -> str | None:
+    """The job a task instance fed: the one of its trials in ``run_id`` when it ran there,
+    else the one of its latest trial (a job id can be renamed between runs, and each mapped
+    instance has a job of its own). ``map_index`` None: any instance of the task."""
+    query = (select(jobs.c.job_id).join(trials, trials.c.job_pk == jobs.c.id)
+             .where(trials.c.dag_id == dag_id, trials.c.task_id == task_id)
+             .order_by(trials.c.started_at.desc(), trials.c.id.desc()).limit(1))
+    if map_index is not None:
+        query = query.where(trials.c.map_index == map_index)
+    found = None if run_id is None else conn.execute(
+        query.where(trials.c.run_id == run_id)).scalar()
+    return found if found is not None else conn.execute(query).scalar()
+
+
+def task_jobs(conn: Connection, dag_id: str, task_id: str) -> dict[int, str]:
+    """Each map index the task ran (-1 alone when it is not mapped), in order, with the job
+    its latest trial fed."""
+    rows = conn.execute(select(trials.c.map_index, jobs.c.job_id)
+                        .join(jobs, trials.c.job_pk == jobs.c.id)
                         .where(trials.c.dag_id == dag_id, trials.c.task_id == task_id)
-                        .order_by(trials.c.started_at.desc(), trials.c.id.desc()).limit(1)
-                        ).scalar()
+                        .order_by(trials.c.started_at, trials.c.id))
+    latest = dict(rows.tuples().all())  # later rows overwrite: the latest trial wins
+    return dict(sorted(latest.items()))
+
+
+def job_map_indexes(conn: Connection, job_id: str, dag_id: str, task_id: str
+                    ) -> tuple[int, ...]:
+    """The map indexes of the task whose trials fed the job, over all its versions."""
+    return tuple(conn.execute(
+        select(trials.c.map_index).distinct().join(jobs, trials.c.job_pk == jobs.c.id)
+        .where(jobs.c.job_id == job_id, trials.c.dag_id == dag_id,
+               trials.c.task_id == task_id).order_by(trials.c.map_index)).scalars())
 
 
 def versions(conn: Connection, job_ids: Iterable[str]) -> dict[str, list[Version]]:
