@@ -25,14 +25,16 @@ from zeus_airflow.core.traces import WorkloadTrace
 
 @pytest.fixture
 def filled_url(sql_store: SQLStore, cifar_trace: WorkloadTrace) -> str:
-    """Three recurrences of ``cli.job`` and one of ``other.job``."""
-    for job_id, runs in (("cli.job", 3), ("other.job", 1)):
+    """Three recurrences of ``cli.job`` and one of ``other.job``, by mapped instance 2 of
+    its task."""
+    for job_id, runs, map_index in (("cli.job", 3, -1), ("other.job", 1, 2)):
         gpu = ReplayGPU(cifar_trace)
         engine = Engine(sql_store, gpu, job_config(cifar_trace, job_id), seed=1,
                         heartbeat_s=None)
         train = ReplayTraining(gpu, seed=1)
         for i in range(runs):
-            engine.run_recurrence(train, RecurrenceKey(f"run-{i}", "dag", job_id))
+            engine.run_recurrence(train, RecurrenceKey(f"run-{i}", "dag", f"{job_id}-task",
+                                                       map_index))
     return sql_store.engine.url.render_as_string(hide_password=False)
 
 
@@ -61,11 +63,16 @@ def test_runs_in_every_format(filled_url: str, capsys: pytest.CaptureFixture[str
         [(r["id"], r["cost"]) for r in runs]
     _, out, _ = run_cli(capsys, "runs", "--db", filled_url, "--job", "other.job")
     header, *lines = out.splitlines()
-    assert header.split() == ["id", "job_id", "version", "run_id", "try_number", "attempt",
-                              "status", "phase", "batch_size", "power_limit_w", "energy_j",
-                              "time_s", "cost", "epochs", "reached_target", "measurement",
-                              "started_at"]
-    assert len(lines) == 1 and lines[0].split()[1:4] == ["other.job", "1", "run-0"]
+    columns = header.split()
+    assert columns == ["id", "job_id", "version", "task_id", "map_index", "run_id",
+                       "try_number", "attempt", "status", "phase", "batch_size",
+                       "power_limit_w", "energy_j", "time_s", "cost", "epochs",
+                       "reached_target", "stop_reason", "measurement", "started_at"]
+    assert len(lines) == 1
+    shown = dict(zip(columns, lines[0].split(), strict=True))
+    assert (shown["job_id"], shown["version"], shown["task_id"], shown["map_index"],
+            shown["run_id"]) == ("other.job", "1", "other.job-task", "2", "run-0")
+    assert (shown["reached_target"], shown["stop_reason"]) == ("True", "target")
 
 
 def test_jobs_shows_every_version(filled_url: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -36,10 +36,12 @@ from zeus_airflow.core.store.sql import SQLStore
 FORMATS = ("table", "json", "csv")
 JOB_TABLE_COLUMNS = ("job_id", "version", "active", "created_at", "trials", "running",
                      "succeeded", "failed", "counted", "energy_j", "time_s")
-RUN_TABLE_COLUMNS = ("id", "job_id", "version", "run_id", "try_number", "attempt", "status",
-                     "phase", "batch_size", "power_limit_w", "energy_j", "time_s", "cost",
-                     "epochs", "reached_target", "measurement", "started_at")
-"""``--format table`` shows these columns; json and csv carry every field."""
+RUN_TABLE_COLUMNS = ("id", "job_id", "version", "task_id", "map_index", "run_id", "try_number",
+                     "attempt", "status", "phase", "batch_size", "power_limit_w", "energy_j",
+                     "time_s", "cost", "epochs", "reached_target", "stop_reason", "measurement",
+                     "started_at")
+"""``--format table`` shows these columns (any field of ``TrialRecord`` can join them); json
+and csv carry every field."""
 
 Handler = Callable[[argparse.Namespace], int]
 
