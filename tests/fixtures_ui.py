@@ -39,6 +39,9 @@ SCOPES = {"alpha": ("zeus_ui_alpha",)}
 ALPHA_DAG, BETA_DAG = "zeus_ui_alpha", "zeus_ui_beta"
 ALPHA_JOB, BETA_JOB, CLI_JOB = f"{ALPHA_DAG}.train", "beta_model", "cli_job"
 ALPHA_RUNS, BETA_RUNS = 5, 2
+MAPPED_DAG, REGIONS, MAPPED_RUNS = "zeus_ui_mapped", ("eu", "us"), 2
+MAPPED_JOBS = tuple(f"{MAPPED_DAG}.train[{r}]" for r in REGIONS)
+"""One job per mapped instance, named by its map_index_template."""
 START_TIMEOUT_S = 180
 STOP_TIMEOUT_S = 30
 
@@ -84,12 +87,15 @@ class UIData:
     alpha_runs: tuple[Any, ...]
     """The alpha DAG's DagRuns, oldest first."""
     beta_runs: tuple[Any, ...]
+    mapped_runs: tuple[Any, ...]
+    """The mapped DAG's DagRuns: a task mapped over ``REGIONS``."""
 
 
 @pytest.fixture(scope="session")
 def ui_data(airflow_db: Path, tmp_path_factory: pytest.TempPathFactory) -> UIData:
-    """Two DAGs run through ``dag.test()`` on the replay device: the alpha DAG's job has the
-    default id, the beta DAG's job a name of its own. A third job ran outside Airflow."""
+    """Three DAGs run through ``dag.test()`` on the replay device: the alpha DAG's job has
+    the default id, the beta DAG's job a name of its own, the mapped DAG's task a job per
+    instance. Another job ran outside Airflow."""
     from fixtures_airflow import daily, sync_dag
 
     from zeus_airflow import ZeusTrainOperator
@@ -108,12 +114,24 @@ def ui_data(airflow_db: Path, tmp_path_factory: pytest.TempPathFactory) -> UIDat
                               device="replay:v100:cifar100", seed=7, **settings, **extra)
         return sync_dag(built)
 
+    def mapped() -> Any:
+        from airflow.sdk import DAG
+
+        with DAG(MAPPED_DAG, schedule="@daily", start_date=daily(0), catchup=False) as built:
+            ZeusTrainOperator.partial(
+                task_id="train", train=replay_region, heartbeat_s=5,
+                device="replay:v100:cifar100", seed=7, **settings,
+                map_index_template="{{ task.train_kwargs['region'] }}",
+            ).expand(train_kwargs=[{"region": r} for r in REGIONS])
+        return sync_dag(built)
+
     previous = os.environ.get("ZEUS_AIRFLOW_DB_URL"), signal.getsignal(signal.SIGTERM)
     os.environ["ZEUS_AIRFLOW_DB_URL"] = url
     try:
         alpha, beta = dag(ALPHA_DAG, "train"), dag(BETA_DAG, "fit", job_id=BETA_JOB)
         alpha_runs = tuple(alpha.test(logical_date=daily(d)) for d in range(ALPHA_RUNS))
         beta_runs = tuple(beta.test(logical_date=daily(d)) for d in range(BETA_RUNS))
+        mapped_runs = tuple(mapped().test(logical_date=daily(d)) for d in range(MAPPED_RUNS))
     finally:
         # dag.test() installs a SIGTERM handler of its own in this process
         signal.signal(signal.SIGTERM, previous[1])
@@ -121,9 +139,16 @@ def ui_data(airflow_db: Path, tmp_path_factory: pytest.TempPathFactory) -> UIDat
             os.environ.pop("ZEUS_AIRFLOW_DB_URL", None)
         else:
             os.environ["ZEUS_AIRFLOW_DB_URL"] = previous[0]
-    assert all(r.state == "success" for r in alpha_runs + beta_runs)
+    assert all(r.state == "success" for r in alpha_runs + beta_runs + mapped_runs)
     _run_outside_airflow(url, CLI_JOB)
-    return UIData(url, alpha_runs, beta_runs)
+    return UIData(url, alpha_runs, beta_runs, mapped_runs)
+
+
+def replay_region(run: Any, region: str) -> dict[str, float]:
+    """One region's training, replayed (every region replays the same traces)."""
+    from zeus_airflow.operators.replay import replay_train
+
+    return replay_train(run)
 
 
 def _run_outside_airflow(url: str, job_id: str) -> None:

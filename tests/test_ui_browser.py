@@ -7,9 +7,19 @@ Screenshots go to ``artifacts/`` (ui-job-page.png, ui-job-page-dark.png, ui-dag-
 from __future__ import annotations
 
 import json
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
-from fixtures_ui import ALPHA_DAG, ALPHA_JOB, ALPHA_RUNS, ARTIFACTS, ApiServer, Browser
+from fixtures_ui import (
+    ALPHA_DAG,
+    ALPHA_JOB,
+    ALPHA_RUNS,
+    ARTIFACTS,
+    MAPPED_DAG,
+    MAPPED_JOBS,
+    ApiServer,
+    Browser,
+    UIData,
+)
 
 JOB_PATH = f"/zeus/jobs/{ALPHA_JOB}"
 CHARTS = ("energy", "time", "batch-size", "cumulative", "arms", "profile-power",
@@ -96,7 +106,7 @@ def test_logged_in_the_job_page_draws_its_charts(browser: Browser,
 
 
 def test_inside_airflow_the_dag_tab_shows_the_job_in_airflows_theme(
-        browser: Browser, api_server: ApiServer) -> None:
+        browser: Browser, api_server: ApiServer, ui_data: UIData) -> None:
     tab = f"/dags/{ALPHA_DAG}/plugin/zeus_dag"
     log_in(browser, api_server, JOB_PATH, "viewer")
     browser.evaluate("localStorage.setItem('theme', 'dark')")  # Airflow's own theme choice
@@ -109,3 +119,12 @@ def test_inside_airflow_the_dag_tab_shows_the_job_in_airflows_theme(
     assert luminance(browser.evaluate(
         f"getComputedStyle({frame}.body).backgroundColor")) < 0.2
     browser.screenshot(ARTIFACTS / "ui-dag-tab.png")
+
+    # A mapped instance's tab: Airflow fills {MAP_INDEX} in, the tab opens that instance's job
+    run_id = quote(ui_data.mapped_runs[0].run_id, safe="")
+    browser.goto(f"{api_server.url}/dags/{MAPPED_DAG}/runs/{run_id}/tasks/train/mapped/0"
+                 "/plugin/zeus_task_instance")
+    job_path = f"/zeus/jobs/{quote(MAPPED_JOBS[0], safe='')}"
+    browser.wait_for(f"{frame}?.location.pathname === {json.dumps(job_path)} && "
+                     f"{frame}.querySelectorAll('#runs-table tr.highlight').length === 1",
+                     timeout_s=90, what="instance 0's job inside Airflow's task instance tab")

@@ -22,6 +22,9 @@ from fixtures_ui import (
     BETA_DAG,
     BETA_JOB,
     CLI_JOB,
+    MAPPED_DAG,
+    MAPPED_JOBS,
+    MAPPED_RUNS,
     USERS,
     ApiServer,
     UIData,
@@ -108,7 +111,7 @@ def test_a_reader_of_every_dag_sees_every_job(api_server: ApiServer, tokens: dic
                                               ui_data: UIData) -> None:
     listed = {j["job_id"]: j for j in
               get(api_server, "/zeus/api/jobs", tokens["viewer"]).json()["jobs"]}
-    assert set(listed) == {ALPHA_JOB, BETA_JOB, CLI_JOB}
+    assert set(listed) == {ALPHA_JOB, BETA_JOB, CLI_JOB, *MAPPED_JOBS}
     assert listed[CLI_JOB]["tasks"] == [{"dag_id": "", "task_id": ""}]
     alpha, beta = listed[ALPHA_JOB], listed[BETA_JOB]
     assert alpha["tasks"] == [{"dag_id": ALPHA_DAG, "task_id": "train"}]
@@ -197,6 +200,44 @@ def test_the_dag_and_task_tabs_open_the_right_job(api_server: ApiServer,
     highlighted = re.findall(r'<tr id="run-\d+" class="highlight">.*?</tr>', page.text, re.S)
     assert len(highlighted) == 1 and run_id in highlighted[0]
     assert get(api_server, f"/zeus/dags/{ALPHA_DAG}/tasks/nope", viewer).status_code == 404
+
+
+def test_a_mapped_instance_tab_opens_that_instances_job_and_runs(
+        api_server: ApiServer, tokens: dict[str, str], ui_data: UIData) -> None:
+    viewer, run_id = tokens["viewer"], ui_data.mapped_runs[0].run_id
+    # the href Airflow fills in on a mapped instance's page (plugin.VIEWS); instance 0, not
+    # the run's latest trial (instance 1's)
+    ti_tab = get(api_server, f"/zeus/dags/{MAPPED_DAG}/tasks/train", viewer, run_id=run_id,
+                 map_index="0")
+    assert ti_tab.status_code == 307
+    target = urlsplit(ti_tab.headers["location"])
+    assert target.path == f"/zeus/jobs/{quote(MAPPED_JOBS[0], safe='')}"
+    assert parse_qs(target.query) == {"run_id": [run_id], "map_index": ["0"]}
+    page = get(api_server, f"{target.path}?{target.query}", viewer, cookie=True)
+    rows = re.findall(r'<tr id="run-\d+".*?</tr>', page.text, re.S)
+    assert len(rows) == MAPPED_RUNS and all("[0]</span>" in row for row in rows)
+    highlighted = [row for row in rows if 'class="highlight"' in row]
+    assert len(highlighted) == 1 and run_id in highlighted[0]
+    runs = get(api_server, f"/zeus/api/jobs/{quote(MAPPED_JOBS[0], safe='')}/runs",
+               viewer).json()["runs"]
+    assert {r["run"]["map_index"] for r in runs} == {0}
+    # On an instance that is not mapped, Airflow leaves {MAP_INDEX} as it is.
+    plain = get(api_server, f"/zeus/dags/{ALPHA_DAG}/tasks/train", viewer,
+                run_id=ui_data.alpha_runs[0].run_id, map_index="{MAP_INDEX}")
+    assert urlsplit(plain.headers["location"]).path == f"/zeus/jobs/{ALPHA_JOB}"
+
+
+def test_a_mapped_tasks_tab_lists_its_instances_jobs(api_server: ApiServer,
+                                                     tokens: dict[str, str]) -> None:
+    task_tab = get(api_server, f"/zeus/dags/{MAPPED_DAG}/tasks/train", tokens["viewer"],
+                   cookie=True)
+    assert task_tab.status_code == 200
+    listed = re.findall(r'<a href="/zeus/jobs/([^"]+)">', task_tab.text)
+    assert listed == [quote(j, safe="") for j in MAPPED_JOBS]
+    assert f"Zeus jobs of {MAPPED_DAG} / train" in task_tab.text
+    # an unmapped task's tab still opens its one job
+    alpha = get(api_server, f"/zeus/dags/{ALPHA_DAG}/tasks/train", tokens["viewer"])
+    assert alpha.headers["location"] == f"/zeus/jobs/{ALPHA_JOB}"
 
 
 def test_the_operators_link_opens_the_job_page(api_server: ApiServer, tokens: dict[str, str],

@@ -32,26 +32,46 @@ def dag_page(request: Request, access: DagAccessDep,
     return _jobs(request, summaries, dag_id)
 
 
-@router.get("/dags/{dag_id}/tasks/{task_id}", dependencies=_READ_DAG)
+@router.get("/dags/{dag_id}/tasks/{task_id}", dependencies=_READ_DAG, response_model=None)
 def task_page(request: Request, access: DagAccessDep, dag_id: str, task_id: str,
-              run_id: str | None = None) -> RedirectResponse:
-    """The task (instance)'s "Zeus energy" tab: its job's page, at the run when given."""
-    job_id = queries.job_of_task(access, dag_id, task_id)
-    return RedirectResponse(Urls.of(request).job(job_id, run_id=run_id))
+              run_id: str | None = None,
+              map_index: str | None = None) -> HTMLResponse | RedirectResponse:
+    """The task (instance)'s "Zeus energy" tab. A task instance's: the job that instance fed,
+    at its run. A task's: its job's page, or the list of its jobs when it is mapped (each
+    instance feeds a job of its own by default)."""
+    index = _map_index(map_index)
+    if run_id is None and index is None:
+        summaries = queries.task_jobs(access, dag_id, task_id)
+        if len(summaries) > 1:
+            return _jobs(request, summaries, dag_id, task_id)
+        return RedirectResponse(Urls.of(request).job(summaries[0].job_id))
+    job_id = queries.instance_job(access, dag_id, task_id, index, run_id)
+    return RedirectResponse(Urls.of(request).job(job_id, run_id=run_id, map_index=index))
+
+
+def _map_index(text: str | None) -> int | None:
+    """The ``map_index`` query parameter: Airflow leaves ``{MAP_INDEX}`` unfilled on the page
+    of an instance that is not mapped, so anything but a number means "not given"."""
+    try:
+        return None if text is None else int(text)
+    except ValueError:
+        return None
 
 
 @router.get("/jobs/{job_id:path}", response_class=HTMLResponse)
 def job_page(request: Request, access: DagAccessDep, job_id: str, version: int | None = None,
              page: int = Query(1, ge=1),
              per_page: int = Query(queries.DEFAULT_PER_PAGE, ge=1, le=queries.MAX_PER_PAGE),
-             run_id: str | None = None) -> HTMLResponse:
+             run_id: str | None = None, map_index: int | None = None) -> HTMLResponse:
     detail = queries.job_detail(access, job_id, version)
     return render.page(request, "job.html", detail=detail, charts=job_charts(detail),
-                       page=queries.run_page(detail.runs, page, per_page, run_id),
-                       highlight=run_id, version_param=version)
+                       page=queries.run_page(detail.runs, page, per_page, run_id, map_index),
+                       highlight=run_id, highlight_map_index=map_index,
+                       is_run=queries.is_run, version_param=version)
 
 
-def _jobs(request: Request, summaries: list[queries.JobSummary],
-          dag_id: str | None) -> HTMLResponse:
+def _jobs(request: Request, summaries: list[queries.JobSummary], dag_id: str | None,
+          task_id: str | None = None) -> HTMLResponse:
     kinds = sorted({k for s in summaries for k in s.measurements})
-    return render.page(request, "jobs.html", jobs=summaries, dag_id=dag_id, all_kinds=kinds)
+    return render.page(request, "jobs.html", jobs=summaries, dag_id=dag_id, task_id=task_id,
+                       all_kinds=kinds)

@@ -49,8 +49,10 @@ VIEWS = [
      "url_route": "zeus_dag"},
     {"name": "Zeus energy", "href": f"{_ROUTE}/dags/{{DAG_ID}}/tasks/{{TASK_ID}}",
      "destination": "task", "url_route": "zeus_task"},
+    # Airflow fills {MAP_INDEX} on a mapped instance's page only; elsewhere it stays as is.
     {"name": "Zeus energy",
-     "href": f"{_ROUTE}/dags/{{DAG_ID}}/tasks/{{TASK_ID}}?run_id={{RUN_ID}}",
+     "href": f"{_ROUTE}/dags/{{DAG_ID}}/tasks/{{TASK_ID}}?run_id={{RUN_ID}}"
+             "&map_index={MAP_INDEX}",
      "destination": "task_instance", "url_route": "zeus_task_instance"},
 ]
 

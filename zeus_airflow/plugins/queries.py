@@ -74,15 +74,32 @@ def _summary(conn: Connection, access: DagAccess, job_id: str,
     return reports.summaries(conn, [chosen], {job_id: history})[0]
 
 
-def job_of_task(access: DagAccess, dag_id: str, task_id: str) -> str:
+def instance_job(access: DagAccess, dag_id: str, task_id: str, map_index: int | None = None,
+                 run_id: str | None = None) -> str:
+    """The job a task instance fed (in ``run_id`` when it ran there, else lately);
+    ``map_index`` None: any instance of the task."""
     with store().reading() as conn:
-        job_id = reports.instance_job(conn, dag_id, task_id)
+        job_id = reports.instance_job(conn, dag_id, task_id, map_index, run_id)
         if job_id is None:
             raise JobNotFoundError(f"task {task_id!r} of DAG {dag_id!r} has not run a Zeus "
                                    "job yet")
         if not access.may_see_job(job_id, reports.job_dags(conn, job_id)[job_id]):
             raise JobNotFoundError(f"no job of task {task_id!r} that you may read")
         return job_id
+
+
+def task_jobs(access: DagAccess, dag_id: str, task_id: str) -> list[JobSummary]:
+    """The jobs the task's instances fed lately (one per mapped instance, by default), in
+    map index order, those the user may see."""
+    with store().reading() as conn:
+        ids = list(dict.fromkeys(reports.task_jobs(conn, dag_id, task_id).values()))
+        dags = reports.job_dags(conn)
+        ids = [j for j in ids if access.may_see_job(j, dags[j])]
+        if not ids:
+            raise JobNotFoundError(f"task {task_id!r} of DAG {dag_id!r} has not run a Zeus "
+                                   "job yet, or none that you may read")
+        history = reports.versions(conn, ids)
+        return reports.summaries(conn, [reports.current(history[j]) for j in ids], history)
 
 
 @dataclass(frozen=True)
@@ -108,18 +125,24 @@ class RunPage:
 
 
 def run_page(runs: tuple[RunRecord, ...], page: int = 1, per_page: int = DEFAULT_PER_PAGE,
-             run_id: str | None = None) -> RunPage:
-    """Page ``page`` (1-based) of the runs, newest first; with ``run_id``, the page that holds
-    that run instead."""
+             run_id: str | None = None, map_index: int | None = None) -> RunPage:
+    """Page ``page`` (1-based) of the runs, newest first; with ``run_id`` (and
+    ``map_index``), the page that holds that run instead."""
     newest = runs[::-1]
     if run_id is not None:
-        at = next((i for i, r in enumerate(newest) if r.run_id == run_id), None)
+        at = next((i for i, r in enumerate(newest) if is_run(r, run_id, map_index)), None)
         page = 1 if at is None else at // per_page + 1
     page = min(max(page, 1), max(1, -(-len(newest) // per_page)))
     chosen = newest[(page - 1) * per_page: page * per_page]
     dates = logical_dates(chosen)
     return RunPage(len(newest), page, per_page, tuple(
         RunRow(r, dates.get((r.dag_id, r.run_id))) for r in chosen))
+
+
+def is_run(run: RunRecord, run_id: str | None, map_index: int | None) -> bool:
+    """Whether ``run`` is the one a task instance's tab points at (``map_index`` None: any
+    instance; a job shared by mapped instances has several runs per DAG run)."""
+    return run.run_id == run_id and (map_index is None or run.map_index == map_index)
 
 
 def logical_dates(runs: tuple[RunRecord, ...]) -> dict[tuple[str, str], datetime]:
