@@ -45,6 +45,18 @@ def jobs_by_map_index(url: str) -> dict[int, set[str]]:
     return found
 
 
+def job_links(dag_id: str, run_id: str) -> dict[int, str]:
+    """The "Zeus job" button of each mapped instance, by map index."""
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        rows = session.scalars(select(XComModel).where(
+            XComModel.dag_id == dag_id, XComModel.run_id == run_id,
+            XComModel.key == "_link_ZeusJobLink")).all()
+        return {row.map_index: XComModel.deserialize_value(row) for row in rows}
+
+
 def instance_states(dag_run: Any) -> list[str]:
     return [str(ti.state) for ti in sorted(dag_run.get_task_instances(),
                                            key=lambda ti: ti.map_index)]
@@ -80,6 +92,8 @@ def test_the_map_index_template_names_the_jobs_as_the_ui_names_the_instances(
     assert sorted(ti.rendered_map_index for ti in dag_run.get_task_instances()) == REGIONS
     shown = rendered_fields("mapped_named", dag_run.run_id, "train")
     assert shown["job_id"] in {"mapped_named.train[eu]", "mapped_named.train[us]"}
+    assert job_links("mapped_named", dag_run.run_id) == {
+        0: "/zeus/jobs/mapped_named.train%5Beu%5D", 1: "/zeus/jobs/mapped_named.train%5Bus%5D"}
 
 
 def test_a_template_that_needs_execute_falls_back_to_the_index(

@@ -54,7 +54,7 @@ def task_jobs(conn: Connection, dag_id: str, task_id: str) -> dict[int, str]:
                         .join(jobs, trials.c.job_pk == jobs.c.id)
                         .where(trials.c.dag_id == dag_id, trials.c.task_id == task_id)
                         .order_by(trials.c.started_at, trials.c.id))
-    latest = dict(rows.tuples().all())  # later rows overwrite: the latest trial wins
+    latest = {index: job_id for index, job_id in rows}  # the latest trial overwrites
     return dict(sorted(latest.items()))
 
 
