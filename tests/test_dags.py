@@ -25,10 +25,12 @@ def test_the_dags_folder_parses_without_errors(airflow_db: Any) -> None:
 
     bag = DagBag(dag_folder=str(DAGS))
     assert bag.import_errors == {}
-    for dag_id in ("zeus_replay_daily", "hourly_retrain"):
+    for dag_id in ("zeus_replay_daily", "hourly_retrain", "regional_retrain"):
         dag = bag.get_dag(dag_id)
         assert dag is not None and dag.doc_md and "## Run it" in dag.doc_md
-        assert dag.get_task("train").__class__.__name__ == "ZeusTrainOperator"
+        task = dag.get_task("train")
+        assert task.__class__.__name__ == "ZeusTrainOperator" or \
+            task.operator_class.__name__ == "ZeusTrainOperator"  # a mapped task
 
 
 @pytest.mark.parametrize(("dag_id", "kind"), [
@@ -55,3 +57,26 @@ def test_the_hourly_model_really_learns(zeus_store_url: str) -> None:
     pushed = xcoms("hourly_retrain", dag_run.run_id, "train")
     assert pushed["return_value"]["validation_accuracy"] >= 0.885
     assert 1 <= pushed["epochs"] <= 10
+
+
+def test_the_regional_dag_trains_a_job_per_region(zeus_store_url: str) -> None:
+    from sqlalchemy import create_engine, select
+
+    from zeus_airflow.core.store.tables import jobs, trials
+
+    dag = sync_dag(load_dag_file(DAGS / "regional_retrain.py", "regional_retrain"))
+    dag_run = dag.test(logical_date=daily(0))
+
+    instances = sorted(dag_run.get_task_instances(), key=lambda ti: ti.map_index)
+    assert [(ti.map_index, ti.rendered_map_index, str(ti.state)) for ti in instances] == \
+        [(0, "eu", "success"), (1, "us", "success"), (2, "asia", "success")]
+    with create_engine(zeus_store_url).connect() as conn:
+        fed = {tuple(row) for row in conn.execute(
+            select(jobs.c.job_id, trials.c.map_index, trials.c.measurement)
+            .join(trials, trials.c.job_pk == jobs.c.id))}
+        reached = conn.execute(select(trials.c.reached_target)
+                               .where(trials.c.status == "succeeded")).scalars().all()
+    assert fed == {("regional_retrain.train[eu]", 0, "simulated"),
+                   ("regional_retrain.train[us]", 1, "simulated"),
+                   ("regional_retrain.train[asia]", 2, "simulated")}
+    assert len(reached) == 3 and all(reached)  # each region's model reached the target

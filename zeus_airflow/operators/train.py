@@ -85,7 +85,8 @@ class ZeusTrainOperator(BaseOperator):
     :param window_size: posteriors use each batch size's N latest runs (data drift).
     :param max_tries: tries within one task run when batch sizes fail (default: one per batch
         size, plus a last run of the cheapest without the early-stop bound).
-    :param job_id: the job's name in the store (default ``<dag_id>.<task_id>``). Templated.
+    :param job_id: the job's name in the store (default ``<dag_id>.<task_id>``, and
+        ``<dag_id>.<task_id>[<label>]`` for each mapped instance). Templated.
     :param device: ``auto`` (the NVIDIA GPUs the task sees), ``nvml:<i>,<j>``,
         ``replay:<gpu>:<workload>`` or ``simulated:<gpu>[:<workload>]``. Templated.
     :param train_kwargs: extra keyword arguments for ``train``. Templated (e.g. ``{{ ds }}``).
