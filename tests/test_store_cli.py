@@ -66,13 +66,14 @@ def test_runs_in_every_format(filled_url: str, capsys: pytest.CaptureFixture[str
     columns = header.split()
     assert columns == ["id", "job_id", "version", "task_id", "map_index", "run_id",
                        "try_number", "attempt", "status", "phase", "batch_size",
-                       "power_limit_w", "energy_j", "time_s", "cost", "epochs",
+                       "power_limit_w", "energy_j", "time_s", "setup_time_s", "cost", "epochs",
                        "reached_target", "stop_reason", "measurement", "started_at"]
     assert len(lines) == 1
     shown = dict(zip(columns, lines[0].split(), strict=True))
     assert (shown["job_id"], shown["version"], shown["task_id"], shown["map_index"],
             shown["run_id"]) == ("other.job", "1", "other.job-task", "2", "run-0")
     assert (shown["reached_target"], shown["stop_reason"]) == ("True", "target")
+    assert float(shown["setup_time_s"]) >= 0.0  # measured apart, beside training time
 
 
 def test_jobs_shows_every_version(filled_url: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -77,3 +77,37 @@ def test_a_store_that_cannot_be_read_is_503_naming_the_store(
     assert api.status_code == 503 and "db/zeus" in api.json()["detail"]
     page = client.get("/jobs")
     assert page.status_code == 503 and "The zeus-airflow store is unavailable" in page.text
+
+
+def test_an_infeasible_job_is_explained_not_failed(client: TestClient, store: SQLStore) -> None:
+    """Every size missed the target: the page says why each is out, that runs fall back, and
+    which runs did; the API carries the same."""
+    from zeus_airflow.core.devices.replay import ReplayGPU
+    from zeus_airflow.core.devices.spec import resolve_traces_dir
+    from zeus_airflow.core.engine import Engine
+    from zeus_airflow.core.run import TrainingRun
+    from zeus_airflow.core.store.base import RecurrenceKey
+    from zeus_airflow.core.traces import load_workload_trace
+
+    gpu = ReplayGPU(load_workload_trace(resolve_traces_dir(), "v100", "cifar100"))
+    config = JobConfig("hard.train", (512, 1024), 1024, target_metric=0.99, max_epochs=3)
+    engine = Engine(store, gpu, config, seed=1, heartbeat_s=None)
+
+    def never(run: TrainingRun) -> None:
+        gpu.use_batch_size(run.batch_size)
+        for _ in run.epochs():
+            run.run_steps(gpu.steps_per_epoch(), gpu.advance_steps)
+            run.report_metric(0.5)
+
+    for day in range(3):
+        engine.run_recurrence(never, RecurrenceKey(f"day{day}", "hard", "train"))
+    page = client.get("/jobs/hard.train")
+    assert page.status_code == 200
+    assert "no batch size left in play" in page.text
+    assert "missed target_metric=0.99 within max_epochs=3" in page.text
+    assert page.text.count('<span class="badge">fallback</span>') == 2  # days 1 and 2
+    job = client.get("/api/jobs/hard.train").json()
+    assert job["job"]["phase"] == "infeasible"
+    reasons = {a["batch_size"]: a["reason"] for a in job["arms"]}
+    assert all("missed target_metric" in reasons[b] for b in (512, 1024))
+    assert [r["phase"] for r in job["runs"]] == ["pruning", "fallback", "fallback"]

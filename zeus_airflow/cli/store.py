@@ -38,8 +38,8 @@ JOB_TABLE_COLUMNS = ("job_id", "version", "active", "created_at", "trials", "run
                      "succeeded", "failed", "counted", "energy_j", "time_s")
 RUN_TABLE_COLUMNS = ("id", "job_id", "version", "task_id", "map_index", "run_id", "try_number",
                      "attempt", "status", "phase", "batch_size", "power_limit_w", "energy_j",
-                     "time_s", "cost", "epochs", "reached_target", "stop_reason", "measurement",
-                     "started_at")
+                     "time_s", "setup_time_s", "cost", "epochs", "reached_target",
+                     "stop_reason", "measurement", "started_at")
 """``--format table`` shows these columns (any field of ``TrialRecord`` can join them); json
 and csv carry every field."""
 

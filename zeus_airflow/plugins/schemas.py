@@ -44,7 +44,8 @@ class JobOut(BaseModel):
     tasks: list[Task] = Field(description="the Airflow tasks that ran the job")
     runs: int = Field(description="runs (recurrences) so far")
     finished_runs: int
-    phase: str = Field(description="pruning or sampling (infeasible: every batch size failed)")
+    phase: str = Field(description="pruning or sampling (infeasible: no batch size left in "
+                                   "play; runs fall back to the best known size)")
     best_batch_size: int | None = Field(description="lowest mean observed cost among the "
                                                     "batch sizes still in play")
     best_power_limit_w: int | None = Field(description="limit of the latest finished run "

@@ -15,6 +15,7 @@ from zeus_airflow.core.policy import (
     best_known,
     best_success_size,
     job_phase,
+    pruning_reasons,
 )
 from zeus_airflow.core.posterior import ArmStats, arm_posterior, pooled_cost_cv
 from zeus_airflow.core.reports.records import Arm, ProfilePoint, Version
@@ -58,8 +59,9 @@ def arms(conn: Connection, v: Version) -> tuple[Arm, ...]:
     snapshot = _snapshot(conn, v)
     try:
         survivors = job_phase(snapshot)[1]
+        reasons = pruning_reasons(snapshot)
     except RuntimeError:  # another policy's history: nothing is pruned
-        survivors = v.config.batch_sizes
+        survivors, reasons = v.config.batch_sizes, {}
     stats = {b: snapshot.observations.get(b, ArmStats(0, 0.0, 0.0))
              for b in v.config.batch_sizes}
     cv = pooled_cost_cv(stats[b] for b in survivors)
@@ -68,7 +70,8 @@ def arms(conn: Connection, v: Version) -> tuple[Arm, ...]:
         belief = arm_posterior(arm, cv) if arm.count else None
         result.append(Arm(b, arm.count, arm.mean if arm.count else None,
                           belief.mean if belief else None,
-                          belief.variance ** 0.5 if belief else None, b not in survivors))
+                          belief.variance ** 0.5 if belief else None, b not in survivors,
+                          reasons.get(b)))
     return tuple(result)
 
 

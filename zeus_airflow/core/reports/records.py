@@ -64,7 +64,8 @@ class JobSummary:
     measurements: tuple[MeasurementKind, ...]
     """measured / replayed / simulated: where the figures come from."""
     phase: str
-    """pruning, sampling, infeasible, or the last decision's phase for other policies."""
+    """pruning, sampling, infeasible (no size left in play: runs fall back to the best known
+    size, as without Zeus), or the last decision's phase for other policies."""
     best_batch_size: int | None
     best_power_limit_w: int | None
     default: DefaultEstimate | None
@@ -102,10 +103,12 @@ class RunRecord:
     batch_sizes: tuple[int, ...]
     """Batch size of each try, in order; the last is the run's."""
     status: str
-    """The last try's: running, succeeded, failed (target missed), error, expired."""
+    """The last try's: running, succeeded, failed (target missed), error (the train function
+    raised), invalid (it broke its contract), expired."""
     phase: str
-    """The decision's: pruning, sampling, concurrent (pruning was busy elsewhere) or
-    calibrate (a size's first run on another GPU model)."""
+    """The decision's: pruning, sampling, concurrent (pruning was busy elsewhere), calibrate
+    (a size's first run on another GPU model) or fallback (no size left in play: trained as
+    without Zeus)."""
     power_limit_w: int | None
     """W, the limit the last try trained at."""
     energy_j: float | None
@@ -119,6 +122,11 @@ class RunRecord:
     gpu_model: str
     started_at: datetime
     finished_at: datetime | None
+    stop_reason: str | None = None
+    """The last try's: target, max_epochs, early_stop or returned."""
+    setup_energy_j: float | None = None
+    """J before training started, every try: measured, not part of ``cost``."""
+    setup_time_s: float | None = None
 
     @property
     def batch_size(self) -> int:
@@ -145,6 +153,8 @@ class Arm:
     posterior_sd: float | None
     pruned: bool
     """Dropped by pruning: no longer sampled."""
+    reason: str | None = None
+    """Why a pruned size is out of play (and what would bring it back)."""
 
 
 @dataclass(frozen=True)

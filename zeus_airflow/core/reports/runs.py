@@ -10,10 +10,11 @@ from sqlalchemy import Connection, select
 from zeus_airflow.core.devices.base import MeasurementKind
 from zeus_airflow.core.reports.records import RunRecord
 from zeus_airflow.core.store.admin import as_utc as utc
-from zeus_airflow.core.store.tables import LIVE_STATUSES, trials
+from zeus_airflow.core.store.tables import LIVE_STATUSES, VOID_STATUSES, trials
 
-SHOWN_STATUSES = (*LIVE_STATUSES, "error")
-"""Tries shown as part of a run: the live ones, and those whose train function raised."""
+SHOWN_STATUSES = (*LIVE_STATUSES, *VOID_STATUSES)
+"""Tries shown as part of a run: the live ones, and those whose train function raised or
+broke its contract."""
 SHOWN = trials.c.status.in_(SHOWN_STATUSES)
 
 
@@ -38,6 +39,9 @@ class _Try(NamedTuple):
     gpu_model: str
     started_at: datetime
     finished_at: datetime | None
+    stop_reason: str | None
+    setup_energy_j: float | None
+    setup_time_s: float | None
 
 
 _TRY_COLUMNS = select(*(trials.c[name] for name in _Try._fields))
@@ -70,7 +74,9 @@ def _run(index: int, tries: list[_Try]) -> RunRecord:
         reached_target=None if not done else bool(last.reached_target),
         measurement=last.measurement, gpu_model=last.gpu_model,
         started_at=utc(tries[0].started_at),
-        finished_at=utc(max(finished)) if finished else None)
+        finished_at=utc(max(finished)) if finished else None, stop_reason=last.stop_reason,
+        setup_energy_j=_sum([t.setup_energy_j for t in done]),
+        setup_time_s=_sum([t.setup_time_s for t in done]))
 
 
 
