@@ -9,6 +9,7 @@ import pkgutil
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from zeus_airflow.core.config import ConfigError
 
@@ -52,8 +53,16 @@ def _registrars() -> list[Register]:
     return found
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """Usage mistakes end in one line on stderr that names the fix, like every other CLI
+    error (argparse would print the whole usage block first)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _OneLineParser(
         prog="zeus-airflow",
         description="Energy-aware scheduled retraining for Apache Airflow (Zeus, NSDI'23).")
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")

@@ -73,8 +73,8 @@ def run(args: argparse.Namespace) -> int:
 
 def build_specs(args: argparse.Namespace) -> list[SimulationSpec]:
     """Validate every argument before any simulation starts."""
-    if args.recurrences is not None and args.recurrences < 1:
-        raise ConfigError(f"recurrences={args.recurrences} is invalid: expected an integer >= 1")
+    if args.recurrences is not None:  # the store numbers runs in 32-bit integer columns
+        check_int("recurrences", args.recurrences, minimum=1)
     if not args.seeds:
         raise ConfigError("seeds=[] is invalid: expected at least one integer seed")
     for seed in args.seeds:  # numpy refuses negative seeds, deep inside a simulation
