@@ -89,6 +89,16 @@ def upgrade_store(where: str | URL | StoreLocation | None = None) -> schema.Upgr
 def _prepared(where: str | URL | StoreLocation | None) -> StoreLocation:
     """The resolved location; the embedded file's directory exists afterwards."""
     location = where if isinstance(where, StoreLocation) else resolve_location(where)
-    if location.source == "embedded" and location.url.database:
-        Path(location.url.database).parent.mkdir(parents=True, exist_ok=True)
+    database = location.url.database
+    if location.source == "embedded" and database:
+        Path(database).parent.mkdir(parents=True, exist_ok=True)
+    elif location.url.get_backend_name() == "sqlite" and database and database != ":memory:" \
+            and not database.startswith("file:") and not Path(database).parent.is_dir():
+        # SQLite says only "unable to open database file", which is retried as a busy disk:
+        # a missing folder is permanent, so it is named at once.
+        folder = str(Path(database).parent)
+        raise StoreError(f"opening the store: the zeus-airflow store at "
+                         f"{display_url(location.url)} cannot be opened: its folder {folder!r} "
+                         "does not exist; create it, or fix the path in the store's URL "
+                         f"(not retried) [store location: {location.describe()}]")
     return location
