@@ -454,6 +454,28 @@ def _check_arguments(given: Mapping[str, Any]) -> None:
         check = _OPERATOR_CHECKS.get(name)
         if check is not None and not _unknown_yet(name, value):
             check(value)
+    if "train" not in given or "train_kwargs" not in given:
+        return  # partial(): the other may come from expand(), checked when an instance runs
+    train, train_kwargs = given["train"], given["train_kwargs"]
+    if not isinstance(train, ResolveMixin) and not isinstance(train_kwargs, ResolveMixin):
+        _check_call(train, check_kwargs("train_kwargs", train_kwargs))
+
+
+def _check_call(train: Callable[..., Any], train_kwargs: Mapping[str, Any]) -> None:
+    """``train(run, **train_kwargs)`` must bind: a keyword train does not take (or one that
+    is also its TrainingRun parameter) would fail every run with a bare TypeError."""
+    try:
+        signature = inspect.signature(train)
+    except (TypeError, ValueError):  # a builtin or C callable: nothing to check
+        return
+    try:
+        signature.bind(None, **train_kwargs)
+    except TypeError as err:
+        name = getattr(train, "__name__", repr(train))
+        raise ConfigError(f"train_kwargs={dict(train_kwargs)!r} is invalid: {name}(run, "
+                          f"**train_kwargs) cannot be called ({err}); expected keyword "
+                          "arguments that the train function takes besides its TrainingRun"
+                          ) from None
 
 
 @functools.cache
