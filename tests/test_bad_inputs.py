@@ -1,0 +1,439 @@
+"""The bad-input suite (issue 11, "Strict input"): one table per entry point.
+
+Every case is a mistake a user can make, and asserts the answer the issue asks for: an error
+naming the parameter (or the problem) in one line, and nothing done meanwhile. Operator
+parameters go through the constructor and through ``.partial(...).expand(...)``; device strings
+through ``parse_device``; store URLs through the store's resolution chain (explicit URL,
+``$ZEUS_AIRFLOW_DB_URL``, SQLStore); CLI arguments through ``zeus-airflow``'s entry point.
+Train-function contract breaches are in tests/test_first_rule.py.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fixtures_airflow import AIRFLOW_HOME
+from fixtures_store import PG_SERVER
+from sqlalchemy import text
+
+from zeus_airflow.cli import main
+from zeus_airflow.core.config import DB_INT_MAX, ConfigError
+from zeus_airflow.core.devices.spec import DEVICE_FORMS, parse_device
+from zeus_airflow.core.store import retry
+from zeus_airflow.core.store.base import StoreError
+from zeus_airflow.core.store.location import EMBEDDED_FILE, URL_ENV, open_store, upgrade_store
+from zeus_airflow.core.store.retry import RetryPolicy
+from zeus_airflow.core.store.sql import SQLStore
+from zeus_airflow.operators.replay import replay_train
+
+TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
+GOOD: dict[str, Any] = dict(train=replay_train, batch_sizes=[16, 32, 64],
+                            default_batch_size=32, target_metric=0.8, max_epochs=5)
+INF, NAN = float("inf"), float("nan")
+
+
+def _train_with_lr(run: Any, lr: float = 0.1) -> None:
+    """A train function taking one keyword argument besides its TrainingRun."""
+
+
+# --- operator parameters ------------------------------------------------------------------
+# (changes to GOOD, the parameter the error must name). Every parameter of ZeusTrainOperator.
+BAD_PARAMETERS: list[tuple[dict[str, Any], str]] = [
+    ({"train": "train.py"}, "train"),
+    ({"train": None}, "train"),
+    ({"batch_sizes": 64}, "batch_sizes"),
+    ({"batch_sizes": "16,32"}, "batch_sizes"),
+    ({"batch_sizes": {16: 1, 32: 1}}, "batch_sizes"),
+    ({"batch_sizes": [16.0, 32.0]}, "batch_sizes"),
+    ({"batch_sizes": [True, 32]}, "batch_sizes"),
+    ({"batch_sizes": [16, 32, 2**31]}, "batch_sizes"),
+    ({"default_batch_size": "32"}, "default_batch_size"),
+    ({"default_batch_size": 32.0}, "default_batch_size"),
+    ({"target_metric": "0.8"}, "target_metric"),
+    ({"target_metric": INF}, "target_metric"),
+    ({"target_metric": -INF}, "target_metric"),
+    ({"target_metric": True}, "target_metric"),
+    ({"max_epochs": "5"}, "max_epochs"),
+    ({"max_epochs": 5.0}, "max_epochs"),
+    ({"max_epochs": True}, "max_epochs"),
+    ({"max_epochs": 2**31}, "max_epochs"),
+    ({"higher_is_better": "False"}, "higher_is_better"),
+    ({"higher_is_better": 0}, "higher_is_better"),
+    ({"higher_is_better": None}, "higher_is_better"),
+    ({"eta": "0.5"}, "eta"),
+    ({"eta": True}, "eta"),
+    ({"eta": NAN}, "eta"),
+    ({"eta": -0.1}, "eta"),
+    ({"beta": "2"}, "beta"),
+    ({"beta": INF}, "beta"),
+    ({"beta": NAN}, "beta"),
+    ({"window_size": 10**30}, "window_size"),
+    ({"window_size": 5.0}, "window_size"),
+    ({"window_size": True}, "window_size"),
+    ({"window_size": "10"}, "window_size"),
+    ({"max_tries": 1.5}, "max_tries"),
+    ({"max_tries": 2**31}, "max_tries"),
+    ({"job_id": "j" * 251}, "job_id"),
+    ({"job_id": ""}, "job_id"),
+    ({"job_id": "   "}, "job_id"),
+    ({"job_id": 5}, "job_id"),
+    ({"device": None}, "device"),
+    ({"device": "gpu0"}, "device"),
+    ({"device": "simulated:v100:mnist"}, "device"),
+    ({"train_kwargs": [1, 2]}, "train_kwargs"),
+    ({"train_kwargs": "lr=0.1"}, "train_kwargs"),
+    ({"train_kwargs": {1: 2}}, "train_kwargs"),
+    ({"train_kwargs": {"run": 1}}, "train_kwargs"),
+    ({"train": _train_with_lr, "train_kwargs": {"learning_rate": 1}}, "train_kwargs"),
+    ({"power_limit_mode": "OPTIMIZE"}, "power_limit_mode"),
+    ({"power_limit_mode": None}, "power_limit_mode"),
+    ({"power_limit_selector": ["zeus"]}, "power_limit_selector"),
+    ({"max_slowdown": NAN}, "max_slowdown"),
+    ({"max_slowdown": 0.5}, "max_slowdown"),
+    ({"warmup_steps": "10"}, "warmup_steps"),
+    ({"warmup_steps": 2**31}, "warmup_steps"),
+    ({"profile_steps": True}, "profile_steps"),
+    ({"seed": 2**31}, "seed"),
+    ({"seed": "1"}, "seed"),
+    ({"seed": 1.0}, "seed"),
+    ({"zeus_conn_id": ""}, "zeus_conn_id"),
+    ({"zeus_conn_id": None}, "zeus_conn_id"),
+    ({"traces_dir": 5}, "traces_dir"),
+    ({"heartbeat_s": INF}, "heartbeat_s"),
+    ({"heartbeat_s": NAN}, "heartbeat_s"),
+    ({"heartbeat_s": 0}, "heartbeat_s"),
+    ({"heartbeat_s": -1}, "heartbeat_s"),
+    ({"heartbeat_s": 3601}, "heartbeat_s"),
+    ({"heartbeat_s": "60"}, "heartbeat_s"),
+    ({"fail_on_missed_target": "yes"}, "fail_on_missed_target"),
+    ({"fail_on_missed_target": 1}, "fail_on_missed_target"),
+    ({"fail_when_infeasible": "False"}, "fail_when_infeasible"),
+    ({"fail_when_infeasible": None}, "fail_when_infeasible"),
+]
+
+
+@pytest.fixture
+def untouched(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Point every place a store could be created at: the test asserts none appears."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(URL_ENV, f"sqlite:///{tmp_path / 'zeus.db'}")
+    embedded = AIRFLOW_HOME / EMBEDDED_FILE
+    existed = embedded.exists()
+
+    def check() -> None:
+        assert list(tmp_path.iterdir()) == [], "building the operator created files"
+        assert embedded.exists() == existed, "building the operator created the store"
+    return check
+
+
+def _one_line_naming(err: BaseException, name: str) -> None:
+    message = str(err)
+    assert f"{name}=" in message and "\n" not in message, message
+    assert "is invalid" in message
+
+
+def _build(via: str, changes: dict[str, Any]) -> Any:
+    from airflow.sdk import DAG
+
+    from zeus_airflow import ZeusTrainOperator
+
+    with DAG("bad_inputs", schedule=None):
+        if via == "constructor":
+            return ZeusTrainOperator(task_id="train", **{**GOOD, **changes})
+        return ZeusTrainOperator.partial(task_id="train", **{**GOOD, **changes}).expand(
+            traces_dir=[None, str(TRACES)])
+
+
+@pytest.mark.parametrize("via", ["constructor", "partial"])
+@pytest.mark.parametrize(("changes", "name"), BAD_PARAMETERS,
+                         ids=[f"{n}-{i}" for i, (_, n) in enumerate(BAD_PARAMETERS)])
+def test_a_bad_operator_parameter_is_refused_by_name(via: str, changes: dict[str, Any],
+                                                    name: str, untouched: Any) -> None:
+    with pytest.raises(ConfigError) as err:
+        _build(via, changes)
+    _one_line_naming(err.value, name)
+    untouched()
+
+
+def test_the_good_arguments_pass_both_ways(untouched: Any) -> None:
+    """The table's baseline is itself accepted: each case fails for its own change only."""
+    assert _build("constructor", {}).max_epochs == 5
+    assert _build("partial", {}) is not None
+    assert _build("constructor", {"train": _train_with_lr, "train_kwargs": {"lr": 0.5}})
+    untouched()
+
+
+BAD_EXPANSIONS: list[tuple[dict[str, Any], dict[str, list[Any]], str]] = [
+    ({}, {"seed": [1, 2**31]}, "seed"),
+    ({}, {"window_size": [3, 10**30]}, "window_size"),
+    ({}, {"heartbeat_s": [30, INF]}, "heartbeat_s"),
+    ({}, {"job_id": ["a", "j" * 251]}, "job_id"),
+    ({}, {"higher_is_better": [True, "False"]}, "higher_is_better"),
+    ({}, {"device": ["auto", "cuda:0"]}, "device"),
+    ({}, {"train_kwargs": [{}, [1, 2]]}, "train_kwargs"),
+    ({"default_batch_size": 64}, {"batch_sizes": [[16, 64], [16, 32]]}, "default_batch_size"),
+]
+
+
+@pytest.mark.parametrize(("partial", "expanded", "name"), BAD_EXPANSIONS,
+                         ids=[n for *_, n in BAD_EXPANSIONS])
+def test_a_bad_expanded_value_is_refused_at_parse_time(partial: dict[str, Any],
+                                                      expanded: dict[str, list[Any]],
+                                                      name: str, untouched: Any) -> None:
+    from airflow.sdk import DAG
+
+    from zeus_airflow import ZeusTrainOperator
+
+    given = {**GOOD, **partial}
+    for field in expanded:
+        given.pop(field, None)
+    with DAG("bad_expand", schedule=None), pytest.raises(ConfigError) as err:
+        ZeusTrainOperator.partial(task_id="train", **given).expand(**expanded)
+    _one_line_naming(err.value, name)
+    untouched()
+
+
+def test_a_default_job_id_over_the_column_says_to_pass_a_shorter_one(untouched: Any) -> None:
+    from airflow.sdk import DAG
+
+    from zeus_airflow import ZeusTrainOperator
+
+    with DAG("d" * 200, schedule=None), pytest.raises(ConfigError) as err:
+        ZeusTrainOperator(task_id="t" * 60, **GOOD)
+    _one_line_naming(err.value, "job_id")
+    assert "pass a shorter job_id" in str(err.value)
+    untouched()
+
+
+# --- device strings -----------------------------------------------------------------------
+BAD_DEVICES: list[object] = [
+    "", " ", "gpu0", "cuda:0", "AUTO", "auto:0", "nvml", "nvml:", "nvml:a", "nvml:-1",
+    "nvml:0,", "nvml:0,0", "nvml: 0", "nvml:０", f"nvml:{DB_INT_MAX + 1}", "NVML:0",
+    "replay", "replay:v100", "replay::squad", "replay:v100:", "replay:v100:squad:x",
+    "replay:v100:mnist", "simulated", "simulated:", "simulated:v100:mnist",
+    "simulated:v100:squad:x", None, 0, ["auto"],
+]
+
+
+@pytest.mark.parametrize("device", BAD_DEVICES, ids=[repr(d) for d in BAD_DEVICES])
+def test_a_malformed_device_lists_the_allowed_forms(device: object) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_device(device)  # type: ignore[arg-type]
+    message = str(err.value)
+    assert message.startswith(f"device={device!r} is invalid") and "\n" not in message
+    assert all(form in message for form in DEVICE_FORMS), message
+
+
+# --- store URLs ---------------------------------------------------------------------------
+SUPPORTED = "a SQLite URL"
+
+
+def _no_retries(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The waits the store's retry loop asks for, recorded instead of slept."""
+    waits: list[float] = []
+    monkeypatch.setattr(retry.time, "sleep", waits.append)
+    return waits
+
+
+@pytest.mark.parametrize(("url", "named"), [
+    ("not a url", "'not a url' is not a database URL"),
+    ("mysql://zeus:secret@db.example/zeus", "uses 'mysql'"),
+    ("mysql+pymysql://zeus@db.example/zeus", "uses 'mysql+pymysql'"),
+    ("oracle://db.example/zeus", "uses 'oracle'"),
+    ("mssql+pyodbc://db.example/zeus", "uses 'mssql+pyodbc'"),
+    ("nosuchdialect://db.example/zeus", "uses 'nosuchdialect'"),
+])
+@pytest.mark.parametrize("path", ["explicit", "environment", "sqlstore"])
+def test_an_unsupported_store_url_is_one_line_stating_both_forms(
+        url: str, named: str, path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    waits = _no_retries(monkeypatch)
+    monkeypatch.setenv(URL_ENV, url)
+    with pytest.raises(StoreError) as err:
+        if path == "explicit":
+            open_store(url)
+        elif path == "environment":
+            open_store()
+        else:
+            SQLStore(url)
+    message = str(err.value)
+    assert named in message and SUPPORTED in message and "PostgreSQL URL" in message
+    assert "\n" not in message and "secret" not in message and waits == []
+
+
+@pytest.fixture
+def pg_up(postgres_server: str) -> str:
+    return postgres_server
+
+
+@pytest.mark.parametrize(("url", "reason", "fix"), [
+    (f"{PG_SERVER}/zeus_no_such_database", 'database "zeus_no_such_database" does not exist',
+     "createdb"),
+    (PG_SERVER.replace("postgres@", "zeus_no_such_role@") + "/postgres",
+     'role "zeus_no_such_role" does not exist', "create that role"),
+])
+def test_a_permanent_postgresql_refusal_is_not_retried(url: str, reason: str, fix: str,
+                                                       pg_up: str,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    waits = _no_retries(monkeypatch)
+    policy = RetryPolicy()  # 5 tries, 7.5 s of waits in all: a retry would show
+    started = time.monotonic()
+    with pytest.raises(StoreError) as err:
+        open_store(url, retry=policy)
+    assert time.monotonic() - started < sum(policy.delays_s()) / 2
+    message = str(err.value)
+    assert message.startswith(reason) and fix in message and "not retried" in message
+    assert "\n" not in message and waits == []
+
+
+def test_a_sqlite_store_in_a_missing_folder_is_named_at_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A gap this suite found: SQLite's 'unable to open database file' was retried for 8 s
+    as a busy disk; a missing folder is permanent."""
+    waits = _no_retries(monkeypatch)
+    with pytest.raises(StoreError) as err:
+        open_store(f"sqlite:///{tmp_path / 'no' / 'such' / 'zeus.db'}")
+    message = str(err.value)
+    assert f"its folder {str(tmp_path / 'no' / 'such')!r} does not exist" in message
+    assert "\n" not in message and waits == []
+    assert not (tmp_path / "no").exists()
+
+
+@pytest.mark.parametrize("table", ["zeus_trials", "zeus_jobs", "zeus_gpu_leases"])
+def test_a_store_missing_a_table_gets_the_schema_message(migrated_url: str, table: str,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    waits = _no_retries(monkeypatch)
+    store = SQLStore(migrated_url)
+    with store.engine.begin() as conn:
+        conn.execute(text(f"DROP TABLE {table} CASCADE" if "postgresql" in migrated_url
+                          else f"DROP TABLE {table}"))
+    store.engine.dispose()
+    with pytest.raises(StoreError) as err:
+        open_store(migrated_url)
+    message = str(err.value)
+    assert f"lacks table(s) {table}" in message and "zeus-airflow db upgrade" in message
+    assert "\n" not in message and waits == []
+    assert upgrade_store(migrated_url).recreated == (table,)  # the fix the message names
+
+
+def test_an_empty_database_says_to_create_the_tables(tmp_path: Path) -> None:
+    (tmp_path / "empty.db").touch()
+    with pytest.raises(StoreError) as err:
+        open_store(f"sqlite:///{tmp_path / 'empty.db'}")
+    assert "has no tables yet" in str(err.value) and "zeus-airflow db upgrade" in str(err.value)
+
+
+# --- CLI arguments ------------------------------------------------------------------------
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str, float]:
+    """(exit status, stdout, stderr, seconds) of ``zeus-airflow argv``."""
+    started = time.monotonic()
+    try:
+        code = main(list(argv))
+    except SystemExit as done:  # argparse and ConfigError leave through parser.exit()
+        code = int(done.code or 0)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err, time.monotonic() - started
+
+
+def _one_error_line(err: str, command: str, named: str) -> None:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith(f"zeus-airflow {command}: error: ") and named in lines[0], err
+    assert "Traceback" not in err
+
+
+def simulate(out: Path, *extra: str) -> list[str]:
+    return ["simulate", "--traces", str(TRACES), "--output-csv", str(out), "--jobs", "1",
+            "--gpu", "v100", "--workload", "squad", "--policy", "zeus", "--seeds", "1",
+            "--recurrences", "3", *extra]
+
+
+STORE_ARGUMENTS: list[tuple[tuple[str, ...], str, str]] = [
+    (("jobs", "--db", "not a url"), "jobs", "is not a database URL"),
+    (("jobs", "--db", "mysql://zeus:secret@db.example/zeus"), "jobs", "uses 'mysql'"),
+    (("runs", "--db", "oracle://db.example/zeus"), "runs", "uses 'oracle'"),
+    (("db", "upgrade", "--db", "mysql://db.example/zeus"), "db", "SQLite and PostgreSQL only"),
+    (("reset", "--db", "not a url", "--job", "j", "--yes"), "reset", "is not a database URL"),
+    (("runs", "--db", "sqlite:////nonexistent-zeus-folder/zeus.db"), "runs",
+     "'/nonexistent-zeus-folder' does not exist"),
+    (("runs", "--job"), "runs", "argument --job: expected one argument"),
+    (("reset", "--db", "sqlite:////tmp/x.db"), "reset", "required: --job"),
+    (("jobs", "--format", "xml"), "jobs", "argument --format: invalid choice"),
+    (("jobs", "--no-such-option"), "", "unrecognized arguments: --no-such-option"),
+    (("nosuchcommand",), "", "invalid choice: 'nosuchcommand'"),
+]
+
+
+@pytest.mark.parametrize(("argv", "command", "named"), STORE_ARGUMENTS,
+                         ids=[" ".join(a) for a, *_ in STORE_ARGUMENTS])
+def test_a_bad_store_argument_is_one_line_without_traceback(
+        argv: tuple[str, ...], command: str, named: str, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    waits = _no_retries(monkeypatch)
+    code, out, err, seconds = run_cli(capsys, *argv)
+    assert code != 0 and out == "" and waits == [] and seconds < 5
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and named in lines[0] and "Traceback" not in err, err
+    assert lines[0].startswith(f"zeus-airflow {command}".rstrip() + ": error: ")
+    assert "secret" not in err
+
+
+def test_a_refused_postgresql_store_is_one_line_from_the_cli(
+        pg_up: str, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    waits = _no_retries(monkeypatch)
+    code, _, err, _ = run_cli(capsys, "jobs", "--db", f"{PG_SERVER}/zeus_no_such_database")
+    assert code == 1 and waits == []
+    _one_error_line(err, "jobs", 'database "zeus_no_such_database" does not exist: create')
+
+
+SIMULATE_ARGUMENTS: list[tuple[tuple[str, ...], str]] = [
+    (("--gpu", "h100"), "gpu='h100' is invalid"),
+    (("--workload", "mnist"), "workload='mnist' is invalid"),
+    (("--gpu", ""), "gpu='' is invalid"),
+    (("--seeds", "-1"), "seeds=-1 is invalid"),
+    (("--seeds", str(2**31)), f"seeds={2**31} is invalid"),
+    (("--seeds", "x"), "argument --seeds: invalid int value: 'x'"),
+    (("--seeds", "1.5"), "argument --seeds: invalid int value"),
+    (("--eta", "2"), "eta=2.0 is invalid"),
+    (("--eta", "nan"), "eta=nan is invalid"),
+    (("--eta", "half"), "argument --eta: invalid float value"),
+    (("--beta", "1"), "beta=1.0 is invalid"),
+    (("--beta", "inf"), "beta=inf is invalid"),
+    (("--window", "0"), "window_size=0 is invalid"),
+    (("--window", str(10**30)), "window_size=1000000000000000000000000000000 is invalid"),
+    (("--window", "x"), "argument --window: invalid int value"),
+    (("--recurrences", "0"), "recurrences=0 is invalid"),
+    (("--recurrences", str(2**31)), f"recurrences={2**31} is invalid"),
+    (("--policy", "cheapest"), "argument --policy: invalid choice"),
+    (("--traces", "/nonexistent-zeus-traces"), "traces='/nonexistent-zeus-traces' is invalid"),
+    (("--plot", "/proc/zeus-plot.png"), "plot='/proc/zeus-plot.png' is invalid"),
+]
+
+
+@pytest.mark.parametrize(("extra", "named"), SIMULATE_ARGUMENTS,
+                         ids=[" ".join(e) for e, _ in SIMULATE_ARGUMENTS])
+def test_a_bad_simulate_argument_is_one_line_before_any_simulation(
+        extra: tuple[str, ...], named: str, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err, seconds = run_cli(capsys, *simulate(tmp_path / "out.csv", *extra))
+    assert code == 2 and out == "" and seconds < 10
+    _one_error_line(err, "simulate", named)
+    assert list(tmp_path.iterdir()) == []  # nothing written, not even the CSV
+
+
+@pytest.mark.parametrize("where", ["/proc/zeus-out.csv", "folder", "file/out.csv"])
+def test_an_unwritable_output_csv_is_refused_before_the_simulation(
+        where: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "file").write_text("a file where a folder should be")
+    target = Path(where) if where.startswith("/") else tmp_path / where
+    (tmp_path / "folder").mkdir()
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    # Many recurrences: had the check come after the simulation, this would take minutes.
+    code, out, err, seconds = run_cli(capsys, *simulate(target, "--recurrences", "100000"))
+    assert code == 2 and out == "" and seconds < 10
+    _one_error_line(err, "simulate", f"output_csv={str(target)!r} is invalid")
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before
+
