@@ -250,13 +250,12 @@ def test_a_lucky_first_run_does_not_kill_the_job_it_recovers_on_its_own(
     results = [engine.run_recurrence(train, RecurrenceKey(f"day{i}")) for i in range(12)]
     tries = [[(t.outcome.batch_size, t.phase, t.outcome.stop_reason) for t in r.tries]
              for r in results]
-    # The lucky bound early-stopped both neighbours, then b0's own second (normal) run.
-    assert tries[0] == [(256, "pruning", "target")]
-    assert tries[1][:3] == [(128, "pruning", "early_stop"), (512, "pruning", "early_stop"),
-                            (256, "pruning", "early_stop")]
-    # Under the old rules nothing was left: "infeasible" for good. b0 reached the target
-    # before, so it stays in play, runs to the end, and the recurrence has its model.
-    assert tries[1][3:] == [(256, "sampling", "target")]
+    # The lucky bound (2 x b0's lucky cost) early-stops both neighbours. Under the old rules
+    # it also stopped b0's own second, normal run, and nothing was left: "infeasible" for
+    # good. b0 sets the bound, so it runs to its end, and the recurrence has its model.
+    assert tries[1] == [(128, "pruning", "early_stop"), (512, "pruning", "early_stop"),
+                        (256, "pruning", "target")]
+    assert results[1].tries[2].outcome.early_stop_cost is None
     assert all(r.reached_target for r in results), tries
     assert not any(r.fell_back for r in results)
     # As b0's mean cost replaces the lucky minimum, the bound grows and both neighbours get

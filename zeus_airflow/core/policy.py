@@ -220,15 +220,15 @@ class ZeusPolicy:
 
     def decide(self, snapshot: JobSnapshot, rng: np.random.Generator) -> Decision:
         state = pruning_state(snapshot.config, snapshot.exploration)
-        bound = early_stop_bound(snapshot)
+        bound = bound_for(snapshot)
         if state.next_batch_size is not None:
             b = state.next_batch_size
             if b in snapshot.in_flight or b in snapshot.excluded:
                 # Its outcome is pending (or known bad now): while pruning, overlapping runs
                 # take the best size known so far instead of exploring blindly (paper §4.4).
-                return Decision(best_known(snapshot, state.survivors), "concurrent",
-                                early_stop_cost=bound)
-            return Decision(b, "pruning", early_stop_cost=bound)
+                best = best_known(snapshot, state.survivors)
+                return Decision(best, "concurrent", early_stop_cost=bound(best))
+            return Decision(b, "pruning", early_stop_cost=bound(b))
         in_play = sizes_in_play(snapshot, state)
         if not in_play:
             fallback = best_success_size(snapshot)
@@ -244,11 +244,26 @@ class ZeusPolicy:
             # exceed a bound measured before it, so run the cheapest to the end: the
             # recurrence still yields a model, and its full cost tells the window what changed.
             return Decision(cheapest(snapshot, in_play), "sampling", final=True)
-        choice = thompson_sample(snapshot, arms, rng)
+        if snapshot.excluded:
+            # A retry: this recurrence already paid for a failed try. Deliver the model with
+            # the size known to be cheapest among those left, rather than explore now.
+            choice = best_known(snapshot, tuple(arms))
+        else:
+            choice = thompson_sample(snapshot, arms, rng)
         observed_here = snapshot.observations.get(choice, ArmStats(0, 0.0, 0.0)).count > 0
         phase: Phase = "sampling" if observed_here or choice not in snapshot.foreign_costs \
             else "calibrate"
-        return Decision(choice, phase, early_stop_cost=bound)
+        return Decision(choice, phase, early_stop_cost=bound(choice))
+
+
+def bound_for(snapshot: JobSnapshot) -> Callable[[int], float | None]:
+    """The early-stop bound a size runs under: :func:`early_stop_bound`, except for the size
+    whose mean successful cost sets it, which always runs to its end. The bound exists to cut
+    short sizes that cannot beat the best one; stopping the best one itself (on a day whose
+    data needs more epochs, on a busy machine) only adds a restart at a costlier size."""
+    bound = early_stop_bound(snapshot)
+    best = best_success_size(snapshot) if snapshot.success_mean_cost else None
+    return lambda batch_size: None if batch_size == best else bound
 
 
 # --- after pruning: which sizes are in play --------------------------------------------------
