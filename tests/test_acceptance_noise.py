@@ -53,13 +53,13 @@ RUNS = 20
 LAST = 5
 COST_BOUND = 1.3
 STARTUP_S = 240.0
-RUNS_DEADLINE_S = 660.0
+RUNS_DEADLINE_S = 840.0
 BUSY_LOOP_S = 900
 """The competing process ends on its own after this, should the test be killed hard."""
 BUSY_LOOP = f"import time\nend = time.monotonic() + {BUSY_LOOP_S}\n" \
             "while time.monotonic() < end: pass\n"
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = pytest.mark.timeout(1080)
 
 
 @dataclass
@@ -126,7 +126,10 @@ def airflow_env(tmp_path: Path, airflow_db: Path) -> dict[str, str]:
     start = (datetime.now(UTC) - timedelta(days=RUNS - 1)).date().isoformat()
     # The DAG imports its workload module beside it, in the dag-processor and in every task.
     path = os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), str(DAGS)) if p)
-    return airflow_home(tmp_path / "airflow", PRISTINE_DB, DAGS,
+    # One task at a time beside the busy loop: the machine stays at full load, but two
+    # trainings never share a core, which would make a try's wall-clock cost depend on which
+    # other task happened to overlap it (4x apart on this 2-core machine).
+    return airflow_home(tmp_path / "airflow", PRISTINE_DB, DAGS, parallelism=1,
                         extra={"ZEUS_TRACES_DIR": str(TRACES), START_ENV: start,
                                "PYTHONPATH": path})
 

@@ -29,7 +29,7 @@ START_ENV = "ZEUS_ACCEPTANCE_START"
 """The first logical date of the DAG, set by the test."""
 REGIONS: tuple[str, ...] = ("emea", "americas", "apac")
 FEATURES, CLASSES, HIDDEN = 32, 8, 256
-TRAIN_SAMPLES, VALIDATION_SAMPLES = 32768, 2048
+TRAIN_SAMPLES, VALIDATION_SAMPLES = 32768, 8192
 BASE_BATCH_SIZE, BASE_LEARNING_RATE = 32, 0.003
 LR_CAP_BATCH_SIZE = 32
 SPREAD = {"emea": 0.55, "americas": 0.57, "apac": 0.50}
