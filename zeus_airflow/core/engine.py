@@ -215,8 +215,8 @@ class Engine:
         try:
             self.check_return(value)
         except Exception as err:  # the check's own error is the message: any type
-            return (f"the train function returned {type(value).__name__} value that cannot be "
-                    f"stored as an XCom ({err}); {CONTRACT}")
+            return (f"the train function returned a value of type {type(value).__name__} that "
+                    f"cannot be stored as an XCom ({err}); {CONTRACT}")
         return None
 
 
