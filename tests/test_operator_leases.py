@@ -16,7 +16,8 @@ import pytest
 from zeus_airflow.cli import main
 from zeus_airflow.core.devices import nvml
 from zeus_airflow.core.devices.nvml import NVMLGPUs
-from zeus_airflow.core.gpu_lease import GPULeases, Lease, restore_host_leases
+from zeus_airflow.core.gpu_lease import GPULeases, holder_alive, restore_host_leases
+from zeus_airflow.core.store.base import Lease
 from zeus_airflow.core.store.sql import SQLStore
 from zeus_airflow.core.store.tables import gpu_leases
 from zeus_airflow.testing import FakeGPUSpec, FakeNVML
@@ -38,16 +39,16 @@ def test_a_lease_is_held_only_by_the_process_that_took_it() -> None:
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     child.wait()
 
-    assert lease_of(os.getpid(), datetime.now(UTC)).holder_alive()
-    assert not lease_of(child.pid, datetime.now(UTC)).holder_alive()
+    assert holder_alive(lease_of(os.getpid(), datetime.now(UTC)))
+    assert not holder_alive(lease_of(child.pid, datetime.now(UTC)))
     # Same pid, but the process started after the lease: the pid was reused.
-    assert not lease_of(os.getpid(), started - timedelta(hours=1)).holder_alive()
+    assert not holder_alive(lease_of(os.getpid(), started - timedelta(hours=1)))
 
 
 def test_one_lease_per_gpu_and_host(store_url: str, fake_gpus: FakeNVML) -> None:
     gpus = NVMLGPUs((0,), nvml=fake_gpus)
-    here, there = GPULeases(SQLStore(store_url).engine), GPULeases(SQLStore(store_url).engine,
-                                                                  host="other-host")
+    here, there = GPULeases(SQLStore(store_url)), GPULeases(SQLStore(store_url),
+                                                            host="other-host")
     first = here.acquire(gpus, (250,))
 
     assert first is not None and here.acquire(gpus, (250,)) is None
@@ -56,11 +57,30 @@ def test_one_lease_per_gpu_and_host(store_url: str, fake_gpus: FakeNVML) -> None
     assert [lease.host for lease in here.on_host()] == [] and len(there.on_host()) == 1
 
 
+def test_lease_writes_fail_as_store_errors_naming_the_store(store_url: str,
+                                                             fake_gpus: FakeNVML) -> None:
+    """Leases are the store's: its retries and its errors, not a raw database error."""
+    from sqlalchemy import text
+
+    from zeus_airflow.core.store.base import StoreError
+    from zeus_airflow.core.store.retry import RetryPolicy
+
+    store = SQLStore(store_url, retry=RetryPolicy(attempts=1))
+    with store.engine.begin() as conn:
+        conn.execute(text("DROP TABLE zeus_gpu_leases"))
+    leases = GPULeases(store)
+    with pytest.raises(StoreError, match=r"leasing GPUs' power limits: the zeus-airflow store "
+                                         r"at sqlite:///"):
+        leases.acquire(NVMLGPUs((0,), nvml=fake_gpus), (250,))
+    with pytest.raises(StoreError, match="reading the GPU leases of"):
+        leases.on_host()
+
+
 def leave_capped_gpu(url: str, fake: FakeNVML, pid: int, index: int = 0) -> None:
     """What a task killed mid-profiling leaves: a lease at 250 W, the GPU at 150 W."""
     gpus = NVMLGPUs((index,), nvml=fake)
-    leases = GPULeases(SQLStore(url).engine)
-    with leases.engine.begin() as conn:  # a lease as that process would have taken it
+    leases = GPULeases(SQLStore(url))
+    with leases.store.engine.begin() as conn:  # a lease as that process would have taken it
         conn.execute(gpu_leases.insert().values(
             host=leases.host, gpu_uuid=gpus.uuids[0], gpu_index=index, original_limit_w=250,
             pid=pid, acquired_at=datetime.now(UTC)))
@@ -80,7 +100,7 @@ def test_gpu_restore_puts_back_what_a_dead_task_left(
 
     assert fake_gpus.limits_mw() == [250_000]
     assert "restored to 250 W" in capsys.readouterr().out
-    assert GPULeases(SQLStore(store_url).engine).on_host() == []
+    assert GPULeases(SQLStore(store_url)).on_host() == []
 
 
 def test_gpu_restore_leaves_a_running_task_alone_unless_all(
@@ -97,8 +117,8 @@ def test_gpu_restore_leaves_a_running_task_alone_unless_all(
 
 def test_gpu_restore_refuses_a_renumbered_gpu(
         store_url: str, fake_gpus: FakeNVML, capsys: pytest.CaptureFixture[str]) -> None:
-    leases = GPULeases(SQLStore(store_url).engine)
-    with leases.engine.begin() as conn:
+    leases = GPULeases(SQLStore(store_url))
+    with leases.store.engine.begin() as conn:
         conn.execute(gpu_leases.insert().values(
             host=leases.host, gpu_uuid="GPU-gone", gpu_index=0, original_limit_w=250, pid=1,
             acquired_at=datetime(2020, 1, 1, tzinfo=UTC)))
@@ -118,8 +138,8 @@ def test_a_task_restores_every_dead_lease_of_its_host(store_url: str,
     dead.wait()
     for index in (0, 1):
         leave_capped_gpu(store_url, fake, dead.pid, index)
-    leases = GPULeases(SQLStore(store_url).engine)
-    with leases.engine.begin() as conn:
+    leases = GPULeases(SQLStore(store_url))
+    with leases.store.engine.begin() as conn:
         conn.execute(gpu_leases.insert().values(
             host="another-host", gpu_uuid="GPU-elsewhere", gpu_index=0, original_limit_w=1,
             pid=dead.pid, acquired_at=datetime.now(UTC)))

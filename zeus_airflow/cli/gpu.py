@@ -13,7 +13,7 @@ import logging
 import sys
 
 from zeus_airflow.cli.store import add_location_options, reporting_errors, store_from_args, write
-from zeus_airflow.core.gpu_lease import GPULeases, restore_host_leases
+from zeus_airflow.core.gpu_lease import GPULeases, holder_alive, restore_host_leases
 
 LEASE_COLUMNS = ("id", "host", "gpu_index", "gpu_uuid", "original_limit_w", "pid", "holder",
                  "acquired_at")
@@ -37,15 +37,15 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def _leases(args: argparse.Namespace) -> int:
-    leases = GPULeases(store_from_args(args).engine)
-    rows = [{**vars(lease), "holder": "running" if lease.holder_alive() else "dead"}
+    leases = GPULeases(store_from_args(args))
+    rows = [{**vars(lease), "holder": "running" if holder_alive(lease) else "dead"}
             for lease in leases.on_host()]
     write(rows, LEASE_COLUMNS, "table", sys.stdout)
     return 0
 
 
 def _restore(args: argparse.Namespace) -> int:
-    leases = GPULeases(store_from_args(args).engine)
+    leases = GPULeases(store_from_args(args))
     done = restore_host_leases(leases, log, include_live=args.all)
     for lease in done.restored:
         print(f"GPU {lease.gpu_index} ({lease.gpu_uuid}): power limit restored to "

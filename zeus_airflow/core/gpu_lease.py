@@ -18,12 +18,9 @@ import socket
 from collections.abc import Sequence
 from contextlib import ExitStack, closing
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any, Protocol, runtime_checkable
 
 import psutil
-from sqlalchemy import Engine, delete, insert, select
-from sqlalchemy.exc import IntegrityError
 
 from zeus_airflow.core.devices.base import (
     DeviceError,
@@ -31,7 +28,8 @@ from zeus_airflow.core.devices.base import (
     MeasurementKind,
     PowerLimitPermissionError,
 )
-from zeus_airflow.core.store.tables import gpu_leases
+from zeus_airflow.core.store.base import Lease, LeaseRequest
+from zeus_airflow.core.store.sql import SQLStore
 
 _PID_START_SLACK_S = 1.0
 """A process created up to this long after its lease was stamped is still its holder
@@ -45,26 +43,14 @@ class LeasableGPUs(GPUGroup, Protocol):
     uuids: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class Lease:
-    """One GPU's original limit (W), held by process ``pid`` on ``host``."""
-
-    id: int
-    host: str
-    gpu_uuid: str
-    gpu_index: int
-    original_limit_w: int
-    pid: int
-    acquired_at: datetime
-
-    def holder_alive(self) -> bool:
-        """Whether the process that took the lease still runs (on this host)."""
-        try:
-            created_s = psutil.Process(self.pid).create_time()
-        except psutil.NoSuchProcess:
-            return False
-        # A pid reused by a process started after the lease is not the holder.
-        return created_s <= self.acquired_at.timestamp() + _PID_START_SLACK_S
+def holder_alive(lease: Lease) -> bool:
+    """Whether the process that took the lease still runs (on this host)."""
+    try:
+        created_s = psutil.Process(lease.pid).create_time()
+    except psutil.NoSuchProcess:
+        return False
+    # A pid reused by a process started after the lease is not the holder.
+    return created_s <= lease.acquired_at.timestamp() + _PID_START_SLACK_S
 
 
 def this_host() -> str:
@@ -72,38 +58,28 @@ def this_host() -> str:
 
 
 class GPULeases:
-    """The lease table of one store, seen from one host."""
+    """The store's lease table seen from one host. The reads and writes are the store's, with
+    its retries and its errors (StoreError naming the store)."""
 
-    def __init__(self, engine: Engine, host: str | None = None) -> None:
-        self.engine = engine
+    def __init__(self, store: SQLStore, host: str | None = None) -> None:
+        self.store = store
         self.host = host or this_host()
 
     def on_host(self) -> list[Lease]:
-        with self.engine.connect() as conn:
-            rows = conn.execute(select(gpu_leases).where(gpu_leases.c.host == self.host)
-                                .order_by(gpu_leases.c.gpu_index)).all()
-        return [_lease(row) for row in rows]
+        return self.store.leases_on_host(self.host)
 
     def acquire(self, device: LeasableGPUs, original_limits_w: Sequence[int]) -> list[int] | None:
         """Lease every GPU of ``device`` at once; None when one is leased by someone else."""
-        now = datetime.now(UTC)
-        rows = [dict(host=self.host, gpu_uuid=uuid, gpu_index=index, original_limit_w=limit,
-                     pid=os.getpid(), acquired_at=now)
-                for uuid, index, limit in zip(device.uuids, device.indices, original_limits_w,
-                                              strict=True)]
-        try:
-            with self.engine.begin() as conn:
-                return [_inserted_id(conn.execute(insert(gpu_leases).values(**row)))
-                        for row in rows]
-        except IntegrityError:
-            return None
+        return self.store.acquire_leases([
+            LeaseRequest(self.host, uuid, index, limit, os.getpid())
+            for uuid, index, limit in zip(device.uuids, device.indices, original_limits_w,
+                                          strict=True)])
 
     def holders(self, device: LeasableGPUs) -> list[Lease]:
         return [lease for lease in self.on_host() if lease.gpu_uuid in device.uuids]
 
     def release(self, lease_ids: Sequence[int]) -> None:
-        with self.engine.begin() as conn:
-            conn.execute(delete(gpu_leases).where(gpu_leases.c.id.in_(lease_ids)))
+        self.store.release_leases(list(lease_ids))
 
 
 @dataclass
@@ -126,7 +102,7 @@ def restore_host_leases(leases: GPULeases, log: Any, *, own: LeasableGPUs | None
     done = Restored()
     with ExitStack() as opened:
         for lease in leases.on_host():
-            if lease.holder_alive() and not include_live:
+            if holder_alive(lease) and not include_live:
                 continue
             try:
                 gpus = own if own is not None and lease.gpu_uuid in own.uuids \
@@ -262,21 +238,10 @@ class PowerLimitGuard:
             return
         holders = ", ".join(
             f"GPU {lease.gpu_index} by pid {lease.pid}"
-            f"{'' if lease.holder_alive() else ', dead, its limit not restorable'}"
+            f"{'' if holder_alive(lease) else ', dead, its limit not restorable'}"
             for lease in self.leases.holders(gpus))
         self._owns_limits = False
         self.real.freeze(f"these GPUs' power limits are leased to another task ({holders})")
         self.log.warning("%s: training at the current limits without changing them",
                          self.real.frozen_because)
 
-
-def _inserted_id(result: Any) -> int:
-    return int(result.inserted_primary_key[0])
-
-
-def _lease(row: Any) -> Lease:
-    acquired = row.acquired_at
-    if acquired.tzinfo is None:  # SQLite keeps no zone; the store writes UTC
-        acquired = acquired.replace(tzinfo=UTC)
-    return Lease(row.id, row.host, row.gpu_uuid, row.gpu_index, row.original_limit_w, row.pid,
-                 acquired)

@@ -233,7 +233,7 @@ class ZeusTrainOperator(BaseOperator):
         key = RecurrenceKey(run_id=ti.run_id, dag_id=ti.dag_id, task_id=ti.task_id,
                             map_index=-1 if ti.map_index is None else ti.map_index,
                             try_number=ti.try_number)
-        with closing(device), PowerLimitGuard(device, GPULeases(store.engine),
+        with closing(device), PowerLimitGuard(device, GPULeases(store),
                                               self.log) as guard:
             self._guard = guard
             try:

@@ -7,6 +7,7 @@ hand it any store and the policy never sees a database.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Literal, Protocol
 
 from zeus_airflow.core.config import JobConfig
@@ -73,6 +74,31 @@ class DeviceInfo:
     kind: MeasurementKind
     power_limits_w: tuple[int, ...]
     """Candidate limits, highest first."""
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A power-limit lease: GPU ``gpu_uuid`` on ``host`` had ``original_limit_w`` (W) when
+    process ``pid`` took it (see ``core/gpu_lease.py``)."""
+
+    id: int
+    host: str
+    gpu_uuid: str
+    gpu_index: int
+    original_limit_w: int
+    pid: int
+    acquired_at: datetime
+
+
+@dataclass(frozen=True)
+class LeaseRequest:
+    """One GPU to lease: the row :meth:`SQLStore.acquire_leases` inserts."""
+
+    host: str
+    gpu_uuid: str
+    gpu_index: int
+    original_limit_w: int
+    pid: int
 
 
 @dataclass(frozen=True)

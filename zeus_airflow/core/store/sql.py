@@ -39,7 +39,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.engine import URL, CursorResult
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.sql.elements import BindParameter
 
 from zeus_airflow.core.config import JobConfig
@@ -51,6 +51,8 @@ from zeus_airflow.core.store import schema
 from zeus_airflow.core.store.base import (
     DeviceInfo,
     JobRef,
+    Lease,
+    LeaseRequest,
     RecurrenceKey,
     StoreError,
     TrialStart,
@@ -65,7 +67,13 @@ from zeus_airflow.core.store.connect import (
 )
 from zeus_airflow.core.store.retry import RetryPolicy, is_transient, refusal, with_retries
 from zeus_airflow.core.store.snapshot import read_snapshot
-from zeus_airflow.core.store.tables import LIVE_STATUSES, jobs, power_profiles, trials
+from zeus_airflow.core.store.tables import (
+    LIVE_STATUSES,
+    gpu_leases,
+    jobs,
+    power_profiles,
+    trials,
+)
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -360,6 +368,35 @@ class SQLStore:
                 (m.power_limit_w, m.avg_power_w, m.steps_per_s)
                 for m in profile.measurements.values()))
 
+    # --- power-limit leases (core/gpu_lease.py) -----------------------------------------------
+    def leases_on_host(self, host: str) -> list[Lease]:
+        """Every lease taken on ``host``, by GPU index."""
+        def read() -> list[Any]:
+            with self.reading() as conn:
+                return list(conn.execute(select(gpu_leases).where(gpu_leases.c.host == host)
+                                         .order_by(gpu_leases.c.gpu_index)))
+        return [_lease(row) for row in self._call(f"reading the GPU leases of {host}", read)]
+
+    def acquire_leases(self, requests: list[LeaseRequest]) -> list[int] | None:
+        """Lease every GPU at once (their ids, in order); None when one is leased already."""
+        now = _now()
+
+        def take(conn: Connection) -> list[int]:
+            return [_inserted_id(conn.execute(insert(gpu_leases).values(
+                        **vars(request), acquired_at=now)))
+                    for request in requests]
+        try:
+            return self._write("leasing GPUs' power limits", take)
+        except StoreError as err:
+            if isinstance(err.__cause__, IntegrityError):  # a lease of one of them exists
+                return None
+            raise
+
+    def release_leases(self, lease_ids: list[int]) -> None:
+        def release(conn: Connection) -> None:
+            conn.execute(delete(gpu_leases).where(gpu_leases.c.id.in_(lease_ids)))
+        self._write("releasing GPU leases", release)
+
     # --- internals ---------------------------------------------------------------------------
     def _check_schema(self) -> None:
         with self.reading() as conn:
@@ -392,6 +429,14 @@ def _measured(outcome: RunOutcome) -> dict[str, Any]:
                 reached_target=outcome.reached_target, stop_reason=outcome.stop_reason,
                 setup_energy_j=outcome.setup_energy_j, setup_time_s=outcome.setup_time_s,
                 early_stop_cost=outcome.early_stop_cost)
+
+
+def _lease(row: Any) -> Lease:
+    acquired = row.acquired_at
+    if acquired.tzinfo is None:  # SQLite keeps no zone; the store writes UTC
+        acquired = acquired.replace(tzinfo=UTC)
+    return Lease(row.id, row.host, row.gpu_uuid, row.gpu_index, row.original_limit_w, row.pid,
+                 acquired)
 
 
 def _inserted_id(result: CursorResult[Any]) -> int:
