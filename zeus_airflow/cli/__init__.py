@@ -1,11 +1,10 @@
-"""The ``zeus-airflow`` command. Each subcommand lives in its own module and registers here."""
+"""The ``zeus-airflow`` command. Each subcommand lives in its own module, listed in
+:func:`_registrars`."""
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
-import pkgutil
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -41,16 +40,17 @@ def check_writable(name: str, path: Path) -> None:
         path.unlink()
 
 
-def _registrars() -> list[Register]:
-    """Every module of this package with a ``register(subparsers)`` adds its subcommands."""
-    found = []
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-        if info.name.startswith("_"):  # __main__ runs the CLI on import
-            continue
-        module = importlib.import_module(f"{__name__}.{info.name}")
-        if hasattr(module, "register"):
-            found.append(module.register)
-    return found
+def _registrars() -> tuple[Register, ...]:
+    """Every subcommand module, listed: each adds its subcommands in ``register(subparsers)``.
+
+    A new subcommand module must be added here. The imports are inside the function because
+    those modules import :func:`check_writable` from this package, and so that
+    ``python -m zeus_airflow.cli.demo_runs`` (run inside Airflow by the demo) does not load
+    every subcommand's dependencies."""
+    from zeus_airflow.cli import capriccio, demo, drift, gpu, simulate, store
+
+    return (capriccio.register, demo.register, drift.register, gpu.register, simulate.register,
+            store.register)
 
 
 class _OneLineParser(argparse.ArgumentParser):
