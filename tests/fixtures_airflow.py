@@ -25,10 +25,14 @@ from typing import Any
 
 import pytest
 
+from zeus_airflow.core.devices.spec import resolve_traces_dir
+
 AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="zeus-test-airflow-"))
 atexit.register(shutil.rmtree, AIRFLOW_HOME, ignore_errors=True)
 REPO = Path(__file__).resolve().parents[1]
-TRACES = Path(os.environ.get("ZEUS_TRACES_DIR") or REPO.parent / "shared" / "traces")
+TRACES = resolve_traces_dir()
+"""``$ZEUS_TRACES_DIR`` when set, else the traces shipped in the package; exported below so that
+Airflow's task processes read the same."""
 
 os.environ.update({
     "AIRFLOW_HOME": str(AIRFLOW_HOME),

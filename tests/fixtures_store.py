@@ -25,6 +25,7 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from zeus_airflow.core.config import JobConfig
+from zeus_airflow.core.devices.spec import resolve_traces_dir
 from zeus_airflow.core.store.location import upgrade_store
 from zeus_airflow.core.store.retry import RetryPolicy
 from zeus_airflow.core.store.sql import SQLStore
@@ -32,8 +33,8 @@ from zeus_airflow.core.traces import WorkloadTrace, load_workload_trace
 
 PG_SERVER = os.environ.get("ZEUS_TEST_PG", "postgresql://postgres@127.0.0.1:5432")
 """The PostgreSQL server the tests create their throwaway databases on."""
-STORE_TRACES = Path(os.environ.get("ZEUS_TRACES_DIR")
-                    or Path(__file__).resolve().parents[2] / "shared" / "traces")
+STORE_TRACES = resolve_traces_dir()
+"""``$ZEUS_TRACES_DIR`` when set, else the traces shipped in the package."""
 FAST_RETRY = RetryPolicy(attempts=3, first_delay_s=0.05, max_delay_s=0.1)
 """Retries short enough for tests that let them run out."""
 

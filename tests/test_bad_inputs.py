@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fixtures_airflow import AIRFLOW_HOME
+from fixtures_airflow import AIRFLOW_HOME, TRACES
 from fixtures_store import PG_SERVER
 from sqlalchemy import text
 
@@ -29,7 +29,6 @@ from zeus_airflow.core.store.retry import RetryPolicy
 from zeus_airflow.core.store.sql import SQLStore
 from zeus_airflow.operators.replay import replay_train
 
-TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
 GOOD: dict[str, Any] = dict(train=replay_train, batch_sizes=[16, 32, 64],
                             default_batch_size=32, target_metric=0.8, max_epochs=5)
 INF, NAN = float("inf"), float("nan")

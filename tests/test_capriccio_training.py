@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fixtures_airflow import TRACES
 
 from zeus_airflow.capriccio.corpus import Tweets
 from zeus_airflow.capriccio.experiment import run_capriccio
@@ -26,7 +27,6 @@ from zeus_airflow.core.store.base import RecurrenceKey
 from zeus_airflow.core.store.sql import SQLStore
 from zeus_airflow.core.traces import load_workload_trace
 
-TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
 SIZES = SliceSizes(slice_size=3000, val_size=600)
 CORPUS = CorpusSpec(days=12, tweets_per_day=1000, shift_day=4, seed=2)
 JOB = CapriccioJob(batch_sizes=(64, 128, 256), default_batch_size=128, target_metric=0.85)

@@ -33,6 +33,7 @@ from typing import IO, Any, TypeVar
 import psycopg
 import pytest
 import redis
+from fixtures_airflow import TRACES
 
 from zeus_airflow.core.store.admin import TrialRecord, list_trials
 from zeus_airflow.core.store.location import open_store, upgrade_store
@@ -174,7 +175,7 @@ def _airflow_env(home: Path, metadata_url: str, store_url: str, port: int, queue
         "AIRFLOW__CELERY__WORKER_CONCURRENCY": str(RUNS),
         "AIRFLOW__OPERATORS__DEFAULT_QUEUE": queue,
         "AIRFLOW_CONN_ZEUS_DEFAULT": store_url.replace("postgresql+psycopg://", "postgresql://"),
-        "ZEUS_TRACES_DIR": str(REPO.parent / "shared" / "traces"),
+        "ZEUS_TRACES_DIR": str(TRACES),
         BARRIER_ENV: str(barrier),
         PARTIES_ENV: str(RUNS),
         "PYTHONDONTWRITEBYTECODE": "1",  # the DAG file lives in the repo

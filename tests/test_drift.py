@@ -10,14 +10,13 @@ from pathlib import Path
 from statistics import median
 
 import pytest
+from fixtures_airflow import TRACES
 
 from zeus_airflow.cli import main
 from zeus_airflow.core.config import ConfigError, JobConfig
 from zeus_airflow.core.policy import ExplorationStep, pruning_state
 from zeus_airflow.core.traces import load_workload_trace
 from zeus_airflow.sim.drift import Drift, DriftSpec, adaptation_delay, optima, run_drift
-
-TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
 
 
 def spec(**changes: object) -> DriftSpec:

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
+from fixtures_airflow import TRACES
 from sqlalchemy import select
 
 from zeus_airflow.core.config import JobConfig, ProfilerConfig
@@ -21,8 +20,6 @@ from zeus_airflow.core.store.snapshot import read_snapshot
 from zeus_airflow.core.store.sql import SQLStore
 from zeus_airflow.core.store.tables import trials
 from zeus_airflow.core.traces import WorkloadTrace, load_workload_trace
-
-TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
 
 
 @pytest.fixture(scope="module")

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from fixtures_airflow import TRACES
 
 from zeus_airflow.core.config import JobConfig, ProfilerConfig
 from zeus_airflow.core.cost import LimitMeasurement
@@ -22,7 +21,6 @@ from zeus_airflow.core.store.base import RecurrenceKey
 from zeus_airflow.core.store.sql import SQLStore
 from zeus_airflow.core.traces import WorkloadTrace, load_workload_trace
 
-TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
 EXPLORING = ("pruning", "calibrate")
 
 

@@ -76,11 +76,3 @@ def test_bad_demo_arguments_are_named(args: list[str], named: str,
     with pytest.raises(SystemExit) as exited:
         main(["demo", "--traces", str(TRACES), *args])
     assert exited.value.code == 2 and named in capsys.readouterr().err
-
-
-def test_the_demo_needs_the_traces(monkeypatch: pytest.MonkeyPatch,
-                                   capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.delenv("ZEUS_TRACES_DIR")
-    with pytest.raises(SystemExit):
-        main(["demo"])
-    assert "ZEUS_TRACES_DIR" in capsys.readouterr().err

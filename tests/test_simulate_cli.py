@@ -6,11 +6,10 @@ import csv
 from pathlib import Path
 
 import pytest
+from fixtures_airflow import TRACES
 
 from zeus_airflow.cli import main
 from zeus_airflow.cli.simulate import CSV_COLUMNS
-
-TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
 
 
 def simulate(tmp_path: Path, *extra: str) -> list[str]:

@@ -28,6 +28,7 @@ from zeus_airflow.capriccio.slicing import (
     slice_for_day,
     write_slice,
 )
+from zeus_airflow.cli.simulate import TRACES_HELP
 from zeus_airflow.core.config import DEFAULT_ETA, ConfigError
 
 if TYPE_CHECKING:
@@ -128,8 +129,7 @@ def _register_run(actions: argparse._SubParsersAction) -> None:
         description="Retrain on each slice through the real engine and store: real PyTorch "
                     "training on this CPU, power and slowdown from a simulated GPU. Without "
                     "--corpus the synthetic corpus is generated in memory.")
-    parser.add_argument("--traces", type=Path, default=None,
-                        help="the paper's traces (default $ZEUS_TRACES_DIR)")
+    parser.add_argument("--traces", type=Path, default=None, help=TRACES_HELP)
     parser.add_argument("--corpus", type=Path, default=None,
                         help="Sentiment140-format CSV (default: the synthetic corpus)")
     parser.add_argument("--shift-date", type=date.fromisoformat, default=None,

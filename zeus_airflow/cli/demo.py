@@ -25,6 +25,7 @@ from typing import Any
 
 import zeus_airflow
 from zeus_airflow.cli.demo_runs import DAG_ID, TASK_ID
+from zeus_airflow.cli.simulate import TRACES_HELP
 from zeus_airflow.core.config import ConfigError
 from zeus_airflow.core.devices.spec import TRACES_ENV, parse_device, resolve_traces_dir
 from zeus_airflow.core.traces import load_workload_trace
@@ -55,8 +56,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                      "energy saved against the Default configuration")
     demo.add_argument("--days", type=int, default=DEFAULT_DAYS,
                       help=f"daily runs to make (default {DEFAULT_DAYS})")
-    demo.add_argument("--traces", metavar="DIR",
-                      help=f"the paper's traces (default: ${TRACES_ENV})")
+    demo.add_argument("--traces", metavar="DIR", help=TRACES_HELP)
     demo.add_argument("--airflow-home", metavar="DIR",
                       help=f"default: $AIRFLOW_HOME, else ./{LOCAL_HOME}")
     demo.add_argument("--dags-folder", metavar="DIR",

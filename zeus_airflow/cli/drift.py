@@ -14,6 +14,7 @@ from statistics import mean, median
 from zeus_airflow.cli import check_writable
 from zeus_airflow.cli.simulate import TRACES_HELP
 from zeus_airflow.core.config import DEFAULT_BETA, DEFAULT_ETA, ConfigError, check_int
+from zeus_airflow.core.devices.spec import resolve_traces_dir
 from zeus_airflow.core.traces import WORKLOADS, load_workload_trace
 from zeus_airflow.sim.drift import (
     ADAPT_HORIZON,
@@ -44,7 +45,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                     "epochs-to-target curve drifts (batch size b then needs difficulty x the "
                     "epochs batch size b/batch-scale needed), so the optimal batch size moves. "
                     "Compares posterior windows over seeds. All figures are replayed.")
-    parser.add_argument("--traces", required=True, type=Path, help=TRACES_HELP)
+    parser.add_argument("--traces", type=Path, default=None, help=TRACES_HELP)
     parser.add_argument("--gpu", default="v100")
     parser.add_argument("--workload", default="cifar100",
                         help=f"one of {', '.join(WORKLOADS)}")
@@ -99,9 +100,10 @@ def build_specs(args: argparse.Namespace) -> list[DriftSpec]:
     for seed in args.seeds:  # numpy refuses negative seeds, deep inside a simulation
         check_int("seeds", seed, minimum=0)
     windows = [_window(text) for text in dict.fromkeys(args.windows)]
-    trace = load_workload_trace(args.traces, args.gpu, args.workload)  # names gpu/workload
+    traces = resolve_traces_dir(args.traces)
+    trace = load_workload_trace(traces, args.gpu, args.workload)  # names gpu/workload
     drift = Drift(args.batch_scale, args.difficulty)
-    specs = [DriftSpec(args.gpu, args.workload, str(args.traces), seed, window, args.switch_at,
+    specs = [DriftSpec(args.gpu, args.workload, str(traces), seed, window, args.switch_at,
                        args.recurrences, drift, args.eta, args.beta)
              for window in windows for seed in dict.fromkeys(args.seeds)]
     job_config(trace, specs[0].simulation_spec())  # raises naming eta/beta

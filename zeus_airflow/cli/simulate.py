@@ -15,11 +15,13 @@ from statistics import mean
 
 from zeus_airflow.cli import check_writable
 from zeus_airflow.core.config import DEFAULT_BETA, DEFAULT_ETA, ConfigError, check_int
+from zeus_airflow.core.devices.spec import resolve_traces_dir
 from zeus_airflow.core.policy import POLICIES
 from zeus_airflow.core.traces import WORKLOADS, load_workload_trace
 from zeus_airflow.sim.simulator import SimulationResult, SimulationSpec, job_config, simulate
 
-TRACES_HELP = "folder with summary_train.csv and summary_power_<gpu>.csv"
+TRACES_HELP = ("folder with summary_train.csv and summary_power_<gpu>.csv (default: "
+               "$ZEUS_TRACES_DIR, else the paper's V100 and A40 traces shipped in the package)")
 
 CSV_COLUMNS = ["policy", "gpu", "workload", "seed", "recurrences", "last5_energy_ratio",
                "last5_time_ratio", "oracle_energy_ratio", "oracle_time_ratio", "cum_energy_j",
@@ -33,7 +35,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         description="Replay the Zeus paper's traces through the real engine, profiler and store "
                     "on a virtual GPU, with the Default and Grid-search baselines. All figures "
                     "are replayed, not measured.")
-    parser.add_argument("--traces", required=True, type=Path, help=TRACES_HELP)
+    parser.add_argument("--traces", type=Path, default=None, help=TRACES_HELP)
     parser.add_argument("--gpu", required=True, action="append",
                         help="GPU trace name (e.g. v100, a40); repeatable")
     parser.add_argument("--workload", required=True, action="append",
@@ -80,13 +82,14 @@ def build_specs(args: argparse.Namespace) -> list[SimulationSpec]:
     for seed in args.seeds:  # numpy refuses negative seeds, deep inside a simulation
         check_int("seeds", seed, minimum=0)
     policies = list(POLICIES) if args.policy == "all" else [args.policy]
+    traces = resolve_traces_dir(args.traces)
     specs = []
     for gpu in dict.fromkeys(args.gpu):
         for workload in dict.fromkeys(args.workload):
-            trace = load_workload_trace(args.traces, gpu, workload)  # raises naming gpu/workload
+            trace = load_workload_trace(traces, gpu, workload)  # raises naming gpu/workload
             for policy in policies:
                 for seed in args.seeds:
-                    spec = SimulationSpec(policy, gpu, workload, seed, str(args.traces),
+                    spec = SimulationSpec(policy, gpu, workload, seed, str(traces),
                                           args.eta, args.beta, args.window, args.recurrences)
                     job_config(trace, spec)  # raises naming eta/beta/window
                     specs.append(spec)

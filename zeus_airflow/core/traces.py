@@ -1,8 +1,10 @@
-"""The paper's measured traces (``shared/traces``): epochs to target and power per epoch.
+"""The Zeus paper's measured traces: epochs to target and power per epoch.
 
 ``summary_train.csv`` says how many epochs a (workload, batch size, seed) needed to reach the
 target; ``summary_power_{gpu}.csv`` gives the time and average power of one epoch at each
 (batch size, power limit). A :class:`WorkloadTrace` joins the two for one GPU and workload.
+The V100 and A40 traces ship in the package (:data:`PACKAGED_TRACES`; source and licence in
+its README.md).
 """
 
 from __future__ import annotations
@@ -15,6 +17,10 @@ from functools import cache
 from pathlib import Path
 
 from zeus_airflow.core.config import ConfigError
+
+PACKAGED_TRACES = Path(__file__).resolve().parents[1] / "data" / "traces"
+"""The paper's V100 and A40 traces as shipped in the package: the default folder, so that an
+install without a checkout beside it can replay and simulate."""
 
 
 @dataclass(frozen=True)

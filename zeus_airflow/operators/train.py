@@ -99,7 +99,7 @@ class ZeusTrainOperator(BaseOperator):
     :param zeus_conn_id: Airflow connection of the store (falls back to
         ``$ZEUS_AIRFLOW_DB_URL``, then an SQLite file under ``$AIRFLOW_HOME``). Templated.
     :param traces_dir: the paper's traces, for replay and simulated devices (default
-        ``$ZEUS_TRACES_DIR``). Templated.
+        ``$ZEUS_TRACES_DIR``, else the V100 and A40 traces shipped in the package). Templated.
     :param heartbeat_s: how often the running trial tells the store it is alive, in s; a
         trial not heard from for three intervals has lost its worker and expires.
     :param fail_on_missed_target: fail the task when its run ends without reaching
@@ -409,8 +409,8 @@ def _check_conn_id(value: object) -> None:
 
 def _check_traces_dir(value: object) -> None:
     if value is not None and not isinstance(value, str | os.PathLike):
-        raise ConfigError(f"traces_dir={value!r} is invalid: expected None ($ZEUS_TRACES_DIR) "
-                          "or the path of the traces folder")
+        raise ConfigError(f"traces_dir={value!r} is invalid: expected None ($ZEUS_TRACES_DIR or "
+                          "the packaged traces) or the path of the traces folder")
 
 
 def _check_optional_job_id(value: object) -> None:

@@ -10,7 +10,8 @@ Forms (see :data:`DEVICE_FORMS`):
   slowdown follow that workload's measured power curve (``simulated``; see ``simulated.py``).
 
 Parsing only checks the form, so it can run at DAG-parse time; :func:`open_device` touches
-NVML or reads the traces, at run time. Traces come from ``traces_dir`` or ``$ZEUS_TRACES_DIR``.
+NVML or reads the traces, at run time. Traces come from ``traces_dir``, else
+``$ZEUS_TRACES_DIR``, else the package (:func:`resolve_traces_dir`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Literal, NoReturn
 
 from zeus_airflow.core.config import DB_INT_MAX, ConfigError
 from zeus_airflow.core.devices.base import GPUGroup
-from zeus_airflow.core.traces import WORKLOADS, load_workload_trace
+from zeus_airflow.core.traces import PACKAGED_TRACES, WORKLOADS, load_workload_trace
 
 DEVICE_FORMS: tuple[str, ...] = (
     "auto", "nvml:<i>[,<j>...]", "replay:<gpu>:<workload>", "simulated:<gpu>[:<workload>]")
@@ -84,12 +85,10 @@ def open_device(spec: DeviceSpec, traces_dir: str | Path | None = None) -> GPUGr
 
 
 def resolve_traces_dir(explicit: str | Path | None = None) -> Path:
-    """The paper's traces folder: ``explicit``, else ``$ZEUS_TRACES_DIR``."""
+    """The paper's traces folder: ``explicit``, else ``$ZEUS_TRACES_DIR``, else the traces
+    shipped in the package. Every ``--traces`` option and ``traces_dir`` parameter ends here."""
     chosen = explicit or os.environ.get(TRACES_ENV)
-    if not chosen:
-        raise ConfigError(f"traces_dir is not set: pass traces_dir or set ${TRACES_ENV} to the "
-                          "folder holding summary_train.csv and summary_power_<gpu>.csv")
-    return Path(chosen)
+    return Path(chosen) if chosen else PACKAGED_TRACES
 
 
 def _indices(text: str, value: str) -> tuple[int, ...]:
