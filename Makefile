@@ -4,8 +4,6 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-TRACES ?= $(abspath ../shared/traces)
-export ZEUS_TRACES_DIR ?= $(TRACES)
 
 .PHONY: setup demo test lint clean
 
@@ -23,7 +21,7 @@ $(VENV)/.installed: pyproject.toml
 setup: $(VENV)/.installed
 
 demo: setup
-	$(VENV)/bin/zeus-airflow demo --traces $(TRACES)
+	$(VENV)/bin/zeus-airflow demo
 
 lint: setup
 	$(VENV)/bin/ruff check zeus_airflow tests bench dags

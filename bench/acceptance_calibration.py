@@ -8,8 +8,7 @@ delay: this measures what a try's cost should be once setup is kept apart. Print
 and size, epochs to target and the cost's mean, spread and range, then each region's cheapest
 size and how much cheaper it is than the runner-up.
 
-    PYTHONPATH=. ZEUS_TRACES_DIR=../shared/traces \\
-        .venv/bin/python bench/acceptance_calibration.py [--days 4] [--competitors 1]
+    PYTHONPATH=. .venv/bin/python bench/acceptance_calibration.py [--days 4] [--competitors 1]
 
 Results are recorded in bench/acceptance_calibration.md.
 """

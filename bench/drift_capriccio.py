@@ -36,9 +36,11 @@ CONFIGS = {"": ["--window", "10", "--beta", "3"],
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--traces", type=Path, default=Path("../shared/traces"))
+    parser.add_argument("--traces", type=Path, default=None,
+                        help="default: $ZEUS_TRACES_DIR, else the traces shipped in the package")
     parser.add_argument("--output", type=Path, default=Path("bench/drift_capriccio"))
     args = parser.parse_args()
+    traces = ["--traces", str(args.traces)] if args.traces else []  # else the CLI's default
     rows, explored, fast = [], 0, True
     for suffix, options in CONFIGS.items():
         for seed in SEEDS:
@@ -47,7 +49,7 @@ def main() -> int:
             load = os.getloadavg()[0]
             started = time.perf_counter()
             subprocess.run([sys.executable, "-m", "zeus_airflow.cli", "capriccio", "run",
-                            "--traces", str(args.traces), *options, "--seed", str(seed),
+                            *traces, *options, "--seed", str(seed),
                             "--output-csv", str(stem.with_suffix(".csv")), *plot],
                            check=True, capture_output=True)
             wall_s = time.perf_counter() - started

@@ -25,12 +25,14 @@ SEEDS = [str(s) for s in range(1, 21)]
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--traces", type=Path, default=Path("../shared/traces"))
+    parser.add_argument("--traces", type=Path, default=None,
+                        help="default: $ZEUS_TRACES_DIR, else the traces shipped in the package")
     parser.add_argument("--output", type=Path, default=Path("bench/drift_experiment"))
     args = parser.parse_args()
     csv_path, png_path = args.output.with_suffix(".csv"), args.output.with_suffix(".png")
-    command = [sys.executable, "-m", "zeus_airflow.cli", "drift-experiment", "--traces",
-               str(args.traces), "--windows", "10", "none", "--seeds", *SEEDS,
+    traces = ["--traces", str(args.traces)] if args.traces else []  # else the CLI's default
+    command = [sys.executable, "-m", "zeus_airflow.cli", "drift-experiment", *traces,
+               "--windows", "10", "none", "--seeds", *SEEDS,
                "--output-csv", str(csv_path), "--plot", str(png_path)]
     started = time.perf_counter()
     printed = subprocess.run(command, check=True, capture_output=True, text=True).stdout

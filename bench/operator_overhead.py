@@ -108,18 +108,19 @@ def main() -> int:
     parser.add_argument("--db", help="store URL (default: an SQLite file in the Airflow home)")
     parser.add_argument("--dir", help="where to make the Airflow home (default: the system's "
                                       "temp folder); /dev/shm takes the disk's fsync out")
-    parser.add_argument("--traces", default=os.environ.get("ZEUS_TRACES_DIR") or str(
-        Path(__file__).resolve().parents[2] / "shared" / "traces"))
+    parser.add_argument("--traces",
+                        help="default: $ZEUS_TRACES_DIR, else the traces shipped in the package")
     args = parser.parse_args()
     home = Path(tempfile.mkdtemp(prefix="zeus-bench-airflow-", dir=args.dir))
     (home / "dags").mkdir()
     (home / "dags" / "overhead_dag.py").write_text(DAG_FILE)
     (home / "dags" / "operator_overhead_timing.py").write_text(TIMING_MODULE)
     sys.path.insert(0, str(home / "dags"))
+    if args.traces:  # else $ZEUS_TRACES_DIR as inherited, else the packaged traces
+        os.environ["ZEUS_TRACES_DIR"] = args.traces
     os.environ.update({
         "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags"),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False", "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
-        "ZEUS_TRACES_DIR": args.traces,
         "ZEUS_AIRFLOW_DB_URL": args.db or f"sqlite:///{home}/zeus.db",
     })
     from zeus_airflow.core.store.sql import SQLStore

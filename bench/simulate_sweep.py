@@ -1,6 +1,6 @@
 """The paper's 12-cell sweep through the real engine, compared with upstream Zeus and Default.
 
-    .venv/bin/python bench/simulate_sweep.py --traces ../shared/traces --output bench/simulate
+    .venv/bin/python bench/simulate_sweep.py [--traces DIR] --output bench/simulate
 
 Runs `zeus-airflow simulate` on V100 and A40 x 6 workloads x seeds 1-5 x {zeus, default, grid}
 (eta 0.5, beta 2), then writes <output>.csv (one row per run), <output>.png (regret and batch
@@ -20,8 +20,8 @@ from collections import defaultdict
 from pathlib import Path
 from statistics import mean
 
-# Upstream Zeus 0.16's legacy simulator on the same traces (DESIGN.md): cumulative regret in
-# 1e6 cost units, mean over seeds 1-5, and its last-5 energy ratio.
+# Upstream Zeus 0.16's legacy simulator (`zeus._legacy`) run on the same traces, eta 0.5,
+# beta 2, seeds 1-5: cumulative regret in 1e6 cost units, mean over the seeds.
 UPSTREAM_REGRET = {
     ("v100", "librispeech"): 64.6, ("v100", "squad"): 2.9, ("v100", "sentiment140"): 4.7,
     ("v100", "imagenet"): 66.0, ("v100", "cifar100"): 0.6, ("v100", "movielens-1m"): 0.1,
@@ -34,11 +34,13 @@ WORKLOADS = ("librispeech", "squad", "sentiment140", "imagenet", "cifar100", "mo
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--traces", type=Path, default=Path("../shared/traces"))
+    parser.add_argument("--traces", type=Path, default=None,
+                        help="default: $ZEUS_TRACES_DIR, else the traces shipped in the package")
     parser.add_argument("--output", type=Path, default=Path("bench/simulate"))
     args = parser.parse_args()
     csv_path, png_path = args.output.with_suffix(".csv"), args.output.with_suffix(".png")
-    command = [sys.executable, "-m", "zeus_airflow.cli", "simulate", "--traces", str(args.traces),
+    traces = ["--traces", str(args.traces)] if args.traces else []  # else the CLI's default
+    command = [sys.executable, "-m", "zeus_airflow.cli", "simulate", *traces,
                *[a for g in GPUS for a in ("--gpu", g)],
                *[a for w in WORKLOADS for a in ("--workload", w)],
                "--policy", "all", "--seeds", "1", "2", "3", "4", "5", "--eta", "0.5",

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import logging
 import multiprocessing as mp
-import os
 import secrets
 import time
 import traceback
@@ -34,6 +33,7 @@ import numpy as np
 
 from zeus_airflow.core.config import JobConfig
 from zeus_airflow.core.devices.replay import ReplayGPU
+from zeus_airflow.core.devices.spec import resolve_traces_dir
 from zeus_airflow.core.engine import Engine
 from zeus_airflow.core.replay_training import ReplayTraining
 from zeus_airflow.core.store.admin import list_trials
@@ -43,8 +43,7 @@ from zeus_airflow.core.store.sql import SQLStore
 from zeus_airflow.core.store.tables import jobs
 from zeus_airflow.core.traces import WorkloadTrace, load_workload_trace
 
-DEFAULT_TRACES = Path(os.environ.get("ZEUS_TRACES_DIR")
-                      or Path(__file__).resolve().parents[2] / "shared" / "traces")
+DEFAULT_TRACES = resolve_traces_dir()
 
 
 class TimedStore(SQLStore):
@@ -140,7 +139,8 @@ def main() -> None:
     parser.add_argument("--db", required=True, help="SQLAlchemy URL of the store")
     parser.add_argument("--workers", type=int, default=16)
     parser.add_argument("--runs", type=int, default=25, help="recurrences per worker")
-    parser.add_argument("--traces", type=Path, default=DEFAULT_TRACES)
+    parser.add_argument("--traces", type=Path, default=DEFAULT_TRACES,
+                        help="default: $ZEUS_TRACES_DIR, else the traces shipped in the package")
     parser.add_argument("--gpu", default="v100")
     parser.add_argument("--workload", default="cifar100")
     parser.add_argument("--seed", type=int, default=1)

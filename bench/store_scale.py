@@ -19,7 +19,6 @@ A filled store is reused by later runs with the same shape (the jobs are named a
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import time
 from collections import defaultdict
@@ -31,6 +30,7 @@ from sqlalchemy import Connection, delete, event, func, insert, select, text
 
 from zeus_airflow.core.config import JobConfig
 from zeus_airflow.core.devices.replay import ReplayGPU
+from zeus_airflow.core.devices.spec import resolve_traces_dir
 from zeus_airflow.core.engine import Engine
 from zeus_airflow.core.policy import ZeusPolicy
 from zeus_airflow.core.replay_training import ReplayTraining
@@ -40,8 +40,7 @@ from zeus_airflow.core.store.sql import SQLStore
 from zeus_airflow.core.store.tables import jobs, power_profiles, trials
 from zeus_airflow.core.traces import WorkloadTrace, load_workload_trace
 
-DEFAULT_TRACES = Path(os.environ.get("ZEUS_TRACES_DIR")
-                      or Path(__file__).resolve().parents[2] / "shared" / "traces")
+DEFAULT_TRACES = resolve_traces_dir()
 TIMED = ("register_job", "begin_trial", "load_profile", "save_profile", "finish_trial",
          "fail_trial")
 JOBS_PER_CHUNK = 500
@@ -198,7 +197,8 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=100, help="trials per job")
     parser.add_argument("--samples", type=int, default=300, help="recurrences measured")
     parser.add_argument("--window-size", type=int, default=None)
-    parser.add_argument("--traces", type=Path, default=DEFAULT_TRACES)
+    parser.add_argument("--traces", type=Path, default=DEFAULT_TRACES,
+                        help="default: $ZEUS_TRACES_DIR, else the traces shipped in the package")
     parser.add_argument("--gpu", default="v100")
     parser.add_argument("--workload", default="cifar100")
     parser.add_argument("--seed", type=int, default=1)

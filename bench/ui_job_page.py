@@ -9,7 +9,7 @@ client's wall time is shown beside it. Then the same page is broken down in this
 store reads, charts, template. The last line is ``runs=<n> server_p50_ms=<x>
 server_p95_ms=<x> page_kb=<x>``; the exit status is 1 when the median exceeds the target.
 
-    python bench/ui_job_page.py --runs 1000 --requests 30 [--traces ../shared/traces]
+    python bench/ui_job_page.py --runs 1000 --requests 30 [--traces DIR]
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ JOB_ID = "bench_dag.train"
 WARMUP = 3
 
 
-def fill_store(url: str, runs: int, workload: str, traces: str) -> float:
+def fill_store(url: str, runs: int, workload: str, traces: str | None) -> float:
     """``runs`` recurrences of one job on a replayed V100; returns the seconds it took."""
     from zeus_airflow.core.config import JobConfig
     from zeus_airflow.core.devices.replay import ReplayGPU
@@ -95,8 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=1000)
     parser.add_argument("--requests", type=int, default=30)
     parser.add_argument("--workload", default="cifar100")
-    parser.add_argument("--traces", default=os.environ.get("ZEUS_TRACES_DIR")
-                        or str(REPO.parent / "shared" / "traces"))
+    parser.add_argument("--traces", default=None,
+                        help="default: $ZEUS_TRACES_DIR, else the traces shipped in the package")
     args = parser.parse_args(argv)
 
     work = Path(tempfile.mkdtemp(prefix="zeus-bench-ui-"))

@@ -24,7 +24,6 @@ corpus generated once into `$AIRFLOW_HOME/capriccio/synthetic.csv` (its days run
 past dates, so run them as a backfill:
 
 ```bash
-export ZEUS_TRACES_DIR=$PWD/../shared/traces
 airflow dags test capriccio_daily 2009-04-20                     # one day
 airflow backfill create --dag-id capriccio_daily \\
     --from-date 2009-04-06 --to-date 2009-05-25                  # every day, in order

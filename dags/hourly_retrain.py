@@ -19,7 +19,7 @@ batches to CUDA and drop `device=` (the default `auto` measures the real GPUs).
 
 ```bash
 export AIRFLOW_HOME=$PWD/.airflow AIRFLOW__CORE__DAGS_FOLDER=$PWD/dags \\
-       AIRFLOW__CORE__LOAD_EXAMPLES=False ZEUS_TRACES_DIR=$PWD/../shared/traces
+       AIRFLOW__CORE__LOAD_EXAMPLES=False
 airflow db migrate
 airflow dags test hourly_retrain 2025-01-01T05:00:00+00:00   # one hour, a few seconds
 zeus-airflow runs --job hourly_retrain.train

@@ -21,7 +21,7 @@ slowdown under each limit from the V100's measured power curve in the Zeus trace
 
 ```bash
 export AIRFLOW_HOME=$PWD/.airflow AIRFLOW__CORE__DAGS_FOLDER=$PWD/dags \\
-       AIRFLOW__CORE__LOAD_EXAMPLES=False ZEUS_TRACES_DIR=$PWD/../shared/traces
+       AIRFLOW__CORE__LOAD_EXAMPLES=False
 airflow db migrate
 airflow dags test regional_retrain 2025-01-01   # three regions, a few seconds each
 zeus-airflow jobs                               # one job per region

@@ -2,11 +2,11 @@
 # zeus_replay_daily: Zeus learning a paper workload's batch size and power limit, day by day
 
 The demo DAG. Every day it "retrains" DeepSpeech2 on LibriSpeech on a V100, replayed from the
-Zeus paper's measured traces (`../shared/traces`): time and power per epoch come from the
-trace for the chosen (batch size, power limit), epochs to reach the target from a random
-traced seed. The engine, profiler and store are the real ones; only the GPU is virtual, so a
-day's run (hours of "GPU time") takes about a second, and every figure is labelled
-**replayed**.
+Zeus paper's measured traces (shipped in the package, `zeus_airflow/data/traces/`; another
+folder with `$ZEUS_TRACES_DIR`): time and power per epoch come from the trace for the chosen
+(batch size, power limit), epochs to reach the target from a random traced seed. The engine,
+profiler and store are the real ones; only the GPU is virtual, so a day's run (hours of "GPU
+time") takes about a second, and every figure is labelled **replayed**.
 
 Over the runs, the job first prunes batch sizes (walking down, then up, from the default
 b0 = 192), then samples among the survivors, each at the power limit its profile chose. Compare
@@ -18,7 +18,7 @@ with the Default configuration (b0 at the maximum limit): `make demo` prints the
 make demo                                        # 60 daily runs, the table, the saving
 # or by hand, from the repository root:
 export AIRFLOW_HOME=$PWD/.airflow AIRFLOW__CORE__DAGS_FOLDER=$PWD/dags \\
-       AIRFLOW__CORE__LOAD_EXAMPLES=False ZEUS_TRACES_DIR=$PWD/../shared/traces
+       AIRFLOW__CORE__LOAD_EXAMPLES=False
 airflow db migrate
 airflow dags test zeus_replay_daily 2025-01-01   # one day
 zeus-airflow runs --job zeus_replay_daily.train  # what the store learned

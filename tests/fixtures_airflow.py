@@ -1,4 +1,4 @@
-"""Airflow fixtures: a hermetic AIRFLOW_HOME on SQLite, and dag.test() helpers (notes §3).
+"""Airflow fixtures: a hermetic AIRFLOW_HOME on SQLite, and dag.test() helpers.
 
 Airflow reads its configuration when first imported, so the environment is set when pytest
 loads this module, before any test imports Airflow. The metadata DB is migrated once per
@@ -6,8 +6,8 @@ session, and only for tests that ask for ``airflow_db``.
 
 ``dag.test()`` runs a DAG's tasks in this process through the real task runner and an
 in-process Execution API. It needs the DAG serialized in a DAG bundle: :func:`sync_dag` does
-that for a DAG built inside a test. It does *not* block the ORM as a real task process does
-(notes §4); one test per feature must go through the scheduler for that.
+that for a DAG built inside a test. It does *not* block the ORM as a real (supervised) task process
+does; one test per feature must go through the scheduler for that.
 """
 
 from __future__ import annotations

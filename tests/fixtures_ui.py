@@ -246,7 +246,7 @@ def start_api_server(work: Path, users: dict[str, str], env: dict[str, str]) -> 
     log = work / "api-server.log"
     with log.open("wb") as out:
         # cwd outside the repo: an editable install's .egg-info there would register the
-        # plugin twice (notes §7).
+        # plugin twice (importlib.metadata would find the distribution twice).
         process = subprocess.Popen(
             [str(Path(sys.executable).parent / "airflow"), "api-server", "--host",
              "127.0.0.1", "--port", str(port), "--workers", "1"],

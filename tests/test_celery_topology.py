@@ -4,7 +4,8 @@ The machine's PostgreSQL holds two throwaway databases (Airflow's metadata and t
 as the compose file's one server does), the machine's Redis is the broker, and real
 ``airflow api-server``, ``scheduler``, ``dag-processor`` and ``celery worker`` processes run
 two overlapping DAG runs of a replayed job (``tests/celery_dags``). Task processes are
-supervised by the worker, so the metadata DB is closed to them (notes §4): the store must be
+supervised by the worker, so the metadata DB is closed to them (Airflow 3 blocks the ORM in
+supervised task processes): the store must be
 reached through the Connection ``zeus_default`` alone.
 
 The worker listens on a queue of its own, so no other Celery user of that Redis takes our tasks.

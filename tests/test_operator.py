@@ -1,4 +1,4 @@
-"""ZeusTrainOperator through real Airflow 3.3 (``dag.test()``, notes §3) on a real SQLite store.
+"""ZeusTrainOperator through real Airflow 3.3 (``dag.test()``, in process) on a real SQLite store.
 
 Replayed runs check what the operator records and publishes; runs on the fake NVML check that
 power limits come back on every exit path Airflow has: success, the user's exception, on_kill

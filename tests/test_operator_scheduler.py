@@ -1,7 +1,7 @@
 """The operator under the real scheduler and LocalExecutor, not ``dag.test()``.
 
-``dag.test()`` runs tasks in the test process, where Airflow's ORM still works; a real task
-process forbids it (notes §3-4). Here the scheduler catches a daily DAG up on its past days,
+``dag.test()`` runs tasks in the test process, where Airflow's ORM still works; Airflow 3
+blocks it in a real task process. Here the scheduler catches a daily DAG up on its past days,
 each task runs in its own supervised process with the ORM blocked, and the store it finds is
 the embedded default under ``$AIRFLOW_HOME``. Every process is started here, on 127.0.0.1,
 with bounded waits, and killed at the end.

@@ -3,7 +3,8 @@ entry point): the store's connection type and the task instance's "Zeus job" lin
 
 The UI plugin is registered through the ``airflow.plugins`` entry point only: a ``plugins``
 key here is honoured only with ``[core] lazy_discover_providers = False`` and would register
-the plugin a second time there (notes §7). Airflow takes the version from the package.
+the plugin a second time there ("already registered" in every component). Airflow takes the
+version from the package.
 """
 
 from __future__ import annotations

@@ -74,7 +74,8 @@ def _demo(args: argparse.Namespace) -> int:
     env = demo_environment(home, dags, traces)
     print(f"Airflow home: {home} (SQLite)\nDAGs folder:  {dags}\n")
     # -P: with the working directory on sys.path, a checkout's zeus_airflow.egg-info makes
-    # Airflow see the package, and load its plugin, twice (notes §7).
+    # Airflow see the package, and load its plugin, twice (importlib.metadata finds the
+    # distribution there and in the virtual environment).
     with tempfile.TemporaryDirectory() as scratch:
         results_file = Path(scratch) / "runs.json"
         done = subprocess.run([sys.executable, "-P", "-m", "zeus_airflow.cli.demo_runs",

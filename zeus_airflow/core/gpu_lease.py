@@ -1,6 +1,7 @@
 """Power-limit leases: the store remembers a GPU's original limit while a task may change it.
 
-Nothing runs after SIGKILL or an out-of-memory kill (notes §6), so a task that dies mid-run
+Nothing runs after SIGKILL or an out-of-memory kill (no ``finally``, no ``on_kill``, no
+failure callback or listener in the task's process), so a task that dies mid-run
 would leave its GPU capped for whoever trains next. Before a task may change a GPU's limit it
 records a lease (host, GPU UUID, original limit, pid) in ``zeus_gpu_leases``; it deletes the
 lease after putting the limit back. The next task on that host that trains on real GPUs first

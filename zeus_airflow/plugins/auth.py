@@ -1,6 +1,6 @@
 """Login for the Zeus app through Airflow's own auth manager.
 
-Airflow mounts plugin apps without any authentication (notes §5), so every route of the Zeus
+Airflow mounts plugin apps (``fastapi_apps``) without any authentication, so every route of the Zeus
 app depends on :data:`DagAccessDep`: Airflow's ``get_user`` dependency (a ``Bearer`` token, or
 the ``_token`` cookie the Airflow UI sets, which the iframe sends along), then the auth
 manager's answer to which DAGs that user may read. Without a valid login, JSON gets 401 and a

@@ -1,5 +1,5 @@
 """The Airflow plugin, registered through the ``airflow.plugins`` entry point (only there:
-listing it in the provider info as well registers it twice, notes §7).
+listing it in the provider info as well registers it twice).
 
 Airflow imports plugins in every component, task processes included, but only the
 api-server serves the app: :class:`LazyApp` builds it on the first request, so a task never

@@ -4,7 +4,7 @@ Airflow knows (the runs' logical dates).
 The api-server opens the store once per process, where a task would (``ZeusStoreHook``: the
 ``zeus_default`` Connection, else ``$ZEUS_AIRFLOW_DB_URL``, else the embedded SQLite file
 under ``$AIRFLOW_HOME``). The api-server is a core component, so reading Airflow's metadata
-database here is allowed (notes §4 forbids it in tasks only).
+database here is allowed (Airflow 3 blocks the ORM in supervised task processes only).
 """
 
 from __future__ import annotations
