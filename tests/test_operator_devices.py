@@ -50,13 +50,14 @@ def test_replay_and_simulated_devices_open_on_the_traces() -> None:
         open_device(parse_device("simulated:h100"), TRACES)
 
 
-def test_traces_come_from_the_environment_or_a_clear_error(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ZEUS_TRACES_DIR", str(TRACES))
-    assert open_device(parse_device("replay:v100:squad")).kind == "replayed"
-    monkeypatch.delenv("ZEUS_TRACES_DIR")
-    with pytest.raises(ConfigError, match="ZEUS_TRACES_DIR"):
+def test_traces_come_from_the_argument_the_environment_or_the_package(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("ZEUS_TRACES_DIR", str(tmp_path))  # no traces there: a clear error
+    with pytest.raises(ConfigError, match=f"traces={str(tmp_path)!r} is invalid"):
         open_device(parse_device("replay:v100:squad"))
+    assert open_device(parse_device("replay:v100:squad"), TRACES).kind == "replayed"
+    monkeypatch.delenv("ZEUS_TRACES_DIR")
+    assert open_device(parse_device("simulated:a40")).kind == "simulated"
 
 
 @pytest.mark.parametrize(("fake", "message"), [
