@@ -55,7 +55,7 @@ SPANS = []
 FLOOR_SPANS = []
 FLOOR_XCOMS = {"batch_size": 128, "power_limit_w": 100, "energy_j": 1.5e5, "time_s": 1234.5,
                "cost": 2.1e5, "epochs": 12, "reached_target": True, "tries": 1,
-               "phase": "sampling", "device_kind": "replayed"}
+               "phase": "sampling", "measurement": "replayed"}
 
 
 class TenXComsOperator(BaseOperator):

@@ -12,7 +12,7 @@ The machine has no GPU, so the run uses a **simulated** GPU (`device="simulated:
 training steps are real and timed by the wall clock, while the power drawn and the slowdown
 under each power limit follow the V100's measured power curve for cifar100 in the Zeus traces
 (see `zeus_airflow/core/devices/simulated.py`). Energy and time are labelled **simulated**
-in the logs, the XComs (`device_kind`) and the summary. On a GPU machine, move the model and
+in the logs, the XComs (`measurement`) and the summary. On a GPU machine, move the model and
 batches to CUDA and drop `device=` (the default `auto` measures the real GPUs).
 
 ## Run it

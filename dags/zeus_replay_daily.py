@@ -27,7 +27,7 @@ zeus-airflow runs --job zeus_replay_daily.train  # what the store learned
 ## Where to look
 
 Each run's task instance has the XComs `batch_size`, `power_limit_w`, `energy_j`, `time_s`,
-`cost`, `epochs`, `reached_target`, `tries`, `phase`, `device_kind`; a one-line summary in the
+`cost`, `epochs`, `reached_target`, `tries`, `phase`, `measurement`; a one-line summary in the
 Rendered Templates tab (`zeus_summary`); and a **Zeus job** button to the job's page.
 """
 

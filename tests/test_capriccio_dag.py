@@ -55,7 +55,7 @@ def test_one_day_prepares_its_slice_and_retrains_on_it(zeus_store_url: str) -> N
     assert (manifest["train_size"], manifest["val_size"]) == (DEMO_SLICE_SIZE - DEMO_VAL_SIZE,
                                                               DEMO_VAL_SIZE)
     published = xcoms(DAG_ID, run.run_id, "train")
-    assert published["device_kind"] == "simulated"
+    assert published["measurement"] == "simulated"
     assert published["batch_size"] == CapriccioJob().default_batch_size  # pruning starts at b0
     assert published["reached_target"] is True and published["energy_j"] > 0
     assert published["return_value"]["val_accuracy"] >= CapriccioJob().target_metric

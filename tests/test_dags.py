@@ -44,7 +44,7 @@ def test_a_run_of_each_dag_succeeds_and_labels_its_figures(zeus_store_url: str, 
 
     assert task_state(dag_run, "train") == ("success", 1)
     pushed = xcoms(dag_id, dag_run.run_id, "train")
-    assert pushed["device_kind"] == kind and pushed["reached_target"] is True
+    assert pushed["measurement"] == kind and pushed["reached_target"] is True
     assert pushed["energy_j"] > 0 and pushed["time_s"] > 0
     summary = rendered_fields(dag_id, dag_run.run_id, "train")["zeus_summary"]
     assert summary.endswith(f"({kind})") and f"b={pushed['batch_size']}" in summary

@@ -49,7 +49,7 @@ def test_watts_at_the_api_milliwatts_at_nvml() -> None:
     fake = FakeNVML(spec=a100_pcie())
     gpus = NVMLGPUs(nvml=fake)
     assert isinstance(gpus, GPUGroup)
-    assert (gpus.model, gpus.count, gpus.indices, gpus.kind) == \
+    assert (gpus.model, gpus.count, gpus.indices, gpus.measurement) == \
         ("NVIDIA A100-PCIE-40GB", 1, (0,), "measured")
     assert gpus.uuids == tuple(fake.gpu_uuids())
     assert gpus.power_limit_range_w() == (150, 250)

@@ -97,7 +97,7 @@ def test_three_runs_leave_three_trials_and_their_xcoms(zeus_store_url: str) -> N
             (row.batch_size, row.power_limit_w, row.epochs)
         assert pushed["energy_j"] == pytest.approx(row.energy_j)
         assert pushed["cost"] == pytest.approx(row.cost)
-        assert (pushed["tries"], pushed["phase"], pushed["device_kind"],
+        assert (pushed["tries"], pushed["phase"], pushed["measurement"],
                 pushed["reached_target"]) == (1, "pruning", "replayed", True)
         assert set(pushed["return_value"]) == {"epochs_to_target"}
         assert pushed["_link_ZeusJobLink"] == "/zeus/jobs/three_runs.train"
@@ -160,7 +160,7 @@ def test_success_restores_the_original_limit_not_the_maximum(zeus_store_url: str
     assert task_state(dag_run, "train") == ("success", 1)
     assert fake.limits_mw() == [ORIGINAL_MW]
     pushed = xcoms("success", dag_run.run_id, "train")
-    assert pushed["device_kind"] == "measured" and pushed["return_value"] == "model.pt"
+    assert pushed["measurement"] == "measured" and pushed["return_value"] == "model.pt"
     assert "(" not in rendered_fields("success", dag_run.run_id, "train")["zeus_summary"]
     assert lease_rows(zeus_store_url) == []
 
@@ -314,7 +314,7 @@ def test_a_result_the_store_loses_fails_the_task_with_the_figures_in_xcom(
 
     assert task_state(dag_run, "train")[0] == "failed"
     pushed = xcoms("lost_result", dag_run.run_id, "train")
-    assert pushed["energy_j"] > 0 and pushed["device_kind"] == "replayed"
+    assert pushed["energy_j"] > 0 and pushed["measurement"] == "replayed"
     assert "return_value" not in pushed
     assert "NOT in the store" in capfd.readouterr().out
     assert rendered_fields("lost_result", dag_run.run_id, "train")["zeus_summary"].startswith(

@@ -43,8 +43,8 @@ def test_device_strings(text: str, spec: DeviceSpec) -> None:
 def test_replay_and_simulated_devices_open_on_the_traces() -> None:
     replay = open_device(parse_device("replay:v100:librispeech"), TRACES)
     simulated = open_device(parse_device("simulated:a40"), TRACES)
-    assert isinstance(replay, ReplayGPU) and replay.kind == "replayed"
-    assert isinstance(simulated, SimulatedGPU) and simulated.kind == "simulated"
+    assert isinstance(replay, ReplayGPU) and replay.measurement == "replayed"
+    assert isinstance(simulated, SimulatedGPU) and simulated.measurement == "simulated"
     assert simulated.model == "A40 (simulated)"
     with pytest.raises(ConfigError, match="gpu='h100'"):
         open_device(parse_device("simulated:h100"), TRACES)
@@ -55,9 +55,9 @@ def test_traces_come_from_the_argument_the_environment_or_the_package(
     monkeypatch.setenv("ZEUS_TRACES_DIR", str(tmp_path))  # no traces there: a clear error
     with pytest.raises(ConfigError, match=f"traces={str(tmp_path)!r} is invalid"):
         open_device(parse_device("replay:v100:squad"))
-    assert open_device(parse_device("replay:v100:squad"), TRACES).kind == "replayed"
+    assert open_device(parse_device("replay:v100:squad"), TRACES).measurement == "replayed"
     monkeypatch.delenv("ZEUS_TRACES_DIR")
-    assert open_device(parse_device("simulated:a40")).kind == "simulated"
+    assert open_device(parse_device("simulated:a40")).measurement == "simulated"
 
 
 @pytest.mark.parametrize(("fake", "message"), [

@@ -76,7 +76,7 @@ def test_scheduled_runs_in_real_task_processes(airflow_env: dict[str, str],
         pushed = dict(db.execute("SELECT key, json(value) FROM xcom WHERE run_id = ?",
                                  (runs[-1][0],)).fetchall())
     assert json.loads(pushed["batch_size"]) == rows[-1].batch_size
-    assert json.loads(pushed["device_kind"]) == "replayed"
+    assert json.loads(pushed["measurement"]) == "replayed"
     task_logs = [path.read_text() for path in Path(home, "logs").rglob("*.log")]
     assert any("(replayed) (job zeus_scheduled.train" in text for text in task_logs)
 

@@ -90,8 +90,8 @@ def test_logged_in_the_job_page_draws_its_charts(browser: Browser,
     assert len(drawn["cumulative"]["lines"]) == 2  # Zeus and the Default estimate
     assert drawn["batch-size"]["solid"] == ALPHA_RUNS  # hollow ones: earlier failed tries
     assert drawn["energy"]["circles"] == ALPHA_RUNS
-    assert browser.evaluate("document.querySelectorAll('#runs-table .kind-replayed').length") \
-        == ALPHA_RUNS
+    replayed_rows = "document.querySelectorAll('#runs-table .measurement-replayed').length"
+    assert browser.evaluate(replayed_rows) == ALPHA_RUNS
     light = browser.evaluate(BACKGROUND)
     assert luminance(light) > 0.8
     browser.screenshot(ARTIFACTS / "ui-job-page.png")

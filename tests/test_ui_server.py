@@ -164,7 +164,7 @@ def test_the_job_page_draws_its_charts_and_marks_replayed_figures(
     assert "How the Default estimate is made" in html and "kWh" in html
     rows = re.findall(r'<tr id="run-\d+".*?</tr>', html, re.S)
     assert len(rows) == ALPHA_RUNS
-    assert all('<span class="badge kind-replayed">replayed</span>' in row for row in rows)
+    assert all('<span class="badge measurement-replayed">replayed</span>' in row for row in rows)
     assert not re.search(r'(src|href)="(https?:)?//', html)  # nothing from elsewhere
     assert "<script src" not in html and "<link" not in html  # styles and script inline
 

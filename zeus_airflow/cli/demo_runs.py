@@ -20,7 +20,7 @@ from typing import Any
 DAG_ID = "zeus_replay_daily"
 TASK_ID = "train"
 FIGURES = ("energy_j", "time_s", "cost", "batch_size", "power_limit_w", "phase", "tries",
-           "reached_target", "device_kind")
+           "reached_target", "measurement")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

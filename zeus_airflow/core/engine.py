@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from zeus_airflow.core.config import JobConfig
-from zeus_airflow.core.devices.base import GPUGroup, MeasurementKind
+from zeus_airflow.core.devices.base import GPUGroup, Measurement
 from zeus_airflow.core.monitor import EnergyMonitor
 from zeus_airflow.core.policy import (
     Decision,
@@ -57,7 +57,7 @@ class RecurrenceResult:
 
     job: JobRef
     tries: tuple[TrialReport, ...]
-    measurement: MeasurementKind
+    measurement: Measurement
     return_value: Any = None
 
     @property
@@ -122,7 +122,7 @@ class Engine:
         self.seed = seed
         self.heartbeat_s = heartbeat_s
         self.log = log or logging.getLogger("zeus_airflow")
-        self.device_info = DeviceInfo(device.model, device.count, device.kind,
+        self.device_info = DeviceInfo(device.model, device.count, device.measurement,
                                       device.candidate_power_limits_w())
 
     def run_recurrence(self, train: TrainFunction, key: RecurrenceKey) -> RecurrenceResult:
@@ -158,7 +158,7 @@ class Engine:
             self.log.warning("batch size %d did not reach the target (%s after %d epochs)",
                              report.outcome.batch_size, report.outcome.stop_reason,
                              report.outcome.epochs)
-        return RecurrenceResult(job, tuple(reports), self.device.kind, value)
+        return RecurrenceResult(job, tuple(reports), self.device.measurement, value)
 
     def _run_trial(self, job: JobRef, trial_id: int, decision: Decision, attempt: int,
                    train: TrainFunction) -> tuple[TrialReport, Any]:

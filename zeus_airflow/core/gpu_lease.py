@@ -26,7 +26,7 @@ import psutil
 from zeus_airflow.core.devices.base import (
     DeviceError,
     GPUGroup,
-    MeasurementKind,
+    Measurement,
     PowerLimitPermissionError,
 )
 from zeus_airflow.core.store.base import Lease, LeaseRequest
@@ -146,7 +146,7 @@ class GuardedGPUs:
 
     def __init__(self, device: LeasableGPUs) -> None:
         self.device = device
-        self.kind: MeasurementKind = device.kind
+        self.measurement: Measurement = device.measurement
         self.model = device.model
         self.count = device.count
         self.indices = device.indices

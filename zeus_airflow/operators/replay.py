@@ -23,8 +23,8 @@ def replay_train(run: TrainingRun) -> dict[str, float]:
     """Replay one try: epochs to target drawn from a random traced seed of the batch size."""
     gpu = run.device
     if not isinstance(gpu, ReplayGPU):
-        raise ConfigError(f"train=replay_train is invalid with a {run.device.kind} device: "
-                          "expected device='replay:<gpu>:<workload>'")
+        raise ConfigError(f"train=replay_train is invalid with a {run.device.measurement} "
+                          "device: expected device='replay:<gpu>:<workload>'")
     return ReplayTraining(gpu)(run)
 
 

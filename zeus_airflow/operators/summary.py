@@ -1,7 +1,7 @@
 """What a finished recurrence publishes: its XComs and its one-line summary.
 
 Both are pure functions of the engine's result, so the operator, the demo and the tests agree
-on every key and every unit. Replayed and simulated figures say so: ``device_kind`` in the
+on every key and every unit. Replayed and simulated figures say so: ``measurement`` in the
 XComs, a ``(replayed)`` / ``(simulated)`` tag in the summary.
 """
 
@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from zeus_airflow.core.devices.base import MeasurementKind
+from zeus_airflow.core.devices.base import Measurement
 from zeus_airflow.core.engine import RecurrenceResult
 from zeus_airflow.core.run import RunOutcome
 
 XCOM_KEYS: tuple[str, ...] = ("batch_size", "power_limit_w", "energy_j", "time_s", "cost",
-                              "epochs", "reached_target", "tries", "phase", "device_kind",
+                              "epochs", "reached_target", "tries", "phase", "measurement",
                               "setup_energy_j", "setup_time_s")
 """Keys the operator pushes for every run, besides ``return_value``."""
 
@@ -33,13 +33,13 @@ def xcom_values(result: RecurrenceResult) -> dict[str, Any]:
         "reached_target": result.reached_target,
         "tries": len(result.tries),
         "phase": result.final.phase,
-        "device_kind": result.measurement,
+        "measurement": result.measurement,
         "setup_energy_j": result.setup_energy_j,
         "setup_time_s": result.setup_time_s,
     }
 
 
-def unrecorded_xcom_values(outcome: RunOutcome, kind: MeasurementKind) -> dict[str, Any]:
+def unrecorded_xcom_values(outcome: RunOutcome, measurement: Measurement) -> dict[str, Any]:
     """The figures of a try the store failed to record, so that they survive in Airflow."""
     return {
         "batch_size": outcome.batch_size,
@@ -49,7 +49,7 @@ def unrecorded_xcom_values(outcome: RunOutcome, kind: MeasurementKind) -> dict[s
         "cost": outcome.cost,
         "epochs": outcome.epochs,
         "reached_target": outcome.reached_target,
-        "device_kind": kind,
+        "measurement": measurement,
         "setup_energy_j": outcome.setup_energy_j,
         "setup_time_s": outcome.setup_time_s,
     }

@@ -58,7 +58,7 @@ from zeus_airflow.operators.naming import UNMAPPED, default_job_id, map_label
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from zeus_airflow.core.devices.base import MeasurementKind
+    from zeus_airflow.core.devices.base import Measurement
     from zeus_airflow.core.engine import RecurrenceResult
     from zeus_airflow.core.gpu_lease import PowerLimitGuard
     from zeus_airflow.core.run import TrainingRun
@@ -245,7 +245,7 @@ class ZeusTrainOperator(BaseOperator):
                                 check_return=_xcom_check if self.do_xcom_push else None)
                 result = engine.run_recurrence(self._train_function(), key)
             except UnrecordedResultError as err:
-                self._publish_unrecorded(context, err, device.kind)
+                self._publish_unrecorded(context, err, device.measurement)
                 raise
             finally:
                 self._guard = None
@@ -364,11 +364,11 @@ class ZeusTrainOperator(BaseOperator):
                       result.final.phase)
 
     def _publish_unrecorded(self, context: Context, error: UnrecordedResultError,
-                            kind: MeasurementKind) -> None:
+                            measurement: Measurement) -> None:
         """The store lost the result: keep it in Airflow, then fail the task loudly."""
         from zeus_airflow.operators.summary import unrecorded_xcom_values
 
-        for key, value in unrecorded_xcom_values(error.outcome, kind).items():
+        for key, value in unrecorded_xcom_values(error.outcome, measurement).items():
             context["ti"].xcom_push(key=key, value=value)
         self.zeus_summary = f"NOT RECORDED in the store: {error}"
         self.log.error("Zeus: %s", error)

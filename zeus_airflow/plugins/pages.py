@@ -72,6 +72,6 @@ def job_page(request: Request, access: DagAccessDep, job_id: str, version: int |
 
 def _jobs(request: Request, summaries: list[queries.JobSummary], dag_id: str | None,
           task_id: str | None = None) -> HTMLResponse:
-    kinds = sorted({k for s in summaries for k in s.measurements})
+    measurements = sorted({m for s in summaries for m in s.measurements})
     return render.page(request, "jobs.html", jobs=summaries, dag_id=dag_id, task_id=task_id,
-                       all_kinds=kinds)
+                       all_measurements=measurements)

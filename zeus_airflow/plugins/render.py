@@ -23,7 +23,7 @@ DEFAULT_METHOD = (
     "each scaled from the limit it trained at to the maximum limit by b0's power profile "
     "(energy and time per step at both limits). Runs of b0 that missed the target are left "
     "out, which can only make Default look cheaper: the savings are a conservative estimate.")
-KIND_HELP = {
+MEASUREMENT_HELP = {
     "measured": "measured on real GPUs through NVML",
     "replayed": "replayed from the Zeus paper's measured traces on a virtual clock",
     "simulated": "real training steps, with GPU power from a model fitted to the paper's traces",
@@ -62,7 +62,7 @@ def environment() -> Environment:
                       autoescape=True, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(energy=show_energy, kwh=show_kwh, duration=show_time, cost=_cost,
                        when=_when, share=_share)
-    env.globals.update(kind_help=KIND_HELP, default_method=DEFAULT_METHOD)
+    env.globals.update(measurement_help=MEASUREMENT_HELP, default_method=DEFAULT_METHOD)
     return env
 
 

@@ -14,7 +14,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
-from zeus_airflow.core.devices.base import MeasurementKind
+from zeus_airflow.core.devices.base import Measurement
 from zeus_airflow.core.reports import (
     Arm,
     DefaultEstimate,
@@ -53,7 +53,7 @@ class JobOut(BaseModel):
     energy_j: float = Field(description="energy of every try of every run")
     energy_kwh: float
     time_s: float
-    measurements: list[MeasurementKind] = Field(
+    measurements: list[Measurement] = Field(
         description="where the figures come from: measured (a real GPU), replayed (paper "
                     "traces) or simulated (a power model)")
     batch_sizes: list[int]

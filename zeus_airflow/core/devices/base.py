@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal, Protocol, runtime_checkable
 
-MeasurementKind = Literal["measured", "replayed", "simulated"]
+Measurement = Literal["measured", "replayed", "simulated"]
 """Where a figure comes from: a real GPU's counters, a replayed trace, or a power model."""
 
 POWER_LIMIT_STEP_W = 25
@@ -29,7 +29,7 @@ class PowerLimitPermissionError(DeviceError):
 class GPUGroup(Protocol):
     """The GPUs a task trains on. Every GPU in the group gets the same power limit."""
 
-    kind: MeasurementKind
+    measurement: Measurement
     model: str
     """GPU model name, e.g. ``NVIDIA A40``; profiles are keyed by it."""
     count: int

@@ -21,7 +21,7 @@ import pynvml
 
 from zeus_airflow.core.devices.base import (
     DeviceError,
-    MeasurementKind,
+    Measurement,
     PowerLimitPermissionError,
     candidate_limits_in_range,
 )
@@ -41,7 +41,7 @@ class NVMLGPUs:
     which, unlike an index, names the same GPU across reboots and ``CUDA_VISIBLE_DEVICES``.
     """
 
-    kind: MeasurementKind = "measured"
+    measurement: Measurement = "measured"
 
     def __init__(self, indices: Sequence[int] | None = None, *, nvml: Any = pynvml,
                  sample_interval_s: float = DEFAULT_SAMPLE_INTERVAL_S,

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from zeus_airflow.core.devices.base import DeviceError, MeasurementKind
+from zeus_airflow.core.devices.base import DeviceError, Measurement
 from zeus_airflow.core.traces import WorkloadTrace
 
 
 class ReplayGPU:
     """``count`` identical GPUs of the traced model, all at the same limit and speed."""
 
-    kind: MeasurementKind = "replayed"
+    measurement: Measurement = "replayed"
 
     def __init__(self, trace: WorkloadTrace, count: int = 1) -> None:
         if count < 1:

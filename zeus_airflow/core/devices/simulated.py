@@ -23,7 +23,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
-from zeus_airflow.core.devices.base import DeviceError, MeasurementKind
+from zeus_airflow.core.devices.base import DeviceError, Measurement
 from zeus_airflow.core.devices.replay import ReplayGPU
 from zeus_airflow.core.traces import EpochPoint, WorkloadTrace
 
@@ -35,7 +35,7 @@ the models one trains on a CPU."""
 class SimulatedGPU:
     """``count`` identical simulated GPUs at one limit, following ``trace``'s power curve."""
 
-    kind: MeasurementKind = "simulated"
+    measurement: Measurement = "simulated"
 
     def __init__(self, trace: WorkloadTrace, batch_size: int | None = None, count: int = 1,
                  clock: Callable[[], float] = time.monotonic) -> None:

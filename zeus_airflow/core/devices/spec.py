@@ -33,14 +33,14 @@ TRACES_ENV = "ZEUS_TRACES_DIR"
 _INDEX = re.compile(r"[0-9]+")
 """An NVML index: ASCII digits only (``int()`` would also take " 0" or a full-width "０")."""
 
-DeviceKind = Literal["nvml", "replay", "simulated"]
+DeviceBackend = Literal["nvml", "replay", "simulated"]
 
 
 @dataclass(frozen=True)
 class DeviceSpec:
     """A parsed ``device`` string."""
 
-    kind: DeviceKind
+    backend: DeviceBackend
     indices: tuple[int, ...] | None = None
     """NVML indices; None means every visible GPU (``auto``)."""
     gpu: str = ""
@@ -52,15 +52,15 @@ def parse_device(text: str) -> DeviceSpec:
     """Check the form of a ``device`` string; raises ConfigError naming ``device``."""
     if not isinstance(text, str):
         _invalid(text)
-    kind, _, rest = text.strip().partition(":")
+    form, _, rest = text.strip().partition(":")
     parts = rest.split(":") if rest else []
-    if kind == "auto" and not parts:
+    if form == "auto" and not parts:
         return DeviceSpec("nvml")
-    if kind == "nvml" and len(parts) == 1:
+    if form == "nvml" and len(parts) == 1:
         return DeviceSpec("nvml", indices=_indices(text, parts[0]))
-    if kind == "replay" and len(parts) == 2 and all(parts):
+    if form == "replay" and len(parts) == 2 and all(parts):
         return DeviceSpec("replay", gpu=parts[0], workload=_workload(text, parts[1]))
-    if kind == "simulated" and len(parts) in (1, 2) and all(parts):
+    if form == "simulated" and len(parts) in (1, 2) and all(parts):
         from zeus_airflow.core.devices.simulated import DEFAULT_CURVE_WORKLOAD
 
         workload = parts[1] if len(parts) == 2 else DEFAULT_CURVE_WORKLOAD
@@ -70,12 +70,12 @@ def parse_device(text: str) -> DeviceSpec:
 
 def open_device(spec: DeviceSpec, traces_dir: str | Path | None = None) -> GPUGroup:
     """Open the GPUs ``spec`` names. NVML is imported only here, so parsing needs no driver."""
-    if spec.kind == "nvml":
+    if spec.backend == "nvml":
         from zeus_airflow.core.devices.nvml import NVMLGPUs
 
         return NVMLGPUs(spec.indices)
     trace = load_workload_trace(resolve_traces_dir(traces_dir), spec.gpu, spec.workload)
-    if spec.kind == "replay":
+    if spec.backend == "replay":
         from zeus_airflow.core.devices.replay import ReplayGPU
 
         return ReplayGPU(trace)

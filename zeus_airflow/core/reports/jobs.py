@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from sqlalchemy import Connection, Integer, func, select
 
 from zeus_airflow.core.config import JobConfig
-from zeus_airflow.core.devices.base import MeasurementKind
+from zeus_airflow.core.devices.base import Measurement
 from zeus_airflow.core.reports.arms import arms, decision_state, profile_points
 from zeus_airflow.core.reports.default import default_estimate
 from zeus_airflow.core.reports.records import JobDetail, JobSummary, Version
@@ -100,14 +100,14 @@ def summaries(conn: Connection, chosen: Sequence[Version],
         select(per_run.c.job_pk, func.count().label("runs"),
                func.coalesce(func.sum(per_run.c.done), 0).label("done"))
         .group_by(per_run.c.job_pk))}
-    kinds: dict[int, set[tuple[str, str, MeasurementKind]]] = {}
+    places: dict[int, set[tuple[str, str, Measurement]]] = {}
     for r in conn.execute(select(trials.c.job_pk, trials.c.dag_id, trials.c.task_id,
                                  trials.c.measurement).distinct()
                           .where(trials.c.job_pk.in_(pks), SHOWN)):
-        kinds.setdefault(r.job_pk, set()).add((r.dag_id, r.task_id, r.measurement))
+        places.setdefault(r.job_pk, set()).add((r.dag_id, r.task_id, r.measurement))
     result = []
     for v in chosen:
-        seen = kinds.get(v.pk, set())
+        seen = places.get(v.pk, set())
         total, count = totals.get(v.pk), counts.get(v.pk)
         phase, best = decision_state(conn, v)
         result.append(JobSummary(

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import ClassVar
 
 from zeus_airflow.core.config import JobConfig
-from zeus_airflow.core.devices.base import MeasurementKind
+from zeus_airflow.core.devices.base import Measurement
 
 _DOCUMENTED = {"use_attribute_docstrings": True}
 """Records the UI's JSON API returns as they are: pydantic (which this package does not
@@ -61,7 +61,7 @@ class JobSummary:
     """Runs with at least one finished try (the ones with energy figures)."""
     energy_j: float
     time_s: float
-    measurements: tuple[MeasurementKind, ...]
+    measurements: tuple[Measurement, ...]
     """measured / replayed / simulated: where the figures come from."""
     phase: str
     """pruning, sampling, infeasible (no size left in play: runs fall back to the best known
@@ -117,7 +117,7 @@ class RunRecord:
     """J-equivalents: eta * energy_j + (1 - eta) * max power * time_s."""
     epochs: int | None
     reached_target: bool | None
-    measurement: MeasurementKind
+    measurement: Measurement
     """measured (a real GPU), replayed (the paper's traces) or simulated (a power model)."""
     gpu_model: str
     started_at: datetime

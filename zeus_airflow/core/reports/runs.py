@@ -7,7 +7,7 @@ from typing import Any, NamedTuple
 
 from sqlalchemy import Connection, select
 
-from zeus_airflow.core.devices.base import MeasurementKind
+from zeus_airflow.core.devices.base import Measurement
 from zeus_airflow.core.reports.records import RunRecord
 from zeus_airflow.core.store.admin import as_utc as utc
 from zeus_airflow.core.store.tables import LIVE_STATUSES, VOID_STATUSES, trials
@@ -35,7 +35,7 @@ class _Try(NamedTuple):
     cost: float | None
     epochs: int | None
     reached_target: bool | None
-    measurement: MeasurementKind
+    measurement: Measurement
     gpu_model: str
     started_at: datetime
     finished_at: datetime | None

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Literal, Protocol
 
 from zeus_airflow.core.config import JobConfig
-from zeus_airflow.core.devices.base import MeasurementKind
+from zeus_airflow.core.devices.base import Measurement
 from zeus_airflow.core.policy import Decision, Policy
 from zeus_airflow.core.profiler import PowerProfile
 from zeus_airflow.core.run import RunOutcome
@@ -71,7 +71,7 @@ class JobRef:
 class DeviceInfo:
     model: str
     count: int
-    kind: MeasurementKind
+    measurement: Measurement
     power_limits_w: tuple[int, ...]
     """Candidate limits, highest first."""
 

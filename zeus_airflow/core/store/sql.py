@@ -266,7 +266,7 @@ class SQLStore:
                 run_id=key.run_id, map_index=key.map_index, try_number=key.try_number,
                 attempt=attempt, status="running", phase=decision.phase,
                 batch_size=decision.batch_size, power_limit_w=decision.power_limit_w,
-                observed=False, measurement=device.kind, gpu_model=device.model,
+                observed=False, measurement=device.measurement, gpu_model=device.model,
                 gpu_count=device.count, started_at=now, heartbeat_at=now,
                 expires_at=now + self._lease(heartbeat_s))))
             return TrialStart(trial_id, decision)
