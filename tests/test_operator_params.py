@@ -103,11 +103,13 @@ def test_the_package_and_its_core_never_import_airflow() -> None:
 
 
 @pytest.mark.parametrize(("energy_j", "time_s", "shown"), [
-    (812_000.0, 6840.0, "812 kJ · 1.9 h"),
+    (812_000.0, 6840.0, "812 kJ · 114 min"),  # hours from two hours, as in the UI
+    (812_000.0, 7200.0, "812 kJ · 2 h"),
     (950.0, 42.0, "950 J · 42 s"),
+    (950.0, 119.0, "950 J · 119 s"),  # minutes from two minutes
     (3.21e6, 600.0, "3.21 MJ · 10 min"),
 ])
 def test_summary_units(energy_j: float, time_s: float, shown: str) -> None:
-    from zeus_airflow.operators.summary import format_duration, format_energy
+    from zeus_airflow.core.units import show_energy, show_time
 
-    assert f"{format_energy(energy_j)} · {format_duration(time_s)}" == shown
+    assert f"{show_energy(energy_j)} · {show_time(time_s)}" == shown

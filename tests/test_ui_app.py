@@ -111,3 +111,30 @@ def test_an_infeasible_job_is_explained_not_failed(client: TestClient, store: SQ
     reasons = {a["batch_size"]: a["reason"] for a in job["arms"]}
     assert all("missed target_metric" in reasons[b] for b in (512, 1024))
     assert [r["phase"] for r in job["runs"]] == ["pruning", "fallback", "fallback"]
+
+
+def test_the_summary_line_and_the_job_page_show_a_run_alike(client: TestClient,
+                                                            store: SQLStore) -> None:
+    """One run of 1.5 h: the summary line (Rendered Templates, task log) and the UI format it
+    with the same units module, so both read the same text. Before they shared it, this run
+    read "1.5 h" in the summary and "89.8 min" on the page."""
+    from zeus_airflow.core.devices.replay import ReplayGPU
+    from zeus_airflow.core.devices.spec import resolve_traces_dir
+    from zeus_airflow.core.engine import Engine
+    from zeus_airflow.core.replay_training import ReplayTraining
+    from zeus_airflow.core.store.base import RecurrenceKey
+    from zeus_airflow.core.traces import load_workload_trace
+    from zeus_airflow.operators.summary import summary_line
+
+    gpu = ReplayGPU(load_workload_trace(resolve_traces_dir(), "v100", "sentiment140"))
+    config = JobConfig("units.train", (16,), 16, target_metric=0.5, max_epochs=100)
+    result = Engine(store, gpu, config, seed=1, heartbeat_s=None).run_recurrence(
+        ReplayTraining(gpu), RecurrenceKey("day0", "units", "train"))
+    assert 3600 <= result.time_s < 7200  # between the two old switches to hours
+    energy, duration = summary_line(result).split(" · ")[:2]
+    page = client.get("/jobs/units.train").text
+    assert (energy, duration) == ("786 kJ", "89.8 min")
+    # The job's cards (one run: its totals) and the run's row in the runs table.
+    assert f'<div class="value">{energy}</div>' in page
+    assert f'<div class="value">{duration}</div>' in page
+    assert f'<td class="num">{duration}</td>' in page

@@ -7,8 +7,8 @@ from itertools import pairwise
 
 import pytest
 
+from zeus_airflow.core.units import energy_unit, show_energy, show_kwh, show_time, time_unit
 from zeus_airflow.plugins.charts import Plot, linear_axis, log2_axis, nice_step
-from zeus_airflow.plugins.units import energy_unit, show_energy, show_kwh, show_time, time_unit
 
 
 def test_nice_steps_are_one_two_or_five_times_a_power_of_ten() -> None:

@@ -12,6 +12,7 @@ from typing import Any
 from zeus_airflow.core.devices.base import Measurement
 from zeus_airflow.core.engine import RecurrenceResult
 from zeus_airflow.core.run import RunOutcome
+from zeus_airflow.core.units import show_energy, show_time
 
 XCOM_KEYS: tuple[str, ...] = ("batch_size", "power_limit_w", "energy_j", "time_s", "cost",
                               "epochs", "reached_target", "tries", "phase", "measurement",
@@ -56,13 +57,14 @@ def unrecorded_xcom_values(outcome: RunOutcome, measurement: Measurement) -> dic
 
 
 def summary_line(result: RecurrenceResult) -> str:
-    """E.g. ``812 kJ · 1.9 h · b=64 · 175 W``, then what else a reader must know."""
-    parts = [format_energy(result.energy_j), format_duration(result.time_s),
+    """E.g. ``812 kJ · 114 min · b=64 · 175 W``, then what else a reader must know; figures in
+    the units the UI shows them in (``core/units.py``)."""
+    parts = [show_energy(result.energy_j), show_time(result.time_s),
              f"b={result.batch_size}", f"{result.power_limit_w} W"]
     if len(result.tries) > 1:
         parts.append(f"{len(result.tries)} tries")
     if result.setup_time_s >= 0.05:
-        parts.append(f"setup {format_duration(result.setup_time_s)} not in cost")
+        parts.append(f"setup {show_time(result.setup_time_s)} not in cost")
     if result.fell_back:
         parts.append("fallback: no batch size left to try")
     if not result.reached_target:
@@ -70,19 +72,3 @@ def summary_line(result: RecurrenceResult) -> str:
     line = " · ".join(parts)
     return line if result.measurement == "measured" else f"{line} ({result.measurement})"
 
-
-def format_energy(energy_j: float) -> str:
-    """Three significant digits in J, kJ, MJ or GJ."""
-    for unit, scale in (("GJ", 1e9), ("MJ", 1e6), ("kJ", 1e3)):
-        if abs(energy_j) >= scale:
-            return f"{energy_j / scale:.3g} {unit}"
-    return f"{energy_j:.3g} J"
-
-
-def format_duration(time_s: float) -> str:
-    """Seconds below two minutes, minutes below an hour, hours above."""
-    if time_s < 120:
-        return f"{time_s:.3g} s"
-    if time_s < 3600:
-        return f"{time_s / 60:.0f} min"
-    return f"{time_s / 3600:.1f} h"

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from markupsafe import Markup
 
 from zeus_airflow.core.reports import Arm, JobDetail, ProfilePoint, RunRecord
+from zeus_airflow.core.units import Unit, energy_unit, time_unit
 from zeus_airflow.plugins.charts import Plot, linear_axis, log2_axis
-from zeus_airflow.plugins.units import Unit, energy_unit, time_unit
 
 PALETTE = 8
 """Series colours the stylesheet defines (classes s0..s7); later series are dashed."""

@@ -14,7 +14,7 @@ from jinja2 import Environment, PackageLoader
 from markupsafe import Markup
 from starlette.requests import Request
 
-from zeus_airflow.plugins.units import show_energy, show_kwh, show_time
+from zeus_airflow.core.units import show_energy, show_kwh, show_time
 from zeus_airflow.plugins.urls import Urls
 
 DEFAULT_METHOD = (

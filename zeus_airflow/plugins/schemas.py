@@ -23,8 +23,8 @@ from zeus_airflow.core.reports import (
     ProfilePoint,
     RunRecord,
 )
+from zeus_airflow.core.units import kwh
 from zeus_airflow.plugins.queries import RunPage
-from zeus_airflow.plugins.units import kwh
 from zeus_airflow.plugins.urls import Urls
 
 

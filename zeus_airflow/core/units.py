@@ -1,7 +1,12 @@
 """Units for people: the unit that fits a set of values, and figures shown in it.
 
-The store keeps SI units (J, s); the UI shows each page's figures in one fitting unit, plus
-kWh next to J, since that is what energy bills and carbon factors are quoted in.
+The store keeps SI units (J, s). Everything that shows a figure to a person (the operator's
+summary line, the UI's pages and charts, the CLI) formats it here, so one run reads the same
+everywhere. The rule: the largest unit in which the figure is at least 1 J for energy and at
+least 2 of the unit for time (minutes from 2 min, hours from 2 h, so that 90 s is not "1.5
+min" and 100 min is not "1.67 h"), three significant digits. kWh is shown next to J, since that
+is what energy bills and carbon factors are quoted in. Nothing here imports Airflow: the core
+and the UI both use it.
 """
 
 from __future__ import annotations
