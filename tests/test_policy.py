@@ -13,6 +13,7 @@ from zeus_airflow.core.policy import (
     DefaultPolicy,
     ExplorationStep,
     GridSearchPolicy,
+    HistoryOutOfOrderError,
     JobSnapshot,
     NoFeasibleBatchSizeError,
     SizeEvidence,
@@ -168,6 +169,13 @@ def test_all_sizes_failing_ends_pruning_with_nothing_in_play() -> None:
     assert (state.next_batch_size, state.survivors) == (None, ())
     assert job_phase(JobSnapshot(cfg, exploration=history)) == ("infeasible", ())
 
+
+
+def test_a_history_the_pruning_rounds_did_not_ask_for_is_its_own_error() -> None:
+    """b0 twice in round 1 (what grid search writes): the reports catch exactly this class."""
+    history = (ExplorationStep(192, True, 10.0), ExplorationStep(192, True, 10.0))
+    with pytest.raises(HistoryOutOfOrderError, match="expected batch size 156, found 192"):
+        pruning_state(config(), history)
 
 # --- no dead ends -----------------------------------------------------------------------------
 def failed_everywhere(cfg: JobConfig, stop_reason: str, bound: float | None = None

@@ -294,3 +294,12 @@ def test_four_gpus_are_set_together_and_each_restored_to_its_own_limit() -> None
     assert_exact_profile(trial.profiler.profile, count=4)
     assert trial.outcome.cost == pytest.approx(
         0.5 * trial.outcome.energy_j + 0.5 * 4 * 250 * trial.outcome.time_s)
+
+
+def test_an_unknown_selector_is_named_with_every_valid_one() -> None:
+    from zeus_airflow.core.config import SELECTORS
+    from zeus_airflow.core.cost import LimitMeasurement, choose_power_limit
+
+    with pytest.raises(ValueError, match="selector='fastest' is invalid") as raised:
+        choose_power_limit({250: LimitMeasurement(250, 200.0, 10.0)}, "fastest", 0.5, 250.0)
+    assert str(raised.value).endswith(", ".join(SELECTORS))

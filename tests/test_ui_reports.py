@@ -109,6 +109,27 @@ def test_arms_are_what_thompson_sampling_draws_from(replayed: SQLStore) -> None:
     assert failed_pruning and all(a.pruned for a in detail.arms if a.batch_size in failed_pruning)
 
 
+
+def test_a_job_another_policy_explored_is_reported_without_zeus_pruning() -> None:
+    """Grid search (the simulator's baseline) tries b0 at every limit, a history the Zeus
+    pruning rounds never ask for: the reports show its last phase and every arm in play
+    rather than failing. Only that error is caught, so other failures still surface."""
+    from zeus_airflow.core.policy import GridSearchPolicy
+
+    trace = load_workload_trace(resolve_traces_dir(), "v100", "cifar100")
+    gpu = ReplayGPU(trace)
+    config = JobConfig("grid.t", trace.batch_sizes, trace.default_batch_size,
+                       trace.workload.target_metric, trace.workload.max_epochs,
+                       trace.workload.higher_is_better)
+    store = SQLStore.in_memory()
+    engine = Engine(store, gpu, config, GridSearchPolicy(), seed=1, heartbeat_s=None)
+    for i in range(3):
+        engine.run_recurrence(ReplayTraining(gpu, 1), RecurrenceKey(f"r{i}", "grid", "t"))
+    assert [t.batch_size for t in trial_rows(store)] == [trace.default_batch_size] * 3
+    detail = detail_of(store, "grid.t")
+    assert (detail.summary.phase, detail.summary.best_batch_size) == ("grid", None)
+    assert [a.batch_size for a in detail.arms if not a.pruned] == list(trace.batch_sizes)
+
 def test_more_observations_narrow_an_arms_spread(replayed: SQLStore) -> None:
     arms = [a for a in detail_of(replayed).arms if a.observations and a.mean_cost]
     relative = {a.observations: (a.posterior_sd or 0) / (a.mean_cost or 1) for a in arms}

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from zeus_airflow.core.config import SELECTORS
+
 
 def zeus_cost(energy_j: float, time_s: float, eta: float, max_power_w: float) -> float:
     """Cost of a run (paper Eq. 2): energy and time weighted by eta, time priced at MAXPOWER."""
@@ -61,8 +63,6 @@ def choose_power_limit(
         allowed = [m for m in by_limit if m.time_per_step_s <= fastest * max_slowdown]
         best = min(allowed, key=lambda m: m.energy_per_step_j)
     else:
-        raise ValueError(
-            f"selector={selector!r} is invalid: expected one of zeus, min-energy, min-time, "
-            "min-energy-within-slowdown"
-        )
+        raise ValueError(f"selector={selector!r} is invalid: expected one of "
+                         f"{', '.join(SELECTORS)}")
     return best.power_limit_w

@@ -37,6 +37,12 @@ class NoFeasibleBatchSizeError(RuntimeError):
     """No batch size is left to try, and the job was asked to fail rather than train anyway."""
 
 
+class HistoryOutOfOrderError(RuntimeError):
+    """The exploration history is not the one the pruning rounds would have asked for: another
+    policy wrote it (the simulator's Default and Grid search baselines) or it was edited. The
+    reports catch this, and only this, to show such a job without the Zeus policy's view."""
+
+
 @dataclass(frozen=True)
 class ExplorationStep:
     """A finished exploration trial, in decision order."""
@@ -177,8 +183,9 @@ def pruning_state(config: JobConfig, history: tuple[ExplorationStep, ...]) -> Pr
             if step is None:
                 return PruningState(b, round_number, sizes)
             if step.batch_size != b:
-                raise RuntimeError(f"exploration history out of order: expected batch size {b}, "
-                                   f"found {step.batch_size} (was the job's history edited?)")
+                raise HistoryOutOfOrderError(
+                    f"exploration history out of order: expected batch size {b}, found "
+                    f"{step.batch_size} (was the job's history edited?)")
             outcome[b] = step.succeeded
             if step.succeeded:
                 costs.setdefault(b, []).append(step.cost)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from sqlalchemy import Connection, select
 
 from zeus_airflow.core.policy import (
+    HistoryOutOfOrderError,
     JobSnapshot,
     best_known,
     best_success_size,
@@ -43,7 +44,7 @@ def decision_state(conn: Connection, v: Version) -> tuple[str, int | None]:
     snapshot = _snapshot(conn, v)
     try:
         phase, in_play = job_phase(snapshot)
-    except RuntimeError:  # a history another policy (the simulator's baselines) wrote
+    except HistoryOutOfOrderError:  # a history another policy (the simulator's baselines) wrote
         last = conn.execute(select(trials.c.phase).where(trials.c.job_pk == v.pk)
                             .order_by(trials.c.decision_seq.desc()).limit(1)).scalar()
         return str(last or "none"), None
@@ -60,7 +61,7 @@ def arms(conn: Connection, v: Version) -> tuple[Arm, ...]:
     try:
         survivors = job_phase(snapshot)[1]
         reasons = pruning_reasons(snapshot)
-    except RuntimeError:  # another policy's history: nothing is pruned
+    except HistoryOutOfOrderError:  # another policy's history: nothing is pruned
         survivors, reasons = v.config.batch_sizes, {}
     stats = {b: snapshot.observations.get(b, ArmStats(0, 0.0, 0.0))
              for b in v.config.batch_sizes}
