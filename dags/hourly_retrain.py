@@ -14,6 +14,7 @@ under each power limit follow the V100's measured power curve for cifar100 in th
 (see `zeus_airflow/core/devices/simulated.py`). Energy and time are labelled **simulated**
 in the logs, the XComs (`measurement`) and the summary. On a GPU machine, move the model and
 batches to CUDA and drop `device=` (the default `auto` measures the real GPUs).
+PyTorch comes with `pip install 'zeus-airflow[examples]'` (the base install has none).
 
 ## Run it
 

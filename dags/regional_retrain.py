@@ -5,7 +5,7 @@ Every day a small classifier (an MLP in PyTorch, on the CPU) is retrained from s
 each of three regions on that region's data of the day: 8 classes of Gaussian clusters in 32
 dimensions, whose centres differ by region. The training task is mapped over the regions
 with `.partial(...).expand(...)`, and `map_index_template` names each instance by its region
-in Airflow's UI.
+in Airflow's UI. PyTorch comes with `pip install 'zeus-airflow[examples]'`.
 
 Each mapped instance feeds a **Zeus job of its own**: `regional_retrain.train[eu]`,
 `regional_retrain.train[us]` and `regional_retrain.train[asia]` (`<dag_id>.<task_id>[<label>]`,

@@ -16,8 +16,14 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import torch
-from torch import nn
+
+from zeus_airflow.core.extras import raise_naming_extra
+
+try:
+    import torch
+    from torch import nn
+except ModuleNotFoundError as err:  # the base install has no torch: name the extra
+    raise_naming_extra(err, "Capriccio training (zeus_airflow.capriccio.model)")
 
 _WORD = re.compile(r"[a-z0-9']+")
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from zeus_airflow.capriccio.experiment import SliceOutcome
+from zeus_airflow.core.extras import require
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -18,8 +19,7 @@ _PHASE_COLORS = {"pruning": "C1", "sampling": "C0", "concurrent": "C2"}
 def plot_capriccio(outcomes: Sequence[SliceOutcome], path: Path, title: str) -> None:
     """Three panels sharing the slice axis; shaded: slices mixing tweets from before and after
     the abrupt shift; red line: the first slice entirely after it."""
-    import matplotlib
-
+    matplotlib = require("matplotlib", "plot_capriccio (capriccio --plot)")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

@@ -18,8 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import torch
-from torch.nn import functional
 
 from zeus_airflow.capriccio.corpus import read_tweets
 from zeus_airflow.capriccio.model import (
@@ -32,7 +30,14 @@ from zeus_airflow.capriccio.model import (
     encode,
 )
 from zeus_airflow.capriccio.slicing import TRAIN_FILE, VAL_FILE
+from zeus_airflow.core.extras import raise_naming_extra
 from zeus_airflow.core.run import TrainingRun
+
+try:
+    import torch
+    from torch.nn import functional
+except ModuleNotFoundError as err:  # the base install has no torch: name the extra
+    raise_naming_extra(err, "Capriccio training (zeus_airflow.capriccio.training)")
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from zeus_airflow.capriccio.slicing import (
 )
 from zeus_airflow.cli.simulate import TRACES_HELP
 from zeus_airflow.core.config import DEFAULT_ETA, ConfigError
+from zeus_airflow.core.extras import check_installed
 
 if TYPE_CHECKING:
     from zeus_airflow.capriccio.experiment import SliceOutcome
@@ -160,7 +161,11 @@ def _register_run(actions: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    # PyTorch is imported here only: every zeus-airflow command loads this module.
+    # PyTorch is imported here only: every zeus-airflow command loads this module, and the
+    # base install has no torch (the examples extra brings it).
+    check_installed("torch", "zeus-airflow capriccio")
+    if args.plot is not None:
+        check_installed("matplotlib", "capriccio --plot")
     import torch
 
     from zeus_airflow.capriccio.experiment import run_capriccio

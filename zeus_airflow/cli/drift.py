@@ -15,6 +15,7 @@ from zeus_airflow.cli import check_writable
 from zeus_airflow.cli.simulate import TRACES_HELP
 from zeus_airflow.core.config import DEFAULT_BETA, DEFAULT_ETA, ConfigError, check_int
 from zeus_airflow.core.devices.spec import resolve_traces_dir
+from zeus_airflow.core.extras import check_installed
 from zeus_airflow.core.traces import WORKLOADS, load_workload_trace
 from zeus_airflow.sim.drift import (
     ADAPT_HORIZON,
@@ -74,6 +75,8 @@ def run(args: argparse.Namespace) -> int:
                        ("recurrences_csv", args.recurrences_csv), ("plot", args.plot)):
         if path is not None:
             check_writable(name, path)
+    if args.plot is not None:  # before the experiment, not after minutes of it
+        check_installed("matplotlib", "drift-experiment --plot")
     if args.jobs > 1:
         with ProcessPoolExecutor(max_workers=args.jobs) as pool:
             results = list(pool.map(run_drift, specs))

@@ -16,6 +16,7 @@ from statistics import mean
 from zeus_airflow.cli import check_writable
 from zeus_airflow.core.config import DEFAULT_BETA, DEFAULT_ETA, ConfigError, check_int
 from zeus_airflow.core.devices.spec import resolve_traces_dir
+from zeus_airflow.core.extras import check_installed
 from zeus_airflow.core.policy import POLICIES
 from zeus_airflow.core.traces import WORKLOADS, load_workload_trace
 from zeus_airflow.sim.simulator import SimulationResult, SimulationSpec, job_config, simulate
@@ -60,6 +61,8 @@ def run(args: argparse.Namespace) -> int:
     for name, path in (("output_csv", args.output_csv), ("plot", args.plot)):
         if path is not None:
             check_writable(name, path)
+    if args.plot is not None:  # before the sweep, not after minutes of it
+        check_installed("matplotlib", "simulate --plot")
     results = run_all(specs, args.jobs)
     write_csv(args.output_csv, results)
     print(format_table(results))

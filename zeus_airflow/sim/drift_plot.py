@@ -9,14 +9,14 @@ from pathlib import Path
 
 import numpy as np
 
+from zeus_airflow.core.extras import require
 from zeus_airflow.sim.drift import ADAPT_HORIZON, ADAPT_SHARE, DriftResult
 
 
 def plot_drift(results: Sequence[DriftResult], path: Path) -> None:
     """2x2 panels. The example seed is the first whose new optimum survived pruning (no policy
     can return to a pruned batch size); the share and the shaded regret use those seeds."""
-    import matplotlib
-
+    matplotlib = require("matplotlib", "plot_drift (drift-experiment --plot)")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

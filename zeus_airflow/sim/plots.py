@@ -8,14 +8,14 @@ from pathlib import Path
 
 import numpy as np
 
+from zeus_airflow.core.extras import require
 from zeus_airflow.sim.simulator import SimulationResult
 
 
 def plot_simulation(results: Sequence[SimulationResult], path: Path) -> None:
     """One row per (GPU, workload): mean cumulative regret per policy (left) and the batch size
     Zeus chose per recurrence for the first seed, with the oracle's as a line (right)."""
-    import matplotlib
-
+    matplotlib = require("matplotlib", "plot_simulation (simulate --plot)")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
