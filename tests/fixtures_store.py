@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -269,3 +270,16 @@ def store_outage(migrated_url: str) -> Iterator[StoreOutage]:
                              .render_as_string(hide_password=False), fault)
     yield outage
     fault.close()
+
+
+def replay_never_reaching(gpu: Any) -> Any:
+    """A train function on a replay GPU whose metric never reaches a target above 0.5: every
+    try runs to max_epochs (or to the early-stop bound)."""
+    from zeus_airflow.core.run import TrainingRun
+
+    def never(run: TrainingRun) -> None:
+        gpu.use_batch_size(run.batch_size)
+        for _ in run.epochs():
+            run.run_steps(gpu.steps_per_epoch(), gpu.advance_steps)
+            run.report_metric(0.5)
+    return never

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from fixtures_airflow import TRACES
+from fixtures_store import replay_never_reaching
 from sqlalchemy import select
 
 from zeus_airflow.core.config import JobConfig, ProfilerConfig
@@ -204,11 +205,7 @@ def test_a_job_whose_sizes_all_fail_keeps_training_at_the_best_known_size(
     cfg = JobConfig("never.reaches", (512, 1024), 1024, 0.99, 3)
     engine = Engine(store, gpu, cfg, seed=1, heartbeat_s=None)
 
-    def never(run: TrainingRun) -> None:
-        gpu.use_batch_size(run.batch_size)
-        for _ in run.epochs():
-            run.run_steps(gpu.steps_per_epoch(), gpu.advance_steps)
-            run.report_metric(0.5)
+    never = replay_never_reaching(gpu)
 
     result = engine.run_recurrence(never, RecurrenceKey("r1"))
     # Both sizes ran to max_epochs (nothing had succeeded: no bound): the recurrence has its

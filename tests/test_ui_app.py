@@ -82,10 +82,11 @@ def test_a_store_that_cannot_be_read_is_503_naming_the_store(
 def test_an_infeasible_job_is_explained_not_failed(client: TestClient, store: SQLStore) -> None:
     """Every size missed the target: the page says why each is out, that runs fall back, and
     which runs did; the API carries the same."""
+    from fixtures_store import replay_never_reaching
+
     from zeus_airflow.core.devices.replay import ReplayGPU
     from zeus_airflow.core.devices.spec import resolve_traces_dir
     from zeus_airflow.core.engine import Engine
-    from zeus_airflow.core.run import TrainingRun
     from zeus_airflow.core.store.base import RecurrenceKey
     from zeus_airflow.core.traces import load_workload_trace
 
@@ -93,11 +94,7 @@ def test_an_infeasible_job_is_explained_not_failed(client: TestClient, store: SQ
     config = JobConfig("hard.train", (512, 1024), 1024, target_metric=0.99, max_epochs=3)
     engine = Engine(store, gpu, config, seed=1, heartbeat_s=None)
 
-    def never(run: TrainingRun) -> None:
-        gpu.use_batch_size(run.batch_size)
-        for _ in run.epochs():
-            run.run_steps(gpu.steps_per_epoch(), gpu.advance_steps)
-            run.report_metric(0.5)
+    never = replay_never_reaching(gpu)
 
     for day in range(3):
         engine.run_recurrence(never, RecurrenceKey(f"day{day}", "hard", "train"))
