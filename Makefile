@@ -4,21 +4,38 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
+# The oldest supported Airflow, in an environment of its own (docs/deployment.md).
+VENV32 ?= .venv-airflow32
+PY32 := $(VENV32)/bin/python
+CONSTRAINTS32 := constraints/airflow-3.2.txt
+TESTS32 := tests/test_airflow_compat.py tests/test_operator*.py tests/test_bad_inputs.py \
+           tests/test_metrics_statsd.py tests/test_dags.py tests/test_store*.py tests/test_ui*.py \
+           tests/test_celery_topology.py
 
-.PHONY: setup demo test lint clean
+.PHONY: setup demo test lint clean setup-airflow32 test-airflow32
 
-$(VENV)/.installed: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
+# $(1): the venv, $(2): what pip adds to `-e .[dev]` (constraints).
+define make_venv
+	$(PYTHON) -m venv $(1)
+	$(1)/bin/python -m pip install -q --upgrade pip
 	# The CPU wheel of torch first: a bare `torch` requirement would pull a multi-GB CUDA build.
-	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e ".[dev]"
+	$(1)/bin/python -m pip install -q torch==2.13.0
+	$(1)/bin/python -m pip install -q -e ".[dev]" $(2)
 	# An editable install leaves egg-info in the checkout; run from here, Python would then see
 	# the distribution twice and Airflow would register the plugin twice.
 	rm -rf zeus_airflow.egg-info
-	touch $@
+	touch $(1)/.installed
+endef
+
+$(VENV)/.installed: pyproject.toml
+	$(call make_venv,$(VENV),)
 
 setup: $(VENV)/.installed
+
+$(VENV32)/.installed: pyproject.toml $(CONSTRAINTS32)
+	$(call make_venv,$(VENV32),-c $(CONSTRAINTS32))
+
+setup-airflow32: $(VENV32)/.installed
 
 demo: setup
 	$(VENV)/bin/zeus-airflow demo
@@ -31,5 +48,10 @@ test: setup lint
 	bash scripts/test-services.sh
 	$(PY) -m pytest -q
 
+# The operator, store, UI and scheduler tests on Airflow 3.2 (`make test` runs all on 3.3).
+test-airflow32: setup-airflow32
+	bash scripts/test-services.sh
+	$(PY32) -m pytest -q $(TESTS32)
+
 clean:
-	rm -rf $(VENV) artifacts .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(VENV32) artifacts .pytest_cache .mypy_cache .ruff_cache

@@ -31,10 +31,10 @@ from sqlalchemy import Connection, delete, event, func, insert, select, text
 from zeus_airflow.core.config import JobConfig
 from zeus_airflow.core.devices.replay import ReplayGPU
 from zeus_airflow.core.devices.spec import resolve_traces_dir
-from zeus_airflow.core.engine import Engine
+from zeus_airflow.core.domain import RecurrenceKey
+from zeus_airflow.core.engine import Engine, decided_by
 from zeus_airflow.core.policy import ZeusPolicy
 from zeus_airflow.core.replay_training import ReplayTraining
-from zeus_airflow.core.store.base import RecurrenceKey
 from zeus_airflow.core.store.location import upgrade_store
 from zeus_airflow.core.store.sql import SQLStore
 from zeus_airflow.core.store.tables import jobs, power_profiles, trials
@@ -170,7 +170,7 @@ def decision_plans(store: SQLStore, trace: WorkloadTrace, prefix: str,
     event.listen(store.engine, "before_cursor_execute", capture)
     try:
         start = store.begin_trial(job, RecurrenceKey(f"plan-{time.time_ns()}"), 1,
-                                  ZeusPolicy(), device, frozenset())
+                                  decided_by(ZeusPolicy()), device, frozenset())
     finally:
         event.remove(store.engine, "before_cursor_execute", capture)
     store.fail_trial(start.trial_id, "query-plan probe, not a training run")

@@ -1,3 +1,9 @@
 """Shared test setup. Fixture modules live beside this file, one per concern."""
 
-pytest_plugins = ["fixtures_airflow", "fixtures_store", "fixtures_ui"]
+import os
+
+# Tiny models are built from configs: a test that reached for the Hugging Face Hub would fail.
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+
+pytest_plugins = ["fixtures_airflow", "fixtures_grid", "fixtures_store", "fixtures_ui"]

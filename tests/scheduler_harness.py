@@ -1,7 +1,8 @@
 """Airflow's real servers for a test: api-server, dag-processor and scheduler (LocalExecutor).
 
 Shared by the tests that go through the real scheduler rather than ``dag.test()``
-(tests/test_operator_scheduler.py, tests/test_acceptance_noise.py). Everything listens on
+(tests/test_operator_scheduler.py, tests/test_carbon_deferral.py,
+tests/test_acceptance_noise.py). Everything listens on
 127.0.0.1 only, the scheduler runs with ``--skip-serve-logs``, every wait is bounded, and
 every process started here (with its task processes and executor workers) is stopped at the
 end, by pid.
@@ -66,10 +67,10 @@ def airflow_home(home: Path, pristine_db: Path, dags_folder: Path | None = None,
 
 
 @contextlib.contextmanager
-def running_servers(env: dict[str, str], logs: Path,
-                    startup_s: float = 240.0) -> Iterator[list[subprocess.Popen[bytes]]]:
-    """api-server, then dag-processor and scheduler, logging to ``logs/<command>.log``;
-    all stopped on exit."""
+def running_servers(env: dict[str, str], logs: Path, startup_s: float = 240.0, *,
+                    triggerer: bool = False) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """api-server, then dag-processor and scheduler (and the triggerer, for deferrable
+    tasks), logging to ``logs/<command>.log``; all stopped on exit."""
     started: list[subprocess.Popen[bytes]] = []
 
     def start(*command: str) -> None:
@@ -83,6 +84,8 @@ def running_servers(env: dict[str, str], logs: Path,
         wait_until_up(f"http://127.0.0.1:{port}/api/v2/monitor/health", started, startup_s)
         start("dag-processor")  # tasks queued before the API is up would fail to start
         start("scheduler", "--skip-serve-logs")
+        if triggerer:
+            start("triggerer", "--skip-serve-logs")
         yield started
     finally:
         stop(started)

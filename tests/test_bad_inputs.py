@@ -111,6 +111,10 @@ BAD_PARAMETERS: list[tuple[dict[str, Any], str]] = [
     ({"fail_on_missed_target": 1}, "fail_on_missed_target"),
     ({"fail_when_infeasible": "False"}, "fail_when_infeasible"),
     ({"fail_when_infeasible": None}, "fail_when_infeasible"),
+    ({"synchronize": "cuda"}, "synchronize"),
+    ({"cost_includes_cpu": "yes"}, "cost_includes_cpu"),
+    ({"cost_includes_cpu": None}, "cost_includes_cpu"),
+    ({"synchronize": _train_with_lr}, "synchronize"),  # needs an argument
 ]
 
 

@@ -22,8 +22,8 @@ from zeus_airflow.capriccio.training import CapriccioTraining, SliceData
 from zeus_airflow.cli import main
 from zeus_airflow.core.config import ConfigError
 from zeus_airflow.core.devices.simulated import SimulatedGPU
+from zeus_airflow.core.domain import RecurrenceKey
 from zeus_airflow.core.engine import Engine
-from zeus_airflow.core.store.base import RecurrenceKey
 from zeus_airflow.core.store.sql import SQLStore
 from zeus_airflow.core.traces import load_workload_trace
 

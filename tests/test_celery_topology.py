@@ -36,7 +36,8 @@ import pytest
 import redis
 from fixtures_airflow import TRACES
 
-from zeus_airflow.core.store.admin import TrialRecord, list_trials
+from zeus_airflow.core.domain import TrialRecord
+from zeus_airflow.core.store.admin import list_trials
 from zeus_airflow.core.store.location import open_store, upgrade_store
 
 REPO = Path(__file__).resolve().parents[1]

@@ -62,3 +62,16 @@ def test_direction_of_the_target() -> None:
     lower = JobConfig(**{**GOOD, "higher_is_better": False})  # type: ignore[arg-type]
     assert higher.reached(0.8) and not higher.reached(0.79)
     assert lower.reached(0.79) and not lower.reached(0.81)
+
+
+def test_cost_includes_cpu_starts_a_new_version_only_when_set() -> None:
+    """Jobs created before the option keep their fingerprint (this literal is main's before
+    issue 13), so upgrading never splits their history."""
+    before = JobConfig("job", (16, 32), 32, target_metric=0.8, max_epochs=5)
+    assert before.fingerprint() == "522802d96dc42e36"
+    with_cpu = JobConfig("job", (16, 32), 32, target_metric=0.8, max_epochs=5,
+                         cost_includes_cpu=True)
+    assert with_cpu.fingerprint() != before.fingerprint()
+    old_json = before.to_json().replace(', "cost_includes_cpu": false', "")
+    assert "cost_includes_cpu" not in old_json
+    assert JobConfig.from_json(old_json) == before

@@ -25,7 +25,8 @@ def test_the_dags_folder_parses_without_errors(airflow_db: Any) -> None:
 
     bag = DagBag(dag_folder=str(DAGS))
     assert bag.import_errors == {}
-    for dag_id in ("zeus_replay_daily", "hourly_retrain", "regional_retrain"):
+    for dag_id in ("zeus_replay_daily", "hourly_retrain", "regional_retrain", "hf_finetune",
+                   "lightning_retrain", "ddp_retrain"):
         dag = bag.get_dag(dag_id)
         assert dag is not None and dag.doc_md and "## Run it" in dag.doc_md
         task = dag.get_task("train")
@@ -36,6 +37,9 @@ def test_the_dags_folder_parses_without_errors(airflow_db: Any) -> None:
 @pytest.mark.parametrize(("dag_id", "kind"), [
     ("zeus_replay_daily", "replayed"),
     ("hourly_retrain", "simulated"),
+    ("hf_finetune", "simulated"),
+    ("lightning_retrain", "simulated"),
+    ("ddp_retrain", "simulated"),
 ])
 def test_a_run_of_each_dag_succeeds_and_labels_its_figures(zeus_store_url: str, dag_id: str,
                                                            kind: str) -> None:

@@ -8,16 +8,15 @@ from fixtures_airflow import TRACES
 from fixtures_store import replay_never_reaching
 from sqlalchemy import select
 
-from zeus_airflow.core.config import JobConfig, ProfilerConfig
+from zeus_airflow.core.config import JobConfig
 from zeus_airflow.core.devices.replay import ReplayGPU
+from zeus_airflow.core.domain import JobSnapshot, PowerProfile, RecurrenceKey
 from zeus_airflow.core.engine import Engine
-from zeus_airflow.core.monitor import EnergyMonitor
-from zeus_airflow.core.policy import JobSnapshot, ZeusPolicy, job_phase
-from zeus_airflow.core.profiler import PowerLimitProfiler, PowerProfile
+from zeus_airflow.core.fleet import job_snapshot
+from zeus_airflow.core.policy import ZeusPolicy, job_phase
 from zeus_airflow.core.replay_training import ReplayTraining
-from zeus_airflow.core.run import TrainingRun
-from zeus_airflow.core.store.base import RecurrenceKey
-from zeus_airflow.core.store.snapshot import read_snapshot
+from zeus_airflow.core.run import TrainingRun, open_run
+from zeus_airflow.core.store.snapshot import read_state
 from zeus_airflow.core.store.sql import SQLStore
 from zeus_airflow.core.store.tables import trials
 from zeus_airflow.core.traces import WorkloadTrace, load_workload_trace
@@ -59,19 +58,15 @@ def test_epoch_ending_mid_profile_keeps_measured_limits(cifar: WorkloadTrace) ->
     # 49 steps per epoch at b=1024 but 7 limits x (10 + 40) steps to profile: several epochs.
     gpu = ReplayGPU(cifar)
     gpu.use_batch_size(1024)
-    monitor = EnergyMonitor(gpu)
     profile = PowerProfile(1024, gpu.model, 1, gpu.candidate_power_limits_w())
-    profiler = PowerLimitProfiler(gpu, monitor, ProfilerConfig(), 0.5, profile)
-    run = TrainingRun(config_for(cifar), 1024, gpu, monitor, profiler, None)
-    run.begin()
     measured_after_epoch = []
-    for _ in run.epochs():
-        run.run_steps(gpu.steps_per_epoch(), gpu.advance_steps)
-        measured_after_epoch.append(len(profile.measurements))
-        if profile.complete:
-            run.report_metric(1.0)
-    run.finish()
-    profiler.restore()
+    with open_run(config_for(cifar), 1024, gpu, profile=profile) as run:
+        for _ in run.epochs():
+            run.run_steps(gpu.steps_per_epoch(), gpu.advance_steps)
+            measured_after_epoch.append(len(profile.measurements))
+            if profile.complete:
+                run.report_metric(1.0)
+        run.finish()
     assert measured_after_epoch == sorted(measured_after_epoch)  # never loses a limit
     assert measured_after_epoch[0] == 0  # 49 steps: warm-up + 39 of 40 measured, banked
     assert measured_after_epoch[1] == 1  # the slice finished in epoch 2 after a new warm-up
@@ -86,18 +81,15 @@ def test_epoch_ending_mid_profile_keeps_measured_limits(cifar: WorkloadTrace) ->
 def test_early_stop_keeps_the_cost_under_the_bound(cifar: WorkloadTrace) -> None:
     gpu = ReplayGPU(cifar)
     gpu.use_batch_size(1024)
-    monitor = EnergyMonitor(gpu)
-    profile = PowerProfile(1024, gpu.model, 1, (250,))
-    profiler = PowerLimitProfiler(gpu, monitor, ProfilerConfig(), 0.5, profile)
     epoch = cifar.epoch(1024, 250)
     epoch_cost = 0.5 * epoch.avg_power_w * epoch.time_s + 0.5 * 250 * epoch.time_s
     bound = 10.5 * epoch_cost
-    run = TrainingRun(config_for(cifar), 1024, gpu, monitor, profiler, early_stop_cost=bound)
-    run.begin()
-    for _ in run.epochs():
-        run.run_steps(gpu.steps_per_epoch(), gpu.advance_steps)
-        run.report_metric(0.1)  # never reaches the target
-    outcome = run.finish()
+    with open_run(config_for(cifar), 1024, gpu, profile=PowerProfile(1024, gpu.model, 1, (250,)),
+                  early_stop_cost=bound) as run:
+        for _ in run.epochs():
+            run.run_steps(gpu.steps_per_epoch(), gpu.advance_steps)
+            run.report_metric(0.1)  # never reaches the target
+        outcome = run.finish()
     assert outcome.stop_reason == "early_stop"
     assert not outcome.reached_target
     assert outcome.cost <= bound
@@ -255,7 +247,8 @@ def test_a_lucky_first_run_does_not_kill_the_job_it_recovers_on_its_own(
     # As b0's mean cost replaces the lucky minimum, the bound grows and both neighbours get
     # another try, reach the target and are back in play.
     with store.reading() as conn:
-        snapshot = read_snapshot(conn, results[-1].job, engine.device_info, frozenset())
+        snapshot = job_snapshot(read_state(conn, results[-1].job, engine.device_info,
+                                           frozenset()))
     assert job_phase(snapshot) == ("sampling", (128, 256, 512))
     later = [t for r in tries[3:] for t in r]
     assert (128, "sampling", "target") in later and (512, "sampling", "target") in later

@@ -25,13 +25,10 @@ from test_profiler import (
 )
 
 from zeus_airflow.core.config import JobConfig
-from zeus_airflow.core.engine import Engine
-from zeus_airflow.core.monitor import EnergyMonitor
-from zeus_airflow.core.policy import Decision
-from zeus_airflow.core.profiler import PowerLimitProfiler, PowerProfile
-from zeus_airflow.core.run import CONTRACT, TrainContractError, TrainingRun
+from zeus_airflow.core.domain import Decision, DeviceInfo, RecurrenceKey
+from zeus_airflow.core.engine import Engine, decided_by
+from zeus_airflow.core.run import CONTRACT, TrainContractError, TrainingRun, open_run
 from zeus_airflow.core.store.admin import list_trials
-from zeus_airflow.core.store.base import DeviceInfo, RecurrenceKey
 from zeus_airflow.core.store.sql import MISSED_HEARTBEATS, SQLStore, lease_for
 
 SETUP_S = 30.0
@@ -65,18 +62,11 @@ def test_setup_is_measured_apart_and_is_not_in_the_cost() -> None:
 def test_a_slow_setup_does_not_early_stop_a_size_whose_training_fits_the_bound() -> None:
     rig, other = make_rig(), make_rig()
     training_cost = run_trial(other, train_after_setup(other, 0.0)).outcome.cost
-    config = job_config()
-    profile = PowerProfile(BATCH_SIZE, rig.gpus.model, 1, rig.gpus.candidate_power_limits_w())
-    monitor = EnergyMonitor(rig.gpus)
-    profiler = PowerLimitProfiler(rig.gpus, monitor, config.profiler, config.eta, profile)
     # A bound 10 % above the training cost; setup alone costs several times that.
-    run = TrainingRun(config, BATCH_SIZE, rig.gpus, monitor, profiler, 1.1 * training_cost)
-    run.begin()
-    try:
+    with open_run(job_config(), BATCH_SIZE, rig.gpus,
+                  early_stop_cost=1.1 * training_cost) as run:
         train_after_setup(rig, 20 * SETUP_S)(run)
         outcome = run.finish()
-    finally:
-        profiler.restore()
     assert outcome.reached_target and outcome.stop_reason == "target"
     assert outcome.setup_time_s == pytest.approx(20 * SETUP_S)
 
@@ -186,6 +176,32 @@ def test_a_train_function_that_raises_records_an_error_and_judges_no_size() -> N
     assert fixed.tries[0].phase == "pruning"  # the crash pruned nothing
 
 
+def test_a_try_that_raises_keeps_the_energy_it_spent_without_a_verdict() -> None:
+    rig = make_rig()
+    store = SQLStore.in_memory()
+    engine = Engine(store, rig.gpus, job_config(), seed=1, heartbeat_s=None)
+
+    def crashes_in_epoch_two(run: TrainingRun) -> None:
+        rig.clock.advance(SETUP_S)
+        for epoch in run.epochs():
+            for _ in run.steps(range(100)):
+                rig.clock.advance(STEP_TIME_S[rig.fake.limits_mw()[0] // 1000])
+            if epoch == 2:
+                raise ValueError("disk full")
+            run.report_metric(0.1)
+
+    with pytest.raises(ValueError, match="disk full"):
+        engine.run_recurrence(crashes_in_epoch_two, RecurrenceKey("r1"))
+    (row,) = list_trials(store)
+    assert row.status == "error" and not row.observed
+    # Nothing is lost: two epochs of energy and the setup are in the store ...
+    assert row.energy_j is not None and row.energy_j > 0 and row.epochs == 2
+    assert row.setup_time_s == pytest.approx(SETUP_S)
+    # ... and no verdict on the batch size is written.
+    assert row.reached_target is None and row.stop_reason is None
+    assert rig.fake.limits_mw() == [ORIGINAL_W * 1000] * len(rig.fake.limits_mw())
+
+
 def test_a_missed_target_trains_a_model_and_is_no_error() -> None:
     rig = make_rig()
     store = SQLStore.in_memory()
@@ -207,21 +223,24 @@ class Pinned:
         return Decision(BATCH_SIZE, "sampling")
 
 
+PINNED = decided_by(Pinned())
+
+
 def test_a_trial_whose_heartbeats_stopped_expires_after_a_few_intervals() -> None:
     store = SQLStore.in_memory()  # its flat lease for beat-less trials stays 600 s
     job = store.register_job(job_config())
     device = DeviceInfo("GPU", 1, "measured", (250,))
     heartbeat_s = 0.2
     assert lease_for(heartbeat_s) == pytest.approx(MISSED_HEARTBEATS * heartbeat_s)
-    store.begin_trial(job, RecurrenceKey("killed"), 1, Pinned(), device, frozenset(),
+    store.begin_trial(job, RecurrenceKey("killed"), 1, PINNED, device, frozenset(),
                       heartbeat_s)
-    alive = store.begin_trial(job, RecurrenceKey("alive"), 1, Pinned(), device, frozenset(),
+    alive = store.begin_trial(job, RecurrenceKey("alive"), 1, PINNED, device, frozenset(),
                               heartbeat_s)
     deadline = time.monotonic() + lease_for(heartbeat_s) + 0.3
     while time.monotonic() < deadline:  # only the live worker beats
         store.heartbeat(alive.trial_id, heartbeat_s)
         time.sleep(heartbeat_s / 2)
-    store.begin_trial(job, RecurrenceKey("next"), 1, Pinned(), device, frozenset(), heartbeat_s)
+    store.begin_trial(job, RecurrenceKey("next"), 1, PINNED, device, frozenset(), heartbeat_s)
     status = {r.run_id: r.status for r in list_trials(store)}
     assert status == {"killed": "expired", "alive": "running", "next": "running"}
 
@@ -230,9 +249,9 @@ def test_a_trial_without_heartbeats_keeps_the_flat_lease() -> None:
     store = SQLStore.in_memory()
     job = store.register_job(job_config())
     device = DeviceInfo("GPU", 1, "measured", (250,))
-    store.begin_trial(job, RecurrenceKey("quiet"), 1, Pinned(), device, frozenset(), None)
+    store.begin_trial(job, RecurrenceKey("quiet"), 1, PINNED, device, frozenset(), None)
     time.sleep(0.3)
-    store.begin_trial(job, RecurrenceKey("next"), 1, Pinned(), device, frozenset(), None)
+    store.begin_trial(job, RecurrenceKey("next"), 1, PINNED, device, frozenset(), None)
     with store.reading() as conn:
         from zeus_airflow.core.store.tables import trials
         running = conn.execute(select(func.count()).where(trials.c.status == "running"))

@@ -48,6 +48,7 @@ def test_what_the_scheduler_and_the_api_server_load_imports_neither() -> None:
         import zeus_airflow.plugins.plugin, zeus_airflow.plugins.app, zeus_airflow.plugins.pages
         import zeus_airflow.core.store.sql, zeus_airflow.hooks.store, zeus_airflow.cli
         import zeus_airflow.capriccio.job, zeus_airflow.capriccio.slicing  # DAG parse time
+        import zeus_airflow.integrations.distributed, zeus_airflow.operators.metrics
         print(sorted(m for m in ("torch", "matplotlib") if m in sys.modules))
     """)
     assert done.returncode == 0, done.stderr
@@ -83,6 +84,10 @@ def test_a_run_on_the_replay_device_needs_neither() -> None:
      "matplotlib", "plots"),
     ("from zeus_airflow.capriccio.plot import plot_capriccio; plot_capriccio([], 'x.png', 't')",
      "matplotlib", "plots"),
+    ("from zeus_airflow.integrations.huggingface import ZeusTrainerCallback", "transformers",
+     "huggingface"),
+    ("from zeus_airflow.integrations.lightning import ZeusLightningCallback", "lightning",
+     "lightning"),
 ])
 def test_a_feature_without_its_extra_names_the_extra(code: str, missing: str,
                                                      extra: str) -> None:

@@ -138,12 +138,6 @@ def test_no_visible_gpu_is_a_device_error_naming_the_variable(
     assert fake.init_count == 0  # NVML released on the way out
 
 
-def test_mig_instances_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "MIG-4f0bd6c8-0a9a-5a6e-9d49-0a5e4d2d7f3b")
-    with pytest.raises(DeviceError, match="MIG"):
-        visible_gpus(nvml=FakeNVML(1))
-
-
 def test_explicit_indices_override_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     assert NVMLGPUs([3, 1], nvml=FakeNVML(4)).indices == (3, 1)

@@ -289,6 +289,33 @@ def test_templated_fields_reach_the_train_function_and_the_store(zeus_store_url:
         assert conn.execute(select(trials.c.run_id)).scalar() == dag_run.run_id
 
 
+SYNCHRONIZED: list[int] = []
+
+
+def count_synchronize() -> None:
+    SYNCHRONIZED.append(1)
+
+
+def test_measure_mode_on_a_gpu_never_calls_a_setter(zeus_store_url: str,
+                                                     fake_gpus: FakeNVML) -> None:
+    """power_limit_mode="measure": NVML's setter is never called, not even to put back the
+    limit; energy is still measured, every window edge synchronised (the user's own hook)."""
+    SYNCHRONIZED.clear()
+    dag = fake_dag("measure_only", lambda run: train_steps(run, 40),
+                   power_limit_mode="measure", synchronize=count_synchronize)
+    dag_run = dag.test(logical_date=daily(0))
+
+    assert task_state(dag_run, "train") == ("success", 1)
+    assert fake_gpus.calls["nvmlDeviceSetPowerManagementLimit"] == 0
+    assert fake_gpus.set_calls == [] and fake_gpus.limits_mw() == [ORIGINAL_MW]
+    assert fake_gpus.calls["nvmlDeviceGetTotalEnergyConsumption"] > 0
+    pushed = xcoms("measure_only", dag_run.run_id, "train")
+    assert pushed["measurement"] == "measured" and pushed["energy_j"] > 0
+    assert pushed["power_limit_w"] == ORIGINAL_MW // 1000
+    # setup, run and epoch windows: each begins and ends synchronised
+    assert len(SYNCHRONIZED) >= 6
+
+
 def test_a_store_without_schema_fails_before_any_gpu_change(
         tmp_path: Any, fake_gpus: FakeNVML, monkeypatch: pytest.MonkeyPatch,
         capfd: pytest.CaptureFixture[str]) -> None:
@@ -319,3 +346,20 @@ def test_a_result_the_store_loses_fails_the_task_with_the_figures_in_xcom(
     assert "NOT in the store" in capfd.readouterr().out
     assert rendered_fields("lost_result", dag_run.run_id, "train")["zeus_summary"].startswith(
         "NOT RECORDED")
+
+
+def test_observe_mode_publishes_what_the_optimum_would_have_saved(
+        zeus_store_url: str, capfd: pytest.CaptureFixture[str]) -> None:
+    dag = replay_dag("observing", power_limit_mode="observe")
+    run = dag.test(logical_date=daily(0))
+    (row,) = store_trials(zeus_store_url)
+    pushed = xcoms("observing", run.run_id, "train")
+    assert (pushed["power_limit_w"], pushed["optimal_power_limit_w"]) == \
+        (row.power_limit_w, row.optimal_power_limit_w) == (250, row.optimal_power_limit_w)
+    assert row.optimal_power_limit_w < 250
+    assert pushed["would_save_energy_j"] == pytest.approx(row.would_save_energy_j)
+    assert pushed["would_save_time_s"] == pytest.approx(row.would_save_time_s)
+    assert row.would_save_energy_j > 0
+    summary = rendered_fields("observing", run.run_id, "train")["zeus_summary"]
+    assert f"observe: at {row.optimal_power_limit_w} W it would have saved" in summary
+    assert f"Zeus: {summary}" in capfd.readouterr().out  # the task log (dag.test prints it)

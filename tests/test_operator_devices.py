@@ -16,9 +16,9 @@ from zeus_airflow.core.devices.base import DeviceError
 from zeus_airflow.core.devices.replay import ReplayGPU
 from zeus_airflow.core.devices.simulated import SimulatedGPU
 from zeus_airflow.core.devices.spec import DeviceSpec, open_device, parse_device
+from zeus_airflow.core.domain import RecurrenceKey
 from zeus_airflow.core.engine import Engine
 from zeus_airflow.core.run import TrainingRun
-from zeus_airflow.core.store.base import RecurrenceKey
 from zeus_airflow.core.store.sql import SQLStore
 from zeus_airflow.core.traces import WorkloadTrace, load_workload_trace
 from zeus_airflow.testing import FakeNVML, ManualClock
@@ -46,8 +46,12 @@ def test_replay_and_simulated_devices_open_on_the_traces() -> None:
     assert isinstance(replay, ReplayGPU) and replay.measurement == "replayed"
     assert isinstance(simulated, SimulatedGPU) and simulated.measurement == "simulated"
     assert simulated.model == "A40 (simulated)"
-    with pytest.raises(ConfigError, match="gpu='h100'"):
-        open_device(parse_device("simulated:h100"), TRACES)
+    # The operator's parameter is device=, so the error names it (it once said "gpu='h100'",
+    # a parameter the operator does not have).
+    for text in ("simulated:h100", "replay:h100:squad"):
+        with pytest.raises(ConfigError, match=r"device='\w+:h100\.\.\.' is invalid: no power "
+                                              r"traces for GPU 'h100'; expected one of a40, v100"):
+            open_device(parse_device(text), TRACES)
 
 
 def test_traces_come_from_the_argument_the_environment_or_the_package(

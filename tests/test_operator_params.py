@@ -37,6 +37,7 @@ def build(**changes: Any) -> Any:
     ({"eta": 1.5}, "eta="),
     ({"beta": 1.0}, "beta="),
     ({"window_size": 0}, "window_size="),
+    ({"drift_detection": "yes"}, "drift_detection="),
     ({"max_tries": 0}, "max_tries="),
     ({"power_limit_mode": "fast"}, "power_limit_mode="),
     ({"power_limit_selector": "cheapest"}, "power_limit_selector="),

@@ -8,29 +8,30 @@ import numpy as np
 import pytest
 
 from zeus_airflow.core.config import JobConfig
+from zeus_airflow.core.domain import (
+    ArmStats,
+    DriftFound,
+    ExplorationStep,
+    JobSnapshot,
+    SizeEvidence,
+)
 from zeus_airflow.core.policy import (
+    CANNOT_WIN_Z,
     READMIT_GROWTH,
     DefaultPolicy,
-    ExplorationStep,
     GridSearchPolicy,
     HistoryOutOfOrderError,
-    JobSnapshot,
     NoFeasibleBatchSizeError,
-    SizeEvidence,
     ZeusPolicy,
+    cannot_win,
     early_stop_bound,
     infeasibility_report,
     is_dominated,
     job_phase,
+    pruning_reasons,
     pruning_state,
 )
-from zeus_airflow.core.posterior import (
-    PRIOR_COST_CV,
-    ArmStats,
-    arm_posterior,
-    cost_variance,
-    pooled_cost_cv,
-)
+from zeus_airflow.core.posterior import PRIOR_COST_CV, arm_posterior, cost_variance, pooled_cost_cv
 
 LIBRISPEECH_V100 = (2, 4, 8, 12, 16, 24, 32, 48, 56, 64, 72, 96, 128, 156, 192)
 
@@ -111,7 +112,7 @@ def run_pruning(cfg: JobConfig, succeeds: dict[int, bool], cost: dict[int, float
 
 def test_pruning_order_v100_librispeech_where_8_fails() -> None:
     cost = {192: 12.5, 156: 11.1, 128: 11.8, 96: 9.2, 72: 9.4, 64: 9.6, 56: 9.3, 48: 8.2,
-            32: 8.9, 24: 10.1, 16: 11.8, 12: 14.2}
+            32: 8.9, 24: 10.1, 16: 11.8, 12: 12.5}
     visited = run_pruning(config(), {8: False}, cost)
     round1 = [b for r, b in visited if r == 1]
     round2 = [b for r, b in visited if r == 2]
@@ -276,6 +277,44 @@ def test_the_infeasibility_report_names_each_cause() -> None:
     assert "8: early-stopped at the bound beta=2.0" in report and "(20)" in report
     assert "32: missed target_metric=40.0 within max_epochs=16" in report
     assert "64: not tried" in report
+
+
+def test_a_size_that_cannot_win_ends_the_walk_in_its_direction() -> None:
+    # A40 sentiment140's shape: b0 = 128 is the optimum, each smaller size dearer. The paper
+    # walks down to 8 and runs it up to beta x the best (then retries the recurrence).
+    cfg = JobConfig("job", (8, 16, 32, 64, 128), 128, target_metric=0.9, max_epochs=10)
+    history = explored(cfg, {128: 10.0, 64: 10.9, 32: 11.6, 16: 16.5, 8: 27.4})
+    assert [s.batch_size for s in history[:4]] == [128, 64, 32, 16]
+    assert 8 not in [s.batch_size for s in history]  # never run
+    seen = {128: [10.0], 64: [10.9], 32: [11.6]}
+    assert cannot_win(16, 16.5, seen) and not cannot_win(16, 15.0, seen)
+    # A size is judged against the others: a lucky first run of its own is no best to lose
+    # to, and its own runs count in its mean.
+    assert not cannot_win(128, 21.0, {128: [10.0]})
+    assert not cannot_win(64, 21.0, {128: [10.0], 64: [10.0]})
+    assert cannot_win(64, 17.0, {128: [10.0], 64: [16.0]})
+    assert pytest.approx(1.56) == 1 + CANNOT_WIN_Z * PRIOR_COST_CV
+    snapshot = JobSnapshot(cfg, exploration=history)
+    # It reached the target: not a failure that earns another try, and the user is told.
+    assert job_phase(snapshot)[1] == (32, 64, 128)
+    assert pruning_reasons(snapshot)[16].startswith("dropped: its cost makes it implausible")
+    assert pruning_reasons(snapshot)[8].startswith("not tried")
+
+
+def test_a_size_that_cannot_win_returns_after_a_drift_under_drift_detection() -> None:
+    cfg = JobConfig("job", (8, 16, 32), 32, target_metric=0.9, max_epochs=10,
+                    drift_detection=True)
+    history = explored(cfg, {32: 10.0, 16: 20.0, 8: 30.0})
+    snapshot = JobSnapshot(cfg, exploration=history)
+    assert job_phase(snapshot)[1] == (32,)
+    drifted = JobSnapshot(cfg, exploration=history, drift=DriftFound(since=9, cost_ratio=1.5))
+    assert job_phase(drifted)[1] == (16, 32)  # 8, never run, stays out
+
+
+def test_with_a_window_the_walk_goes_on_past_a_size_that_cannot_win() -> None:
+    cfg = JobConfig("job", (8, 16, 32), 32, target_metric=0.9, max_epochs=10, window_size=10)
+    assert [s.batch_size for s in explored(cfg, {32: 10.0, 16: 20.0, 8: 30.0})[:3]] == [
+        32, 16, 8]
 
 
 def test_dominance_uses_the_posterior_gap() -> None:

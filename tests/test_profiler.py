@@ -16,11 +16,10 @@ from sqlalchemy import select
 
 from zeus_airflow.core.config import JobConfig, ProfilerConfig
 from zeus_airflow.core.devices.nvml import NVMLGPUs
+from zeus_airflow.core.domain import PowerProfile, RecurrenceKey, RunOutcome
 from zeus_airflow.core.engine import Engine
-from zeus_airflow.core.monitor import EnergyMonitor
-from zeus_airflow.core.profiler import ObserverReport, PowerLimitProfiler, PowerProfile
-from zeus_airflow.core.run import RunOutcome, TrainingRun
-from zeus_airflow.core.store.base import RecurrenceKey
+from zeus_airflow.core.profiler import PowerLimitProfiler
+from zeus_airflow.core.run import TrainingRun, open_run
 from zeus_airflow.core.store.sql import SQLStore
 from zeus_airflow.core.store.tables import trials
 from zeus_airflow.testing import FakeGPUSpec, FakeNVML, ManualClock
@@ -94,25 +93,16 @@ def job_config(mode: str = "optimize", selector: str = "zeus", *, eta: float = 0
 class Trial:
     outcome: RunOutcome
     profiler: PowerLimitProfiler
-    observer: ObserverReport | None
 
 
 def run_trial(rig: Rig, train: Callable[[TrainingRun], None], config: JobConfig | None = None,
               profile: PowerProfile | None = None) -> Trial:
-    """One try, wired as the engine wires it (observer report taken before the restore)."""
+    """One try through the core's public way to open one."""
     config = config or job_config()
-    profile = profile or new_profile(rig)
-    monitor = EnergyMonitor(rig.gpus)
-    profiler = PowerLimitProfiler(rig.gpus, monitor, config.profiler, config.eta, profile)
-    run = TrainingRun(config, BATCH_SIZE, rig.gpus, monitor, profiler, early_stop_cost=None)
-    try:
-        run.begin()
+    with open_run(config, BATCH_SIZE, rig.gpus, profile=profile) as run:
         train(run)
         outcome = run.finish()
-        observer = profiler.observer_report()
-    finally:
-        profiler.restore()
-    return Trial(outcome, profiler, observer)
+    return Trial(outcome, run.profiler)
 
 
 def new_profile(rig: Rig) -> PowerProfile:
@@ -183,15 +173,18 @@ def test_observer_mode_trains_at_the_maximum_and_reports_the_savings() -> None:
     steps_per_epoch = 100
     trial = run_trial(rig, rig.train(steps_per_epoch), job_config("observe"))
     assert rig.sets_w() == [250, 225, 200, 175, 150, 250, ORIGINAL_W]
-    assert trial.outcome.power_limit_w == OPTIMUM_W
-    report = trial.observer
-    assert report is not None and report.optimal_power_limit_w == OPTIMUM_W
+    # The outcome says the limit it trained at, and apart the optimum it found.
+    assert trial.outcome.power_limit_w == 250
+    assert trial.outcome.optimal_power_limit_w == OPTIMUM_W
+    report = trial.outcome.observer
+    assert report is not None
     # After profiling: the remaining steps and the 3 evaluations, at 250 W (225 W drawn).
     after_s = (3 * steps_per_epoch - 5 * SLICE_STEPS) * STEP_TIME_S[250] + 3 * EVAL_S
     energy_ratio = (175 * STEP_TIME_S[175]) / (250 * STEP_TIME_S[250])
-    assert report.energy_saved_j == pytest.approx(225 * after_s * (1 - energy_ratio), rel=1e-4)
-    assert report.energy_saved_j > 0
-    assert report.time_saved_s < 0  # 175 W is slower
+    assert report.would_save_energy_j == pytest.approx(225 * after_s * (1 - energy_ratio),
+                                                       rel=1e-4)
+    assert report.would_save_energy_j > 0
+    assert report.would_save_time_s < 0  # 175 W is slower
 
 
 def test_measure_mode_never_changes_a_setting() -> None:

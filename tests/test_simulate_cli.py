@@ -46,6 +46,19 @@ def test_recurrences_default_to_twice_sizes_times_limits(tmp_path: Path) -> None
     assert row["recurrences"] == str(2 * 5 * 5)  # 5 batch sizes x 5 traced limits on the A40
 
 
+def test_drift_detection_can_be_switched_and_finds_nothing_without_drift(
+        tmp_path: Path) -> None:
+    regret = {}
+    for mode in ("on", "off"):
+        assert main(simulate(tmp_path, "--gpu", "v100", "--workload", "cifar100", "--policy",
+                             "zeus", "--seeds", "1", "--recurrences", "40",
+                             "--drift-detection", mode)) == 0
+        with open(tmp_path / "out.csv", newline="") as f:
+            (row,) = csv.DictReader(f)
+        regret[mode] = row["cum_regret"]
+    assert regret["on"] == regret["off"]
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (("--gpu", "h100", "--workload", "squad"), "gpu='h100' is invalid: expected one of a40, v100"),
     (("--gpu", "v100", "--workload", "mnist"), "workload='mnist' is invalid"),

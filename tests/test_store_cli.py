@@ -15,10 +15,10 @@ from fixtures_store import job_config, unreachable_url
 
 from zeus_airflow.cli import main
 from zeus_airflow.core.devices.replay import ReplayGPU
+from zeus_airflow.core.domain import RecurrenceKey, TrialRecord
 from zeus_airflow.core.engine import Engine
 from zeus_airflow.core.replay_training import ReplayTraining
-from zeus_airflow.core.store.admin import TrialRecord, list_jobs
-from zeus_airflow.core.store.base import RecurrenceKey
+from zeus_airflow.core.store.admin import list_jobs, list_trials
 from zeus_airflow.core.store.sql import SQLStore
 from zeus_airflow.core.traces import WorkloadTrace
 
@@ -66,8 +66,9 @@ def test_runs_in_every_format(filled_url: str, capsys: pytest.CaptureFixture[str
     columns = header.split()
     assert columns == ["id", "job_id", "version", "task_id", "map_index", "run_id",
                        "try_number", "attempt", "status", "phase", "batch_size",
-                       "power_limit_w", "energy_j", "time_s", "setup_time_s", "cost", "epochs",
-                       "reached_target", "stop_reason", "measurement", "started_at"]
+                       "power_limit_w", "energy_j", "time_s", "setup_time_s", "cpu_energy_j",
+                       "dram_energy_j", "cost", "epochs", "reached_target", "stop_reason",
+                       "measurement", "started_at"]
     assert len(lines) == 1
     shown = dict(zip(columns, lines[0].split(), strict=True))
     assert (shown["job_id"], shown["version"], shown["task_id"], shown["map_index"],
@@ -91,6 +92,18 @@ def test_jobs_shows_every_version(filled_url: str, capsys: pytest.CaptureFixture
     _, out, _ = run_cli(capsys, "jobs", "--db", filled_url)
     assert [line.split()[:3] for line in out.splitlines()[1:]] == \
         [["cli.job", "1", "False"], ["cli.job", "2", "True"], ["other.job", "1", "True"]]
+
+
+def test_jobs_says_where_the_energy_comes_from(filled_url: str,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """A replayed job's energy total is labelled replayed, in the table and in json."""
+    _, out, _ = run_cli(capsys, "jobs", "--db", filled_url)
+    header, *lines = out.splitlines()
+    columns = header.split()
+    assert columns[-3:] == ["energy_j", "time_s", "measurement"]
+    assert [line.split()[-1] for line in lines] == ["replayed", "replayed"]
+    _, out, _ = run_cli(capsys, "jobs", "--db", filled_url, "--format", "json")
+    assert [j["measurement"] for j in json.loads(out)] == ["replayed", "replayed"]
 
 
 def test_reset_asks_before_starting_a_job_over(filled_url: str,
@@ -132,3 +145,26 @@ def test_the_installed_command_lists_runs(filled_url: str) -> None:
                            "--format", "json"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert [r["run_id"] for r in json.loads(done.stdout)] == ["run-0", "run-1", "run-2"]
+
+
+def test_runs_shows_carbon_columns_once_a_trial_has_them(
+        filled_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from zeus_airflow.core.domain import RunCarbon
+
+    store = SQLStore(filled_url)
+    other = [t.id for t in list_trials(store, "other.job")]
+    store.record_carbon({other[0]: RunCarbon("DE", 12.5, 0.31, 210.0, "forecast",
+                                             start_delay_s=5400.0, expected_emissions_g=11.0,
+                                             start_reason="the midday dip")})
+    store.engine.dispose()
+    _, out, _ = run_cli(capsys, "runs", "--db", filled_url, "--job", "other.job")
+    header, line = out.splitlines()
+    shown = dict(zip(header.split(), line.split(), strict=True))
+    assert header.split().index("carbon_zone") == header.split().index("cost") + 1
+    assert (shown["carbon_zone"], shown["emissions_g"], shown["carbon_provenance"],
+            shown["start_delay_s"], shown["expected_emissions_g"]) == \
+        ("DE", "12.5", "forecast", "5400", "11")
+    _, out, _ = run_cli(capsys, "runs", "--db", filled_url, "--format", "json")
+    listed = {r["id"]: r for r in json.loads(out)}
+    assert (listed[other[0]]["energy_cost"], listed[other[0]]["start_reason"]) == \
+        (0.31, "the midday dip")

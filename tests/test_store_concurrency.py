@@ -14,9 +14,11 @@ from pathlib import Path
 
 from fixtures_store import STORE_TRACES, job_config
 
-from zeus_airflow.core.policy import Decision, ZeusPolicy
+from zeus_airflow.core.domain import Decision, DeviceInfo, RecurrenceKey
+from zeus_airflow.core.engine import decided_by
+from zeus_airflow.core.policy import ZeusPolicy
 from zeus_airflow.core.store.admin import list_trials
-from zeus_airflow.core.store.base import DeviceInfo, RecurrenceKey, TrialStart
+from zeus_airflow.core.store.base import TrialStart
 from zeus_airflow.core.store.sql import SQLStore
 from zeus_airflow.core.traces import WorkloadTrace
 
@@ -73,7 +75,7 @@ def test_a_killed_workers_trial_expires_and_stops_blocking_the_job(
     device = DeviceInfo(later.gpu_model, 1, "replayed", tuple(cifar_trace.power_limits_w))
 
     def begin(run_id: str) -> TrialStart:
-        return store.begin_trial(job, RecurrenceKey(run_id), 1, ZeusPolicy(), device,
+        return store.begin_trial(job, RecurrenceKey(run_id), 1, decided_by(ZeusPolicy()), device,
                                  frozenset())
 
     # Within the lease the dead worker's trial still looks in flight...

@@ -13,11 +13,12 @@ import pytest
 from fixtures_store import FAST_RETRY, StoreOutage, job_config, unreachable_url
 
 from zeus_airflow.core.devices.replay import ReplayGPU
+from zeus_airflow.core.domain import RecurrenceKey
 from zeus_airflow.core.engine import Engine, TrainFunction
 from zeus_airflow.core.replay_training import ReplayTraining
 from zeus_airflow.core.run import TrainingRun
 from zeus_airflow.core.store.admin import list_trials
-from zeus_airflow.core.store.base import RecurrenceKey, StoreError, UnrecordedResultError
+from zeus_airflow.core.store.base import StoreError, UnrecordedResultError
 from zeus_airflow.core.store.location import open_store
 from zeus_airflow.core.store.retry import RetryPolicy
 from zeus_airflow.core.store.sql import SQLStore

@@ -14,14 +14,22 @@ from sqlalchemy.exc import IntegrityError
 from zeus_airflow.core.config import JobConfig
 from zeus_airflow.core.cost import LimitMeasurement
 from zeus_airflow.core.devices.replay import ReplayGPU
-from zeus_airflow.core.engine import Engine
-from zeus_airflow.core.policy import Decision, JobSnapshot, ZeusPolicy
-from zeus_airflow.core.profiler import PowerProfile
+from zeus_airflow.core.domain import (
+    Decision,
+    DeviceInfo,
+    JobRef,
+    JobSnapshot,
+    PowerProfile,
+    RecurrenceKey,
+    RunOutcome,
+)
+from zeus_airflow.core.engine import Engine, decided_by
+from zeus_airflow.core.fleet import job_snapshot
+from zeus_airflow.core.policy import ZeusPolicy
 from zeus_airflow.core.replay_training import ReplayTraining
-from zeus_airflow.core.run import RunOutcome
 from zeus_airflow.core.store.admin import list_jobs, list_trials, reset_job
-from zeus_airflow.core.store.base import DeviceInfo, JobRef, RecurrenceKey, StoreError
-from zeus_airflow.core.store.snapshot import read_snapshot
+from zeus_airflow.core.store.base import StoreError
+from zeus_airflow.core.store.snapshot import read_state
 from zeus_airflow.core.store.sql import SQLStore
 from zeus_airflow.core.store.tables import trials
 from zeus_airflow.core.traces import WorkloadTrace
@@ -42,7 +50,8 @@ def outcome(batch_size: int, cost: float = 1000.0, reached: bool = True) -> RunO
 
 def begin(store: SQLStore, job: JobRef, key: RecurrenceKey, attempt: int = 1,
           policy: object = ZEUS) -> tuple[int, Decision]:
-    start = store.begin_trial(job, key, attempt, policy, DEVICE, frozenset())  # type: ignore[arg-type]
+    start = store.begin_trial(job, key, attempt, decided_by(policy),  # type: ignore[arg-type]
+                              DEVICE, frozenset())
     return start.trial_id, start.decision
 
 
@@ -265,9 +274,9 @@ def test_the_decision_reads_each_arms_newest_observations(sql_store: SQLStore,
                 sql_store.finish_trial(trial_id, outcome(b, series[i], reached=b == 256),
                                        observed=True)
     with sql_store.reading() as conn:
-        snapshot = read_snapshot(conn, job, DEVICE, frozenset())
-        unwindowed = read_snapshot(conn, JobRef(job.id, job.job_id, job.version, config),
-                                   DEVICE, frozenset())
+        snapshot = job_snapshot(read_state(conn, job, DEVICE, frozenset()))
+        unwindowed = job_snapshot(read_state(
+            conn, JobRef(job.id, job.job_id, job.version, config), DEVICE, frozenset()))
     assert {b: (a.count, a.mean) for b, a in snapshot.observations.items()} == \
         {256: (2, 325.0), 512: (2, 450.0)}
     # The mean of 256's successes within its window (512 never reached the target).

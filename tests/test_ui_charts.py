@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 from itertools import pairwise
 
 import pytest
 
+from zeus_airflow.core.domain import TrialStatus
+from zeus_airflow.core.reports.records import RunRecord
 from zeus_airflow.core.units import energy_unit, show_energy, show_kwh, show_time, time_unit
 from zeus_airflow.plugins.charts import Plot, linear_axis, log2_axis, nice_step
+from zeus_airflow.plugins.job_charts import energy_chart
 
 
 def test_nice_steps_are_one_two_or_five_times_a_power_of_ten() -> None:
@@ -59,3 +63,48 @@ def test_units_fit_the_largest_value() -> None:
 def test_degenerate_ranges_still_make_an_axis(values: list[float]) -> None:
     axis = linear_axis("y", values)
     assert axis.hi > axis.lo and len(axis.ticks) >= 2
+
+
+def _run(index: int, energy_j: float, reached_target: bool | None = True,
+         status: TrialStatus | None = None) -> RunRecord:
+    return RunRecord(index=index, dag_id="d", task_id="t", run_id=f"r{index}", map_index=-1,
+                     try_number=1, batch_sizes=(64,),
+                     status=status or ("running" if reached_target is None else "succeeded"),
+                     phase="pruning", power_limit_w=250, energy_j=energy_j, time_s=3.0,
+                     cost=energy_j, epochs=2, reached_target=reached_target,
+                     measurement="simulated", gpu_model="V100",
+                     started_at=datetime(2026, 1, index, tzinfo=UTC),
+                     finished_at=datetime(2026, 1, index, 1, tzinfo=UTC))
+
+
+def test_a_young_jobs_run_axis_has_whole_run_numbers_only() -> None:
+    """Two runs once drew ticks at run 1.2, 1.4, ...: runs are counted, never fractional."""
+    runs = [_run(1, 900.0), _run(2, 2900.0)]
+    svg = str(energy_chart(runs, {1: "run 1", 2: "run 2"}).svg)
+    x_ticks = re.findall(r'<text class="tick" x="[\d.]+" y="([\d.]+)"[^>]*>([^<]+)</text>', svg)
+    bottom = max(float(y) for y, _ in x_ticks)
+    labels = [label for y, label in x_ticks if float(y) == bottom]
+    assert labels == ["1", "2"]
+
+
+def test_a_run_still_training_is_not_drawn_as_a_missed_target() -> None:
+    runs = [_run(1, 900.0), _run(2, 2900.0, reached_target=False), _run(3, 1500.0, None)]
+    chart = energy_chart(runs, {1: "run 1", 2: "run 2", 3: "run 3"})
+    svg = str(chart.svg)
+    assert svg.count('class="dot bad"') == 1  # run 2 only
+    assert svg.count('class="dot hollow s0"') == 1 and "still training" in svg
+    assert [text for text, _ in chart.legend] == ["reached target", "target not reached",
+                                                 "still training"]
+
+
+def test_a_run_whose_train_function_broke_is_neither_missed_nor_still_training() -> None:
+    """A try that raised keeps its energy without a verdict, and an invalid one (no metric
+    reported) says nothing about its target: drawn apart, not as the batch size's miss."""
+    runs = [_run(1, 900.0), _run(2, 400.0, None, status="error"),
+            _run(3, 700.0, False, status="invalid")]
+    chart = energy_chart(runs, {1: "run 1", 2: "run 2", 3: "run 3"})
+    svg = str(chart.svg)
+    assert svg.count('class="dot hollow bad"') == 2
+    assert 'class="dot bad"' not in svg and "still training" not in svg
+    assert [text for text, _ in chart.legend] == [
+        "reached target", "no verdict (the train function raised or broke its contract)"]

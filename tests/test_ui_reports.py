@@ -15,9 +15,9 @@ from zeus_airflow.core import reports
 from zeus_airflow.core.config import JobConfig
 from zeus_airflow.core.devices.replay import ReplayGPU
 from zeus_airflow.core.devices.spec import resolve_traces_dir
+from zeus_airflow.core.domain import RecurrenceKey
 from zeus_airflow.core.engine import Engine
 from zeus_airflow.core.replay_training import ReplayTraining
-from zeus_airflow.core.store.base import RecurrenceKey
 from zeus_airflow.core.store.sql import SQLStore
 from zeus_airflow.core.store.tables import power_profiles, trials
 from zeus_airflow.core.traces import load_workload_trace
@@ -176,7 +176,8 @@ def add_trial(store: SQLStore, job_pk: int, run_id: str, batch_size: int, *, sta
             map_index=-1, try_number=try_number, attempt=attempt, status=status, phase=phase,
             batch_size=batch_size, power_limit_w=limit_w, energy_j=energy_j,
             time_s=time_s if finished else None, cost=energy_j, epochs=3 if finished else None,
-            reached_target=(status == "succeeded") if finished else None,
+            # a try that raised keeps its figures without a verdict (engine.fail_trial)
+            reached_target=(status == "succeeded") if finished and status != "error" else None,
             observed=status == "succeeded", measurement="measured", gpu_model="A40",
             gpu_count=1, started_at=NOW, heartbeat_at=NOW,
             finished_at=NOW if finished else None))
@@ -237,6 +238,32 @@ def test_a_retry_after_an_error_replaces_the_errored_try(store: SQLStore) -> Non
         ("r3", 1, "error", None), ("r4", 1, "running", None)]
     s = summary_of(store, "j")
     assert (s.runs, s.finished_runs, s.energy_j) == (4, 2, 1100.0)
+
+
+def test_a_run_still_trying_has_not_missed_its_target_yet(store: SQLStore) -> None:
+    """Try 1 early-stopped, try 2 still training: the run is in flight, not a missed target
+    (the page drew it as a red 'target not reached' dot while it ran)."""
+    job = add_job(store)
+    add_trial(store, job, "r1", OTHER, status="failed", energy_j=700.0)
+    add_trial(store, job, "r1", B0, status="running", energy_j=None, attempt=2)
+    (run,) = detail_of(store, "j").runs
+    assert (run.status, run.batch_sizes, run.energy_j) == ("running", (OTHER, B0), 700.0)
+    assert run.reached_target is None
+    add_trial(store, job, "r2", OTHER, status="failed", energy_j=700.0)
+    assert detail_of(store, "j").runs[1].reached_target is False  # finished: missed
+    # A run whose first try has figures while its second trains is not finished yet: the
+    # Default estimate must not count a Default run for it.
+    assert summary_of(store, "j").finished_runs == 1
+
+
+def test_a_run_whose_last_try_raised_keeps_its_energy_without_a_verdict(
+        store: SQLStore) -> None:
+    job = add_job(store)
+    add_trial(store, job, "r1", OTHER, status="failed", energy_j=700.0)
+    add_trial(store, job, "r1", B0, status="error", energy_j=250.0, attempt=2)
+    (run,) = detail_of(store, "j").runs
+    assert (run.status, run.energy_j, run.reached_target) == ("error", 950.0, None)
+    assert summary_of(store, "j").energy_j == 950.0  # spent energy is never lost
 
 
 def test_jobs_know_their_dags_and_tasks_their_job(store: SQLStore) -> None:

@@ -1,5 +1,6 @@
 """What Airflow's providers manager learns about zeus-airflow (``apache_airflow_provider``
-entry point): the store's connection type and the task instance's "Zeus job" link.
+entry point): the store's and Electricity Maps' connection types and the task instance's "Zeus
+job" link.
 
 The UI plugin is registered through the ``airflow.plugins`` entry point only: a ``plugins``
 key here is honoured only with ``[core] lazy_discover_providers = False`` and would register
@@ -19,6 +20,9 @@ def get_provider_info() -> dict[str, Any]:
         "description": "Learns the batch size and GPU power limit of recurring training tasks "
                        "across DAG runs (Zeus, NSDI'23), and shows per-run energy in the UI.",
         "connection-types": [{"connection-type": "zeus_store",
-                              "hook-class-name": "zeus_airflow.hooks.store.ZeusStoreHook"}],
+                              "hook-class-name": "zeus_airflow.hooks.store.ZeusStoreHook"},
+                             {"connection-type": "electricitymaps",
+                              "hook-class-name":
+                                  "zeus_airflow.hooks.carbon.ElectricityMapsHook"}],
         "extra-links": ["zeus_airflow.operators.links.ZeusJobLink"],
     }

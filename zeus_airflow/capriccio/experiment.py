@@ -30,9 +30,10 @@ from zeus_airflow.capriccio.training import CapriccioTraining, SliceData
 from zeus_airflow.core.config import DEFAULT_ETA, ConfigError
 from zeus_airflow.core.cost import zeus_cost
 from zeus_airflow.core.devices.base import GPUGroup, max_power_w
+from zeus_airflow.core.domain import RecurrenceKey
 from zeus_airflow.core.engine import Engine, RecurrenceResult
 from zeus_airflow.core.policy import NoFeasibleBatchSizeError
-from zeus_airflow.core.store.base import RecurrenceKey, Store
+from zeus_airflow.core.store.base import Store
 
 JOB_ID = "capriccio"
 

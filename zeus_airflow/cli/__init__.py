@@ -7,7 +7,6 @@ import argparse
 import logging
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import NoReturn
 
 from zeus_airflow.core.config import ConfigError
@@ -15,36 +14,10 @@ from zeus_airflow.core.config import ConfigError
 Register = Callable[[argparse._SubParsersAction], None]
 
 
-def check_writable(name: str, path: Path) -> None:
-    """Refuse an output file that cannot be written, before the work that would fill it.
-
-    Raises ConfigError naming the option (``name``). The file is created to try, and removed
-    again when it did not exist before; missing parent folders are created (as the writers
-    would)."""
-    if path.is_dir():
-        raise ConfigError(f"{name}={str(path)!r} is invalid: it is a folder; expected the path "
-                          "of a file to write")
-    existed = path.exists()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "a"):
-            pass
-    except FileExistsError as err:  # a file stands where a parent folder should be
-        raise ConfigError(f"{name}={str(path)!r} is invalid: {err.filename} is a file, not a "
-                          "folder; expected a writable file path") from None
-    except OSError as err:
-        raise ConfigError(f"{name}={str(path)!r} is invalid: cannot write there "
-                          f"({err.strerror}: {err.filename}); expected a writable file path"
-                          ) from None
-    if not existed:
-        path.unlink()
-
-
 def _registrars() -> tuple[Register, ...]:
     """Every subcommand module, listed: each adds its subcommands in ``register(subparsers)``.
 
-    A new subcommand module must be added here. The imports are inside the function because
-    those modules import :func:`check_writable` from this package, and so that
+    A new subcommand module must be added here. The imports are inside the function so that
     ``python -m zeus_airflow.cli.demo_runs`` (run inside Airflow by the demo) does not load
     every subcommand's dependencies."""
     from zeus_airflow.cli import capriccio, demo, drift, gpu, simulate, store

@@ -11,7 +11,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from statistics import mean, median
 
-from zeus_airflow.cli import check_writable
+from zeus_airflow.cli.output import check_writable
 from zeus_airflow.cli.simulate import TRACES_HELP
 from zeus_airflow.core.config import DEFAULT_BETA, DEFAULT_ETA, ConfigError, check_int
 from zeus_airflow.core.devices.spec import resolve_traces_dir
@@ -56,7 +56,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--batch-scale", type=float, default=DEFAULT_BATCH_SCALE)
     parser.add_argument("--difficulty", type=float, default=DEFAULT_DIFFICULTY)
     parser.add_argument("--windows", nargs="+", default=["10", "none"],
-                        help="posterior windows to compare; 'none' means no window")
+                        help="posterior modes to compare: a window size, 'none' (no window) "
+                             "or 'detect' (drift detection, no window)")
     parser.add_argument("--seeds", type=int, nargs="+", default=list(range(1, 21)))
     parser.add_argument("--eta", type=float, default=DEFAULT_ETA)
     parser.add_argument("--beta", type=float, default=DEFAULT_BETA)
@@ -102,34 +103,43 @@ def build_specs(args: argparse.Namespace) -> list[DriftSpec]:
         raise ConfigError("seeds=[] is invalid: expected at least one integer seed")
     for seed in args.seeds:  # numpy refuses negative seeds, deep inside a simulation
         check_int("seeds", seed, minimum=0)
-    windows = [_window(text) for text in dict.fromkeys(args.windows)]
+    modes = [_mode(text) for text in dict.fromkeys(args.windows)]
     traces = resolve_traces_dir(args.traces)
     trace = load_workload_trace(traces, args.gpu, args.workload)  # names gpu/workload
     drift = Drift(args.batch_scale, args.difficulty)
     specs = [DriftSpec(args.gpu, args.workload, str(traces), seed, window, args.switch_at,
-                       args.recurrences, drift, args.eta, args.beta)
-             for window in windows for seed in dict.fromkeys(args.seeds)]
+                       args.recurrences, drift, args.eta, args.beta, detect)
+             for window, detect in modes for seed in dict.fromkeys(args.seeds)]
     job_config(trace, specs[0].simulation_spec())  # raises naming eta/beta
     optima(specs[0])  # names batch_scale/difficulty when the optimum would not move
     return specs
 
 
-def _window(text: str) -> int | None:
-    if text.lower() == "none":
-        return None
+def _mode(text: str) -> tuple[int | None, bool]:
+    """(window, drift detection) for one ``--windows`` entry."""
+    if text.lower() in ("none", "detect"):
+        return None, text.lower() == "detect"
     try:
         window = int(text)
     except ValueError:
         window = 0
     if window < 1:
-        raise ConfigError(f"windows={text!r} is invalid: expected integers >= 1 or 'none'")
-    return window
+        raise ConfigError(f"windows={text!r} is invalid: expected integers >= 1, 'none' or "
+                          "'detect'")
+    return window, False
+
+
+def mode_name(spec: DriftSpec) -> str:
+    """The ``--windows`` entry that gives this spec: its CSV ``window`` column."""
+    if spec.drift_detection:
+        return "detect" if spec.window is None else f"detect-{spec.window}"
+    return "none" if spec.window is None else str(spec.window)
 
 
 def summary_row(result: DriftResult) -> dict[str, object]:
     spec, switch = result.spec, result.spec.switch_at
     return {
-        "window": spec.window or "none", "seed": spec.seed, "gpu": spec.gpu,
+        "window": mode_name(spec), "seed": spec.seed, "gpu": spec.gpu,
         "workload": spec.workload, "switch_at": switch, "recurrences": spec.recurrences,
         "optimum_before": result.optima.before.batch_size,
         "optimum_after": result.optima.after.batch_size,
@@ -150,7 +160,7 @@ def write_recurrences(path: Path, results: Sequence[DriftResult]) -> None:
     rows: list[dict[str, object]] = []
     for r in results:
         for i, regret in enumerate(r.regret):
-            rows.append({"window": r.spec.window or "none", "seed": r.spec.seed,
+            rows.append({"window": mode_name(r.spec), "seed": r.spec.seed,
                          "recurrence": i, "after_switch": i >= r.spec.switch_at,
                          "batch_size": r.batch_size[i], "power_limit_w": r.power_limit_w[i],
                          "energy_j": round(r.energy_j[i], 1), "time_s": round(r.time_s[i], 2),

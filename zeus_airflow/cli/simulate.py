@@ -13,8 +13,14 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from statistics import mean
 
-from zeus_airflow.cli import check_writable
-from zeus_airflow.core.config import DEFAULT_BETA, DEFAULT_ETA, ConfigError, check_int
+from zeus_airflow.cli.output import check_writable
+from zeus_airflow.core.config import (
+    DEFAULT_BETA,
+    DEFAULT_DRIFT_DETECTION,
+    DEFAULT_ETA,
+    ConfigError,
+    check_int,
+)
 from zeus_airflow.core.devices.spec import resolve_traces_dir
 from zeus_airflow.core.extras import check_installed
 from zeus_airflow.core.policy import POLICIES
@@ -47,6 +53,11 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--beta", type=float, default=DEFAULT_BETA)
     parser.add_argument("--window", type=int, default=None,
                         help="posterior window per batch size (default: none)")
+    parser.add_argument("--drift-detection", choices=["on", "off"],
+                        default="on" if DEFAULT_DRIFT_DETECTION else "off",
+                        help="look for change points in each batch size's costs "
+                             "(docs/drift.md; default: the operator's, "
+                             f"{'on' if DEFAULT_DRIFT_DETECTION else 'off'})")
     parser.add_argument("--recurrences", type=int, default=None,
                         help="default: 2 x |batch sizes| x |power limits| (paper)")
     parser.add_argument("--output-csv", required=True, type=Path)
@@ -93,7 +104,8 @@ def build_specs(args: argparse.Namespace) -> list[SimulationSpec]:
             for policy in policies:
                 for seed in args.seeds:
                     spec = SimulationSpec(policy, gpu, workload, seed, str(traces),
-                                          args.eta, args.beta, args.window, args.recurrences)
+                                          args.eta, args.beta, args.window, args.recurrences,
+                                          args.drift_detection == "on")
                     job_config(trace, spec)  # raises naming eta/beta/window
                     specs.append(spec)
     return specs

@@ -17,13 +17,8 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, TextIO
 
-from zeus_airflow.core.store.admin import (
-    JobVersion,
-    TrialRecord,
-    list_jobs,
-    list_trials,
-    reset_job,
-)
+from zeus_airflow.core.domain import TrialRecord
+from zeus_airflow.core.store.admin import JobVersion, list_jobs, list_trials, reset_job
 from zeus_airflow.core.store.base import StoreError
 from zeus_airflow.core.store.location import (
     StoreLocation,
@@ -32,16 +27,26 @@ from zeus_airflow.core.store.location import (
     upgrade_store,
 )
 from zeus_airflow.core.store.sql import SQLStore
+from zeus_airflow.core.units import observe_note
 
 FORMATS = ("table", "json", "csv")
 JOB_TABLE_COLUMNS = ("job_id", "version", "active", "created_at", "trials", "running",
-                     "succeeded", "failed", "counted", "energy_j", "time_s")
+                     "succeeded", "failed", "counted", "energy_j", "time_s", "measurement")
 RUN_TABLE_COLUMNS = ("id", "job_id", "version", "task_id", "map_index", "run_id", "try_number",
                      "attempt", "status", "phase", "batch_size", "power_limit_w", "energy_j",
-                     "time_s", "setup_time_s", "cost", "epochs", "reached_target",
+                     "time_s", "setup_time_s", "cpu_energy_j", "dram_energy_j", "cost",
+                     "epochs", "reached_target",
                      "stop_reason", "measurement", "started_at")
 """``--format table`` shows these columns (any field of ``TrialRecord`` can join them); json
 and csv carry every field."""
+CARBON_TABLE_COLUMNS = ("carbon_zone", "emissions_g", "carbon_provenance", "start_delay_s",
+                        "expected_emissions_g")
+"""Shown after ``cost`` when a listed trial has carbon figures (a task with a carbon_zone):
+gCO2e, where the intensity came from, the carbon-aware start's delay in s and the gCO2e it
+expected."""
+OBSERVE_COLUMNS = ("optimal_power_limit_w", "would_save_energy_j", "would_save_time_s")
+"""Added to the table when a trial ran in observe mode: the optimum it found, and what
+training there would have saved."""
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -130,17 +135,43 @@ def _upgrade(args: argparse.Namespace) -> int:
 
 
 def _jobs(args: argparse.Namespace) -> int:
-    rows = [dataclasses.asdict(job) for job in list_jobs(store_from_args(args))]
-    write(rows, _columns(JobVersion, JOB_TABLE_COLUMNS, args.format), args.format, sys.stdout)
+    store = store_from_args(args)
+    kinds = _measurements(list_trials(store))
+    rows = [{**dataclasses.asdict(job), "measurement": kinds.get((job.job_id, job.version), "")}
+            for job in list_jobs(store)]
+    columns = (JOB_TABLE_COLUMNS if args.format == "table"
+               else (*_columns(JobVersion, JOB_TABLE_COLUMNS, args.format), "measurement"))
+    write(rows, columns, args.format, sys.stdout)
     return 0
+
+
+def _measurements(trials: list[TrialRecord]) -> dict[tuple[str, int], str]:
+    """Where each job version's energy and time come from (measured, replayed, simulated;
+    ``+``-joined when its trials mix them), so a simulated total is never read as measured."""
+    kinds: dict[tuple[str, int], set[str]] = {}
+    for trial in trials:
+        kinds.setdefault((trial.job_id, trial.version), set()).add(str(trial.measurement))
+    return {key: "+".join(sorted(found)) for key, found in kinds.items()}
 
 
 def _runs(args: argparse.Namespace) -> int:
     rows = [dataclasses.asdict(trial) for trial in list_trials(store_from_args(args), args.job)]
     if args.job and not rows:
         print(f"no trials of job {args.job!r}", file=sys.stderr)
-    write(rows, _columns(TrialRecord, RUN_TABLE_COLUMNS, args.format), args.format,
-          sys.stdout)
+    columns: tuple[str, ...] = RUN_TABLE_COLUMNS
+    if any(row["carbon_zone"] for row in rows):
+        at = columns.index("cost") + 1
+        columns = (*columns[:at], *CARBON_TABLE_COLUMNS, *columns[at:])
+    observed = [row for row in rows if row["would_save_energy_j"] is not None]
+    if observed:
+        columns = (*columns, *OBSERVE_COLUMNS)
+    write(rows, _columns(TrialRecord, columns, args.format), args.format, sys.stdout)
+    if observed and args.format == "table":
+        energy_j = sum(row["energy_j"] or 0.0 for row in observed)
+        print("\n" + observe_note(None, energy_j,
+                                  sum(row["would_save_energy_j"] for row in observed),
+                                  sum(row["would_save_time_s"] or 0.0 for row in observed))
+              + f" (over the {len(observed)} tries above that trained in observe mode)")
     return 0
 
 
@@ -195,9 +226,10 @@ def _json_value(value: object) -> str:
 
 
 def _text(value: object, rounded: bool = True) -> str:
-    """A cell: rounded for people (table), exact for programs (csv)."""
+    """A cell: rounded for people (table, where a missing value is ``-`` so that columns
+    stay aligned and splittable), exact for programs (csv: empty)."""
     if value is None:
-        return ""
+        return "-" if rounded else ""
     if isinstance(value, dict):
         return json.dumps(value, sort_keys=True)
     if isinstance(value, datetime):

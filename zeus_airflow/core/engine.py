@@ -3,7 +3,9 @@
 This is the whole product minus Airflow: the operator, the CLI, the simulator and the tests
 all call :meth:`Engine.run_recurrence`. Whatever happens inside the train function, the
 GPUs' power limits are put back and a started trial is recorded (finished, invalid or
-errored).
+errored). Every domain call is made here: the store offers a unit of work
+(``Store.begin_trial``) and the engine's ``decide`` (:func:`decided_by`: the fleet translation,
+then the policy) runs inside it.
 
 The first rule (docs/algorithm.md): whatever state the optimizer is in, a recurrence whose
 train function works trains a model. With no batch size left in play the policy falls back to
@@ -21,23 +23,40 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
+
 from zeus_airflow.core.config import JobConfig
 from zeus_airflow.core.devices.base import GPUGroup, Measurement
-from zeus_airflow.core.monitor import EnergyMonitor
-from zeus_airflow.core.policy import (
+from zeus_airflow.core.devices.sync import Synchronize
+from zeus_airflow.core.domain import (
+    Decide,
     Decision,
-    NoFeasibleBatchSizeError,
-    Policy,
-    ZeusPolicy,
+    DeviceInfo,
+    JobRef,
+    JobState,
+    PowerProfile,
+    RecurrenceKey,
+    RunOutcome,
     counts_as_observation,
 )
-from zeus_airflow.core.profiler import ObserverReport, PowerLimitProfiler, PowerProfile
-from zeus_airflow.core.run import CONTRACT, RunOutcome, TrainContractError, TrainingRun
-from zeus_airflow.core.store.base import DeviceInfo, JobRef, RecurrenceKey, Store
+from zeus_airflow.core.fleet import job_snapshot
+from zeus_airflow.core.monitor import HostEnergyMeter
+from zeus_airflow.core.policy import NoFeasibleBatchSizeError, Policy, ZeusPolicy
+from zeus_airflow.core.run import CONTRACT, TrainContractError, TrainingRun, open_run
+from zeus_airflow.core.store.base import Store
 
 TrainFunction = Callable[[TrainingRun], Any]
 ReturnCheck = Callable[[Any], None]
 """Raises when the train function's return value cannot be published (e.g. as an XCom)."""
+
+
+def decided_by(policy: Policy) -> Decide:
+    """The engine's part of a decision, for the store's unit of work
+    (:meth:`~zeus_airflow.core.store.base.Store.begin_trial`): the stored state, with runs
+    on other GPU setups translated (``core/fleet.py``), decided by ``policy``."""
+    def decide(state: JobState, rng: np.random.Generator) -> Decision:
+        return policy.decide(job_snapshot(state), rng)
+    return decide
 
 
 @dataclass(frozen=True)
@@ -48,7 +67,6 @@ class TrialReport:
     attempt: int
     phase: str
     outcome: RunOutcome
-    observer: ObserverReport | None = None
 
 
 @dataclass(frozen=True)
@@ -77,6 +95,23 @@ class RecurrenceResult:
         return self.final.outcome.power_limit_w
 
     @property
+    def optimal_power_limit_w(self) -> int | None:
+        """The optimum the last try's profile gives (see ``RunOutcome``)."""
+        return self.final.outcome.optimal_power_limit_w
+
+    @property
+    def would_save_energy_j(self) -> float | None:
+        """Observe mode: energy (J) training at the optimum would have saved, every try
+        that reported it; None when none did."""
+        reports = [t.outcome.observer for t in self.tries if t.outcome.observer]
+        return sum(r.would_save_energy_j for r in reports) if reports else None
+
+    @property
+    def would_save_time_s(self) -> float | None:
+        reports = [t.outcome.observer for t in self.tries if t.outcome.observer]
+        return sum(r.would_save_time_s for r in reports) if reports else None
+
+    @property
     def energy_j(self) -> float:
         return sum(t.outcome.energy_j for t in self.tries)
 
@@ -93,6 +128,16 @@ class RecurrenceResult:
         return sum(t.outcome.epochs for t in self.tries)
 
     @property
+    def cpu_energy_j(self) -> float | None:
+        """The host's CPU package energy over every try's training (RAPL), J; None: not
+        measured."""
+        return _sum_measured([t.outcome.cpu_energy_j for t in self.tries])
+
+    @property
+    def dram_energy_j(self) -> float | None:
+        return _sum_measured([t.outcome.dram_energy_j for t in self.tries])
+
+    @property
     def setup_energy_j(self) -> float:
         """Energy spent before training in every try (not part of the cost)."""
         return sum(t.outcome.setup_energy_j for t in self.tries)
@@ -107,18 +152,35 @@ class RecurrenceResult:
         return self.final.phase == "fallback"
 
 
+def _sum_measured(values: list[float | None]) -> float | None:
+    """The sum of the tries that measured it; None when none did."""
+    measured = [v for v in values if v is not None]
+    return sum(measured) if measured else None
+
+
 class Engine:
-    """Runs recurrences of one job on one GPU group, keeping state in a store."""
+    """Runs recurrences of one job on one GPU group, keeping state in a store.
+
+    ``synchronize`` waits for the GPUs' queued work at every measurement window's edge
+    (profiling slices, tries, the recurrence); None uses the device group's own hook (CUDA
+    through PyTorch on NVML GPUs). ``host_energy`` measures the CPU package and DRAM over the
+    same windows (``devices/rapl.py``); None leaves them unmeasured.
+    """
 
     def __init__(self, store: Store, device: GPUGroup, config: JobConfig,
                  policy: Policy | None = None, *, seed: int | None = None,
                  heartbeat_s: float | None = 60.0, log: logging.Logger | None = None,
-                 check_return: ReturnCheck | None = None) -> None:
+                 check_return: ReturnCheck | None = None,
+                 synchronize: Synchronize | None = None,
+                 host_energy: HostEnergyMeter | None = None) -> None:
         self.check_return = check_return
+        self.synchronize = synchronize
+        self.host_energy = host_energy
         self.store = store
         self.device = device
         self.config = config
         self.policy = policy or ZeusPolicy()
+        self.decide = decided_by(self.policy)
         self.seed = seed
         self.heartbeat_s = heartbeat_s
         self.log = log or logging.getLogger("zeus_airflow")
@@ -127,13 +189,14 @@ class Engine:
 
     def run_recurrence(self, train: TrainFunction, key: RecurrenceKey) -> RecurrenceResult:
         job = self.store.register_job(self.config, seed=self.seed)
+        self._say_if_limits_are_fixed()
         failed: set[int] = set()
         reports: list[TrialReport] = []
         value: Any = None
         tries = self.config.tries_per_recurrence
         for attempt in range(1, tries + 1):
             try:
-                start = self.store.begin_trial(job, key, attempt, self.policy,
+                start = self.store.begin_trial(job, key, attempt, self.decide,
                                                self.device_info, frozenset(failed),
                                                self.heartbeat_s)
             except NoFeasibleBatchSizeError as err:
@@ -171,31 +234,33 @@ class Engine:
             profile = PowerProfile(decision.batch_size, self.device.model, self.device.count,
                                    (decision.power_limit_w,))
         profiled_before = len(profile.measurements)
-        profiler_config = replace(self.config.profiler, mode="measure") \
-            if decision.keep_power_limit else self.config.profiler
-        monitor = EnergyMonitor(self.device)
-        profiler = PowerLimitProfiler(self.device, monitor, profiler_config,
-                                      self.config.eta, profile, self.log)
-        run = TrainingRun(self.config, decision.batch_size, self.device, monitor, profiler,
-                          decision.early_stop_cost)
+        measured: RunOutcome | None = None
         try:
-            with _Heartbeat(self.store, trial_id, self.heartbeat_s):
-                run.begin()
-                value = train(run)
-                outcome = run.finish()
-                observer = profiler.observer_report()
-        except TrainContractError as err:  # e.g. report_metric(nan): invalid, not an error
-            self.store.invalidate_trial(trial_id, run.finish(), str(err))
+            with open_run(self.config, decision.batch_size, self.device, profile=profile,
+                          early_stop_cost=decision.early_stop_cost,
+                          keep_power_limit=decision.keep_power_limit, log=self.log,
+                          synchronize=self.synchronize, host_energy=self.host_energy) as run:
+                try:
+                    with _Heartbeat(self.store, trial_id, self.heartbeat_s):
+                        value = train(run)
+                        outcome = run.finish()
+                except TrainContractError:  # e.g. report_metric(nan): invalid, not an error
+                    outcome = run.finish()  # measured up to here, before the limits go back
+                    raise
+                except BaseException:
+                    measured = _measured_so_far(run)  # the energy spent is kept, not judged
+                    raise
+        except TrainContractError as err:
+            self.store.invalidate_trial(trial_id, outcome, str(err))
             raise
         except BaseException as err:
-            self.store.fail_trial(trial_id, traceback.format_exc())
+            self.store.fail_trial(trial_id, traceback.format_exc(), measured)
             if not isinstance(err, KeyboardInterrupt | SystemExit):
                 self.log.error("try %d (batch size %d) raised %s: recorded as an error, it does "
                                "not count against its batch size", attempt,
                                decision.batch_size, type(err).__name__)
             raise
         finally:
-            profiler.restore()
             if decision.power_limit_w is None and len(profile.measurements) > profiled_before:
                 self.store.save_profile(job, profile)
         violation = run.contract_violation or self._unpublishable(value)
@@ -207,7 +272,20 @@ class Engine:
                 "state is unchanged")
         self.store.finish_trial(trial_id, outcome,
                                 counts_as_observation(decision.phase, outcome.reached_target))
-        return TrialReport(trial_id, attempt, decision.phase, outcome, observer), value
+        return TrialReport(trial_id, attempt, decision.phase, outcome), value
+
+    def _say_if_limits_are_fixed(self) -> None:
+        """Once per recurrence (a task): the GPUs' limits cannot be changed (a MIG instance,
+        a limit another task holds), so every try measures at the current limits; the
+        profilers then never call the setter."""
+        fixed = self.device.limits_fixed_because
+        if fixed is None:
+            return
+        if self.config.profiler.mode == "measure":
+            self.log.info("%s; power_limit_mode='measure' changes nothing anyway", fixed)
+        else:
+            self.log.warning("%s: training at the GPUs' current limits without changing them "
+                             "(measure mode)", fixed)
 
     def _unpublishable(self, value: Any) -> str | None:
         if self.check_return is None:
@@ -217,6 +295,16 @@ class Engine:
         except Exception as err:  # the check's own error is the message: any type
             return (f"the train function returned a value of type {type(value).__name__} that "
                     f"cannot be stored as an XCom ({err}); {CONTRACT}")
+        return None
+
+
+def _measured_so_far(run: TrainingRun) -> RunOutcome | None:
+    """What a try that raised measured up to the exception; None when its windows cannot be
+    closed (the exception came from inside the measurement itself)."""
+    try:
+        return run.finish()
+    except Exception:
+        logging.getLogger("zeus_airflow").debug("no measurement of the raised try", exc_info=True)
         return None
 
 

@@ -6,7 +6,10 @@ carry libraries of hundreds of MB to GBs that they never import:
 
 - ``examples``: torch, for the Capriccio experiment and the example DAGs that train real models
   (a user's own train function brings its own framework);
-- ``plots``: matplotlib, for the PNGs of ``simulate``, ``drift-experiment`` and ``capriccio``.
+- ``plots``: matplotlib, for the PNGs of ``simulate``, ``drift-experiment`` and ``capriccio``;
+- ``huggingface``: transformers and accelerate, for ``zeus_airflow.integrations.huggingface``
+  (the Trainer callback);
+- ``lightning``: Lightning, for ``zeus_airflow.integrations.lightning`` (the Callback).
 
 A feature that needs one imports it through :func:`require` (or hands the import's
 ``ModuleNotFoundError`` to :func:`raise_naming_extra`), so the error names the command to run
@@ -21,7 +24,9 @@ from typing import NoReturn
 
 from zeus_airflow.core.config import ConfigError
 
-EXTRAS: dict[str, str] = {"torch": "examples", "matplotlib": "plots"}
+EXTRAS: dict[str, str] = {"torch": "examples", "matplotlib": "plots",
+                          "transformers": "huggingface", "accelerate": "huggingface",
+                          "lightning": "lightning"}
 """Top-level module -> the extra of zeus-airflow that installs it."""
 
 

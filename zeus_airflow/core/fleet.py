@@ -6,6 +6,8 @@ cost observed on model A translates to model B by the ratio of the per-step cost
 profiles measured for that batch size. Sizes not yet profiled on B cannot be translated: the
 policy runs each of them once on B (``calibrate``), cheapest on A first, instead of pruning
 the whole batch-size range again as a fresh job would.
+
+:func:`job_snapshot` is where a decision's stored state becomes what the policy reads.
 """
 
 from __future__ import annotations
@@ -14,25 +16,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from zeus_airflow.core.config import ProfilerConfig
-from zeus_airflow.core.profiler import PowerProfile
-
-
-@dataclass(frozen=True)
-class FleetKey:
-    """Which GPUs a run used: costs are comparable only within one key."""
-
-    gpu_model: str
-    gpu_count: int
-
-
-@dataclass(frozen=True)
-class ForeignObservation:
-    """An observed cost from another fleet key, newest first in the lists passed around."""
-
-    fleet: FleetKey
-    batch_size: int
-    cost: float
-    reached_target: bool
+from zeus_airflow.core.domain import (
+    ArmStats,
+    FleetKey,
+    ForeignObservation,
+    JobSnapshot,
+    JobState,
+    PowerProfile,
+)
+from zeus_airflow.core.drift import arm_view
 
 
 @dataclass(frozen=True)
@@ -89,3 +81,46 @@ def _ratio(here: PowerProfile | None, there: PowerProfile | None, profiler: Prof
     if cost_here is None or not cost_there:
         return None
     return cost_here / cost_there
+
+
+def job_snapshot(state: JobState) -> JobSnapshot:
+    """What the policy reads: the stored state, with runs from other GPU setups translated
+    into this one's cost units and added to arms whose window has room for them. With drift
+    detection, this setup's costs first go through it (``core/drift.py``)."""
+    config = state.job.config
+    own, own_successes, drift = state.observations, state.successes, None
+    if config.drift_detection:
+        view = arm_view(state.history)
+        own, own_successes, drift = view.observations, view.successes, view.drift
+    observations, successes, foreign_costs = _with_other_fleets(state, own, own_successes)
+    return JobSnapshot(config=config, exploration=state.exploration,
+                       in_flight=state.in_flight, observations=observations,
+                       success_mean_cost={b: total / n for b, (total, n) in successes.items()},
+                       evidence=state.evidence, excluded=state.excluded,
+                       power_limits_w=state.device.power_limits_w,
+                       foreign_costs=foreign_costs, drift=drift)
+
+
+def _with_other_fleets(state: JobState, observations: Mapping[int, ArmStats],
+                       successes: Mapping[int, tuple[float, int]]) -> tuple[
+        Mapping[int, ArmStats], Mapping[int, tuple[float, int]], dict[int, float]]:
+    here = state.here
+    if all(key == here for key, _ in state.profiles):  # the job never moved
+        return observations, successes, {}
+    config = state.job.config
+    window = config.window_size
+    translation = translate(here, state.foreign, state.profiles, config.profiler, config.eta)
+    merged, merged_successes = dict(observations), dict(successes)
+    for b, translated in translation.costs.items():
+        own = merged.get(b, ArmStats(0, 0.0, 0.0))
+        room = len(translated) if window is None else max(window - own.count, 0)
+        kept = translated[:room]
+        if kept:
+            merged[b] = own.merge(ArmStats.of([cost for cost, _ in kept]))
+            for cost, reached in kept:
+                if reached:
+                    total, n = merged_successes.get(b, (0.0, 0))
+                    merged_successes[b] = (total + cost, n + 1)
+    foreign_costs = {b: c for b, c in translation.untranslated_mean_cost.items()
+                     if b not in merged}
+    return merged, merged_successes, foreign_costs

@@ -27,7 +27,7 @@ from zeus_airflow.core.devices.base import (
     DeviceError,
     GPUGroup,
     Measurement,
-    PowerLimitPermissionError,
+    PowerLimitUnavailableError,
 )
 from zeus_airflow.core.store.base import Lease, LeaseRequest
 from zeus_airflow.core.store.sql import SQLStore
@@ -142,7 +142,8 @@ def _restore(lease: Lease, gpus: LeasableGPUs) -> None:
 
 class GuardedGPUs:
     """Real GPUs whose limits can be frozen: after :meth:`freeze`, setting a limit raises
-    PowerLimitPermissionError, which the profiler answers by measuring at the current limit."""
+    PowerLimitUnavailableError, which the profiler answers by measuring at the current limit,
+    and :attr:`limits_fixed_because` says why, so that the engine never tries."""
 
     def __init__(self, device: LeasableGPUs) -> None:
         self.device = device
@@ -168,14 +169,21 @@ class GuardedGPUs:
 
     def set_power_limits_w(self, limits_w: Sequence[int]) -> None:
         if self.frozen_because is not None:
-            raise PowerLimitPermissionError(self.frozen_because)
+            raise PowerLimitUnavailableError(self.frozen_because)
         self.device.set_power_limits_w(limits_w)
+
+    @property
+    def limits_fixed_because(self) -> str | None:
+        return self.frozen_because or self.device.limits_fixed_because
 
     def energy_j(self) -> float:
         return self.device.energy_j()
 
     def now_s(self) -> float:
         return self.device.now_s()
+
+    def synchronize(self) -> None:
+        self.device.synchronize()
 
     def close(self) -> None:
         self.device.close()
@@ -242,7 +250,6 @@ class PowerLimitGuard:
             f"{'' if holder_alive(lease) else ', dead, its limit not restorable'}"
             for lease in self.leases.holders(gpus))
         self._owns_limits = False
+        # Said once, by the engine, which reads limits_fixed_because before the first try.
         self.real.freeze(f"these GPUs' power limits are leased to another task ({holders})")
-        self.log.warning("%s: training at the current limits without changing them",
-                         self.real.frozen_because)
 

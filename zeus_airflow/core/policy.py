@@ -1,33 +1,38 @@
 """Batch-size policies: Zeus (pruning, then Thompson sampling) and the paper's baselines.
 
-A policy is pure: it reads a :class:`JobSnapshot` the store assembled inside its decision
-transaction and returns a :class:`Decision`. It never touches the database or a device, so
-the same code decides in the simulator, the operator and the tests, and any worker can
-decide for any job.
+A policy is pure: it reads a :class:`~zeus_airflow.core.domain.JobSnapshot` (the engine
+builds it from the state the store read inside its decision transaction, ``fleet.job_snapshot``)
+and returns a :class:`~zeus_airflow.core.domain.Decision`. It never touches the database or a
+device, so the same code decides in the simulator, the operator and the tests, and any worker
+can decide for any job.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
 from zeus_airflow.core.config import JobConfig
-from zeus_airflow.core.posterior import ArmStats, arm_posterior, pooled_cost_cv
+from zeus_airflow.core.domain import (
+    ArmStats,
+    Decision,
+    ExplorationStep,
+    JobSnapshot,
+    Phase,
+    SizeEvidence,
+)
+from zeus_airflow.core.posterior import Posterior, arm_posterior, pooled_cost_cv
 
-Phase = Literal["pruning", "sampling", "calibrate", "concurrent", "fallback", "default", "grid",
-                "exploit"]
-"""``calibrate``: the first run of a surviving size on a GPU model the job has not used it on,
-whose observations from other models cannot be translated before it is profiled here.
-``fallback``: no batch size is left in play; the best known one trains as it would without
-Zeus (the GPU's current limit, no early-stop bound), so the pipeline still gets its model."""
-EXPLORATION_PHASES: tuple[str, ...] = ("pruning", "grid")
 PRUNING_ROUNDS = 2
 DOMINANCE_PROBABILITY = 0.05
 """Round 2 skips a size less likely than this to beat the best one seen (see pruning_state)."""
+CANNOT_WIN_Z = 4.0
+"""A pruning step whose cost passes the best mean seen so far by this many run-to-run spreads
+cannot be the optimum: the walk ends its direction there (see :func:`cannot_win`)."""
 READMIT_GROWTH = 1.1
 """A size pruned only by early stops gets another try once the early-stop bound has grown
 past this many times the highest bound that stopped it (see :func:`earned_another_try`)."""
@@ -43,83 +48,10 @@ class HistoryOutOfOrderError(RuntimeError):
     reports catch this, and only this, to show such a job without the Zeus policy's view."""
 
 
-@dataclass(frozen=True)
-class ExplorationStep:
-    """A finished exploration trial, in decision order."""
-
-    batch_size: int
-    succeeded: bool
-    cost: float
-    power_limit_w: int | None = None
-    seq: int = 0
-    """Its decision number: orders it against the job's other trials."""
-    stop_reason: str | None = None
-    early_stop_cost: float | None = None
-    """The bound it ran under (None: unbounded)."""
-
-
-@dataclass(frozen=True)
-class SizeEvidence:
-    """What the job's finished trials say about a size that failed an exploration step."""
-
-    last_success_seq: int | None = None
-    """Decision number of its latest try that reached the target, in any phase."""
-    max_stop_bound: float | None = None
-    """The highest early-stop bound it was stopped by, in any phase."""
-
-
-@dataclass(frozen=True)
-class JobSnapshot:
-    """What a decision may read: exploration history, in-flight exploration, arm windows."""
-
-    config: JobConfig
-    exploration: tuple[ExplorationStep, ...] = ()
-    in_flight: tuple[int, ...] = ()
-    """Batch sizes of exploration trials other workers are running now."""
-    observations: Mapping[int, ArmStats] = field(default_factory=dict)
-    """Per batch size, statistics of its most recent ``window_size`` observed costs."""
-    success_mean_cost: Mapping[int, float] = field(default_factory=dict)
-    """Per batch size, the mean cost of its runs that reached the target, within its window;
-    the lowest sets the early-stop bound."""
-    evidence: Mapping[int, SizeEvidence] = field(default_factory=dict)
-    """For each size with a failed exploration step: whether it earned another try."""
-    excluded: frozenset[int] = frozenset()
-    """Batch sizes that already failed in the current recurrence."""
-    power_limits_w: tuple[int, ...] = ()
-    """The device's candidate limits, highest first (only the grid baseline uses them)."""
-    foreign_costs: Mapping[int, float] = field(default_factory=dict)
-    """Mean cost per size on other GPU models, for sizes with no observation on this one:
-    which to calibrate first."""
-
-
-@dataclass(frozen=True)
-class Decision:
-    batch_size: int
-    phase: Phase
-    power_limit_w: int | None = None
-    """A fixed limit (baselines); None lets the profiler choose."""
-    early_stop_cost: float | None = None
-    keep_power_limit: bool = False
-    """Train at the GPUs' current limits and change no setting (``fallback``)."""
-    final: bool = False
-    """The recurrence's last try whatever it reaches: no other size is left for it."""
-    reason: str | None = None
-    """Why, for the log, when the decision is not the usual one (``fallback``)."""
-
-
 class Policy(Protocol):
     name: str
 
     def decide(self, snapshot: JobSnapshot, rng: np.random.Generator) -> Decision: ...
-
-
-def counts_as_observation(phase: str, reached_target: bool) -> bool:
-    """Whether a finished trial's cost feeds its arm's posterior.
-
-    A failed exploration trial prunes its batch size instead; a failed sampling trial's cost
-    (stopped at the early-stop bound, so clearly worse than the best) is evidence about it.
-    """
-    return reached_target or phase not in EXPLORATION_PHASES
 
 
 def best_success_cost(snapshot: JobSnapshot) -> float | None:
@@ -141,8 +73,9 @@ class PruningState:
     """Next size to explore; None once both rounds are done."""
     round: int
     survivors: tuple[int, ...]
-    """Sizes that converged in the last finished round (the sampling arms when done, with
-    those that earned another try); empty when none converged."""
+    """Sizes that converged in the last finished round (every size during round 1; the
+    sampling arms when done, with those that earned another try); empty when none
+    converged."""
 
 
 def _walk(sizes: tuple[int, ...], start: int, outcome: Mapping[int, bool],
@@ -163,20 +96,25 @@ def _walk(sizes: tuple[int, ...], start: int, outcome: Mapping[int, bool],
 def pruning_state(config: JobConfig, history: tuple[ExplorationStep, ...]) -> PruningState:
     """Replay the exploration history through two pruning rounds to find where it stands.
 
-    Round 2 differs from the paper in one way: it does not revisit a size whose cost so far
-    makes it implausible as the optimum (:func:`is_dominated`); such a size is dropped, but
-    unlike a failure it does not end its direction. Upstream re-runs every converged size
-    once more, and on jobs whose default is near the optimum that exploration costs more
-    than it returns.
-    A job with a ``window_size`` keeps the paper's rule: a window says its costs drift, and a
-    size dropped now could never return as the optimum after a drift (docs/drift.md).
+    Two differences from the paper, both about sizes that cannot be the optimum:
+
+    * in either round, a step that reached the target at a cost the best size seen cannot
+      lose to (:func:`cannot_win`) ends the walk in its direction, as a failure does;
+    * round 2 does not revisit a size whose cost so far makes it implausible as the optimum
+      (:func:`is_dominated`); such a size is dropped, but unlike a failure it does not end its
+      direction. Upstream re-runs every converged size once more, and on jobs whose default
+      is near the optimum that exploration costs more than it returns.
+
+    A job with a ``window_size`` keeps the paper's rules: a window says its costs drift, and
+    a size dropped now could never return as the optimum after a drift (docs/drift.md).
     """
     sizes, start = config.batch_sizes, config.default_batch_size
+    judge = config.window_size is None  # see cannot_win
     steps = iter(history)
     costs: dict[int, list[float]] = {}
     for round_number in range(1, PRUNING_ROUNDS + 1):
         outcome: dict[int, bool] = {}
-        admit = (lambda b: True) if round_number == 1 or config.window_size else (
+        admit = (lambda b: True) if round_number == 1 or not judge else (
             lambda b: not is_dominated(b, costs))
         for b in _walk(sizes, start, outcome, admit):
             step = next(steps, None)
@@ -186,7 +124,7 @@ def pruning_state(config: JobConfig, history: tuple[ExplorationStep, ...]) -> Pr
                 raise HistoryOutOfOrderError(
                     f"exploration history out of order: expected batch size {b}, found "
                     f"{step.batch_size} (was the job's history edited?)")
-            outcome[b] = step.succeeded
+            outcome[b] = step.succeeded and not (judge and cannot_win(b, step.cost, costs))
             if step.succeeded:
                 costs.setdefault(b, []).append(step.cost)
         sizes = tuple(b for b in sizes if outcome.get(b))
@@ -194,6 +132,29 @@ def pruning_state(config: JobConfig, history: tuple[ExplorationStep, ...]) -> Pr
             return PruningState(None, round_number, ())
         start = min(sizes, key=lambda b: sum(costs[b]) / len(costs[b]))
     return PruningState(None, PRUNING_ROUNDS, sizes)
+
+
+def cannot_win(batch_size: int, cost: float, costs: Mapping[int, list[float]]) -> bool:
+    """Whether a pruning step of ``batch_size`` that reached the target at ``cost`` shows its
+    size cannot be the optimum: its mean cost with this step is above the best other size's
+    mean by ``CANNOT_WIN_Z`` of the job's run-to-run spreads (pooled coefficient of
+    variation, 14 % before any size has run twice: a factor of 1.56). ``costs``: the
+    successful pruning costs before this step, per size.
+
+    The walk then treats the step as the end of its direction, as it treats a failure: the
+    sizes beyond it, further from the best, are dearer still on every trace we have, and the
+    paper would run each of them up to ``beta`` times the best and then retry the
+    recurrence. Unlike a failure, the size keeps its run (it reached the target, so the
+    recurrence has its model) and is dropped as dominated: it returns only after a drift
+    that drift detection finds. A job with a ``window_size`` walks as the paper does, as it
+    keeps dominated sizes (see :func:`pruning_state`).
+    """
+    others = [ArmStats.of(c) for b, c in costs.items() if b != batch_size]
+    if not others:
+        return False
+    mine = ArmStats.of([*costs.get(batch_size, []), cost])
+    best = min(s.mean for s in others)
+    return mine.mean > best * (1.0 + CANNOT_WIN_Z * pooled_cost_cv([*others, mine]))
 
 
 def is_dominated(batch_size: int, costs: Mapping[int, list[float]]) -> bool:
@@ -278,7 +239,28 @@ def sizes_in_play(snapshot: JobSnapshot, state: PruningState) -> tuple[int, ...]
     """The sampling arms: the sizes that survived pruning, and those that earned another try.
     Empty while pruning is still under way only if nothing survived a finished round."""
     return tuple(b for b in snapshot.config.batch_sizes
-                 if b in state.survivors or earned_another_try(b, snapshot))
+                 if b in state.survivors or earned_another_try(b, snapshot)
+                 or returned_after_drift(b, snapshot))
+
+
+def returned_after_drift(batch_size: int, snapshot: JobSnapshot) -> bool:
+    """Whether a size round 2 dropped as dominated is back in play under drift detection.
+
+    Dominance was judged on the data of its time. Once drift detection finds a change
+    (``snapshot.drift``), such a size is an arm again; and once it has been sampled (it has
+    more observations than its pruning runs), it stays one, so it does not drop out when
+    the change leaves the detection's memory. Without drift detection, as in the paper
+    with our round-2 change, it stays dropped.
+    """
+    if not snapshot.config.drift_detection:
+        return False
+    steps = [s for s in snapshot.exploration if s.batch_size == batch_size]
+    if not steps or not all(s.succeeded for s in steps):
+        return False  # never reached by the walk, or failed: earned_another_try decides
+    if snapshot.drift is not None:
+        return True
+    seen = snapshot.observations.get(batch_size)
+    return seen is not None and seen.count > len(steps)
 
 
 def earned_another_try(batch_size: int, snapshot: JobSnapshot) -> bool:
@@ -306,6 +288,10 @@ def earned_another_try(batch_size: int, snapshot: JobSnapshot) -> bool:
     if evidence.last_success_seq is not None:
         return True
     bound = early_stop_bound(snapshot)
+    if bound is not None and snapshot.drift is not None:
+        # Costs moved by the drift's ratio: a bound grown by as much says nothing about the
+        # runs that set the old one.
+        bound /= snapshot.drift.cost_ratio
     return (bound is not None and evidence.max_stop_bound is not None
             and bound > READMIT_GROWTH * evidence.max_stop_bound)
 
@@ -379,15 +365,22 @@ def cheapest(snapshot: JobSnapshot, candidates: tuple[int, ...]) -> int:
 
 def thompson_sample(snapshot: JobSnapshot, arms: list[int], rng: np.random.Generator) -> int:
     """Paper Alg. 1: draw each arm's mean cost from its posterior, take the smallest draw.
-    Arms with no observation in their window go first, the cheapest elsewhere first."""
+    Arms with no observation in their window go first, the cheapest elsewhere first; after
+    a drift, an arm with no cost since it is drawn from its stale belief instead
+    (``JobSnapshot.drift``)."""
     stats = {b: snapshot.observations.get(b, ArmStats(0, 0.0, 0.0)) for b in arms}
-    untried = [b for b in arms if stats[b].count == 0]
+    drift = snapshot.drift
+    stale = drift.stale_mean if drift else {}
+    untried = [b for b in arms if stats[b].count == 0 and b not in stale]
     if untried:
         return min(untried, key=lambda b: snapshot.foreign_costs.get(b, math.inf))
     cv = pooled_cost_cv(stats.values())
     best, best_draw = arms[0], math.inf
     for b in arms:
-        belief = arm_posterior(stats[b], cv)
+        if stats[b].count == 0 and drift is not None:  # no cost since the drift
+            belief = Posterior(stale[b], (drift.stale_spread * stale[b]) ** 2)
+        else:
+            belief = arm_posterior(stats[b], cv)
         draw = rng.normal(belief.mean, math.sqrt(belief.variance))
         if draw < best_draw:
             best, best_draw = b, draw

@@ -18,45 +18,13 @@ observations are governed by their own spread.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
+
+from zeus_airflow.core.domain.decision import ArmStats
 
 PRIOR_COST_CV = 0.14
 PRIOR_DOF = 1.0
-
-
-@dataclass(frozen=True)
-class ArmStats:
-    """Sufficient statistics of an arm's observed costs (within its window)."""
-
-    count: int
-    mean: float
-    sum_sq_dev: float
-    """Sum of squared deviations from the mean (Welford's M2)."""
-
-    @classmethod
-    def of(cls, costs: Sequence[float]) -> ArmStats:
-        n = len(costs)
-        if n == 0:
-            return cls(0, 0.0, 0.0)
-        mean = sum(costs) / n
-        return cls(n, mean, sum((c - mean) ** 2 for c in costs))
-
-    def merge(self, other: ArmStats) -> ArmStats:
-        """Statistics of both sets of costs together (Chan et al.'s pairwise update)."""
-        if other.count == 0:
-            return self
-        if self.count == 0:
-            return other
-        count = self.count + other.count
-        delta = other.mean - self.mean
-        return ArmStats(count, self.mean + delta * other.count / count,
-                        self.sum_sq_dev + other.sum_sq_dev
-                        + delta**2 * self.count * other.count / count)
-
-    @property
-    def sample_variance(self) -> float:
-        return self.sum_sq_dev / (self.count - 1) if self.count > 1 else 0.0
 
 
 @dataclass(frozen=True)

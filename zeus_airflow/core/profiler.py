@@ -12,59 +12,33 @@ Robustness the design asks for:
   run that ends before profiling finishes leaves a partial profile the next run continues;
 - the limits found at start are put back by :meth:`restore` (the engine calls it on every
   exit path), not the maximum;
-- no permission to set limits: a warning, then measurement at the current limit.
+- limits that cannot be set (no permission, not supported, a MIG instance, a limit another
+  task holds): one warning, then measurement at the current limit; the setter is never called
+  when the device says so beforehand (``limits_fixed_because``);
+- every limit set lies inside the device's range as read now: a stored profile's candidates
+  or optimum from a GPU of the same model with another range are clamped (said once), and a
+  GPU that narrows its range mid-run has it read again.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
 
 from zeus_airflow.core.config import ProfilerConfig
-from zeus_airflow.core.cost import LimitMeasurement, choose_power_limit
+from zeus_airflow.core.cost import LimitMeasurement
 from zeus_airflow.core.devices.base import (
     GPUGroup,
     PowerLimitPermissionError,
+    PowerLimitRangeChangedError,
+    PowerLimitUnavailableError,
     max_power_w,
     set_uniform_power_limit,
 )
+from zeus_airflow.core.domain import ObserverReport, PowerProfile
 from zeus_airflow.core.monitor import EnergyMonitor, Measurement
 
 _SLICE_WINDOW = "zeus.profiler.slice"
 _TRAIN_WINDOW = "zeus.profiler.after"
-
-
-@dataclass
-class PowerProfile:
-    """Measured power and speed per power limit for one (batch size, GPU model, GPU count)."""
-
-    batch_size: int
-    gpu_model: str
-    gpu_count: int
-    candidates_w: tuple[int, ...]
-    """Limits to profile, highest first."""
-    measurements: dict[int, LimitMeasurement] = field(default_factory=dict)
-
-    @property
-    def complete(self) -> bool:
-        return all(limit in self.measurements for limit in self.candidates_w)
-
-    @property
-    def pending_w(self) -> list[int]:
-        return [limit for limit in self.candidates_w if limit not in self.measurements]
-
-    def optimum_w(self, config: ProfilerConfig, eta: float, max_power: float) -> int:
-        return choose_power_limit(self.measurements, config.selector, eta, max_power,
-                                  config.max_slowdown)
-
-
-@dataclass(frozen=True)
-class ObserverReport:
-    """Observer mode: what training at the optimum instead of the maximum would have saved."""
-
-    optimal_power_limit_w: int
-    energy_saved_j: float
-    time_saved_s: float
 
 
 class PowerLimitProfiler:
@@ -90,20 +64,25 @@ class PowerLimitProfiler:
         self._at_last_step = Measurement(0.0, 0.0)
         """The open slice window as of the last step's end: what an epoch's end banks, so
         that the evaluation run between the last step and the epoch's end stays out."""
+        self._said_outside = False
 
     # --- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
         """Remember the GPUs' limits, then begin profiling or apply the known optimum."""
         self._original_w = self.device.get_power_limits_w()
+        if self.mode != "measure" and self.device.limits_fixed_because is not None:
+            # The engine has said why, once per task; no setter is called.
+            self.mode = "measure"
         if self.mode == "measure":
             self.log.info("power-limit mode 'measure': training at the GPUs' current limits %s W",
                           list(self._original_w))
             return
-        if self.profile.complete:
+        pending = self._pending_w()
+        if not pending:
             self._apply_optimum()
         else:
             self._profiling = True
-            self._begin_slice(self.profile.pending_w[0])
+            self._begin_slice(pending[0])
 
     def restore(self) -> None:
         """Put back the limits found at start. Safe to call twice and on any exit path."""
@@ -146,7 +125,7 @@ class PowerLimitProfiler:
         if self._measure_left <= 0:
             self._record_slice(self._banked + self.monitor.end_window(_SLICE_WINDOW))
         else:
-            self._at_last_step = self.monitor.peek_window(_SLICE_WINDOW)
+            self._at_last_step = self.monitor.peek_window(_SLICE_WINDOW, synchronize=False)
 
     def on_epoch_end(self) -> None:
         """An epoch ended mid-slice: bank what the slice measured, and warm up again before
@@ -161,7 +140,7 @@ class PowerLimitProfiler:
             self._open_slice_window()
 
     def observer_report(self) -> ObserverReport | None:
-        """In observer mode with a finished profile: savings the optimum would have brought
+        """In observe mode with a finished profile: savings the optimum would have brought
         over the steps trained after profiling, from the measured per-step ratios."""
         if self.mode != "observe" or self.optimal_power_limit_w is None \
                 or not self.monitor.is_open(_TRAIN_WINDOW):
@@ -173,23 +152,58 @@ class PowerLimitProfiler:
             return None
         energy_ratio = at_opt.energy_per_step_j / at_train.energy_per_step_j
         time_ratio = at_opt.time_per_step_s / at_train.time_per_step_s
-        return ObserverReport(self.optimal_power_limit_w, after.energy_j * (1 - energy_ratio),
+        return ObserverReport(after.energy_j * (1 - energy_ratio),
                               after.time_s * (1 - time_ratio))
 
     # --- internals ---------------------------------------------------------------------------
+    def _pending_w(self) -> list[int]:
+        """Candidates still to profile that the device accepts now; others are skipped (a
+        profile made on a GPU of the same model whose range was wider), said once."""
+        low, high = self.device.power_limit_range_w()
+        pending = self.profile.pending_w
+        inside = [limit for limit in pending if low <= limit <= high]
+        if len(inside) < len(pending) and not self._said_outside:
+            self._said_outside = True
+            self.log.warning("power limits %s W of the stored profile lie outside this GPU's "
+                             "range [%d, %d] W: not profiled",
+                             sorted(set(pending) - set(inside)), low, high)
+        return inside
+
+    def _clamped(self, limit_w: int) -> int:
+        low, high = self.device.power_limit_range_w()
+        clamped = min(max(limit_w, low), high)
+        if clamped != limit_w:
+            self.log.warning("power limit %d W is outside this GPU's range [%d, %d] W: using "
+                             "%d W", limit_w, low, high, clamped)
+        return clamped
+
     def _set_limit(self, limit_w: int) -> bool:
-        try:
-            set_uniform_power_limit(self.device, limit_w)
-        except PowerLimitPermissionError as err:
-            self.log.warning(
-                "cannot set GPU power limits (%s): continuing in measure mode at the current "
-                "limits. Grant CAP_SYS_ADMIN or run as root to let Zeus optimise them.", err)
-            self.mode = "measure"
-            self._profiling = False
-            self.monitor.cancel_window(_SLICE_WINDOW)
-            return False
-        self._current_w = limit_w
-        return True
+        """Set ``limit_w`` (clamped into the range); False when limits cannot be set."""
+        for _attempt in range(2):
+            limit_w = self._clamped(limit_w)
+            try:
+                set_uniform_power_limit(self.device, limit_w)
+            except PowerLimitUnavailableError as err:
+                self._fall_back_to_measuring(err)
+                return False
+            except PowerLimitRangeChangedError as err:
+                # NVML narrowed the range since it was read: clamp to the new one, once.
+                self.log.warning("%s", err)
+                continue
+            self._current_w = limit_w
+            return True
+        self._fall_back_to_measuring(PowerLimitUnavailableError(
+            f"the GPUs refused {limit_w} W twice"))
+        return False
+
+    def _fall_back_to_measuring(self, err: PowerLimitUnavailableError) -> None:
+        hint = (" Grant CAP_SYS_ADMIN or run as root to let Zeus optimise them."
+                if isinstance(err, PowerLimitPermissionError) else "")
+        self.log.warning("cannot set GPU power limits (%s): continuing in measure mode at the "
+                         "current limits.%s", err, hint)
+        self.mode = "measure"
+        self._profiling = False
+        self.monitor.cancel_window(_SLICE_WINDOW)
 
     def _begin_slice(self, limit_w: int) -> None:
         if not self._set_limit(limit_w):
@@ -214,7 +228,7 @@ class PowerLimitProfiler:
         )
         self.log.debug("profiled %d W: %.1f W average, %.3f s/step", self._current_w,
                        measured.avg_power_w, measured.time_s / steps)
-        pending = self.profile.pending_w
+        pending = self._pending_w()
         if pending:
             self._begin_slice(pending[0])
         else:
@@ -222,6 +236,10 @@ class PowerLimitProfiler:
             self._apply_optimum()
 
     def _apply_optimum(self) -> None:
+        if not self.profile.measurements:  # every candidate lay outside this GPU's range
+            self._fall_back_to_measuring(PowerLimitUnavailableError(
+                "no candidate limit of the stored profile lies inside this GPU's range"))
+            return
         optimum = self.profile.optimum_w(self.config, self.eta, max_power_w(self.device))
         self.optimal_power_limit_w = optimum
         train_at = optimum if self.mode == "optimize" else self.device.power_limit_range_w()[1]

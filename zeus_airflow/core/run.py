@@ -21,24 +21,32 @@ setup on a busy machine never gets a good batch size early-stopped.
 The contract a train function keeps: it iterates ``run.epochs()`` and reports a finite metric
 with ``run.report_metric`` in each epoch. A try that breaks it is *invalid*
 (:attr:`TrainingRun.contract_violation`): it says nothing about its batch size.
+
+Code that does not own its loop (a Hugging Face or Lightning ``Trainer``, a DDP launcher)
+drives the same run through its step/epoch API, from the framework's hooks:
+``begin_epoch()`` / ``end_step()`` / ``end_epoch()`` / ``report_metric()`` / ``should_stop()``.
+``epochs()`` and ``steps()`` are built on it, so the profiler, the monitor and the early-stop
+check see one sequence of calls either way (zeus_airflow/integrations/, docs/frameworks.md).
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
-from typing import Literal, TypeVar
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import TypeVar
 
 from zeus_airflow.core.config import JobConfig
 from zeus_airflow.core.cost import zeus_cost
 from zeus_airflow.core.devices.base import GPUGroup, max_power_w
-from zeus_airflow.core.monitor import EnergyMonitor, Measurement
+from zeus_airflow.core.devices.sync import Synchronize
+from zeus_airflow.core.domain import PowerProfile, RunOutcome, StopReason
+from zeus_airflow.core.monitor import EnergyMonitor, HostEnergyMeter, Measurement
 from zeus_airflow.core.profiler import PowerLimitProfiler
 
 T = TypeVar("T")
-
-StopReason = Literal["target", "max_epochs", "early_stop", "returned"]
 
 _SETUP_WINDOW = "zeus.setup"
 _RUN_WINDOW = "zeus.run"
@@ -56,26 +64,6 @@ class TrainContractError(ValueError):
 
 class TargetMissedError(RuntimeError):
     """A run ended without reaching its target, and the job was asked to fail then."""
-
-
-@dataclass(frozen=True)
-class RunOutcome:
-    """What one try measured. Energy in J, time in s."""
-
-    batch_size: int
-    power_limit_w: int
-    energy_j: float
-    time_s: float
-    cost: float
-    epochs: int
-    reached_target: bool
-    stop_reason: StopReason
-    last_metric: float | None
-    setup_energy_j: float = 0.0
-    """Energy before training started (imports, data, model building): reported, not cost."""
-    setup_time_s: float = 0.0
-    early_stop_cost: float | None = None
-    """The bound the try ran under (None: unbounded)."""
 
 
 class TrainingRun:
@@ -101,6 +89,7 @@ class TrainingRun:
         self._steps_this_epoch = 0
         self._last_epoch_profiled = False
         self._this_epoch_profiled = False
+        self._in_epoch = False
         self._setup: Measurement | None = None
         """Set when training starts: the setup window's measurement."""
 
@@ -125,30 +114,24 @@ class TrainingRun:
         self.profiler.start()
 
     def epochs(self) -> Iterator[int]:
-        """Yield epoch numbers (1-based) until the target, max epochs or the early-stop bound."""
+        """Yield epoch numbers (1-based) until the target, max epochs or the early-stop bound.
+
+        Built on the public step/epoch API below (:meth:`begin_epoch`, :meth:`end_epoch`,
+        :meth:`should_stop`), which a framework's callback drives instead."""
         self.start_training()
         while True:
-            if self.epoch > 0:
-                self._end_epoch()
-            stop = self._should_stop()
-            if stop is not None:
-                self.stop_reason = stop
+            if self.in_epoch:
+                self.end_epoch()
+            if self.should_stop() is not None:
                 return
-            self.epoch += 1
-            self._steps_this_epoch = 0
-            self._this_epoch_profiled = self.profiler.is_profiling
-            self.monitor.begin_window(_EPOCH_WINDOW)
-            yield self.epoch
+            yield self.begin_epoch()
 
     def steps(self, batches: Iterable[T]) -> Iterator[T]:
         """Yield each batch; every yielded batch is one training step."""
         self.start_training()
-        profiler = self.profiler
         for batch in batches:
             yield batch
-            self._steps_this_epoch += 1
-            if profiler.is_profiling:
-                profiler.on_steps_done(1)
+            self.end_step()
 
     def run_steps(self, count: int, work: Callable[[int], None]) -> None:
         """Run ``count`` steps by calling ``work(k)`` for chunks of k steps; chunks end where
@@ -159,9 +142,65 @@ class TrainingRun:
             chunk = self.profiler.steps_until_transition() or left
             chunk = min(chunk, left)
             work(chunk)
-            self._steps_this_epoch += chunk
-            self.profiler.on_steps_done(chunk)
+            self.end_step(chunk)
             left -= chunk
+
+    # --- the step/epoch API a framework drives (a Trainer callback, a DDP launcher) ----------
+    @property
+    def in_epoch(self) -> bool:
+        """Between :meth:`begin_epoch` and :meth:`end_epoch`."""
+        return self._in_epoch
+
+    def begin_epoch(self) -> int:
+        """An epoch starts (training starts with the first one); returns its number (1-based).
+
+        Call :meth:`should_stop` at the previous epoch's end first: an epoch begun after the
+        run was told to stop is a bug in the caller, and raises."""
+        self.start_training()
+        if self._in_epoch:
+            raise RuntimeError(f"begin_epoch() called inside epoch {self.epoch}: call "
+                               "end_epoch() first")
+        if self.stop_reason is not None:
+            raise RuntimeError(f"begin_epoch() called after the run stopped "
+                               f"({self.stop_reason})")
+        self.epoch += 1
+        self._in_epoch = True
+        self._steps_this_epoch = 0
+        self._this_epoch_profiled = self.profiler.is_profiling
+        self.monitor.begin_window(_EPOCH_WINDOW)
+        return self.epoch
+
+    def end_step(self, steps: int = 1) -> None:
+        """``steps`` training steps finished (the profiler may switch the limit here)."""
+        self._steps_this_epoch += steps
+        if self.profiler.is_profiling:
+            self.profiler.on_steps_done(steps)
+
+    def end_epoch(self) -> None:
+        """The epoch's training (and, ideally, its evaluation) is over: close its measurement.
+        Then ask :meth:`should_stop`."""
+        if not self._in_epoch:
+            raise RuntimeError("end_epoch() called outside an epoch: call begin_epoch() first")
+        self._in_epoch = False
+        self._last_epoch = self.monitor.end_window(_EPOCH_WINDOW)
+        self._last_epoch_steps = self._steps_this_epoch
+        self._last_epoch_profiled = self._this_epoch_profiled
+        self.profiler.on_epoch_end()
+
+    def should_stop(self) -> StopReason | None:
+        """Whether training must stop now, and why; the reason is kept as the run's.
+
+        Between epochs: the target, the epoch budget (``max_epochs``) and the early-stop bound
+        (paper §4.4). Inside an epoch (a framework evaluating every N steps): the target only,
+        because the budget and the bound are judged per epoch."""
+        if self.stop_reason is not None:
+            return self.stop_reason
+        if self._in_epoch:
+            stop: StopReason | None = "target" if self.reached_target else None
+        else:
+            stop = self._stop_between_epochs()
+        self.stop_reason = stop
+        return stop
 
     def report_metric(self, value: float) -> None:
         """Report the validation metric of the epoch just trained (a finite number)."""
@@ -199,9 +238,10 @@ class TrainingRun:
             setup, total = self._setup, self.monitor.end_window(_RUN_WINDOW)
         if self.stop_reason is None:
             self.stop_reason = "target" if self.reached_target else "returned"
+        observer = self.profiler.observer_report()
         return RunOutcome(
             batch_size=self.batch_size,
-            power_limit_w=self.profiler.optimal_power_limit_w or self.power_limit_w,
+            power_limit_w=self.power_limit_w,
             energy_j=total.energy_j,
             time_s=total.time_s,
             cost=self.cost_of(total),
@@ -212,20 +252,22 @@ class TrainingRun:
             setup_energy_j=setup.energy_j,
             setup_time_s=setup.time_s,
             early_stop_cost=self.early_stop_cost,
+            optimal_power_limit_w=self.profiler.optimal_power_limit_w,
+            observer=observer,
+            cpu_energy_j=total.cpu_energy_j,
+            dram_energy_j=total.dram_energy_j,
         )
 
     def cost_of(self, measurement: Measurement) -> float:
-        return zeus_cost(measurement.energy_j, measurement.time_s, self.config.eta,
-                         self._max_power_w)
+        """The Zeus cost of a measurement: the GPUs' energy, and the host's CPU and DRAM
+        energy (where measured) only when the job sets ``cost_includes_cpu``."""
+        energy_j = measurement.energy_j
+        if self.config.cost_includes_cpu:
+            energy_j += (measurement.cpu_energy_j or 0.0) + (measurement.dram_energy_j or 0.0)
+        return zeus_cost(energy_j, measurement.time_s, self.config.eta, self._max_power_w)
 
     # --- internals ---------------------------------------------------------------------------
-    def _end_epoch(self) -> None:
-        self._last_epoch = self.monitor.end_window(_EPOCH_WINDOW)
-        self._last_epoch_steps = self._steps_this_epoch
-        self._last_epoch_profiled = self._this_epoch_profiled
-        self.profiler.on_epoch_end()
-
-    def _should_stop(self) -> StopReason | None:
+    def _stop_between_epochs(self) -> StopReason | None:
         if self.reached_target:
             return "target"
         if self.epoch >= self.config.max_epochs:
@@ -245,5 +287,39 @@ class TrainingRun:
         if self._last_epoch_profiled and limit in profile.measurements:
             per_step = profile.measurements[limit].cost_per_step(self.config.eta,
                                                                  self._max_power_w)
-            return per_step * self._last_epoch_steps
+            # The profile is the GPUs' alone; the host's part, when it counts, is the
+            # last epoch's as measured.
+            host = self.cost_of(self._last_epoch) - self.cost_of(
+                Measurement(self._last_epoch.time_s, self._last_epoch.energy_j))
+            return per_step * self._last_epoch_steps + host
         return self.cost_of(self._last_epoch)
+
+
+@contextmanager
+def open_run(config: JobConfig, batch_size: int, device: GPUGroup, *,
+             profile: PowerProfile | None = None, early_stop_cost: float | None = None,
+             keep_power_limit: bool = False, log: logging.Logger | None = None,
+             synchronize: Synchronize | None = None,
+             host_energy: HostEnergyMeter | None = None) -> Iterator[TrainingRun]:
+    """One try of ``batch_size`` on ``device``, wired as the engine runs it: its energy
+    monitor and power-limit profiler, its setup window open. Hand the run to a train function,
+    then call :meth:`TrainingRun.finish`; leaving the block puts the GPUs' limits back.
+
+    ``profile``: what is known of this size's power profile (default: nothing, so the run
+    profiles every candidate limit). ``keep_power_limit``: change no setting (the profiler
+    measures at the current limits). ``early_stop_cost``: the bound (None: unbounded).
+    ``synchronize``: waits for the GPUs' queued work at each window edge (None: the device's
+    own hook). ``host_energy``: the host's CPU and DRAM meter (RAPL), None: not measured."""
+    if profile is None:
+        profile = PowerProfile(batch_size, device.model, device.count,
+                               device.candidate_power_limits_w())
+    profiler_config = replace(config.profiler, mode="measure") if keep_power_limit \
+        else config.profiler
+    monitor = EnergyMonitor(device, synchronize=synchronize, host=host_energy)
+    profiler = PowerLimitProfiler(device, monitor, profiler_config, config.eta, profile, log)
+    run = TrainingRun(config, batch_size, device, monitor, profiler, early_stop_cost)
+    try:
+        run.begin()
+        yield run
+    finally:
+        profiler.restore()

@@ -15,6 +15,7 @@ from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowNotFoundException
 from sqlalchemy.engine import URL
 
+from zeus_airflow import airflow_compat  # noqa: F401  (an unsupported Airflow: a clear error)
 from zeus_airflow.core.store.base import StoreError
 from zeus_airflow.core.store.connect import normalize_url
 from zeus_airflow.core.store.location import StoreLocation, open_store, resolve_location

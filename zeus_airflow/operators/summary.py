@@ -10,20 +10,30 @@ from __future__ import annotations
 from typing import Any
 
 from zeus_airflow.core.devices.base import Measurement
+from zeus_airflow.core.domain import RunCarbon, RunOutcome
 from zeus_airflow.core.engine import RecurrenceResult
-from zeus_airflow.core.run import RunOutcome
-from zeus_airflow.core.units import show_energy, show_time
+from zeus_airflow.core.units import observe_note, show_emissions, show_energy, show_time
 
 XCOM_KEYS: tuple[str, ...] = ("batch_size", "power_limit_w", "energy_j", "time_s", "cost",
                               "epochs", "reached_target", "tries", "phase", "measurement",
-                              "setup_energy_j", "setup_time_s")
+                              "setup_energy_j", "setup_time_s", "optimal_power_limit_w",
+                              "would_save_energy_j", "would_save_time_s", "cpu_energy_j",
+                              "dram_energy_j")
 """Keys the operator pushes for every run, besides ``return_value``."""
+CARBON_XCOM_KEYS: tuple[str, ...] = ("carbon_zone", "emissions_g", "energy_cost",
+                                     "carbon_intensity_g_per_kwh", "carbon_provenance",
+                                     "start_delay_s", "expected_emissions_g", "start_reason")
+"""Keys pushed besides those when the task has a ``carbon_zone``."""
 
 
 def xcom_values(result: RecurrenceResult) -> dict[str, Any]:
     """Energy in J and time in s of training, summed over every try of the recurrence (the
-    cost is theirs); setup before training apart; batch size, power limit (W) and phase of
-    the last try (``fallback``: no size was left in play, it trained as without Zeus)."""
+    cost is theirs); setup before training apart; the host's CPU package and DRAM energy
+    over the same training beside the GPUs' (None: not measured; not in the cost unless
+    ``cost_includes_cpu``); batch size, power limit (W) and phase of the last try
+    (``fallback``: no size was left in play, it trained as without Zeus). In observe mode,
+    ``would_save_*`` say what training at ``optimal_power_limit_w`` would have saved (None in
+    the other modes)."""
     return {
         "batch_size": result.batch_size,
         "power_limit_w": result.power_limit_w,
@@ -37,6 +47,27 @@ def xcom_values(result: RecurrenceResult) -> dict[str, Any]:
         "measurement": result.measurement,
         "setup_energy_j": result.setup_energy_j,
         "setup_time_s": result.setup_time_s,
+        "optimal_power_limit_w": result.optimal_power_limit_w,
+        "would_save_energy_j": result.would_save_energy_j,
+        "would_save_time_s": result.would_save_time_s,
+        "cpu_energy_j": result.cpu_energy_j,
+        "dram_energy_j": result.dram_energy_j,
+    }
+
+
+def carbon_xcom_values(footprint: RunCarbon) -> dict[str, Any]:
+    """gCO2e, energy cost (the price's currency) and mean gCO2e/kWh of the run's energy
+    (training and setup, every try), where the intensity came from, and the start plan's
+    delay (s), expected gCO2e and reason (None without a carbon-aware start)."""
+    return {
+        "carbon_zone": footprint.zone,
+        "emissions_g": footprint.emissions_g,
+        "energy_cost": footprint.energy_cost,
+        "carbon_intensity_g_per_kwh": footprint.intensity_g_per_kwh,
+        "carbon_provenance": footprint.provenance,
+        "start_delay_s": footprint.start_delay_s,
+        "expected_emissions_g": footprint.expected_emissions_g,
+        "start_reason": footprint.start_reason,
     }
 
 
@@ -53,14 +84,24 @@ def unrecorded_xcom_values(outcome: RunOutcome, measurement: Measurement) -> dic
         "measurement": measurement,
         "setup_energy_j": outcome.setup_energy_j,
         "setup_time_s": outcome.setup_time_s,
+        "optimal_power_limit_w": outcome.optimal_power_limit_w,
+        "would_save_energy_j": outcome.observer and outcome.observer.would_save_energy_j,
+        "would_save_time_s": outcome.observer and outcome.observer.would_save_time_s,
+        "cpu_energy_j": outcome.cpu_energy_j,
+        "dram_energy_j": outcome.dram_energy_j,
     }
 
 
-def summary_line(result: RecurrenceResult) -> str:
+def summary_line(result: RecurrenceResult, footprint: RunCarbon | None = None) -> str:
     """E.g. ``812 kJ · 114 min · b=64 · 175 W``, then what else a reader must know; figures in
     the units the UI shows them in (``core/units.py``)."""
     parts = [show_energy(result.energy_j), show_time(result.time_s),
              f"b={result.batch_size}", f"{result.power_limit_w} W"]
+    host_j = _host_energy_j(result.cpu_energy_j, result.dram_energy_j)
+    if host_j is not None:
+        parts.insert(1, f"CPU+DRAM {show_energy(host_j)}")
+    if footprint is not None:
+        parts.append(show_carbon(footprint))
     if len(result.tries) > 1:
         parts.append(f"{len(result.tries)} tries")
     if result.setup_time_s >= 0.05:
@@ -69,6 +110,21 @@ def summary_line(result: RecurrenceResult) -> str:
         parts.append("fallback: no batch size left to try")
     if not result.reached_target:
         parts.append("target not reached")
+    if result.would_save_energy_j is not None and result.would_save_time_s is not None:
+        parts.append(observe_note(result.optimal_power_limit_w, result.energy_j,
+                                  result.would_save_energy_j, result.would_save_time_s))
     line = " · ".join(parts)
     return line if result.measurement == "measured" else f"{line} ({result.measurement})"
 
+
+def show_carbon(footprint: RunCarbon) -> str:
+    """E.g. ``38.1 gCO2e (forecast, DE) · started 2.5 h later``."""
+    text = f"{show_emissions(footprint.emissions_g)} ({footprint.provenance}, {footprint.zone})"
+    if footprint.start_delay_s:
+        text += f" · started {show_time(footprint.start_delay_s)} later"
+    return text
+
+
+def _host_energy_j(cpu_j: float | None, dram_j: float | None) -> float | None:
+    """CPU package plus DRAM energy, None when neither was measured."""
+    return None if cpu_j is None and dram_j is None else (cpu_j or 0.0) + (dram_j or 0.0)

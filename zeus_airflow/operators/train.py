@@ -32,13 +32,15 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from airflow.sdk import BaseOperator
-from airflow.sdk.definitions._internal.mixins import ResolveMixin
-from airflow.sdk.definitions.mappedoperator import OperatorPartial
-from airflow.sdk.exceptions import AirflowTaskTerminated
 
+from zeus_airflow.airflow_compat import AirflowTaskTerminated, OperatorPartial, ResolveMixin
 from zeus_airflow.core.config import (
     DEFAULT_BETA,
+    DEFAULT_CARBON_SOURCE,
+    DEFAULT_CARBON_WEIGHT,
+    DEFAULT_DRIFT_DETECTION,
     DEFAULT_ETA,
+    DEFAULT_FALLBACK_G_PER_KWH,
     DEFAULT_MAX_SLOWDOWN,
     DEFAULT_PROFILE_STEPS,
     DEFAULT_WARMUP_STEPS,
@@ -56,9 +58,14 @@ from zeus_airflow.operators.links import ZeusJobLink
 from zeus_airflow.operators.naming import UNMAPPED, default_job_id, map_label
 
 if TYPE_CHECKING:
+    from datetime import datetime, timedelta
+
     from airflow.sdk import Context
 
+    from zeus_airflow.core.carbon.options import CarbonOptions
+    from zeus_airflow.core.carbon.planner import StartPlan
     from zeus_airflow.core.devices.base import Measurement
+    from zeus_airflow.core.domain import RunCarbon
     from zeus_airflow.core.engine import RecurrenceResult
     from zeus_airflow.core.gpu_lease import PowerLimitGuard
     from zeus_airflow.core.run import TrainingRun
@@ -66,6 +73,7 @@ if TYPE_CHECKING:
     from zeus_airflow.core.store.sql import SQLStore
 
 DEFAULT_CONN_ID = "zeus_default"
+DEFAULT_CARBON_CONN_ID = "electricitymaps_default"
 PENDING_SUMMARY = "(set when the task has run)"
 
 
@@ -83,6 +91,8 @@ class ZeusTrainOperator(BaseOperator):
     :param beta: early-stop factor: a try stops once it would cost ``beta`` x the cheapest
         successful run.
     :param window_size: posteriors use each batch size's N latest runs (data drift).
+    :param drift_detection: look for a change point in each batch size's costs and forget
+        what came before it (data drift; docs/drift.md).
     :param max_tries: tries within one task run when batch sizes fail (default: one per batch
         size, plus a last run of the cheapest without the early-stop bound).
     :param job_id: the job's name in the store (default ``<dag_id>.<task_id>``, and
@@ -107,10 +117,33 @@ class ZeusTrainOperator(BaseOperator):
         as a plain training task that returns would).
     :param fail_when_infeasible: fail the task, before training, when no batch size is left
         to try (default: train the best known size as it would run without Zeus).
+    :param carbon_zone: grid zone (e.g. ``DE``) whose carbon intensity and price the run's
+        emissions (gCO2e) and energy cost are computed with; None: no carbon accounting.
+        Templated.
+    :param carbon_source: ``electricitymaps`` (the API, token in ``carbon_conn_id``),
+        ``fixed:<gCO2e/kWh>[:<price/MWh>]`` or ``csv:<path>`` (an hourly trace, or an
+        Electricity Maps export). Templated.
+    :param carbon_conn_id: Airflow connection holding the Electricity Maps token. Templated.
+    :param carbon_fallback_g_per_kwh: intensity used when the source fails (recorded with
+        provenance ``fallback``); None: no figure then.
+    :param start_deadline: carbon-aware start: the run must finish by then. A duration after
+        the task starts (``"8h"``, seconds, a timedelta) or a date and time (a template such as
+        ``"{{ data_interval_end.add(hours=8) }}"``). The task defers (freeing its worker slot)
+        until the start that minimises ``carbon_objective``. Needs ``carbon_zone``. Templated.
+    :param expected_duration: a run's duration, guessed, used while the job has no finished
+        run (after that, its history says how long the configuration it chooses takes).
+    :param carbon_objective: what the start minimises: ``emissions``, ``cost`` or ``mix``.
+    :param carbon_weight: in ``mix``, the share of emissions (the rest is cost), in [0, 1].
+    :param cost_includes_cpu: count the host's CPU package and DRAM energy (RAPL, where
+        readable) in the cost; by default they are reported beside the GPUs', not optimised.
+    :param synchronize: waits for the GPUs' queued work at every measurement window's edge;
+        None: PyTorch's ``torch.cuda.synchronize`` on the task's GPUs once PyTorch has
+        initialised CUDA. Pass your framework's own (e.g. ``jax.effects_barrier``).
     """
 
     template_fields: Sequence[str] = ("job_id", "device", "train_kwargs", "zeus_conn_id",
-                                      "traces_dir", "zeus_summary")
+                                      "traces_dir", "carbon_zone", "carbon_source",
+                                      "carbon_conn_id", "start_deadline", "zeus_summary")
     template_fields_renderers: ClassVar[dict[str, str]] = {"train_kwargs": "json"}
     operator_extra_links = (ZeusJobLink(),)
     # The summary is set by execute(); re-sending the rendered fields afterwards puts it in
@@ -130,6 +163,7 @@ class ZeusTrainOperator(BaseOperator):
         eta: float = DEFAULT_ETA,
         beta: float = DEFAULT_BETA,
         window_size: int | None = None,
+        drift_detection: bool = DEFAULT_DRIFT_DETECTION,
         max_tries: int | None = None,
         job_id: str | None = None,
         device: str = "auto",
@@ -145,6 +179,16 @@ class ZeusTrainOperator(BaseOperator):
         heartbeat_s: float = 60.0,
         fail_on_missed_target: bool = False,
         fail_when_infeasible: bool = False,
+        carbon_zone: str | None = None,
+        carbon_source: str = DEFAULT_CARBON_SOURCE,
+        carbon_conn_id: str = DEFAULT_CARBON_CONN_ID,
+        carbon_fallback_g_per_kwh: float | None = DEFAULT_FALLBACK_G_PER_KWH,
+        start_deadline: str | float | timedelta | datetime | None = None,
+        expected_duration: str | float | timedelta | None = None,
+        carbon_objective: str = "emissions",
+        carbon_weight: float = DEFAULT_CARBON_WEIGHT,
+        synchronize: Callable[[], Any] | None = None,
+        cost_includes_cpu: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -157,6 +201,7 @@ class ZeusTrainOperator(BaseOperator):
         self.eta = eta
         self.beta = beta
         self.window_size = window_size
+        self.drift_detection = drift_detection
         self.max_tries = max_tries
         self.job_id = job_id
         self.device = device
@@ -172,6 +217,16 @@ class ZeusTrainOperator(BaseOperator):
         self.heartbeat_s = heartbeat_s
         self.fail_on_missed_target = fail_on_missed_target
         self.fail_when_infeasible = fail_when_infeasible
+        self.carbon_zone = carbon_zone
+        self.carbon_source = carbon_source
+        self.carbon_conn_id = carbon_conn_id
+        self.carbon_fallback_g_per_kwh = carbon_fallback_g_per_kwh
+        self.start_deadline = start_deadline
+        self.expected_duration = expected_duration
+        self.carbon_objective = carbon_objective
+        self.carbon_weight = carbon_weight
+        self.synchronize = synchronize
+        self.cost_includes_cpu = cost_includes_cpu
         self.zeus_summary = PENDING_SUMMARY
         self._guard: PowerLimitGuard | None = None
         self._validate()
@@ -197,6 +252,7 @@ class ZeusTrainOperator(BaseOperator):
     def _validate(self) -> None:
         # Attributes carry the parameters' names and (templates unrendered) values.
         _check_arguments({name: getattr(self, name) for name in _OPERATOR_CHECKS})
+        _check_carbon(vars(self))
         if self.job_id is not None:
             job_id = _PLACEHOLDER_JOB_ID if _is_template_value(self.job_id) else self.job_id
         else:
@@ -214,9 +270,41 @@ class ZeusTrainOperator(BaseOperator):
 
     # --- run time ----------------------------------------------------------------------------
     def execute(self, context: Context) -> Any:
-        # Imported here, not at module level, so that parsing a DAG stays light.
-        from contextlib import closing
+        config = self.job_config(self._resolve_job_id(context))
+        self.job_id = config.job_id  # shown resolved in the Rendered Templates tab
+        carbon = self._carbon_options()
+        plan = None
+        if carbon is not None and carbon.start_deadline is not None:
+            plan = self._plan_start(carbon, config.job_id)
+            if plan.delay_s > 0:
+                from airflow.providers.standard.triggers.temporal import DateTimeTrigger
 
+                self.log.info("Zeus: deferring the start until %s, the worker slot free "
+                              "meanwhile: %s", plan.start_at.isoformat(), plan.reason)
+                self.defer(trigger=DateTimeTrigger(moment=plan.start_at),
+                           method_name="execute_planned", kwargs={"plan": plan.to_json()})
+            self.log.info("Zeus: carbon-aware start: %s", plan.reason)
+        return self._train_and_publish(context, config, carbon, plan)
+
+    def execute_planned(self, context: Context, event: Any = None,
+                        plan: str | None = None) -> Any:
+        """Resumed by the triggerer at the chosen start: train now."""
+        from zeus_airflow.core.carbon.planner import StartPlan
+
+        chosen = StartPlan.from_json(plan) if plan else None
+        config = self.job_config(self._resolve_job_id(context))
+        self.job_id = config.job_id
+        if chosen is not None:
+            self.log.info("Zeus: starting at the chosen time %s, deferred %.0f s: %s",
+                          chosen.start_at.isoformat(), chosen.delay_s, chosen.reason)
+        return self._train_and_publish(context, config, self._carbon_options(), chosen)
+
+    def _train_and_publish(self, context: Context, config: JobConfig,
+                           carbon: CarbonOptions | None, plan: StartPlan | None) -> Any:
+        # Imported here, not at module level, so that parsing a DAG stays light.
+        from contextlib import closing, nullcontext
+
+        from zeus_airflow.core.devices.rapl import RAPLReader
         from zeus_airflow.core.devices.spec import open_device
         from zeus_airflow.core.engine import Engine
         from zeus_airflow.core.gpu_lease import GPULeases, PowerLimitGuard
@@ -224,17 +312,18 @@ class ZeusTrainOperator(BaseOperator):
         from zeus_airflow.core.store.base import RecurrenceKey, UnrecordedResultError
 
         ti = context["ti"]
-        config = self.job_config(self._resolve_job_id(context))
-        self.job_id = config.job_id  # shown resolved in the Rendered Templates tab
         spec = parse_device(self.device)
         store = self._open_store()  # fails here, before any GPU setting changes
         self._warn_if_instances_share_the_job(store, context, config.job_id)
         device = open_device(spec, self.traces_dir)
+        # The host's CPU package and DRAM where readable, beside real GPUs only: a replayed or
+        # simulated GPU's clock is not the host's, so their sum would mean nothing.
+        host_energy = RAPLReader() if device.measurement == "measured" else None
         key = RecurrenceKey(run_id=ti.run_id, dag_id=ti.dag_id, task_id=ti.task_id,
                             map_index=-1 if ti.map_index is None else ti.map_index,
                             try_number=ti.try_number)
-        with closing(device), PowerLimitGuard(device, GPULeases(store),
-                                              self.log) as guard:
+        with closing(device), closing(host_energy) if host_energy else nullcontext(), \
+                PowerLimitGuard(device, GPULeases(store), self.log) as guard:
             self._guard = guard
             try:
                 engine = Engine(store, guard.gpus, config,
@@ -242,17 +331,106 @@ class ZeusTrainOperator(BaseOperator):
                                 seed=self.seed, heartbeat_s=self.heartbeat_s,
                                 # structlog's logger takes the stdlib calls the engine makes
                                 log=cast(logging.Logger, self.log),
-                                check_return=_xcom_check if self.do_xcom_push else None)
+                                check_return=_xcom_check if self.do_xcom_push else None,
+                                synchronize=self.synchronize, host_energy=host_energy)
                 result = engine.run_recurrence(self._train_function(), key)
             except UnrecordedResultError as err:
                 self._publish_unrecorded(context, err, device.measurement)
                 raise
             finally:
                 self._guard = None
-        self._publish(context, result)
+        footprint = None if carbon is None else self._account(carbon, plan, result, store)
+        self._publish(context, result, footprint)
         if not result.reached_target:
             self._missed_target(result)
         return result.return_value
+
+    # --- carbon ------------------------------------------------------------------------------
+    def _carbon_options(self) -> CarbonOptions | None:
+        """The rendered carbon options; None without ``carbon_zone``."""
+        _check_carbon(vars(self))
+        if self.carbon_zone is None:
+            return None
+        from zeus_airflow.core.carbon.options import CarbonOptions
+
+        return CarbonOptions(self.carbon_zone, self.carbon_source,
+                             self.carbon_fallback_g_per_kwh, self.carbon_objective,
+                             self.carbon_weight, self.start_deadline, self.expected_duration)
+
+    def _grid(self, carbon: CarbonOptions) -> Any:
+        def electricitymaps() -> Any:
+            from zeus_airflow.hooks.carbon import ElectricityMapsHook
+
+            return ElectricityMapsHook(self.carbon_conn_id).get_conn()
+        return carbon.grid_source(electricitymaps)
+
+    def _plan_start(self, carbon: CarbonOptions, job_id: str) -> StartPlan:
+        """When to start, from the job's history and the forecast. Any failure here starts
+        the run now, saying why: waiting is an optimisation, never a reason not to train."""
+        from datetime import UTC, datetime
+
+        from zeus_airflow.core.carbon.planner import start_now
+
+        now = datetime.now(UTC)
+        deadline = carbon.deadline(now)
+        assert deadline is not None
+        try:
+            return self._plan(carbon, job_id, now, deadline)
+        except Exception as err:  # the first rule: whatever broke, the run still trains
+            self.log.warning("Zeus: the start could not be planned, starting now",
+                             exc_info=True)
+            return start_now(now, f"the start could not be planned ({type(err).__name__}: "
+                             f"{err}): starting now", deadline)
+
+    def _plan(self, carbon: CarbonOptions, job_id: str, now: datetime,
+              deadline: datetime) -> StartPlan:
+        from zeus_airflow.core.carbon.expected import expected_run
+        from zeus_airflow.core.carbon.planner import plan_start, start_now
+        from zeus_airflow.core.carbon.signal import SourceError
+
+        with self._open_store().reading() as conn:
+            expected = expected_run(conn, job_id, carbon.expected_duration_s)
+        if expected is None:
+            return start_now(now, "the job has no finished run yet and no expected_duration "
+                             "was given: starting now", deadline)
+        try:
+            forecast = self._grid(carbon).points(carbon.zone, now, deadline)
+        except SourceError as err:
+            return start_now(now, f"no forecast ({err}): starting now", deadline, expected)
+        return plan_start(now, deadline, expected, forecast,
+                          cast("Any", carbon.objective), carbon.weight)
+
+    def _account(self, carbon: CarbonOptions, plan: StartPlan | None,
+                 result: RecurrenceResult, store: SQLStore) -> RunCarbon:
+        """Each try's emissions over its own span, recorded with it; the run's, returned.
+        A failing source falls back, saying so; a failure to record them is a warning (the
+        measured run is recorded already)."""
+        from zeus_airflow.core.carbon.recurrence import TrySpan, account
+        from zeus_airflow.core.carbon.signal import SourceError
+        from zeus_airflow.core.store.base import StoreError
+
+        try:
+            spans = store.trial_spans([t.trial_id for t in result.tries])
+        except StoreError as err:
+            self.log.warning("Zeus: the tries' spans cannot be read, no carbon figures: %s",
+                             err)
+            spans = {}
+        tries = [TrySpan(t.trial_id, t.outcome.energy_j + t.outcome.setup_energy_j,
+                         *spans[t.trial_id]) for t in result.tries if t.trial_id in spans]
+        try:
+            source: Any = self._grid(carbon)
+        except SourceError as err:
+            source = err
+        run, per_try = account(source, carbon.zone, tries, carbon.fallback, plan)
+        if run.provenance == "fallback":
+            self.log.warning("Zeus: the run's carbon intensity fell back to %.4g gCO2e/kWh: %s",
+                             run.intensity_g_per_kwh, run.note)
+        try:
+            store.record_carbon(per_try)
+        except StoreError as err:
+            self.log.warning("Zeus: the carbon figures are in the XComs but not in the store: "
+                             "%s", err)
+        return run
 
     def _missed_target(self, result: RecurrenceResult) -> None:
         """One rule every day: a run that trained but missed the target is a warning, unless
@@ -354,14 +532,21 @@ class ZeusTrainOperator(BaseOperator):
         return functools.partial(self.train, **self.train_kwargs) if self.train_kwargs \
             else self.train
 
-    def _publish(self, context: Context, result: RecurrenceResult) -> None:
-        from zeus_airflow.operators.summary import summary_line, xcom_values
+    def _publish(self, context: Context, result: RecurrenceResult,
+                 footprint: RunCarbon | None = None) -> None:
+        from zeus_airflow.operators.metrics import emit_run_metrics
+        from zeus_airflow.operators.summary import carbon_xcom_values, summary_line, xcom_values
 
-        for key, value in xcom_values(result).items():
-            context["ti"].xcom_push(key=key, value=value)
-        self.zeus_summary = summary_line(result)
+        ti = context["ti"]
+        values = xcom_values(result)
+        if footprint is not None:
+            values.update(carbon_xcom_values(footprint))
+        for key, value in values.items():
+            ti.xcom_push(key=key, value=value)
+        self.zeus_summary = summary_line(result, footprint)
         self.log.info("Zeus: %s (job %s, %s phase)", self.zeus_summary, result.job.job_id,
                       result.final.phase)
+        emit_run_metrics(result, dag_id=ti.dag_id, task_id=ti.task_id, log=self.log)
 
     def _publish_unrecorded(self, context: Context, error: UnrecordedResultError,
                             measurement: Measurement) -> None:
@@ -401,9 +586,9 @@ def _check_train(value: object) -> None:
                           "TrainingRun")
 
 
-def _check_conn_id(value: object) -> None:
+def _check_conn_id(value: object, name: str = "zeus_conn_id") -> None:
     if not isinstance(value, str) or not value.strip():
-        raise ConfigError(f"zeus_conn_id={value!r} is invalid: expected the id of an Airflow "
+        raise ConfigError(f"{name}={value!r} is invalid: expected the id of an Airflow "
                           "connection (a non-empty string)")
 
 
@@ -411,6 +596,14 @@ def _check_traces_dir(value: object) -> None:
     if value is not None and not isinstance(value, str | os.PathLike):
         raise ConfigError(f"traces_dir={value!r} is invalid: expected None ($ZEUS_TRACES_DIR or "
                           "the packaged traces) or the path of the traces folder")
+
+
+def _check_carbon(values: Mapping[str, Any]) -> None:
+    """A carbon-aware start needs a zone to read the forecast of."""
+    if values.get("start_deadline") is not None and values.get("carbon_zone") is None:
+        raise ConfigError(f"start_deadline={values['start_deadline']!r} is invalid without "
+                          "carbon_zone: expected carbon_zone set to a grid zone (e.g. 'DE'), "
+                          "or start_deadline=None")
 
 
 def _check_optional_job_id(value: object) -> None:
@@ -425,6 +618,7 @@ _OPERATOR_CHECKS: dict[str, Callable[[Any], object]] = {
     "device": parse_device,
     "train_kwargs": lambda v: check_kwargs("train_kwargs", v),
     "zeus_conn_id": _check_conn_id,
+    "carbon_conn_id": lambda v: _check_conn_id(v, "carbon_conn_id"),
     "traces_dir": _check_traces_dir,
     "fail_on_missed_target": lambda v: check_bool("fail_on_missed_target", v),
     "fail_when_infeasible": lambda v: check_bool("fail_when_infeasible", v),
@@ -436,7 +630,8 @@ def _is_template_value(value: object) -> bool:
     return isinstance(value, str) and _is_template(value)
 
 
-_TEMPLATED_STRINGS = ("job_id", "device", "zeus_conn_id", "traces_dir")
+_TEMPLATED_STRINGS = ("job_id", "device", "zeus_conn_id", "traces_dir", "carbon_zone",
+                      "carbon_source", "carbon_conn_id", "start_deadline")
 """Templated parameters whose value is one string: a template there is rendered at run time.
 (``train_kwargs`` is templated too, but its values are: it must be a mapping already.)"""
 
@@ -559,7 +754,9 @@ def _job_config(values: Mapping[str, Any], job_id: str) -> JobConfig:
         eta=values["eta"],
         beta=values["beta"],
         window_size=values["window_size"],
+        drift_detection=values["drift_detection"],
         max_tries=values["max_tries"],
+        cost_includes_cpu=values["cost_includes_cpu"],
         profiler=ProfilerConfig(
             warmup_steps=values["warmup_steps"], profile_steps=values["profile_steps"],
             mode=cast(PowerLimitMode, values["power_limit_mode"]),

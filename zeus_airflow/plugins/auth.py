@@ -16,6 +16,7 @@ from airflow.api_fastapi.core_api.security import GetUserDep
 from fastapi import Depends, Request
 from fastapi.responses import RedirectResponse
 
+from zeus_airflow.airflow_compat import auth_manager_login_url
 from zeus_airflow.plugins.access import DagAccess
 
 API_PREFIX = "/api/"
@@ -56,7 +57,7 @@ def is_page(request: Request) -> bool:
 
 def login_url(request: Request) -> str:
     """The auth manager's login page, coming back to this request's page afterwards."""
-    return str(get_auth_manager().get_url_login(next_url=str(request.url)))
+    return auth_manager_login_url(get_auth_manager(), str(request.url))
 
 
 def login_redirect(request: Request) -> RedirectResponse:

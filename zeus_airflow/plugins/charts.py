@@ -41,13 +41,16 @@ class Axis:
 
 
 def linear_axis(label: str, values: Sequence[float], fmt: Callable[[float], str] | None = None,
-                zero: bool = True, count: int = 5) -> Axis:
-    """An axis spanning ``values`` (and 0 when ``zero``) with about ``count`` round ticks."""
+                zero: bool = True, count: int = 5, integer: bool = False) -> Axis:
+    """An axis spanning ``values`` (and 0 when ``zero``) with about ``count`` round ticks;
+    ``integer`` (counts, run numbers) keeps the ticks on whole numbers."""
     lo = min([*values, 0.0] if zero else values, default=0.0)
     hi = max(values, default=1.0)
     if hi <= lo:
         hi = lo + (abs(lo) or 1.0)
     step = nice_step((hi - lo) / count)
+    if integer:
+        step = max(step, 1.0)  # run 1.2 does not exist
     first, last = math.floor(lo / step) * step, math.ceil(hi / step) * step
     ticks = tuple(first + i * step for i in range(round((last - first) / step) + 1))
     return Axis(label, first, last, ticks, fmt or (lambda v: f"{v:g}"))

@@ -12,8 +12,15 @@ from dataclasses import dataclass
 
 from markupsafe import Markup
 
-from zeus_airflow.core.reports import Arm, JobDetail, ProfilePoint, RunRecord
-from zeus_airflow.core.units import Unit, energy_unit, time_unit
+from zeus_airflow.core.domain import VOID_STATUSES
+from zeus_airflow.core.reports import (
+    Arm,
+    JobDetail,
+    ProfilePoint,
+    RunRecord,
+    default_emissions_g,
+)
+from zeus_airflow.core.units import Unit, emissions_unit, energy_unit, time_unit
 from zeus_airflow.plugins.charts import Plot, linear_axis, log2_axis
 
 PALETTE = 8
@@ -42,6 +49,8 @@ def job_charts(detail: JobDetail) -> list[Chart]:
     tips = {r.index: _tip(r, energy, time) for r in detail.runs}  # shared by the charts
     charts = [energy_chart(done, tips), time_chart(done, tips), batch_size_chart(detail, tips),
               cumulative_chart(detail, done)]
+    if any(r.emissions_g is not None for r in done):
+        charts.append(emissions_chart(detail, done))
     if any(a.observations for a in detail.arms):
         charts.append(arms_chart(detail.arms, detail.runs[-1].gpu_model))
     if detail.profile:
@@ -51,24 +60,44 @@ def job_charts(detail: JobDetail) -> list[Chart]:
 
 def _tip(r: RunRecord, energy: Unit, time: Unit) -> str:
     """A run's tooltip: short, as a long job draws thousands of them."""
-    missed = "" if r.reached_target else ", target missed"
+    verdict = {_REACHED: "", _MISSED: ", target missed", _RUNNING: "",
+               _NO_VERDICT: f", {r.status}: no verdict on its target"}[_mark(r)]
     return (f"run {r.index}: b={r.batch_size}, {r.power_limit_w} W, {energy.show(r.energy_j)}, "
-            f"{time.show(r.time_s)}{missed}")
+            f"{time.show(r.time_s)}{verdict}")
+
+
+_REACHED, _MISSED, _RUNNING, _NO_VERDICT = "reached", "missed", "running", "no verdict"
+
+
+def _mark(r: RunRecord) -> str:
+    """How a run is drawn. A run whose train function raised or broke its contract (or whose
+    worker died) says nothing about its target: drawing it as a missed target, or as still
+    training, would misread the batch size or the run."""
+    if r.status == "running":
+        return _RUNNING
+    if r.status in VOID_STATUSES or r.reached_target is None:
+        return _NO_VERDICT
+    return _REACHED if r.reached_target else _MISSED
 
 
 def _per_run(title: str, runs: Sequence[RunRecord], values: list[float], label: str,
              scale: float, tips: Mapping[int, str]) -> Plot:
-    plot = Plot(title, linear_axis("run", [r.index for r in runs], zero=False),
+    plot = Plot(title, linear_axis("run", [r.index for r in runs], zero=False, integer=True),
                 linear_axis(label, [v / scale for v in values]))
     points = [(r.index, v / scale) for r, v in zip(runs, values, strict=True)]
     plot.line(points, "s0 faint")
-    reached = [i for i, r in enumerate(runs) if r.reached_target]
-    missed = [i for i, r in enumerate(runs) if not r.reached_target]
-    plot.dots([points[i] for i in reached], "s0", [tips[runs[i].index] for i in reached])
-    plot.dots([points[i] for i in missed], "bad", [tips[runs[i].index] for i in missed])
-    plot.legend("reached target", "s0")
-    if missed:
-        plot.legend("target not reached", "bad")
+    marks = [_mark(r) for r in runs]
+    styles = ((_REACHED, "s0", "reached target"), (_MISSED, "bad", "target not reached"),
+              (_RUNNING, "hollow s0", "still training"),
+              (_NO_VERDICT, "hollow bad", "no verdict (the train function raised or broke "
+                                         "its contract)"))
+    for mark, style, legend in styles:
+        shown = [i for i, m in enumerate(marks) if m == mark]
+        note = " (still training: the tries finished so far)" if mark == _RUNNING else ""
+        plot.dots([points[i] for i in shown], style,
+                  [tips[runs[i].index] + note for i in shown])
+        if shown or mark == _REACHED:
+            plot.legend(legend, style)
     return plot
 
 
@@ -91,8 +120,8 @@ def time_chart(runs: Sequence[RunRecord], tips: Mapping[int, str]) -> Chart:
 def batch_size_chart(detail: JobDetail, tips: Mapping[int, str]) -> Chart:
     runs = detail.runs
     sizes = detail.summary.version.config.batch_sizes
-    plot = Plot("Batch size per run", linear_axis("run", [r.index for r in runs] or [1],
-                                                  zero=False), log2_axis("batch size", sizes))
+    run_axis = linear_axis("run", [r.index for r in runs] or [1], zero=False, integer=True)
+    plot = Plot("Batch size per run", run_axis, log2_axis("batch size", sizes))
     failed = [(r.index, float(b)) for r in runs for b in r.batch_sizes[:-1]]
     plot.dots(failed, "hollow bad", ["an earlier try of this run failed"] * len(failed))
     for phase in sorted({r.phase for r in runs}):
@@ -118,7 +147,7 @@ def cumulative_chart(detail: JobDetail, runs: Sequence[RunRecord]) -> Chart:
     expected = [default.energy_j * (i + 1) for i in range(len(runs))] if default else []
     unit = energy_unit(actual + expected)
     plot = Plot("Cumulative energy", linear_axis("run", [r.index for r in runs] or [1],
-                                                 zero=False),
+                                                 zero=False, integer=True),
                 linear_axis(f"energy ({unit.name})", [v / unit.scale for v in
                                                       actual + expected]))
     plot.line([(r.index, e / unit.scale) for r, e in zip(runs, actual, strict=True)], "s0")
@@ -130,6 +159,43 @@ def cumulative_chart(detail: JobDetail, runs: Sequence[RunRecord]) -> Chart:
     return _chart("cumulative", "Cumulative energy against Default",
                   "Solid: energy the runs used. Dashed: the Default estimate (see the note "
                   "above) times the number of runs.", plot)
+
+
+def emissions_chart(detail: JobDetail, runs: Sequence[RunRecord]) -> Chart:
+    """Cumulative gCO2e of the runs with carbon figures, against the Default way."""
+    counted = [r for r in runs if r.emissions_g is not None]
+    default = default_emissions_g(detail.summary.default, counted)
+    total, actual = 0.0, []
+    for r in counted:
+        total += r.emissions_g or 0.0
+        actual.append(total)
+    expected: list[float] = []
+    if all(d is not None for d in default):
+        running = 0.0
+        for d in default:
+            running += d or 0.0
+            expected.append(running)
+    unit = emissions_unit(actual + expected)
+    xs = [r.index for r in counted]
+    plot = Plot("Cumulative emissions", linear_axis("run", xs or [1], zero=False),
+                linear_axis(f"emissions ({unit.name})", [v / unit.scale
+                                                         for v in actual + expected]))
+    plot.line([(x, v / unit.scale) for x, v in zip(xs, actual, strict=True)], "s0")
+    tips = [f"run {r.index}: {unit.show(r.emissions_g)} at "
+            f"{r.carbon_intensity_g_per_kwh or 0:.0f} gCO2e/kWh ({r.carbon_provenance}, "
+            f"{r.carbon_zone})" + (f", started {r.start_delay_s / 3600:.2g} h late"
+                                   if r.start_delay_s else "") for r in counted]
+    plot.dots([(x, v / unit.scale) for x, v in zip(xs, actual, strict=True)], "s0", tips)
+    plot.legend("these runs", "s0")
+    if expected:
+        plot.line([(x, v / unit.scale) for x, v in zip(xs, expected, strict=True)], "s1",
+                  dashed=True)
+        plot.legend("Default (estimate)", "s1")
+    return _chart("emissions", "Cumulative emissions against Default",
+                  "Solid: gCO2e of the runs' training and setup energy, each try at the grid's "
+                  "intensity over its own span. Dashed: Default's energy estimate (plus the same "
+                  "setup) at the intensity each run would have met on schedule (the forecast "
+                  "for its slot when the start was shifted).", plot)
 
 
 def arms_chart(arms: Sequence[Arm], gpu_model: str) -> Chart:

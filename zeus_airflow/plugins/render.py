@@ -14,7 +14,7 @@ from jinja2 import Environment, PackageLoader
 from markupsafe import Markup
 from starlette.requests import Request
 
-from zeus_airflow.core.units import show_energy, show_kwh, show_time
+from zeus_airflow.core.units import show_emissions, show_energy, show_kwh, show_time
 from zeus_airflow.plugins.urls import Urls
 
 DEFAULT_METHOD = (
@@ -28,6 +28,21 @@ MEASUREMENT_HELP = {
     "replayed": "replayed from the Zeus paper's measured traces on a virtual clock",
     "simulated": "real training steps, with GPU power from a model fitted to the paper's traces",
 }
+
+RUN_STATUS = {
+    "running": ("running", "in flight: the figures sum the tries finished so far"),
+    "succeeded": ("succeeded", "the last try reached the target"),
+    "failed": ("target missed", "the last try missed the target (at max_epochs or early-stopped): "
+               "a warning, the Airflow task still succeeded unless fail_on_missed_target=True"),
+    "error": ("error", "the train function raised: the task failed with its traceback (task "
+              "log); no batch size was judged"),
+    "invalid": ("invalid", "the train function broke its contract (no metric reported, nan, "
+                "run.epochs() not iterated, or a return value XCom cannot store): the task "
+                "failed with the reason in its log; no batch size was judged"),
+    "expired": ("expired", "the task stopped sending heartbeats (killed?): recorded as lost"),
+}
+"""A run's status as the runs table shows it, and what it means (the title tooltip). A trial's
+``failed`` is its batch size failing; to a reader of a run it must not read as a failed task."""
 
 
 @dataclass(frozen=True)
@@ -61,8 +76,9 @@ def environment() -> Environment:
     env = Environment(loader=PackageLoader("zeus_airflow.plugins", "templates"),
                       autoescape=True, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(energy=show_energy, kwh=show_kwh, duration=show_time, cost=_cost,
-                       when=_when, share=_share)
-    env.globals.update(measurement_help=MEASUREMENT_HELP, default_method=DEFAULT_METHOD)
+                       when=_when, share=_share, emissions=show_emissions)
+    env.globals.update(measurement_help=MEASUREMENT_HELP, default_method=DEFAULT_METHOD,
+                       run_status=RUN_STATUS)
     return env
 
 

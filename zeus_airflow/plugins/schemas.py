@@ -66,6 +66,11 @@ class JobOut(BaseModel):
         description="the finished runs' energy, had they all run the Default way")
     energy_saved_j: float | None = Field(description="default_energy_j - energy_j")
     energy_saved_kwh: float | None
+    would_save_energy_j: float | None = Field(
+        description="observe mode: energy training at the optimum would have saved, over the "
+                    "tries that reported it (negative: it would have cost more); None outside "
+                    "observe mode")
+    would_save_time_s: float | None = Field(description="observe mode: the same for time")
 
 
 class JobList(BaseModel):
@@ -111,7 +116,8 @@ def job_out(s: JobSummary, urls: Urls) -> JobOut:
         energy_kwh=kwh(s.energy_j) or 0.0, time_s=s.time_s, measurements=list(s.measurements),
         batch_sizes=list(config.batch_sizes), default_batch_size=config.default_batch_size,
         eta=config.eta, default_estimate=s.default, default_energy_j=s.default_energy_j,
-        energy_saved_j=s.energy_saved_j, energy_saved_kwh=kwh(s.energy_saved_j))
+        energy_saved_j=s.energy_saved_j, energy_saved_kwh=kwh(s.energy_saved_j),
+        would_save_energy_j=s.would_save_energy_j, would_save_time_s=s.would_save_time_s)
 
 
 def job_detail_out(detail: JobDetail, urls: Urls) -> JobDetailOut:

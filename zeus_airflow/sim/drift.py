@@ -32,10 +32,10 @@ from pathlib import Path
 
 from zeus_airflow.core.config import DEFAULT_BETA, DEFAULT_ETA, ConfigError
 from zeus_airflow.core.devices.replay import ReplayGPU
+from zeus_airflow.core.domain import EXPLORATION_PHASES, ExplorationStep, RecurrenceKey
 from zeus_airflow.core.engine import Engine, RecurrenceResult
-from zeus_airflow.core.policy import EXPLORATION_PHASES, ExplorationStep, ZeusPolicy, pruning_state
+from zeus_airflow.core.policy import ZeusPolicy, pruning_state
 from zeus_airflow.core.replay_training import ReplayTraining
-from zeus_airflow.core.store.base import RecurrenceKey
 from zeus_airflow.core.store.sql import SQLStore
 from zeus_airflow.core.traces import WorkloadTrace, load_workload_trace
 from zeus_airflow.sim.simulator import Expected, SimulationSpec, job_config, oracle
@@ -87,6 +87,7 @@ class DriftSpec:
     drift: Drift = field(default_factory=Drift)
     eta: float = DEFAULT_ETA
     beta: float = DEFAULT_BETA
+    drift_detection: bool = False
 
     def __post_init__(self) -> None:
         if not (isinstance(self.recurrences, int) and self.recurrences >= 2):
@@ -98,11 +99,15 @@ class DriftSpec:
 
     @property
     def label(self) -> str:
-        return "no window" if self.window is None else f"window {self.window}"
+        window = "no window" if self.window is None else f"window {self.window}"
+        if not self.drift_detection:
+            return window
+        return "detection" if self.window is None else f"detection, {window}"
 
     def simulation_spec(self) -> SimulationSpec:
         return SimulationSpec("zeus", self.gpu, self.workload, self.seed, self.traces_dir,
-                              self.eta, self.beta, self.window, self.recurrences)
+                              self.eta, self.beta, self.window, self.recurrences,
+                              self.drift_detection)
 
 
 @dataclass(frozen=True)

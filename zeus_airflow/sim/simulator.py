@@ -15,13 +15,18 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from zeus_airflow.core.config import DEFAULT_BETA, DEFAULT_ETA, JobConfig
+from zeus_airflow.core.config import (
+    DEFAULT_BETA,
+    DEFAULT_DRIFT_DETECTION,
+    DEFAULT_ETA,
+    JobConfig,
+)
 from zeus_airflow.core.cost import zeus_cost
 from zeus_airflow.core.devices.replay import ReplayGPU
+from zeus_airflow.core.domain import RecurrenceKey
 from zeus_airflow.core.engine import Engine
 from zeus_airflow.core.policy import POLICIES
 from zeus_airflow.core.replay_training import ReplayTraining
-from zeus_airflow.core.store.base import RecurrenceKey
 from zeus_airflow.core.store.sql import SQLStore
 from zeus_airflow.core.traces import WorkloadTrace, load_workload_trace
 
@@ -40,6 +45,7 @@ class SimulationSpec:
     window: int | None = None
     recurrences: int | None = None
     """None: 2 x |batch sizes| x |power limits|, as in the paper."""
+    drift_detection: bool = DEFAULT_DRIFT_DETECTION
 
 
 @dataclass(frozen=True)
@@ -120,7 +126,7 @@ def job_config(trace: WorkloadTrace, spec: SimulationSpec) -> JobConfig:
         batch_sizes=trace.batch_sizes, default_batch_size=trace.default_batch_size,
         target_metric=workload.target_metric, max_epochs=workload.max_epochs,
         higher_is_better=workload.higher_is_better, eta=spec.eta, beta=spec.beta,
-        window_size=spec.window,
+        window_size=spec.window, drift_detection=spec.drift_detection,
     )
 
 

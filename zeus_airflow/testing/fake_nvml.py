@@ -7,19 +7,39 @@ fake's. Units are NVML's: power and limits in mW, energy in mJ.
 Each GPU draws ``power_model(limit_mw)`` mW. Energy follows power over the fake's clock: real
 monotonic time by default, or a :class:`ManualClock` the test advances, so a training loop can
 "spend" exact seconds at a limit and every figure is known in advance. Every call that tries
-to change a setting is logged in :attr:`FakeNVML.set_calls`, whether NVML allowed it or not.
+to change a setting is logged in :attr:`FakeNVML.set_calls`, whether NVML allowed it or not,
+and every NVML function called is counted in :attr:`FakeNVML.calls`.
+
+What real NVML does and the fake copies (nvidia-ml-py 12/13, the NVML API reference):
+
+- MIG: ``nvmlDeviceGetMigMode`` answers ``[current, pending]`` on Ampere and newer and
+  ``NOT_SUPPORTED`` before; a MIG instance is found by its UUID (``MIG-<uuid>``, or the
+  older ``MIG-GPU-<gpu uuid>/<gi>/<ci>``) through ``nvmlDeviceGetHandleByUUID``, and its
+  parent through ``nvmlDeviceGetDeviceHandleFromMigDeviceHandle``. Power, energy and limits
+  belong to the parent: on an instance's handle they answer ``NOT_SUPPORTED``.
+- No energy counter before Volta: ``nvmlDeviceGetTotalEnergyConsumption`` answers
+  ``NOT_SUPPORTED``; ``nvmlDeviceGetPowerUsage`` works.
+- Setting a limit: ``NO_PERMISSION`` without root or CAP_SYS_ADMIN, ``INVALID_ARGUMENT``
+  outside the constraints, ``NOT_SUPPORTED`` on boards that do not allow it (GeForce, some
+  cloud VMs).
+- The energy counter (mJ since the driver was loaded) starts again from 0 when the driver is
+  reloaded: :meth:`FakeNVML.reload_driver_counters`.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pynvml
 from pynvml import (
+    NVML_DEVICE_ARCH_AMPERE,
+    NVML_DEVICE_MIG_DISABLE,
+    NVML_DEVICE_MIG_ENABLE,
     NVML_ERROR_INVALID_ARGUMENT,
     NVML_ERROR_NO_PERMISSION,
     NVML_ERROR_NOT_FOUND,
@@ -63,6 +83,16 @@ class FakeGPUSpec:
     energy_counter: bool = True
     """Whether nvmlDeviceGetTotalEnergyConsumption works (Volta and newer)."""
     power_model: PowerModel = draws_90_percent
+    architecture: int = NVML_DEVICE_ARCH_AMPERE
+    """What nvmlDeviceGetArchitecture answers (pynvml's NVML_DEVICE_ARCH_* values)."""
+    mig_mode: bool | None = False
+    """MIG mode: enabled, disabled, or None where the GPU has no MIG (before Ampere: the
+    call answers NOT_SUPPORTED)."""
+    mig_instances: int = 0
+    """MIG instances on the GPU (with ``mig_mode=True``)."""
+    set_limit_error: int | None = None
+    """An NVML error code every nvmlDeviceSetPowerManagementLimit answers (e.g.
+    NVML_ERROR_NOT_SUPPORTED on a board that does not allow it); None: it works."""
 
     def __post_init__(self) -> None:
         if not 0 < self.min_limit_mw <= self.max_limit_mw:
@@ -72,6 +102,9 @@ class FakeGPUSpec:
         if default is not None and not self.min_limit_mw <= default <= self.max_limit_mw:
             raise ValueError(f"default_limit_mw={default} is invalid: expected a value in "
                              f"[{self.min_limit_mw}, {self.max_limit_mw}]")
+        if self.mig_instances and not self.mig_mode:
+            raise ValueError(f"mig_instances={self.mig_instances} is invalid without "
+                             "mig_mode=True")
 
 
 @dataclass(frozen=True)
@@ -92,6 +125,10 @@ class _FakeGPU:
         self.spec = spec
         self.uuid = f"GPU-{index:08x}-fa6e-4000-8000-{index:012x}"
         self.limit_mw = spec.default_limit_mw or spec.max_limit_mw
+        self.constraints_mw = (spec.min_limit_mw, spec.max_limit_mw)
+        self.counter_origin_mj = 0
+        """True energy at the driver's last (re)load: the counter counts from there."""
+        self.mig = [_FakeMigInstance(self, gi) for gi in range(1, spec.mig_instances + 1)]
         self._clock = clock
         self._since_s = clock()
         self._energy_mj = 0.0
@@ -105,6 +142,17 @@ class _FakeGPU:
         self._energy_mj += self.power_mw() * (now_s - self._since_s)
         self._since_s = now_s
         return self._energy_mj
+
+
+class _FakeMigInstance:
+    """A MIG instance (GPU instance ``gi``, compute instance 0); also its NVML handle."""
+
+    def __init__(self, parent: _FakeGPU, gi: int) -> None:
+        self.parent = parent
+        self.gi = gi
+        self.uuid = f"MIG-{parent.index:08x}-319c-5000-8000-{gi:012x}"
+        self.legacy_uuid = f"MIG-{parent.uuid}/{gi}/0"
+        """The UUID form of drivers before R470, still accepted by CUDA and NVML."""
 
 
 class FakeNVML:
@@ -123,7 +171,10 @@ class FakeNVML:
         self.bytes_strings = bytes_strings
         self.init_error = init_error
         self.set_calls: list[SetLimitCall] = []
+        self.calls: Counter[str] = Counter()
+        """How many times each NVML function was called."""
         self.init_count = 0
+        self.driver_version = "550.54.15"
         self._gpus = [_FakeGPU(i, s, clock) for i, s in enumerate(specs)]
         self._lock = threading.Lock()  # the sampling thread reads while the test sets
 
@@ -142,6 +193,25 @@ class FakeNVML:
     def allowed_sets(self) -> list[tuple[int, int]]:
         """(GPU index, limit in mW) of every set call NVML accepted, in order."""
         return [(c.index, c.limit_mw) for c in self.set_calls if c.allowed]
+
+    def mig_uuids(self, index: int, legacy: bool = False) -> list[str]:
+        """The UUIDs of one GPU's MIG instances (``legacy``: ``MIG-GPU-<uuid>/<gi>/<ci>``)."""
+        return [m.legacy_uuid if legacy else m.uuid for m in self._gpus[index].mig]
+
+    def reload_driver_counters(self, index: int) -> None:
+        """The driver was reloaded: the GPU's energy counter starts again from 0."""
+        with self._lock:
+            gpu = self._gpus[index]
+            gpu.counter_origin_mj = int(gpu.energy_mj())
+
+    def set_constraints_mw(self, index: int, min_mw: int, max_mw: int) -> None:
+        """The board's accepted range changed (another power cap, a new VBIOS setting)."""
+        self._gpus[index].constraints_mw = (min_mw, max_mw)
+
+    def __getattribute__(self, name: str) -> Any:
+        if name.startswith("nvml"):
+            object.__getattribute__(self, "calls")[name] += 1
+        return object.__getattribute__(self, name)
 
     # --- the pynvml API ------------------------------------------------------------------------
     def nvmlInit(self) -> None:
@@ -163,26 +233,76 @@ class FakeNVML:
             raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
         return self._gpus[index]
 
-    def nvmlDeviceGetHandleByUUID(self, uuid: str | bytes) -> _FakeGPU:
+    def nvmlDeviceGetHandleByUUID(self, uuid: str | bytes) -> _FakeGPU | _FakeMigInstance:
+        """Whole GPUs by ``GPU-`` UUID, MIG instances by either MIG form (full UUIDs only:
+        prefixes are CUDA's convenience, not NVML's)."""
         self._check_init()
         wanted = uuid.decode() if isinstance(uuid, bytes) else uuid
         for gpu in self._gpus:
             if gpu.uuid == wanted:
                 return gpu
+            for instance in gpu.mig:
+                if wanted in (instance.uuid, instance.legacy_uuid):
+                    return instance
         raise NVMLError(NVML_ERROR_NOT_FOUND)
 
     def nvmlDeviceGetIndex(self, handle: _FakeGPU) -> int:
         return self._device(handle).index
 
-    def nvmlDeviceGetName(self, handle: _FakeGPU) -> str | bytes:
+    def nvmlDeviceGetName(self, handle: _FakeGPU | _FakeMigInstance) -> str | bytes:
+        if isinstance(handle, _FakeMigInstance):
+            return self._string(f"{self._device(handle.parent).spec.model} MIG 1g.10gb")
         return self._string(self._device(handle).spec.model)
 
-    def nvmlDeviceGetUUID(self, handle: _FakeGPU) -> str | bytes:
+    def nvmlDeviceGetUUID(self, handle: _FakeGPU | _FakeMigInstance) -> str | bytes:
+        if isinstance(handle, _FakeMigInstance):
+            self._device(handle.parent)
+            return self._string(handle.uuid)
         return self._string(self._device(handle).uuid)
 
+    def nvmlSystemGetDriverVersion(self) -> str | bytes:
+        self._check_init()
+        return self._string(self.driver_version)
+
+    def nvmlDeviceGetArchitecture(self, handle: _FakeGPU) -> int:
+        return self._device(handle).spec.architecture
+
+    def nvmlDeviceGetMigMode(self, handle: _FakeGPU) -> list[int]:
+        mode = self._device(handle).spec.mig_mode
+        if mode is None:
+            raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+        value = NVML_DEVICE_MIG_ENABLE if mode else NVML_DEVICE_MIG_DISABLE
+        return [value, value]
+
+    def nvmlDeviceIsMigDeviceHandle(self, handle: _FakeGPU | _FakeMigInstance) -> bool:
+        if isinstance(handle, _FakeMigInstance):
+            self._device(handle.parent)
+            return True
+        self._device(handle)
+        return False
+
+    def nvmlDeviceGetDeviceHandleFromMigDeviceHandle(
+            self, handle: _FakeGPU | _FakeMigInstance) -> _FakeGPU:
+        if not isinstance(handle, _FakeMigInstance):
+            self._device(handle)
+            raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
+        return self._device(handle.parent)
+
+    def nvmlDeviceGetMaxMigDeviceCount(self, handle: _FakeGPU) -> int:
+        gpu = self._device(handle)
+        if gpu.spec.mig_mode is None:
+            raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
+        return 7 if gpu.spec.mig_mode else 0
+
+    def nvmlDeviceGetMigDeviceHandleByIndex(self, handle: _FakeGPU,
+                                            index: int) -> _FakeMigInstance:
+        gpu = self._device(handle)
+        if not 0 <= index < len(gpu.mig):
+            raise NVMLError(NVML_ERROR_NOT_FOUND)
+        return gpu.mig[index]
+
     def nvmlDeviceGetPowerManagementLimitConstraints(self, handle: _FakeGPU) -> list[int]:
-        spec = self._device(handle).spec
-        return [spec.min_limit_mw, spec.max_limit_mw]
+        return list(self._device(handle).constraints_mw)
 
     def nvmlDeviceGetPowerManagementDefaultLimit(self, handle: _FakeGPU) -> int:
         spec = self._device(handle).spec
@@ -196,9 +316,13 @@ class FakeNVML:
 
     def nvmlDeviceSetPowerManagementLimit(self, handle: _FakeGPU, limit: int) -> None:
         gpu = self._device(handle)
-        in_range = gpu.spec.min_limit_mw <= limit <= gpu.spec.max_limit_mw
-        allowed = self.can_set_limits and in_range
+        low, high = gpu.constraints_mw
+        in_range = low <= limit <= high
+        refused = gpu.spec.set_limit_error
+        allowed = self.can_set_limits and in_range and refused is None
         self.set_calls.append(SetLimitCall(gpu.index, limit, allowed))
+        if refused is not None:
+            raise NVMLError(refused)
         if not self.can_set_limits:
             raise NVMLError(NVML_ERROR_NO_PERMISSION)
         if not in_range:
@@ -215,8 +339,8 @@ class FakeNVML:
         gpu = self._device(handle)
         if not gpu.spec.energy_counter:
             raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
-        with self._lock:
-            return int(gpu.energy_mj())  # the real counter is a whole number of mJ
+        with self._lock:  # the real counter is a whole number of mJ
+            return int(gpu.energy_mj()) - gpu.counter_origin_mj
 
     def __getattr__(self, name: str) -> Any:
         """pynvml's own constants and error classes (``fake.NVML_ERROR_NO_PERMISSION``,
@@ -231,8 +355,12 @@ class FakeNVML:
         if self.init_count <= 0:
             raise NVMLError(NVML_ERROR_UNINITIALIZED)
 
-    def _device(self, handle: _FakeGPU) -> _FakeGPU:
+    def _device(self, handle: object) -> _FakeGPU:
+        """The whole GPU a handle names; a MIG instance's handle has no power, energy or
+        limits of its own (NOT_SUPPORTED)."""
         self._check_init()
+        if isinstance(handle, _FakeMigInstance) and handle.parent in self._gpus:
+            raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
         if not isinstance(handle, _FakeGPU) or handle not in self._gpus:
             raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
         return handle

@@ -21,8 +21,23 @@ class DeviceError(RuntimeError):
     """The GPUs cannot be used as asked (none visible, NVML missing, unknown trace...)."""
 
 
-class PowerLimitPermissionError(DeviceError):
+class PowerLimitUnavailableError(DeviceError):
+    """The GPUs' power limits cannot be changed now (no permission, not supported, a MIG
+    instance, a limit another task holds). Training goes on at the current limits."""
+
+
+class PowerLimitPermissionError(PowerLimitUnavailableError):
     """The process may not change power limits (needs root or CAP_SYS_ADMIN)."""
+
+
+class PowerLimitRangeChangedError(DeviceError):
+    """The GPUs refused a limit inside the range read at start: the range was read again
+    (``power_limit_range_w()`` answers the new one, also in :attr:`range_w`), so the caller
+    may clamp to it and try once more."""
+
+    def __init__(self, message: str, range_w: tuple[int, int]) -> None:
+        super().__init__(message)
+        self.range_w = range_w
 
 
 @runtime_checkable
@@ -50,7 +65,20 @@ class GPUGroup(Protocol):
         ...
 
     def set_power_limits_w(self, limits_w: Sequence[int]) -> None:
-        """Set each GPU's limit (W). Raises PowerLimitPermissionError when not allowed."""
+        """Set each GPU's limit (W). Raises PowerLimitUnavailableError (or its subclass
+        PowerLimitPermissionError) when the limits cannot be changed."""
+        ...
+
+    @property
+    def limits_fixed_because(self) -> str | None:
+        """Why the limits cannot be changed, known before trying (a MIG instance, a limit
+        another task holds, an earlier refusal); None when they may be. The engine then
+        measures at the current limits without calling the setter."""
+        ...
+
+    def synchronize(self) -> None:
+        """Wait until the work queued on the GPUs has finished (CUDA kernels launched
+        asynchronously), so that a measurement window's edge is the work's edge."""
         ...
 
     def energy_j(self) -> float:

@@ -6,6 +6,17 @@ group has one, otherwise from a thread that samples power and integrates it (tra
 
 NVML itself ignores ``CUDA_VISIBLE_DEVICES``; :func:`visible_gpus` applies it the way CUDA
 does, so the GPUs measured are the GPUs the training process trains on.
+
+NVML as it is on real nodes (docs/devices.md, "Real GPUs"):
+
+- a MIG instance (``CUDA_VISIBLE_DEVICES=MIG-...``, or a whole GPU in MIG mode) is measured
+  through its parent GPU, whose energy the other instances share (``energy_shared``); its
+  limits are never set (``limits_fixed_because``);
+- ``NO_PERMISSION`` or ``NOT_SUPPORTED`` from the setter makes the limits fixed for the rest of
+  the task (:class:`~.base.PowerLimitUnavailableError`); a GPU that refuses a limit inside the
+  range read at start has its range read again, so the caller can clamp to it;
+- an energy counter that goes backwards (the driver was reloaded) is bridged with power times
+  time for that interval, with one warning.
 """
 
 from __future__ import annotations
@@ -15,7 +26,8 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import pynvml
 
@@ -23,13 +35,25 @@ from zeus_airflow.core.devices.base import (
     DeviceError,
     Measurement,
     PowerLimitPermissionError,
+    PowerLimitRangeChangedError,
+    PowerLimitUnavailableError,
     candidate_limits_in_range,
 )
+from zeus_airflow.core.devices.sync import CUDASynchronizer, Synchronize
 
 log = logging.getLogger(__name__)
 
 DEFAULT_SAMPLE_INTERVAL_S = 0.1
 VISIBLE_DEVICES_ENV = "CUDA_VISIBLE_DEVICES"
+
+
+@dataclass(frozen=True)
+class Visible:
+    """The GPUs ``CUDA_VISIBLE_DEVICES`` exposes: NVML indices in CUDA's order, and the MIG
+    instance's UUID when it names one (CUDA then sees that one instance, as device 0)."""
+
+    indices: tuple[int, ...]
+    mig_instance: str | None = None
 
 
 class NVMLGPUs:
@@ -39,13 +63,23 @@ class NVMLGPUs:
     energy is integrated over (the fake's clock in tests); ``sample_interval_s`` is the power
     sampling period used when a GPU has no energy counter. ``uuids`` holds each GPU's UUID,
     which, unlike an index, names the same GPU across reboots and ``CUDA_VISIBLE_DEVICES``.
+    ``synchronize`` waits for the GPUs' queued work at each measurement window's edge; by
+    default PyTorch's CUDA devices of the group, when PyTorch has initialised CUDA
+    (``core/devices/sync.py``). ``energy_source`` forces ``sampling`` even where counters
+    exist (``bench/gpu_check.py`` compares the two); ``auto`` prefers the counters.
     """
 
     measurement: Measurement = "measured"
 
     def __init__(self, indices: Sequence[int] | None = None, *, nvml: Any = pynvml,
                  sample_interval_s: float = DEFAULT_SAMPLE_INTERVAL_S,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 synchronize: Synchronize | None = None,
+                 energy_source: Literal["auto", "sampling"] = "auto") -> None:
+        if energy_source not in ("auto", "sampling"):
+            raise DeviceError(f"energy_source={energy_source!r} is invalid: expected auto or "
+                              "sampling")
+        self._force_sampling = energy_source == "sampling"
         if not sample_interval_s > 0:
             raise DeviceError(f"sample_interval_s={sample_interval_s!r} is invalid: "
                               "expected a number of seconds > 0")
@@ -57,6 +91,7 @@ class NVMLGPUs:
         except BaseException:
             nvml.nvmlShutdown()
             raise
+        self._sync = synchronize or CUDASynchronizer(self.cuda_ordinals)
         self._closed = False
 
     def _open(self, indices: Sequence[int] | None, sample_interval_s: float) -> None:
@@ -64,18 +99,40 @@ class NVMLGPUs:
         count = nvml.nvmlDeviceGetCount()
         all_uuids = [_text(nvml.nvmlDeviceGetUUID(nvml.nvmlDeviceGetHandleByIndex(i)))
                      for i in range(count)]
+        env = os.environ.get(VISIBLE_DEVICES_ENV)
+        visible = _visible(nvml, env, all_uuids)
         chosen = _checked_indices(indices, count) if indices is not None \
-            else _visible_indices(os.environ.get(VISIBLE_DEVICES_ENV), all_uuids)
+            else _required(visible, env)
         self.indices: tuple[int, ...] = chosen
         self.count = len(chosen)
         self.uuids: tuple[str, ...] = tuple(all_uuids[i] for i in chosen)
+        self.mig_instance: str | None = visible.mig_instance if indices is None else None
+        """The MIG instance the process trains on (its UUID), or None for whole GPUs."""
+        self.cuda_ordinals: tuple[int, ...] = _cuda_ordinals(chosen, visible, env)
+        """CUDA's device numbers of the group's GPUs in this process (for synchronising)."""
         self._handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in chosen]
         self.model: str = _one_model(nvml, self._handles, chosen)
+        in_mig_mode = [i for i, h in zip(chosen, self._handles, strict=True)
+                       if _mig_enabled(nvml, h)]
+        self.energy_shared = self.mig_instance is not None or bool(in_mig_mode)
+        """The energy measured is a whole GPU's that MIG instances share: other tenants' work
+        is in it (never subtracted; docs/devices.md)."""
+        self._fixed_because: str | None = None
+        """Why limits cannot be changed: MIG (known at start), or NVML's refusal."""
+        self._mig_because: str | None = None
+        if self.energy_shared:
+            where = f"MIG instance {self.mig_instance}" if self.mig_instance else \
+                f"GPUs {in_mig_mode} are in MIG mode"
+            self._mig_because = self._fixed_because = (
+                f"{where}: a power limit belongs to the whole GPU, which the MIG instances "
+                "share, and cannot be set per instance; energy is the whole GPU's, shared "
+                "with the other instances")
         self._range_w = self._limit_range_w()
         self._read_mw: dict[tuple[int, int], int] = {}
         """(position in the group, W) -> the exact mW read from that GPU."""
-        self._counter_start_mj = self._energy_counters_mj()
-        self._sampler = None if self._counter_start_mj is not None else _PowerIntegrator(
+        use_counters = not self._force_sampling and self._counters_supported()
+        self._counters = _Counters.open(self) if use_counters else None
+        self._sampler = None if self._counters is not None else _PowerIntegrator(
             self._total_power_w, self._clock, sample_interval_s)
 
     # --- the GPUGroup interface -------------------------------------------------------------
@@ -91,34 +148,39 @@ class NVMLGPUs:
             self._read_mw[position, _w_from_mw(limit_mw)] = limit_mw
         return tuple(_w_from_mw(mw) for mw in limits_mw)
 
+    @property
+    def limits_fixed_because(self) -> str | None:
+        return self._fixed_because
+
     def set_power_limits_w(self, limits_w: Sequence[int]) -> None:
         """Set each GPU's limit; every value is checked before any GPU changes. A value read
         from a GPU before writes back the exact mW read, so an odd limit (187.5 W, read as
-        188 W) is restored exactly, even just above the whole-W range."""
+        188 W) is restored exactly, even just above the whole-W range. When one GPU refuses,
+        those already set go back to what they had, so the group keeps one limit. On MIG the
+        setter is never called. After a refusal it still is (to restore what was set)."""
+        if self._mig_because is not None:
+            raise PowerLimitUnavailableError(self._mig_because)
         limits_mw = [self._to_mw(position, limit_w) for position, limit_w in
                      enumerate(self._checked_count(limits_w))]
-        for index, handle, limit_mw in zip(self.indices, self._handles, limits_mw, strict=True):
+        before_mw = [self._call("nvmlDeviceGetPowerManagementLimit", h) for h in self._handles]
+        for position, limit_mw in enumerate(limits_mw):
             try:
-                self._nvml.nvmlDeviceSetPowerManagementLimit(handle, limit_mw)
-            except self._nvml.NVMLError as err:
-                if err.value == self._nvml.NVML_ERROR_NO_PERMISSION:
-                    raise PowerLimitPermissionError(
-                        f"NVML refused to set the power limit of GPU {index} ({err}): setting "
-                        "power limits needs root or the CAP_SYS_ADMIN capability") from err
-                raise DeviceError(f"nvmlDeviceSetPowerManagementLimit(GPU {index}, "
-                                  f"{limit_mw} mW) failed: {err}") from err
+                self._set_one(position, limit_mw)
+            except DeviceError:
+                self._roll_back(before_mw[:position])
+                raise
 
     def energy_j(self) -> float:
         if self._sampler is not None:
             return self._sampler.energy_j()
-        start_mj = self._counter_start_mj
-        assert start_mj is not None
-        now_mj = self._energy_counters_mj()
-        assert now_mj is not None
-        return sum(now - start for now, start in zip(now_mj, start_mj, strict=True)) / 1000.0
+        assert self._counters is not None
+        return self._counters.energy_j()
 
     def now_s(self) -> float:
         return self._clock()
+
+    def synchronize(self) -> None:
+        self._sync()
 
     def close(self) -> None:
         """Stop the sampling thread and release NVML. Safe to call twice."""
@@ -149,6 +211,42 @@ class NVMLGPUs:
         high_mw = min(high for _, high in ranges_mw)
         return -(-low_mw // 1000), high_mw // 1000
 
+    def _set_one(self, position: int, limit_mw: int) -> None:
+        nvml, index = self._nvml, self.indices[position]
+        try:
+            nvml.nvmlDeviceSetPowerManagementLimit(self._handles[position], limit_mw)
+        except nvml.NVMLError as err:
+            code = err.value
+            if code == nvml.NVML_ERROR_NO_PERMISSION:
+                self._fixed_because = (
+                    f"NVML refused to set the power limit of GPU {index} ({err}): setting "
+                    "power limits needs root or the CAP_SYS_ADMIN capability")
+                raise PowerLimitPermissionError(self._fixed_because) from err
+            if code == nvml.NVML_ERROR_NOT_SUPPORTED:
+                self._fixed_because = (f"GPU {index} ({self.model}) does not support setting "
+                                       f"its power limit ({err})")
+                raise PowerLimitUnavailableError(self._fixed_because) from err
+            if code == nvml.NVML_ERROR_INVALID_ARGUMENT:
+                old = self._range_w
+                self._range_w = self._limit_range_w()
+                if self._range_w != old:
+                    raise PowerLimitRangeChangedError(
+                        f"GPU {index} refused {limit_mw} mW: its power-limit range is now "
+                        f"{list(self._range_w)} W (was {list(old)} W)", self._range_w) from err
+                self._fixed_because = (f"GPU {index} refused a power limit of {limit_mw} mW "
+                                       f"inside its range {list(old)} W ({err})")
+                raise PowerLimitUnavailableError(self._fixed_because) from err
+            raise DeviceError(f"nvmlDeviceSetPowerManagementLimit(GPU {index}, "
+                              f"{limit_mw} mW) failed: {err}") from err
+
+    def _roll_back(self, before_mw: Sequence[int]) -> None:
+        for handle, limit_mw in zip(self._handles, before_mw, strict=False):
+            try:
+                self._nvml.nvmlDeviceSetPowerManagementLimit(handle, limit_mw)
+            except self._nvml.NVMLError:
+                log.warning("could not put a GPU's power limit back to %d mW after another "
+                            "GPU of the group refused its limit", limit_mw, exc_info=True)
+
     def _checked_count(self, limits_w: Sequence[int]) -> Sequence[int]:
         if len(limits_w) != self.count:
             raise DeviceError(f"limits_w={list(limits_w)} is invalid: expected {self.count} "
@@ -165,18 +263,66 @@ class NVMLGPUs:
                               f"expected a value in [{low}, {high}] W")
         return int(limit_w) * 1000
 
-    def _energy_counters_mj(self) -> list[int] | None:
-        """Every GPU's energy counter (mJ), or None when one of them has none."""
+    def _counters_supported(self) -> bool:
+        """Whether every GPU has an energy counter (Volta and newer)."""
         nvml = self._nvml
         try:
-            return [nvml.nvmlDeviceGetTotalEnergyConsumption(h) for h in self._handles]
+            for handle in self._handles:
+                nvml.nvmlDeviceGetTotalEnergyConsumption(handle)
         except nvml.NVMLError as err:
             if err.value in (nvml.NVML_ERROR_NOT_SUPPORTED, nvml.NVML_ERROR_FUNCTION_NOT_FOUND):
-                return None
+                return False
             raise DeviceError(f"nvmlDeviceGetTotalEnergyConsumption failed: {err}") from err
+        return True
+
+    def _read_counters_mj(self) -> list[int]:
+        return [self._call("nvmlDeviceGetTotalEnergyConsumption", h) for h in self._handles]
+
+    def _power_w(self) -> list[float]:
+        return [self._call("nvmlDeviceGetPowerUsage", h) / 1000.0 for h in self._handles]
 
     def _total_power_w(self) -> float:
-        return sum(self._call("nvmlDeviceGetPowerUsage", h) for h in self._handles) / 1000.0
+        return sum(self._power_w())
+
+
+class _Counters:
+    """Energy from the GPUs' counters, summed as increments between reads.
+
+    The counter is mJ since the driver was loaded: reloading the driver (or a driver bug)
+    makes it go backwards. Such an interval is bridged with the power read now times the time
+    since the last read, and said once; the counters are never trusted to be monotonic.
+    """
+
+    def __init__(self, gpus: NVMLGPUs, first_mj: list[int]) -> None:
+        self._gpus = gpus
+        self._last_mj = first_mj
+        self._last_s = gpus.now_s()
+        self._total_mj = 0.0
+        self._warned = False
+        self._lock = threading.Lock()
+
+    @classmethod
+    def open(cls, gpus: NVMLGPUs) -> _Counters:
+        return cls(gpus, gpus._read_counters_mj())
+
+    def energy_j(self) -> float:
+        with self._lock:
+            now_mj, now_s = self._gpus._read_counters_mj(), self._gpus.now_s()
+            power_w: list[float] | None = None
+            for position, (now, last) in enumerate(zip(now_mj, self._last_mj, strict=True)):
+                if now >= last:
+                    self._total_mj += now - last
+                    continue
+                if power_w is None:
+                    power_w = self._gpus._power_w()
+                self._total_mj += power_w[position] * (now_s - self._last_s) * 1000.0
+                if not self._warned:
+                    self._warned = True
+                    log.warning("the energy counter of GPU %d went backwards (%d -> %d mJ: the "
+                                "driver was reloaded?); that interval is estimated from its "
+                                "power draw", self._gpus.indices[position], last, now)
+            self._last_mj, self._last_s = now_mj, now_s
+            return self._total_mj / 1000.0
 
 
 def visible_gpus(nvml: Any = pynvml, **options: Any) -> NVMLGPUs:
@@ -250,38 +396,77 @@ def _checked_indices(indices: Sequence[int], count: int) -> tuple[int, ...]:
     return chosen
 
 
-def _visible_indices(env_value: str | None, uuids: Sequence[str]) -> tuple[int, ...]:
-    """NVML indices of the GPUs ``CUDA_VISIBLE_DEVICES`` exposes, in its order.
-
-    As in CUDA, entries are indices or (prefixes of) ``GPU-`` UUIDs, and the first entry that
-    names no GPU hides itself and every entry after it (``-1`` hides all GPUs).
-    """
+def _visible(nvml: Any, env_value: str | None, uuids: Sequence[str]) -> Visible:
+    """The GPUs ``CUDA_VISIBLE_DEVICES`` exposes, as CUDA reads it: entries are indices,
+    (unique prefixes of) ``GPU-`` UUIDs or a MIG instance's UUID; the first entry that names
+    no GPU hides itself and every entry after it (``-1`` hides all GPUs). CUDA enumerates one
+    MIG instance at most: a MIG entry ends the list. Unset: every GPU, in NVML's order."""
     if env_value is None:
-        chosen, where = tuple(range(len(uuids))), "NVML sees no GPU"
-    else:
-        chosen = _parse_visible(env_value, uuids)
-        where = f"{VISIBLE_DEVICES_ENV}={env_value!r} hides every GPU"
-    if not chosen:
-        raise DeviceError(f"no GPU is visible to this process: {where}. Check "
-                          f"{VISIBLE_DEVICES_ENV} and that the driver sees the GPUs (nvidia-smi)")
-    return chosen
-
-
-def _parse_visible(env_value: str, uuids: Sequence[str]) -> tuple[int, ...]:
+        return Visible(tuple(range(len(uuids))))
     chosen: list[int] = []
-    for entry in (e.strip() for e in env_value.split(",")):
+    entries = [e.strip() for e in env_value.split(",")]
+    for position, entry in enumerate(entries):
         if entry.upper().startswith("MIG-"):
-            raise DeviceError(f"{VISIBLE_DEVICES_ENV} entry {entry!r} is a MIG instance: power "
-                              "limits and energy belong to the whole GPU, so MIG is not "
-                              "supported; expose whole GPUs")
-        index = _entry_index(entry, uuids)
+            parent = _mig_parent_index(nvml, entry) if not chosen else None
+            if parent is not None:
+                if position + 1 < len(entries):
+                    log.warning("%s: CUDA uses one MIG instance per process; entries after %r "
+                                "are ignored", VISIBLE_DEVICES_ENV, entry)
+                return Visible((parent,), entry)
+            index = None
+        else:
+            index = _entry_index(entry, uuids)
         if index is None or index in chosen:
             if entry:
                 log.warning("%s entry %r names no GPU (or repeats one): like CUDA, it and the "
                             "entries after it are ignored", VISIBLE_DEVICES_ENV, entry)
             break
         chosen.append(index)
-    return tuple(chosen)
+    return Visible(tuple(chosen))
+
+
+def _required(visible: Visible, env_value: str | None) -> tuple[int, ...]:
+    if not visible.indices:
+        where = "NVML sees no GPU" if env_value is None \
+            else f"{VISIBLE_DEVICES_ENV}={env_value!r} hides every GPU"
+        raise DeviceError(f"no GPU is visible to this process: {where}. Check "
+                          f"{VISIBLE_DEVICES_ENV} and that the driver sees the GPUs (nvidia-smi)")
+    return visible.indices
+
+
+def _cuda_ordinals(chosen: Sequence[int], visible: Visible,
+                   env_value: str | None) -> tuple[int, ...]:
+    """CUDA's device number of each chosen GPU that CUDA sees in this process: its position
+    in ``CUDA_VISIBLE_DEVICES`` (the NVML index when unset, which assumes CUDA's order is
+    NVML's: set ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` on nodes with mixed models)."""
+    if env_value is None:
+        return tuple(chosen)
+    return tuple(visible.indices.index(i) for i in chosen if i in visible.indices)
+
+
+def _mig_parent_index(nvml: Any, entry: str) -> int | None:
+    """The NVML index of the GPU a MIG UUID belongs to, or None when NVML knows no such
+    instance (either UUID form: ``MIG-<uuid>``, or ``MIG-GPU-<uuid>/<gi>/<ci>``)."""
+    try:
+        instance = nvml.nvmlDeviceGetHandleByUUID(entry)
+        parent = nvml.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(instance)
+        return int(nvml.nvmlDeviceGetIndex(parent))
+    except nvml.NVMLError as err:
+        if err.value in (nvml.NVML_ERROR_NOT_FOUND, nvml.NVML_ERROR_INVALID_ARGUMENT,
+                         nvml.NVML_ERROR_NOT_SUPPORTED, nvml.NVML_ERROR_FUNCTION_NOT_FOUND):
+            return None
+        raise DeviceError(f"cannot look up MIG instance {entry!r} in NVML: {err}") from err
+
+
+def _mig_enabled(nvml: Any, handle: Any) -> bool:
+    """Whether a whole GPU runs in MIG mode (GPUs before Ampere answer NOT_SUPPORTED)."""
+    try:
+        current, _pending = nvml.nvmlDeviceGetMigMode(handle)
+    except nvml.NVMLError as err:
+        if err.value in (nvml.NVML_ERROR_NOT_SUPPORTED, nvml.NVML_ERROR_FUNCTION_NOT_FOUND):
+            return False
+        raise DeviceError(f"nvmlDeviceGetMigMode failed: {err}") from err
+    return bool(current == nvml.NVML_DEVICE_MIG_ENABLE)
 
 
 def _entry_index(entry: str, uuids: Sequence[str]) -> int | None:

@@ -56,6 +56,11 @@ class ReplayGPU:
     def now_s(self) -> float:
         return self._clock_s
 
+    limits_fixed_because: str | None = None
+
+    def synchronize(self) -> None:
+        """Replayed and simulated work is synchronous: nothing is queued."""
+
     def close(self) -> None:
         pass
 

@@ -100,6 +100,11 @@ class SimulatedGPU:
         self._settle()
         return self._simulated_s
 
+    limits_fixed_because: str | None = None
+
+    def synchronize(self) -> None:
+        """Replayed and simulated work is synchronous: nothing is queued."""
+
     def close(self) -> None:
         pass
 

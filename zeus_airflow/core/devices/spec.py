@@ -24,7 +24,12 @@ from typing import Literal, NoReturn
 
 from zeus_airflow.core.config import DB_INT_MAX, ConfigError
 from zeus_airflow.core.devices.base import GPUGroup
-from zeus_airflow.core.traces import PACKAGED_TRACES, WORKLOADS, load_workload_trace
+from zeus_airflow.core.traces import (
+    PACKAGED_TRACES,
+    WORKLOADS,
+    available_gpus,
+    load_workload_trace,
+)
 
 DEVICE_FORMS: tuple[str, ...] = (
     "auto", "nvml:<i>[,<j>...]", "replay:<gpu>:<workload>", "simulated:<gpu>[:<workload>]")
@@ -74,7 +79,14 @@ def open_device(spec: DeviceSpec, traces_dir: str | Path | None = None) -> GPUGr
         from zeus_airflow.core.devices.nvml import NVMLGPUs
 
         return NVMLGPUs(spec.indices)
-    trace = load_workload_trace(resolve_traces_dir(traces_dir), spec.gpu, spec.workload)
+    folder = resolve_traces_dir(traces_dir)
+    if (folder / "summary_train.csv").is_file() and spec.gpu not in available_gpus(folder):
+        # Checked here, not at parse time: the traces folder is only known where tasks run.
+        raise ConfigError(f"device='{spec.backend}:{spec.gpu}...' is invalid: no power traces "
+                          f"for GPU {spec.gpu!r}; expected one of "
+                          f"{', '.join(available_gpus(folder))} (summary_power_<gpu>.csv in "
+                          f"{folder})")
+    trace = load_workload_trace(folder, spec.gpu, spec.workload)
     if spec.backend == "replay":
         from zeus_airflow.core.devices.replay import ReplayGPU
 

@@ -8,7 +8,7 @@ Tries a later Airflow try of the same task instance replaced are history, never 
 """
 
 from zeus_airflow.core.reports.arms import arms, profile_points
-from zeus_airflow.core.reports.default import default_estimate
+from zeus_airflow.core.reports.default import default_emissions_g, default_estimate
 from zeus_airflow.core.reports.jobs import (
     current,
     detail,
@@ -31,6 +31,7 @@ from zeus_airflow.core.reports.records import (
 from zeus_airflow.core.reports.runs import SHOWN_STATUSES, runs
 
 __all__ = ["SHOWN_STATUSES", "Arm", "DefaultEstimate", "JobDetail", "JobSummary",
-           "ProfilePoint", "RunRecord", "Version", "arms", "current", "default_estimate",
+           "ProfilePoint", "RunRecord", "Version", "arms", "current", "default_emissions_g",
+           "default_estimate",
            "detail", "instance_job", "job_dags", "job_map_indexes", "profile_points", "runs",
            "summaries", "task_jobs", "versions"]

@@ -10,18 +10,19 @@ from __future__ import annotations
 
 from sqlalchemy import Connection, select
 
+from zeus_airflow.core.domain import ArmStats, DeviceInfo, JobRef, JobSnapshot
+from zeus_airflow.core.fleet import job_snapshot
 from zeus_airflow.core.policy import (
     HistoryOutOfOrderError,
-    JobSnapshot,
     best_known,
     best_success_size,
     job_phase,
     pruning_reasons,
+    pruning_state,
 )
-from zeus_airflow.core.posterior import ArmStats, arm_posterior, pooled_cost_cv
+from zeus_airflow.core.posterior import arm_posterior, pooled_cost_cv
 from zeus_airflow.core.reports.records import Arm, ProfilePoint, Version
-from zeus_airflow.core.store.base import DeviceInfo, JobRef
-from zeus_airflow.core.store.snapshot import read_snapshot
+from zeus_airflow.core.store.snapshot import read_state
 from zeus_airflow.core.store.tables import power_profiles, trials
 
 _LATEST_SETUP = (select(trials.c.gpu_model, trials.c.gpu_count, trials.c.measurement)
@@ -34,8 +35,8 @@ def _snapshot(conn: Connection, v: Version) -> JobSnapshot:
     # The candidate limits matter to the grid baseline only: none are needed here.
     device = DeviceInfo(latest.gpu_model, latest.gpu_count, latest.measurement, ()) if latest \
         else DeviceInfo("", 1, "measured", ())
-    return read_snapshot(conn, JobRef(v.pk, v.job_id, v.version, v.config), device,
-                         frozenset())
+    return job_snapshot(read_state(conn, JobRef(v.pk, v.job_id, v.version, v.config), device,
+                                   frozenset()))
 
 
 def decision_state(conn: Connection, v: Version) -> tuple[str, int | None]:
@@ -53,6 +54,20 @@ def decision_state(conn: Connection, v: Version) -> tuple[str, int | None]:
     if not in_play:
         return phase, best_success_size(snapshot)
     return phase, best_known(snapshot, in_play)
+
+
+def upcoming_batch_size(conn: Connection, v: Version) -> tuple[str, int | None]:
+    """The batch size the Zeus policy most likely decides next, and the job's phase: the
+    pruning walk's next step, else the best known size in play (what Thompson sampling
+    exploits most often), else the fallback's. None before any observation."""
+    snapshot = _snapshot(conn, v)
+    try:
+        state = pruning_state(snapshot.config, snapshot.exploration)
+    except HistoryOutOfOrderError:  # another policy's history
+        return decision_state(conn, v)
+    if state.next_batch_size is not None:
+        return "pruning", state.next_batch_size
+    return decision_state(conn, v)
 
 
 def arms(conn: Connection, v: Version) -> tuple[Arm, ...]:

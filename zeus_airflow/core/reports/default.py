@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from sqlalchemy import Connection, select
 
 from zeus_airflow.core.cost import LimitMeasurement
 from zeus_airflow.core.reports.arms import profile_points
-from zeus_airflow.core.reports.records import DefaultEstimate, Version
+from zeus_airflow.core.reports.records import DefaultEstimate, RunRecord, Version
 from zeus_airflow.core.store.tables import trials
+from zeus_airflow.core.units import J_PER_KWH
 
 
 def default_estimate(conn: Connection, v: Version) -> DefaultEstimate | None:
@@ -40,3 +43,23 @@ def default_estimate(conn: Connection, v: Version) -> DefaultEstimate | None:
         scaled += 1
     n = len(successes)
     return DefaultEstimate(b0, top, energy / n, time / n, n, scaled)
+
+
+def default_emissions_g(default: DefaultEstimate | None,
+                        runs: Sequence[RunRecord]) -> list[float | None]:
+    """What each run would have emitted the Default way: b0 at the maximum limit (the
+    estimate's energy, plus the run's own setup energy, which Default would spend too),
+    started on schedule: at the intensity forecast for the run's slot had it not waited
+    (the intensity it ran at when it did not wait). None where the run has no carbon
+    figures, or before there is an estimate."""
+    if default is None:
+        return [None] * len(runs)
+    shown: list[float | None] = []
+    for r in runs:
+        intensity = r.unshifted_intensity_g_per_kwh if r.start_delay_s else None
+        intensity = intensity if intensity is not None else r.carbon_intensity_g_per_kwh
+        if r.emissions_g is None or intensity is None:
+            shown.append(None)
+            continue
+        shown.append((default.energy_j + (r.setup_energy_j or 0.0)) / J_PER_KWH * intensity)
+    return shown

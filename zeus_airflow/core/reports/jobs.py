@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from sqlalchemy import Connection, Integer, func, select
+from sqlalchemy import Connection, Integer, case, func, select
 
 from zeus_airflow.core.config import JobConfig
 from zeus_airflow.core.devices.base import Measurement
@@ -88,12 +88,19 @@ def summaries(conn: Connection, chosen: Sequence[Version],
               history: dict[str, list[Version]]) -> list[JobSummary]:
     """One summary per chosen version, in the order given."""
     pks = [v.pk for v in chosen]
+    observe = trials.c.would_save_energy_j.is_not(None)
     totals = {r.job_pk: r for r in conn.execute(
         select(trials.c.job_pk, func.coalesce(func.sum(trials.c.energy_j), 0.0).label("energy"),
-               func.coalesce(func.sum(trials.c.time_s), 0.0).label("time"))
+               func.coalesce(func.sum(trials.c.time_s), 0.0).label("time"),
+               func.sum(trials.c.would_save_energy_j).label("would_save_energy"),
+               func.sum(trials.c.would_save_time_s).label("would_save_time"),
+               func.sum(case((observe, trials.c.energy_j))).label("observed_energy"))
         .where(trials.c.job_pk.in_(pks), SHOWN).group_by(trials.c.job_pk))}
+    # A run is finished once one of its tries has figures and none is still training: the
+    # Default estimate counts one Default run per finished run.
     per_run = (select(trials.c.job_pk,
-                      func.max(trials.c.energy_j.is_not(None).cast(Integer)).label("done"))
+                      (func.max(trials.c.energy_j.is_not(None).cast(Integer))
+                       * func.min((trials.c.status != "running").cast(Integer))).label("done"))
                .where(trials.c.job_pk.in_(pks), SHOWN)
                .group_by(trials.c.job_pk, *_RUN_KEY).subquery())
     counts = {r.job_pk: r for r in conn.execute(
@@ -118,7 +125,10 @@ def summaries(conn: Connection, chosen: Sequence[Version],
             time_s=float(total.time) if total else 0.0,
             measurements=tuple(sorted({m for *_, m in seen})), phase=phase,
             best_batch_size=best, best_power_limit_w=_last_limit(conn, v.pk, best),
-            default=default_estimate(conn, v)))
+            default=default_estimate(conn, v),
+            would_save_energy_j=total.would_save_energy if total else None,
+            would_save_time_s=total.would_save_time if total else None,
+            observed_energy_j=total.observed_energy if total else None))
     return result
 
 

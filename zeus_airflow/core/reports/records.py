@@ -9,6 +9,7 @@ from typing import ClassVar
 
 from zeus_airflow.core.config import JobConfig
 from zeus_airflow.core.devices.base import Measurement
+from zeus_airflow.core.domain import TrialStatus
 
 _DOCUMENTED = {"use_attribute_docstrings": True}
 """Records the UI's JSON API returns as they are: pydantic (which this package does not
@@ -69,6 +70,12 @@ class JobSummary:
     best_batch_size: int | None
     best_power_limit_w: int | None
     default: DefaultEstimate | None
+    would_save_energy_j: float | None = None
+    """Observe mode: J training at the optimum would have saved, summed over the tries that
+    reported it; None when none did."""
+    would_save_time_s: float | None = None
+    observed_energy_j: float | None = None
+    """The energy of those tries: what ``would_save_energy_j`` is a share of."""
 
     @property
     def job_id(self) -> str:
@@ -87,8 +94,10 @@ class JobSummary:
 
 @dataclass(frozen=True)
 class RunRecord:
-    """One run. Figures sum its finished tries (None while none has finished); batch size,
-    power limit, phase and status are the last try's."""
+    """One run: the tries of one Airflow task instance. Its fields are the trial's
+    (:class:`~zeus_airflow.core.domain.TrialRecord`, a test checks names and types), listed
+    here because the JSON API documents them: figures sum its finished tries (None while none
+    has finished); batch size, power limit, phase and status are the last try's."""
 
     __pydantic_config__: ClassVar[dict[str, bool]] = _DOCUMENTED
 
@@ -102,7 +111,7 @@ class RunRecord:
     """Airflow's try number of the task instance."""
     batch_sizes: tuple[int, ...]
     """Batch size of each try, in order; the last is the run's."""
-    status: str
+    status: TrialStatus
     """The last try's: running, succeeded, failed (target missed), error (the train function
     raised), invalid (it broke its contract), expired."""
     phase: str
@@ -127,6 +136,34 @@ class RunRecord:
     setup_energy_j: float | None = None
     """J before training started, every try: measured, not part of ``cost``."""
     setup_time_s: float | None = None
+    optimal_power_limit_w: int | None = None
+    """W, the optimum the last try's profile gives (observe mode: not the limit trained at)."""
+    would_save_energy_j: float | None = None
+    """Observe mode: J training at the optimum would have saved, every try that reported it
+    (negative: it would have cost more); None outside observe mode."""
+    would_save_time_s: float | None = None
+    cpu_energy_j: float | None = None
+    """J, the host's CPU package (RAPL) over every try's training, beside ``energy_j``; not
+    part of ``cost`` unless the job sets cost_includes_cpu. None: not measured."""
+    dram_energy_j: float | None = None
+    """J, the host's DRAM (RAPL) over every try's training. None: not measured."""
+    carbon_zone: str | None = None
+    """Grid zone of the carbon figures; None: the task had no carbon_zone."""
+    emissions_g: float | None = None
+    """gCO2e of the training and setup energy, every try (each over its own span)."""
+    energy_cost: float | None = None
+    """Every try, in the price's currency; None without a price."""
+    carbon_intensity_g_per_kwh: float | None = None
+    """The last try's mean gCO2e/kWh over its span."""
+    carbon_provenance: str | None = None
+    """live, forecast, file, fixed or fallback: where the last try's intensity came from."""
+    start_delay_s: float | None = None
+    """How long the carbon-aware start waited (None: no start_deadline)."""
+    expected_emissions_g: float | None = None
+    """gCO2e the start plan expected (None without an expected energy)."""
+    unshifted_intensity_g_per_kwh: float | None = None
+    """Forecast gCO2e/kWh over the run's expected span had it started when planned."""
+    start_reason: str | None = None
 
     @property
     def batch_size(self) -> int:

@@ -1,59 +1,48 @@
-"""A job version's runs: its trials grouped by Airflow task instance."""
+"""A job version's runs: its trials grouped by Airflow task instance.
+
+A run's fields are the trial's (:class:`~zeus_airflow.core.domain.TrialRecord`), read by
+name: its figures sum its finished tries, the rest are its last try's. Rows are grouped as
+the database returns them (a long job has thousands), not built into records first.
+"""
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any, NamedTuple
+from dataclasses import fields
+from typing import Any
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, Row, select
 
-from zeus_airflow.core.devices.base import Measurement
+from zeus_airflow.core.domain import LIVE_STATUSES, VOID_STATUSES
 from zeus_airflow.core.reports.records import RunRecord
 from zeus_airflow.core.store.admin import as_utc as utc
-from zeus_airflow.core.store.tables import LIVE_STATUSES, VOID_STATUSES, trials
+from zeus_airflow.core.store.tables import trials
 
 SHOWN_STATUSES = (*LIVE_STATUSES, *VOID_STATUSES)
 """Tries shown as part of a run: the live ones, and those whose train function raised or
 broke its contract."""
 SHOWN = trials.c.status.in_(SHOWN_STATUSES)
 
-
-class _Try(NamedTuple):
-    """One try as a run shows it (a plain tuple: a long job has thousands to group)."""
-
-    dag_id: str
-    task_id: str
-    run_id: str
-    map_index: int
-    try_number: int
-    status: str
-    phase: str
-    batch_size: int
-    power_limit_w: int | None
-    energy_j: float | None
-    time_s: float | None
-    cost: float | None
-    epochs: int | None
-    reached_target: bool | None
-    measurement: Measurement
-    gpu_model: str
-    started_at: datetime
-    finished_at: datetime | None
-    stop_reason: str | None
-    setup_energy_j: float | None
-    setup_time_s: float | None
-
-
-_TRY_COLUMNS = select(*(trials.c[name] for name in _Try._fields))
+SUMMED = ("energy_j", "time_s", "cost", "epochs", "setup_energy_j", "setup_time_s",
+          "emissions_g", "energy_cost", "cpu_energy_j", "dram_energy_j")
+"""A run's figures: the sum over its finished tries."""
+SUMMED_WHERE_KNOWN = ("would_save_energy_j", "would_save_time_s")
+"""Observe mode's estimates: the sum over the tries that made one (None when none did)."""
+_OWN = ("index", "batch_sizes", "started_at", "finished_at", "reached_target")
+"""Fields a run computes itself (first start, last finish, ...); all others are its last
+try's."""
+_LAST = tuple(f.name for f in fields(RunRecord)
+              if f.name not in (*SUMMED, *SUMMED_WHERE_KNOWN, *_OWN))
+_COLUMNS = ("batch_size", "started_at", "finished_at", "reached_target", *_LAST, *SUMMED,
+            *SUMMED_WHERE_KNOWN)
+_TRY_COLUMNS = select(*(trials.c[name] for name in dict.fromkeys(_COLUMNS)))
 
 
 def runs(conn: Connection, job_pk: int) -> tuple[RunRecord, ...]:
     """The version's runs in decision order (of their first try)."""
     rows = conn.execute(_TRY_COLUMNS.where(trials.c.job_pk == job_pk, SHOWN)
                         .order_by(trials.c.decision_seq))
-    grouped: dict[tuple[str, str, str, int], list[_Try]] = {}
-    for row in rows:
-        t = _Try._make(row)
+    grouped: dict[tuple[str, str, str, int], list[Row[Any]]] = {}
+    for t in rows:
         tries = grouped.setdefault((t.dag_id, t.task_id, t.run_id, t.map_index), [])
         if tries and tries[-1].try_number < t.try_number:
             tries.clear()  # an Airflow retry after an error: the earlier try is history
@@ -61,23 +50,22 @@ def runs(conn: Connection, job_pk: int) -> tuple[RunRecord, ...]:
     return tuple(_run(i, tries) for i, tries in enumerate(grouped.values(), start=1))
 
 
-def _run(index: int, tries: list[_Try]) -> RunRecord:
+def _run(index: int, tries: list[Row[Any]]) -> RunRecord:
     last = tries[-1]
     done = [t for t in tries if t.energy_j is not None]
     finished = [t.finished_at for t in tries if t.finished_at is not None]
     return RunRecord(
-        index, last.dag_id, last.task_id, last.run_id, last.map_index, last.try_number,
-        batch_sizes=tuple(t.batch_size for t in tries), status=last.status, phase=last.phase,
-        power_limit_w=last.power_limit_w,
-        energy_j=_sum([t.energy_j for t in done]), time_s=_sum([t.time_s for t in done]),
-        cost=_sum([t.cost for t in done]), epochs=_sum([t.epochs for t in done]),
-        reached_target=None if not done else bool(last.reached_target),
-        measurement=last.measurement, gpu_model=last.gpu_model,
+        index=index, batch_sizes=tuple(t.batch_size for t in tries),
         started_at=utc(tries[0].started_at),
-        finished_at=utc(max(finished)) if finished else None, stop_reason=last.stop_reason,
-        setup_energy_j=_sum([t.setup_energy_j for t in done]),
-        setup_time_s=_sum([t.setup_time_s for t in done]))
-
+        finished_at=utc(max(finished)) if finished else None,
+        # Unknown while the last try trains (earlier tries missing it say nothing yet) and
+        # when it raised (its figures are kept, without a verdict).
+        reached_target=None if not done or last.reached_target is None
+        else bool(last.reached_target),
+        **{name: getattr(last, name) for name in _LAST},
+        **{name: _sum([getattr(t, name) for t in done]) for name in SUMMED},
+        **{name: _sum([v for t in done if (v := getattr(t, name)) is not None])
+           for name in SUMMED_WHERE_KNOWN})
 
 
 def _sum(values: list[Any]) -> Any:

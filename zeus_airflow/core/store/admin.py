@@ -14,8 +14,9 @@ from typing import Any
 from sqlalchemy import ColumnElement, case, func, insert, select, update
 from sqlalchemy.sql.elements import Label
 
+from zeus_airflow.core.domain import TrialRecord
 from zeus_airflow.core.store.base import StoreError
-from zeus_airflow.core.store.sql import SQLStore, lock_job_versions
+from zeus_airflow.core.store.sql import SQLStore, as_utc, lock_job_versions
 from zeus_airflow.core.store.tables import jobs, trials
 
 
@@ -40,46 +41,6 @@ class JobVersion:
     time_s: float
 
 
-@dataclass(frozen=True)
-class TrialRecord:
-    """One trial as stored. Energy in J, time in s, power in W; figures None until finished."""
-
-    id: int
-    job_id: str
-    version: int
-    decision_seq: int
-    dag_id: str
-    task_id: str
-    run_id: str
-    map_index: int
-    try_number: int
-    attempt: int
-    status: str
-    phase: str
-    batch_size: int
-    power_limit_w: int | None
-    energy_j: float | None
-    time_s: float | None
-    cost: float | None
-    epochs: int | None
-    reached_target: bool | None
-    stop_reason: str | None
-    observed: bool
-    measurement: str
-    gpu_model: str
-    gpu_count: int
-    started_at: datetime
-    heartbeat_at: datetime
-    finished_at: datetime | None
-    error: str | None
-    setup_energy_j: float | None
-    """Energy before training started: measured, not part of the cost."""
-    setup_time_s: float | None
-    early_stop_cost: float | None
-    """The early-stop bound the try ran under (None: unbounded)."""
-    expires_at: datetime | None
-
-
 def _count(condition: ColumnElement[bool], name: str) -> Label[int]:
     return func.coalesce(func.sum(case((condition, 1), else_=0)), 0).label(name)
 
@@ -87,9 +48,8 @@ def _count(condition: ColumnElement[bool], name: str) -> Label[int]:
 _JOBS = (
     select(jobs.c.job_id, jobs.c.version, jobs.c.active, jobs.c.created_at, jobs.c.fingerprint,
            jobs.c.config_json, func.count(trials.c.id).label("trials"),
-           _count(trials.c.status == "running", "running"),
-           _count(trials.c.status == "succeeded", "succeeded"),
-           _count(trials.c.status == "failed", "failed"),
+           *(_count(trials.c.status == status, status)
+             for status in ("running", "succeeded", "failed")),
            _count(trials.c.observed, "counted"),
            func.coalesce(func.sum(trials.c.energy_j), 0.0).label("energy_j"),
            func.coalesce(func.sum(trials.c.time_s), 0.0).label("time_s"))
@@ -149,7 +109,3 @@ def reset_job(store: SQLStore, job_id: str) -> JobVersion:
     return JobVersion(job_id, version, True, created, current.fingerprint,
                       json.loads(current.config_json), 0, 0, 0, 0, 0, 0.0, 0.0)
 
-
-def as_utc(moment: datetime) -> datetime:
-    """SQLite hands back naive datetimes; the store writes UTC only."""
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)

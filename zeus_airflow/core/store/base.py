@@ -1,4 +1,5 @@
-"""The store interface the engine keeps its state behind, and the records it exchanges.
+"""The store interface the engine keeps its state behind, and the records only it exchanges
+(the shared ones live in ``core/domain``).
 
 The SQL implementation lives in ``sql.py``; the engine only sees this interface, so a test can
 hand it any store and the policy never sees a database.
@@ -8,23 +9,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal, Protocol
+from typing import Protocol
 
 from zeus_airflow.core.config import JobConfig
-from zeus_airflow.core.devices.base import Measurement
-from zeus_airflow.core.policy import Decision, Policy
-from zeus_airflow.core.profiler import PowerProfile
-from zeus_airflow.core.run import RunOutcome
-
-TrialStatus = Literal["running", "succeeded", "failed", "error", "invalid", "expired",
-                      "superseded", "abandoned"]
-"""running: in flight. succeeded / failed: finished, target reached or not. error: the train
-function raised. invalid: it returned without keeping its contract (run.CONTRACT); its
-measurement is kept, its batch size not judged. expired: no heartbeat within its lease (a
-few missed heartbeats: its worker died). superseded: it had
-finished when a later try of the same Airflow task instance began; abandoned: it had not.
-Both are kept for history and never feed a posterior; a superseded exploration trial keeps
-its place in the pruning walk, which later decisions were built on."""
+from zeus_airflow.core.domain import (
+    Decide,
+    Decision,
+    DeviceInfo,
+    JobRef,
+    PowerProfile,
+    RecurrenceKey,
+    RunOutcome,
+)
 
 
 class StoreError(RuntimeError):
@@ -44,36 +40,6 @@ class UnrecordedResultError(StoreError):
             f"power_limit_w={outcome.power_limit_w} energy_j={outcome.energy_j:.6g} "
             f"time_s={outcome.time_s:.6g} cost={outcome.cost:.6g} epochs={outcome.epochs} "
             f"reached_target={outcome.reached_target} stop_reason={outcome.stop_reason}")
-
-
-@dataclass(frozen=True)
-class RecurrenceKey:
-    """Identifies one recurrence: one Airflow task instance, and which try of it this is."""
-
-    run_id: str
-    dag_id: str = ""
-    task_id: str = ""
-    map_index: int = -1
-    try_number: int = 1
-
-
-@dataclass(frozen=True)
-class JobRef:
-    """A job version in the store. A changed configuration starts a new version."""
-
-    id: int
-    job_id: str
-    version: int
-    config: JobConfig
-
-
-@dataclass(frozen=True)
-class DeviceInfo:
-    model: str
-    count: int
-    measurement: Measurement
-    power_limits_w: tuple[int, ...]
-    """Candidate limits, highest first."""
 
 
 @dataclass(frozen=True)
@@ -112,14 +78,18 @@ class Store(Protocol):
         """The job's current version; a new version when the configuration changed."""
         ...
 
-    def begin_trial(self, job: JobRef, key: RecurrenceKey, attempt: int, policy: Policy,
+    def begin_trial(self, job: JobRef, key: RecurrenceKey, attempt: int, decide: Decide,
                     device: DeviceInfo, excluded: frozenset[int],
                     heartbeat_s: float | None = None) -> TrialStart:
-        """Atomically decide a batch size and register the trial as running; it expires
-        after a few missed heartbeats (``heartbeat_s`` apart; None: a long flat lease).
+        """One unit of work: lock the job, read its state for ``device``, let ``decide``
+        (the engine's) turn it into a decision, and register the trial as running, all in
+        one transaction. The trial expires after a few missed heartbeats (``heartbeat_s``
+        apart; None: a long flat lease).
 
-        Random draws come from ``numpy.random.default_rng([job seed, decision number])``, so
-        a seeded job decides the same way whichever worker decides."""
+        ``decide`` gets ``numpy.random.default_rng([job seed, decision number])``, so a seeded
+        job decides the same way whichever worker decides. It may be called more than once:
+        a transaction that fails transiently is retried whole, decision included (which is
+        why the unit of work takes a function rather than being a ``with`` block)."""
         ...
 
     def heartbeat(self, trial_id: int, heartbeat_s: float | None = None) -> None:
@@ -136,8 +106,9 @@ class Store(Protocol):
         never count it. Raises UnrecordedResultError when it cannot."""
         ...
 
-    def fail_trial(self, trial_id: int, error: str) -> None:
-        """The train function raised: keep the trial for history, never count it. Best
+    def fail_trial(self, trial_id: int, error: str, measured: RunOutcome | None = None) -> None:
+        """The train function raised: keep the trial for history, with what it measured up
+        to the exception (``measured``; energy spent is never lost), and never count it. Best
         effort: never raises, so that the train function's exception is the one seen."""
         ...
 

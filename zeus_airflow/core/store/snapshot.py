@@ -1,12 +1,14 @@
 """What a decision reads: the job's exploration walk, its in-flight trials, its arm windows.
 
 Arm windows hold the runs on this GPU model and count only; a job that also ran elsewhere
-gets those runs translated into this model's cost units (``core/fleet.py``, paper §7).
+gets those runs and its power profiles read apart, for the engine to translate into this
+model's cost units (``core/fleet.py``, paper §7). The store reads; it never decides.
 
 Every query is an index range scan over the one job's rows (see docs/store.md for the
 plans). With a ``window_size``, each arm's window is read as its own ``ORDER BY id DESC LIMIT
 window`` scan, so a decision reads at most ``window x arms`` observations however long the
-job's history grows; without one, the arms are aggregated in the database.
+job's history grows; with drift detection, the same scan reads ``DRIFT_MEMORY`` (or the
+window, if smaller) per arm one by one; otherwise the arms are aggregated in the database.
 """
 
 from __future__ import annotations
@@ -27,21 +29,23 @@ from sqlalchemy import (
 )
 from sqlalchemy.sql.elements import BindParameter
 
+from zeus_airflow.core.config import DRIFT_MEMORY
 from zeus_airflow.core.cost import LimitMeasurement
-from zeus_airflow.core.fleet import FleetKey, ForeignObservation, translate
-from zeus_airflow.core.policy import (
+from zeus_airflow.core.domain import (
     EXPLORATION_PHASES,
+    ArmStats,
+    DeviceInfo,
     ExplorationStep,
-    JobSnapshot,
+    FleetKey,
+    ForeignObservation,
+    JobRef,
+    JobState,
+    Observed,
+    PowerProfile,
     SizeEvidence,
 )
-from zeus_airflow.core.posterior import ArmStats
-from zeus_airflow.core.profiler import PowerProfile
-from zeus_airflow.core.store.base import DeviceInfo, JobRef
+from zeus_airflow.core.domain.trials import STARTED, WALK_STATUSES
 from zeus_airflow.core.store.tables import power_profiles, trials
-
-WALK_STATUSES = ("succeeded", "failed", "superseded")
-"""Exploration trials that are steps of the pruning walk: finished, even if superseded since."""
 
 # Statements are built once: building SQLAlchemy expressions costs more than running them on
 # SQLite, and the simulator makes tens of thousands of decisions.
@@ -86,19 +90,21 @@ _FOREIGN = (
 def _arm_windows(arms: int) -> Select[Any]:
     """One statement reading each of ``arms`` arms' newest observations, arm by arm."""
     per_arm = [
-        select(trials.c.batch_size, trials.c.cost, trials.c.reached_target)
+        select(trials.c.batch_size, trials.c.cost, trials.c.reached_target,
+               trials.c.decision_seq)
         .where(trials.c.job_pk == _job, trials.c.observed, *_HERE,
                trials.c.batch_size == bindparam(f"arm_{i}"))
         .order_by(trials.c.id.desc()).limit(bindparam("window")).subquery()
         for i in range(arms)
     ]
     windows = union_all(*(select(arm) for arm in per_arm)).subquery()
-    return select(windows.c.batch_size, windows.c.cost, windows.c.reached_target)
+    return select(windows.c.batch_size, windows.c.cost, windows.c.reached_target,
+                  windows.c.decision_seq)
 
 
-def read_snapshot(conn: Connection, job: JobRef, device: DeviceInfo,
-                  excluded: frozenset[int]) -> JobSnapshot:
-    """The job's state as the policy sees it, read inside the decision's transaction."""
+def read_state(conn: Connection, job: JobRef, device: DeviceInfo,
+               excluded: frozenset[int]) -> JobState:
+    """The job's state as one decision on ``device`` reads it (inside its transaction)."""
     config = job.config
     params = dict(job_key=job.id)
     rows = sorted(conn.execute(_EXPLORATION, params).all(), key=lambda r: r.decision_seq)
@@ -106,25 +112,32 @@ def read_snapshot(conn: Connection, job: JobRef, device: DeviceInfo,
                                         r.power_limit_w, r.decision_seq, r.stop_reason,
                                         r.early_stop_cost)
                         for r in rows if r.status in WALK_STATUSES)
-    in_flight = tuple(r.batch_size for r in rows if r.status == "running")
+    in_flight = tuple(r.batch_size for r in rows if r.status == STARTED)
     here = dict(job_key=job.id, gpu_model=device.model, gpu_count=device.count)
-    if config.window_size is None:
+    history: dict[int, tuple[Observed, ...]] = {}
+    if config.drift_detection:  # each arm's costs one by one, for the engine's detection
+        memory = min(config.window_size or DRIFT_MEMORY, DRIFT_MEMORY)
+        history = _history(conn, here, config.batch_sizes, memory)
+        observations = {b: ArmStats.of([o.cost for o in seen]) for b, seen in history.items()}
+        successes: Successes = {}
+        for b, seen in history.items():
+            for o in seen:
+                if o.reached_target:
+                    _add_success(successes, b, o.cost)
+    elif config.window_size is None:
         observations, successes = _totals(conn, here)
     else:
         observations, successes = _windows(conn, here, config.batch_sizes,
                                            config.window_size)
-    observations, successes, foreign_costs = _with_other_fleets(
-        conn, job, device, observations, successes)
-    return JobSnapshot(config=config, exploration=exploration, in_flight=in_flight,
-                       observations=observations,
-                       success_mean_cost={b: total / n for b, (total, n) in successes.items()},
-                       evidence=_evidence(conn, job.id, exploration),
-                       excluded=excluded, power_limits_w=device.power_limits_w,
-                       foreign_costs=foreign_costs)
+    profiles = _profiles(conn, job.id, FleetKey(device.model, device.count), device)
+    return JobState(job=job, device=device, excluded=excluded, exploration=exploration,
+                    in_flight=in_flight, observations=observations, successes=successes,
+                    evidence=_evidence(conn, job.id, exploration), profiles=profiles,
+                    foreign=_foreign(conn, job, device, profiles), history=history)
 
 
 Successes = dict[int, tuple[float, int]]
-"""Per batch size, the sum and count of its observed costs that reached the target."""
+"""``domain.Successes``, as it is built up here."""
 
 
 def _evidence(conn: Connection, job_pk: int, exploration: tuple[ExplorationStep, ...]
@@ -141,35 +154,21 @@ def _add_success(successes: Successes, batch_size: int, cost: float) -> None:
     successes[batch_size] = (total + cost, n + 1)
 
 
-def _with_other_fleets(conn: Connection, job: JobRef, device: DeviceInfo,
-                       observations: dict[int, ArmStats], successes: Successes
-                       ) -> tuple[dict[int, ArmStats], Successes, dict[int, float]]:
-    """Add translated runs from other GPU models to arms whose window has room for them."""
+def _foreign(conn: Connection, job: JobRef, device: DeviceInfo,
+             profiles: dict[tuple[FleetKey, int], PowerProfile]
+             ) -> tuple[ForeignObservation, ...]:
+    """Observed costs on other GPU setups, newest first: as many as the windows of every
+    setup the job has profiles for could hold. None when the job never moved."""
     here = FleetKey(device.model, device.count)
-    profiles = _profiles(conn, job.id, here, device)
     if all(key == here for key, _ in profiles):
-        return observations, successes, {}
+        return ()
     config = job.config
-    window = config.window_size
-    most = (window or 10**6) * len(config.batch_sizes) * len({k for k, _ in profiles})
-    foreign = [ForeignObservation(FleetKey(r.gpu_model, r.gpu_count), r.batch_size, r.cost,
-                                  bool(r.reached_target))
-               for r in conn.execute(_FOREIGN, dict(job_key=job.id, gpu_model=device.model,
-                                                    gpu_count=device.count, most=most))]
-    translation = translate(here, foreign, profiles, config.profiler, config.eta)
-    merged, merged_successes = dict(observations), dict(successes)
-    for b, translated in translation.costs.items():
-        own = merged.get(b, ArmStats(0, 0.0, 0.0))
-        room = len(translated) if window is None else max(window - own.count, 0)
-        kept = translated[:room]
-        if kept:
-            merged[b] = own.merge(ArmStats.of([cost for cost, _ in kept]))
-            for cost, reached in kept:
-                if reached:
-                    _add_success(merged_successes, b, cost)
-    foreign_costs = {b: c for b, c in translation.untranslated_mean_cost.items()
-                     if b not in merged}
-    return merged, merged_successes, foreign_costs
+    most = (config.window_size or 10**6) * len(config.batch_sizes) * len(
+        {k for k, _ in profiles})
+    return tuple(ForeignObservation(FleetKey(r.gpu_model, r.gpu_count), r.batch_size, r.cost,
+                                    bool(r.reached_target))
+                 for r in conn.execute(_FOREIGN, dict(job_key=job.id, gpu_model=device.model,
+                                                      gpu_count=device.count, most=most)))
 
 
 def _profiles(conn: Connection, job_pk: int, here: FleetKey, device: DeviceInfo
@@ -200,8 +199,19 @@ def _windows(conn: Connection, here: dict[str, Any], arms: tuple[int, ...], wind
     rows = conn.execute(_arm_windows(len(arms)), dict(params, **here, window=window))
     costs: dict[int, list[float]] = {}
     successes: Successes = {}
-    for b, cost, reached in rows:
+    for b, cost, reached, _ in rows:
         costs.setdefault(b, []).append(cost)
         if reached:
             _add_success(successes, b, cost)
     return {b: ArmStats.of(c) for b, c in costs.items()}, successes
+
+
+def _history(conn: Connection, here: dict[str, Any], arms: tuple[int, ...], memory: int
+             ) -> dict[int, tuple[Observed, ...]]:
+    """Each arm's ``memory`` newest observations, oldest first."""
+    params: dict[str, Any] = {f"arm_{i}": b for i, b in enumerate(arms)}
+    rows = conn.execute(_arm_windows(len(arms)), dict(params, **here, window=memory))
+    seen: dict[int, list[Observed]] = {}
+    for b, cost, reached, seq in rows:
+        seen.setdefault(b, []).append(Observed(seq, cost, bool(reached)))
+    return {b: tuple(sorted(o, key=lambda x: x.seq)) for b, o in seen.items()}

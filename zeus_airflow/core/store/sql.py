@@ -1,11 +1,15 @@
 """The store on SQLAlchemy 2 (SQLite or PostgreSQL).
 
-A decision locks the job's row (on PostgreSQL by claiming the job's next decision number, an
-``UPDATE``; on SQLite ``BEGIN IMMEDIATE`` takes the database's write lock), reads its snapshot
-and inserts its trial in one transaction: decisions of one job never interleave, and each sees
-the trials the others have in flight. Recording a result needs no job lock: it changes one
-trial row, and the decision reads a trial's state (in flight, or a finished pruning step) in a
-single statement, so a result recorded meanwhile is seen whole or not at all.
+A decision is one unit of work: it locks the job's row (on PostgreSQL by claiming the job's
+next decision number, an ``UPDATE``; on SQLite ``BEGIN IMMEDIATE`` takes the database's write
+lock), reads the job's state, hands it to the caller's ``decide`` and inserts the trial it
+returns, in one transaction: decisions of one job never interleave, and each sees the trials
+the others have in flight. The store decides nothing itself: the statuses it writes and the
+moves between them are the domain's (``core/domain/trials.py``).
+
+Recording a result needs no job lock: it changes one trial row, and the decision reads a
+trial's state (in flight, or a finished pruning step) in a single statement, so a result
+recorded meanwhile is seen whole or not at all.
 
 Transactions are retried after transient failures (see ``retry``); what still fails raises
 :class:`StoreError`, and a finished trial that cannot be recorded raises
@@ -17,22 +21,25 @@ from __future__ import annotations
 import hashlib
 import logging
 import secrets
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import numpy as np
 from sqlalchemy import (
+    ColumnElement,
     Connection,
     Engine,
     Integer,
+    String,
     and_,
     bindparam,
     case,
     delete,
     func,
     insert,
+    literal,
     or_,
     select,
     text,
@@ -44,16 +51,22 @@ from sqlalchemy.sql.elements import BindParameter
 
 from zeus_airflow.core.config import JobConfig
 from zeus_airflow.core.cost import LimitMeasurement
-from zeus_airflow.core.policy import EXPLORATION_PHASES, Policy
-from zeus_airflow.core.profiler import PowerProfile
-from zeus_airflow.core.run import RunOutcome
-from zeus_airflow.core.store import schema
-from zeus_airflow.core.store.base import (
+from zeus_airflow.core.domain import (
+    EXPLORATION_PHASES,
+    Decide,
     DeviceInfo,
     JobRef,
+    PowerProfile,
+    RecurrenceKey,
+    RunCarbon,
+    RunOutcome,
+    TrialStatus,
+)
+from zeus_airflow.core.domain import trials as status
+from zeus_airflow.core.store import schema
+from zeus_airflow.core.store.base import (
     Lease,
     LeaseRequest,
-    RecurrenceKey,
     StoreError,
     TrialStart,
     UnrecordedResultError,
@@ -66,14 +79,8 @@ from zeus_airflow.core.store.connect import (
     make_engine,
 )
 from zeus_airflow.core.store.retry import RetryPolicy, is_transient, refusal, with_retries
-from zeus_airflow.core.store.snapshot import read_snapshot
-from zeus_airflow.core.store.tables import (
-    LIVE_STATUSES,
-    gpu_leases,
-    jobs,
-    power_profiles,
-    trials,
-)
+from zeus_airflow.core.store.snapshot import read_state
+from zeus_airflow.core.store.tables import gpu_leases, jobs, power_profiles, trials
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -101,41 +108,57 @@ _REGISTRATION_NAMESPACE = 0x7A65  # "ze": keeps our advisory keys apart from oth
 _CLAIM_DECISION = update(jobs).where(jobs.c.id == _job).values(
     decisions=jobs.c.decisions + 1).returning(jobs.c.seed, jobs.c.decisions)
 _LOCK_JOB = select(jobs.c.id).where(jobs.c.id == _job).with_for_update()
+
+
+def _moving(event: Mapping[TrialStatus, TrialStatus]
+            ) -> tuple[ColumnElement[bool], ColumnElement[str]]:
+    """A status event (``core/domain/trials.py``) as SQL: which rows it may move, and the
+    status each moves to. Built from the event, so the store makes no other move."""
+    into: dict[TrialStatus, list[TrialStatus]] = {}
+    for old, new in event.items():
+        into.setdefault(new, []).append(old)
+    movable = trials.c.status.in_(list(event))
+    if len(into) == 1:
+        return movable, literal(next(iter(into)), String)
+    return movable, case(*((trials.c.status.in_(olds), new) for new, olds in into.items()))
+
+
+_EXPIRES, _EXPIRED = _moving(status.EXPIRE)
 _EXPIRE = update(trials).where(
-    trials.c.job_pk == _job, trials.c.status == "running",
+    trials.c.job_pk == _job, _EXPIRES,
     or_(trials.c.expires_at < bindparam("now"),
         and_(trials.c.expires_at.is_(None), trials.c.heartbeat_at < bindparam("stale_before"))),
-).values(status="expired")
+).values(status=_EXPIRED)
 _same_ti = and_(trials.c.job_pk == _job, trials.c.dag_id == bindparam("ti_dag"),
                 trials.c.task_id == bindparam("ti_task"), trials.c.run_id == bindparam("ti_run"),
                 trials.c.map_index == bindparam("ti_map_index"))
+_SUPERSEDES, _SUPERSEDED = _moving(status.SUPERSEDE)
 _SUPERSEDE = update(trials).where(
-    _same_ti, trials.c.status.in_(LIVE_STATUSES),
+    _same_ti, _SUPERSEDES,
     or_(trials.c.try_number < bindparam("ti_try"),
         and_(trials.c.try_number == bindparam("ti_try"),
              trials.c.attempt >= bindparam("ti_attempt"))),
-).values(status=case((trials.c.status.in_(("succeeded", "failed")), "superseded"),
-                     else_="abandoned"),
-         observed=False)
+).values(status=_SUPERSEDED, observed=False)
 _INSERT_TRIAL = insert(trials)
-# A result is taken while the trial is live; an expired trial's late result is taken unless
-# it was an exploration step, whose batch size another worker has re-explored meanwhile.
-_takes_result = or_(trials.c.status.in_(("running", "succeeded", "failed")),
-                    and_(trials.c.status == "expired",
+# The domain's rule (status.takes_result) as SQL.
+_takes_result = or_(trials.c.status.in_(status.RESULT_TAKEN_FROM),
+                    and_(trials.c.status.in_(status.LATE_RESULT_TAKEN_FROM),
                          trials.c.phase.not_in(EXPLORATION_PHASES)))
 _FINISH = update(trials).where(trials.c.id == bindparam("trial_key")).values(
     status=case((_takes_result, bindparam("new_status")), else_=trials.c.status),
     observed=and_(_takes_result, bindparam("counts")),
 ).returning(trials.c.status)
+_FAILS, _FAILED = _moving(status.FAIL)
 _FAIL = update(trials).where(trials.c.id == bindparam("trial_key")).values(
-    status=case((trials.c.status == "running", "error"), else_=trials.c.status),
+    status=case((_FAILS, _FAILED), else_=trials.c.status),
     error=bindparam("message"), finished_at=bindparam("now"))
 # An invalid try keeps its measurement (nothing is lost) but never counts.
-_INVALIDATE = update(trials).where(
-    trials.c.id == bindparam("trial_key"), trials.c.status.in_(("running", "expired")),
-).values(status="invalid", observed=False).returning(trials.c.status)
+_INVALIDATES, _INVALID = _moving(status.INVALIDATE)
+_INVALIDATE = update(trials).where(trials.c.id == bindparam("trial_key"), _INVALIDATES
+                                   ).values(status=_INVALID, observed=False
+                                            ).returning(trials.c.status)
 _HEARTBEAT = update(trials).where(trials.c.id == bindparam("trial_key"),
-                                  trials.c.status == "running"
+                                  trials.c.status == status.STARTED
                                   ).values(heartbeat_at=bindparam("now"),
                                            expires_at=bindparam("expires_at"))
 _PROFILE = select(power_profiles).where(
@@ -245,10 +268,10 @@ class SQLStore:
         return JobRef(pk, config.job_id, version, config)
 
     # --- trials ------------------------------------------------------------------------------
-    def begin_trial(self, job: JobRef, key: RecurrenceKey, attempt: int, policy: Policy,
+    def begin_trial(self, job: JobRef, key: RecurrenceKey, attempt: int, decide: Decide,
                     device: DeviceInfo, excluded: frozenset[int],
                     heartbeat_s: float | None = None) -> TrialStart:
-        def decide(conn: Connection) -> TrialStart:
+        def begin(conn: Connection) -> TrialStart:
             now = _now()
             claimed = conn.execute(_CLAIM_DECISION, dict(job_key=job.id)).first()
             if claimed is None:
@@ -259,12 +282,12 @@ class SQLStore:
             conn.execute(_SUPERSEDE, dict(
                 job_key=job.id, ti_dag=key.dag_id, ti_task=key.task_id, ti_run=key.run_id,
                 ti_map_index=key.map_index, ti_try=key.try_number, ti_attempt=attempt))
-            snapshot = read_snapshot(conn, job, device, excluded)
-            decision = policy.decide(snapshot, np.random.default_rng([seed, seq]))
+            state = read_state(conn, job, device, excluded)
+            decision = decide(state, np.random.default_rng([seed, seq]))
             trial_id = _inserted_id(conn.execute(_INSERT_TRIAL, dict(
                 job_pk=job.id, decision_seq=seq, dag_id=key.dag_id, task_id=key.task_id,
                 run_id=key.run_id, map_index=key.map_index, try_number=key.try_number,
-                attempt=attempt, status="running", phase=decision.phase,
+                attempt=attempt, status=status.STARTED, phase=decision.phase,
                 batch_size=decision.batch_size, power_limit_w=decision.power_limit_w,
                 observed=False, measurement=device.measurement, gpu_model=device.model,
                 gpu_count=device.count, started_at=now, heartbeat_at=now,
@@ -273,7 +296,7 @@ class SQLStore:
 
         # Not durable: a decision undone by a database crash is made again, and its worker's
         # result then fails loudly to record (the trial is gone); the lock is held shorter.
-        return self._write(f"deciding a batch size for job {job.job_id!r}", decide,
+        return self._write(f"deciding a batch size for job {job.job_id!r}", begin,
                            durable=False)
 
     def heartbeat(self, trial_id: int, heartbeat_s: float | None = None) -> None:
@@ -289,18 +312,18 @@ class SQLStore:
         def record(conn: Connection) -> str | None:
             return conn.execute(_FINISH, dict(
                 trial_key=trial_id, counts=observed,
-                new_status="succeeded" if outcome.reached_target else "failed",
+                new_status=status.finished_status(outcome.reached_target),
                 finished_at=_now(), **_measured(outcome))).scalar()
 
         try:
-            status = self._write(f"recording trial {trial_id}", record, single_statement=True)
+            now = self._write(f"recording trial {trial_id}", record, single_statement=True)
         except StoreError as err:
             raise UnrecordedResultError(trial_id, outcome, str(err)) from err
-        if status is None:
+        if now is None:
             raise UnrecordedResultError(trial_id, outcome, "the trial is no longer there")
-        if status in ("expired", "superseded", "abandoned"):
+        if now not in status.FINISHED_STATUSES:
             log.warning("trial %d finished after it was %s: its result is kept for history "
-                        "but does not count", trial_id, status)
+                        "but does not count", trial_id, now)
 
     def invalidate_trial(self, trial_id: int, outcome: RunOutcome, reason: str) -> None:
         """The train function returned without keeping its contract: keep what was measured,
@@ -315,16 +338,47 @@ class SQLStore:
         except StoreError as err:
             raise UnrecordedResultError(trial_id, outcome, str(err)) from err
 
-    def fail_trial(self, trial_id: int, error: str) -> None:
+    def fail_trial(self, trial_id: int, error: str, measured: RunOutcome | None = None) -> None:
         """Best effort: the train function's own exception is what the caller must see. A
-        trial left ``running`` expires after the lease and never counts."""
+        trial left ``running`` expires after the lease and never counts. ``measured``: the
+        figures up to the exception, kept without a verdict (no target, no stop reason)."""
+        # Built per call, unlike the other statements: a raising train function is rare.
+        statement = _FAIL if measured is None else _FAIL.values(
+            {**_measured(measured), "reached_target": None, "stop_reason": None})
+
         def record(conn: Connection) -> None:
-            conn.execute(_FAIL, dict(trial_key=trial_id, message=error[-4000:], now=_now()))
+            conn.execute(statement, dict(trial_key=trial_id, message=error[-4000:], now=_now()))
         try:
             self._write(f"recording the failure of trial {trial_id}", record,
                         single_statement=True)
         except StoreError as err:
             log.warning("%s (the trial will expire after the lease)", err)
+
+    # --- carbon ------------------------------------------------------------------------------
+    def trial_spans(self, trial_ids: Sequence[int]) -> dict[int, tuple[datetime, datetime]]:
+        """When each finished trial ran (UTC), by id; unfinished ones are left out."""
+        def read() -> list[Any]:
+            with self.reading() as conn:
+                return list(conn.execute(
+                    select(trials.c.id, trials.c.started_at, trials.c.finished_at)
+                    .where(trials.c.id.in_(list(trial_ids)))))
+        rows = self._call("reading trial spans", read) if trial_ids else []
+        return {r.id: (as_utc(r.started_at), as_utc(r.finished_at)) for r in rows
+                if r.finished_at is not None}
+
+    def record_carbon(self, figures: Mapping[int, RunCarbon]) -> None:
+        """Each trial's carbon figures and its recurrence's start plan, in one transaction."""
+        def record(conn: Connection) -> None:
+            for trial_id, f in figures.items():
+                conn.execute(update(trials).where(trials.c.id == trial_id).values(
+                    carbon_zone=f.zone, carbon_intensity_g_per_kwh=f.intensity_g_per_kwh,
+                    carbon_provenance=f.provenance, carbon_note=f.note[-4000:] or None,
+                    emissions_g=f.emissions_g, energy_cost=f.energy_cost,
+                    start_delay_s=f.start_delay_s, expected_emissions_g=f.expected_emissions_g,
+                    unshifted_intensity_g_per_kwh=f.unshifted_intensity_g_per_kwh,
+                    start_reason=f.start_reason and f.start_reason[-4000:]))
+        if figures:
+            self._write(f"recording the carbon figures of trials {sorted(figures)}", record)
 
     # --- power profiles ----------------------------------------------------------------------
     def load_profile(self, job: JobRef, batch_size: int, device: DeviceInfo) -> PowerProfile:
@@ -428,7 +482,11 @@ def _measured(outcome: RunOutcome) -> dict[str, Any]:
                 time_s=outcome.time_s, cost=outcome.cost, epochs=outcome.epochs,
                 reached_target=outcome.reached_target, stop_reason=outcome.stop_reason,
                 setup_energy_j=outcome.setup_energy_j, setup_time_s=outcome.setup_time_s,
-                early_stop_cost=outcome.early_stop_cost)
+                early_stop_cost=outcome.early_stop_cost,
+                optimal_power_limit_w=outcome.optimal_power_limit_w,
+                would_save_energy_j=outcome.observer and outcome.observer.would_save_energy_j,
+                would_save_time_s=outcome.observer and outcome.observer.would_save_time_s,
+                cpu_energy_j=outcome.cpu_energy_j, dram_energy_j=outcome.dram_energy_j)
 
 
 def _lease(row: Any) -> Lease:
@@ -477,3 +535,8 @@ def lock_job_versions(conn: Connection, job_id: str) -> None:
 
 def _now() -> datetime:
     return datetime.now(UTC)
+
+
+def as_utc(moment: datetime) -> datetime:
+    """SQLite hands back naive datetimes; the store writes UTC only."""
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)

@@ -22,8 +22,9 @@ from sqlalchemy import (
 )
 
 from zeus_airflow.core.config import JOB_ID_MAX_LENGTH
+from zeus_airflow.core.domain.trials import LIVE_STATUSES
 
-SCHEMA_VERSION = "0002"
+SCHEMA_VERSION = "0005"
 """Alembic revision the code expects; bump it with every migration."""
 
 metadata = MetaData()
@@ -49,14 +50,6 @@ jobs = Table(
 Index("uq_zeus_jobs_active", jobs.c.job_id, unique=True,
       sqlite_where=jobs.c.active, postgresql_where=jobs.c.active)
 
-LIVE_STATUSES = ("running", "succeeded", "failed", "expired")
-"""Trials that count, or may still count, for their Airflow task instance's try."""
-VOID_STATUSES = ("error", "invalid")
-"""Tries that say nothing about their batch size: the train function raised (``error``) or
-returned without keeping its contract (``invalid``). Shown, never counted."""
-REPLACED_STATUSES = ("superseded", "abandoned")
-"""Trials that a later try of the same Airflow task instance replaced: history only."""
-
 trials = Table(
     "zeus_trials",
     metadata,
@@ -72,7 +65,7 @@ trials = Table(
     Column("status", String(16), nullable=False),
     Column("phase", String(16), nullable=False),
     Column("batch_size", Integer, nullable=False),
-    Column("power_limit_w", Integer),
+    Column("power_limit_w", Integer, comment="the limit it trained at after profiling"),
     Column("energy_j", Float),
     Column("time_s", Float),
     Column("cost", Float),
@@ -93,6 +86,25 @@ trials = Table(
     Column("early_stop_cost", Float, comment="the early-stop bound the try ran under"),
     Column("expires_at", DateTime(timezone=True),
            comment="a running trial not heard from by then expires"),
+    Column("optimal_power_limit_w", Integer, comment="the optimum its profile gives"),
+    Column("would_save_energy_j", Float,
+           comment="observe mode: energy training at the optimum would have saved"),
+    Column("would_save_time_s", Float),
+    Column("cpu_energy_j", Float,
+           comment="host CPU package energy (RAPL) over training; NULL: not measured"),
+    Column("dram_energy_j", Float,
+           comment="host DRAM energy (RAPL) over training; NULL: not measured"),
+    Column("carbon_zone", String(64), comment="grid zone of the carbon figures"),
+    Column("carbon_intensity_g_per_kwh", Float, comment="mean gCO2e/kWh over the try's span"),
+    Column("carbon_provenance", String(16), comment="live, forecast, file, fixed or fallback"),
+    Column("carbon_note", Text, comment="why the intensity fell back"),
+    Column("emissions_g", Float, comment="gCO2e of the try's training and setup energy"),
+    Column("energy_cost", Float, comment="energy cost in the price's currency"),
+    Column("start_delay_s", Float, comment="the carbon-aware start's delay of the recurrence"),
+    Column("expected_emissions_g", Float, comment="gCO2e the start plan expected"),
+    Column("unshifted_intensity_g_per_kwh", Float,
+           comment="forecast gCO2e/kWh had the recurrence started when planned"),
+    Column("start_reason", Text, comment="why the start was chosen"),
     UniqueConstraint("job_pk", "decision_seq", name="uq_zeus_trials_decision"),
 )
 _LIVE = trials.c.status.in_(LIVE_STATUSES)

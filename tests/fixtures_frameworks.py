@@ -1,0 +1,63 @@
+"""What the framework tests share: one try wired as the engine wires it, on a fake NVML GPU.
+
+A fake A40 (100..300 W, found at 250 W) on the real clock: the frameworks really train on
+the CPU, and the fake's NVML log shows which limits were set and that the original came back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from zeus_airflow.core.config import JobConfig, ProfilerConfig
+from zeus_airflow.core.devices.nvml import NVMLGPUs
+from zeus_airflow.core.domain import RunOutcome
+from zeus_airflow.core.run import TrainingRun, open_run
+from zeus_airflow.testing import FakeGPUSpec, FakeNVML
+
+ORIGINAL_W = 250
+WARMUP_STEPS, PROFILE_STEPS = 1, 1
+"""One warm-up and one measured step per limit: the A40's 9 limits take 18 steps."""
+CANDIDATES = 9
+
+
+@dataclass
+class Try:
+    outcome: RunOutcome | None
+    run: TrainingRun
+    fake: FakeNVML
+    returned: Any = None
+
+    def limits_set_w(self) -> list[int]:
+        return [mw // 1000 for _, mw in self.fake.allowed_sets()]
+
+
+def job(batch_sizes: tuple[int, ...] = (8, 16), *, target: float = 2.0, max_epochs: int = 3,
+        higher_is_better: bool = True) -> JobConfig:
+    """A job whose default target (2.0, an accuracy) is never reached."""
+    return JobConfig("frameworks.test", batch_sizes, batch_sizes[-1], target_metric=target,
+                     max_epochs=max_epochs, higher_is_better=higher_is_better,
+                     profiler=ProfilerConfig(warmup_steps=WARMUP_STEPS,
+                                             profile_steps=PROFILE_STEPS))
+
+
+def one_try(train: Callable[[TrainingRun], Any], config: JobConfig, batch_size: int, *,
+            early_stop_cost: float | None = None) -> Try:
+    """``train(run)`` as the engine runs one try (``open_run``: the limits are put back on
+    every exit path). An exception propagates after the restore, with the try (for its fake
+    GPU) attached as ``err.zeus_try``."""
+    fake = FakeNVML(1, FakeGPUSpec(default_limit_mw=ORIGINAL_W * 1000))
+    gpus = NVMLGPUs(nvml=fake)
+    attempt: Try | None = None
+    try:
+        with open_run(config, batch_size, gpus, early_stop_cost=early_stop_cost) as run:
+            attempt = Try(None, run, fake)
+            attempt.returned = train(run)
+            attempt.outcome = run.finish()
+    except BaseException as err:
+        err.zeus_try = attempt  # type: ignore[attr-defined]
+        raise
+    finally:
+        gpus.close()
+    return attempt

@@ -1,0 +1,122 @@
+"""bench/gpu_check.py runs here, on the CPU against the fake NVML, so that it cannot rot before
+it meets a GPU: in a fresh interpreter where Airflow cannot be imported, quick sizes."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from zeus_airflow.testing import FakeNVML
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPT = REPO / "bench" / "gpu_check.py"
+
+
+def run_script(args: list[str], *, without: tuple[str, ...] = ("airflow",)
+               ) -> subprocess.CompletedProcess[str]:
+    """The script as a node without ``without`` would run it (``sys.modules[name] = None``
+    makes every import of it fail, as if it were not installed)."""
+    hide = "".join(f"sys.modules[{name!r}] = None\n" for name in without)
+    code = "import runpy, sys\n" + hide + textwrap.dedent(f"""
+        sys.argv = ["gpu_check.py", *{args!r}]
+        try:
+            runpy.run_path({str(SCRIPT)!r}, run_name="__main__")
+        finally:
+            assert not any(m == "airflow" or m.startswith("airflow.")
+                           for m, v in sys.modules.items() if v is not None), "Airflow imported"
+        """)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+
+
+def load_script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["gpu_check"] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_help_needs_neither_airflow_nor_torch() -> None:
+    done = run_script(["--help"], without=("airflow", "torch", "pynvml"))
+    assert done.returncode == 0, done.stderr
+    for option in ("--out", "--gpu", "--simulated", "--quick", "--recurrences", "--budget-s",
+                   "--powercap-root"):
+        assert option in done.stdout
+    assert "without changing any GPU setting" in " ".join(done.stdout.split())
+
+
+def test_fewer_than_ten_recurrences_or_an_unknown_gpu_is_refused(tmp_path: Path) -> None:
+    done = run_script(["--simulated", "--recurrences", "5"])
+    assert done.returncode == 2 and "--recurrences=5 is invalid" in done.stderr
+    done = run_script(["--simulated", "--quick", "--gpu", "3", "--out", str(tmp_path)])
+    assert done.returncode == 1 and "--gpu=3 is invalid" in done.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_simulated_quick_run_writes_every_part_labelled_simulated(tmp_path: Path) -> None:
+    done = run_script(["--simulated", "--quick", "--out", str(tmp_path)])
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads((tmp_path / "gpu_check.json").read_text())
+
+    assert report["measurement"] == "simulated"
+    assert report["nvml_changes_attempted"] == [] and report["fake_nvml_set_calls"] == 0
+    inventory = report["inventory"]
+    assert inventory["model"].endswith("(simulated)") and inventory["energy_counter"] is True
+    assert inventory["power_limit_constraints_mw"] == [100_000, 300_000]
+    assert inventory["setting_a_limit_permitted"] in ("likely", "no")
+
+    counter = report["energy_counter_vs_sampling"]
+    assert len(counter["windows"]) == 3
+    assert all(w["counter_j"] > 0 and w["sampled_j"] > 0 for w in counter["windows"])
+    assert 0 < counter["monitor_overhead_us"]["begin_median_us"] < 100_000
+    assert set(report["synchronisation"]) == {"with", "without"}
+
+    rows = [r for r in report["workloads"] if "skipped" not in r]
+    assert {(r["model"], r["batch_size"]) for r in rows} == {
+        (m, b) for m in ("cnn", "transformer") for b in (4, 8, 16, 32)}
+    for row in rows:
+        assert row["time_per_step_s"] > 0 and row["gpu_energy_per_step_j"] > 0
+        assert row["time_per_epoch_s"] == pytest.approx(
+            row["time_per_step_s"] * row["steps_per_epoch"])
+        assert row["cpu_energy_per_step_j"] is not None  # the simulated powercap tree
+    assert report["rapl"].startswith(("measured", "simulated"))
+
+    engine = report["engine"]
+    assert len(engine["recurrences"]) >= 10 and engine["mode"] == "measure"
+    assert all(r["energy_j"] > 0 and r["batch_size"] in engine["batch_sizes"]
+               for r in engine["recurrences"])
+    assert any(r["reached_target"] for r in engine["recurrences"])
+
+    text = (tmp_path / "gpu_check.md").read_text()
+    headings = [line for line in text.splitlines() if line.startswith("#")]
+    assert len(headings) == 6 and all("SIMULATED" in h for h in headings)
+    assert report["elapsed_s"] < 240
+
+
+def test_the_read_only_nvml_refuses_every_change_before_nvml_sees_it() -> None:
+    script = load_script()
+    fake = FakeNVML()
+    nvml = script.ReadOnlyNVML(fake)
+    nvml.nvmlInit()
+    handle = nvml.nvmlDeviceGetHandleByIndex(0)
+    for change in ("nvmlDeviceSetPowerManagementLimit", "nvmlDeviceResetGpuLockedClocks",
+                   "nvmlDeviceSetPersistenceMode", "nvmlDeviceSetMigMode",
+                   "nvmlDeviceClearEccErrorCounts", "nvmlDeviceCreateGpuInstance"):
+        with pytest.raises(script.SettingRefusedError, match=change):
+            getattr(nvml, change)(handle, 1)
+    assert fake.set_calls == [] and fake.calls["nvmlDeviceSetPowerManagementLimit"] == 0
+    assert len(nvml.attempted) == 6
+    # Reads and NVML's constants pass through.
+    assert nvml.nvmlDeviceGetPowerManagementLimit(handle) == 300_000
+    assert nvml.NVML_ERROR_NOT_SUPPORTED == 3
+    nvml.nvmlShutdown()

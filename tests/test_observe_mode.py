@@ -1,0 +1,124 @@
+"""Observe mode end to end: a try says the limit it trained at and, apart, the optimum it found;
+what the optimum would have saved reaches the store, the XComs, the summary line (the task
+log), the reports and ``zeus-airflow runs``; the Default estimate scales from the limit
+trained at."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fixtures_airflow import TRACES
+from test_store_cli import run_cli
+
+from zeus_airflow.core.config import JobConfig, ProfilerConfig
+from zeus_airflow.core.devices.replay import ReplayGPU
+from zeus_airflow.core.domain import RecurrenceKey
+from zeus_airflow.core.engine import Engine, RecurrenceResult
+from zeus_airflow.core.replay_training import ReplayTraining
+from zeus_airflow.core.reports import current, default_estimate, runs, summaries, versions
+from zeus_airflow.core.store.admin import list_trials
+from zeus_airflow.core.store.sql import SQLStore
+from zeus_airflow.core.traces import WorkloadTrace, load_workload_trace
+from zeus_airflow.operators.summary import XCOM_KEYS, summary_line, xcom_values
+
+JOB_ID = "observed.train"
+MAX_W = 250
+
+
+@pytest.fixture(scope="module")
+def cifar() -> WorkloadTrace:
+    return load_workload_trace(TRACES, "v100", "cifar100")
+
+
+def observe_job(store: SQLStore, trace: WorkloadTrace, recurrences: int = 3
+                ) -> list[RecurrenceResult]:
+    """``recurrences`` of a replayed job in observe mode, its batch size fixed at b0."""
+    w = trace.workload
+    config = JobConfig(JOB_ID, (trace.default_batch_size,), trace.default_batch_size,
+                       w.target_metric, w.max_epochs, w.higher_is_better,
+                       profiler=ProfilerConfig(mode="observe"))
+    gpu = ReplayGPU(trace)
+    engine = Engine(store, gpu, config, seed=1, heartbeat_s=None)
+    train = ReplayTraining(gpu, seed=1)
+    return [engine.run_recurrence(train, RecurrenceKey(f"r{i}")) for i in range(recurrences)]
+
+
+def test_a_try_trains_at_the_maximum_and_records_the_optimum_and_the_savings(
+        cifar: WorkloadTrace) -> None:
+    store = SQLStore.in_memory()
+    results = observe_job(store, cifar)
+    rows = list_trials(store)
+    assert len(rows) == len(results) == 3 and all(r.status == "succeeded" for r in rows)
+    for result, row in zip(results, rows, strict=True):
+        outcome = result.final.outcome
+        assert outcome.power_limit_w == row.power_limit_w == MAX_W  # the limit trained at
+        assert outcome.optimal_power_limit_w == row.optimal_power_limit_w
+        assert row.optimal_power_limit_w is not None and row.optimal_power_limit_w < MAX_W
+        assert outcome.observer is not None
+        assert row.would_save_energy_j == pytest.approx(outcome.observer.would_save_energy_j)
+        assert row.would_save_time_s == pytest.approx(outcome.observer.would_save_time_s)
+        # The optimum uses less energy per step than the maximum on this trace.
+        assert 0 < row.would_save_energy_j < row.energy_j
+    # The first try profiled (its savings cover only the steps after profiling); the later
+    # ones started at the optimum's profile and trained at the maximum all along.
+    assert rows[0].would_save_energy_j < rows[1].would_save_energy_j
+
+
+def test_the_xcoms_and_the_summary_line_say_what_observe_mode_would_have_saved(
+        cifar: WorkloadTrace) -> None:
+    result = observe_job(SQLStore.in_memory(), cifar, recurrences=1)[0]
+    pushed = xcom_values(result)
+    assert set(pushed) == set(XCOM_KEYS)
+    outcome = result.final.outcome
+    assert outcome.observer is not None
+    assert (pushed["power_limit_w"], pushed["optimal_power_limit_w"]) == \
+        (MAX_W, outcome.optimal_power_limit_w)
+    assert pushed["would_save_energy_j"] == outcome.observer.would_save_energy_j > 0
+    assert pushed["would_save_time_s"] == outcome.observer.would_save_time_s
+    line = summary_line(result)  # the operator logs this line and shows it as zeus_summary
+    assert f"· {MAX_W} W ·" in line
+    assert f"observe: at {outcome.optimal_power_limit_w} W it would have saved " in line
+    assert line.endswith("(replayed)")
+
+
+def test_the_default_estimate_scales_from_the_limit_trained_at(cifar: WorkloadTrace) -> None:
+    store = SQLStore.in_memory()
+    observe_job(store, cifar)
+    rows = list_trials(store)
+    with store.reading() as conn:
+        estimate = default_estimate(conn, current(versions(conn, [JOB_ID])[JOB_ID]))
+    assert estimate is not None and estimate.power_limit_w == MAX_W
+    # Every run trained at the maximum: Default's estimate is what they measured, unscaled.
+    # (Labelled with the optimum, as before, each run would be scaled up by the profile.)
+    assert estimate.energy_j == pytest.approx(sum(r.energy_j for r in rows) / len(rows))
+    assert estimate.time_s == pytest.approx(sum(r.time_s for r in rows) / len(rows))
+
+
+def test_the_reports_sum_what_observe_mode_would_have_saved(cifar: WorkloadTrace) -> None:
+    store = SQLStore.in_memory()
+    observe_job(store, cifar)
+    rows = list_trials(store)
+    with store.reading() as conn:
+        history = versions(conn, [JOB_ID])
+        (summary,) = summaries(conn, [current(history[JOB_ID])], history)
+        shown = runs(conn, summary.version.pk)
+    assert summary.would_save_energy_j == pytest.approx(sum(r.would_save_energy_j or 0
+                                                            for r in rows))
+    assert summary.would_save_time_s == pytest.approx(sum(r.would_save_time_s or 0
+                                                          for r in rows))
+    assert summary.observed_energy_j == pytest.approx(summary.energy_j)
+    assert [(r.power_limit_w, r.optimal_power_limit_w, r.would_save_energy_j) for r in shown] \
+        == [(t.power_limit_w, t.optimal_power_limit_w, t.would_save_energy_j) for t in rows]
+
+
+def test_zeus_airflow_runs_shows_the_optimum_and_the_savings(
+        cifar: WorkloadTrace, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"sqlite:///{tmp_path / 'zeus.db'}"
+    observe_job(SQLStore(url, create_schema=True), cifar, recurrences=2)
+    code, out, _ = run_cli(capsys, "runs", "--db", url)
+    header, *lines = out.splitlines()
+    assert code == 0 and header.split()[-3:] == ["optimal_power_limit_w",
+                                                 "would_save_energy_j", "would_save_time_s"]
+    assert lines[-1].startswith("observe: at the optimum it would have saved ")
+    assert "(over the 2 tries above that trained in observe mode)" in lines[-1]

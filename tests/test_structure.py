@@ -1,0 +1,100 @@
+"""The package's layering, read from its source with ``ast``: no import cycles, the store below
+the domain's users, and the domain on the ground floor."""
+
+from __future__ import annotations
+
+import ast
+from functools import cache
+from pathlib import Path
+
+import zeus_airflow
+
+ROOT = Path(zeus_airflow.__file__).parent
+STORE = "zeus_airflow.core.store"
+ABOVE_THE_STORE = ("zeus_airflow.core.run", "zeus_airflow.core.profiler",
+                   "zeus_airflow.core.engine", "zeus_airflow.core.policy",
+                   "zeus_airflow.core.fleet", "zeus_airflow.core.monitor",
+                   "zeus_airflow.core.reports")
+GROUND_FLOOR = ("zeus_airflow.core.config", "zeus_airflow.core.cost",
+                "zeus_airflow.core.devices.base", "zeus_airflow.core.domain")
+"""What the domain may import (besides itself)."""
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in ROOT.rglob("*.py")}
+
+
+def _type_checking_only(node: ast.AST) -> bool:
+    return isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+
+
+@cache
+def imports(module: str) -> frozenset[str]:
+    """The package's modules ``module`` imports when it runs (any depth of its code, except
+    ``if TYPE_CHECKING:`` blocks)."""
+    tree = ast.parse(MODULES[module].read_text())
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if _type_checking_only(node):
+            return
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            # ``from package import module`` needs the module; the package is its parent,
+            # imported with any of its modules, so it counts only for names defined in it.
+            for alias in node.names:
+                name = f"{node.module}.{alias.name}"
+                found.add(name if name in MODULES else node.module)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+    visit(tree)
+    return frozenset(m for m in found if m in MODULES and m != module)
+
+
+def reachable(module: str) -> set[str]:
+    seen: set[str] = set()
+    todo = [module]
+    while todo:
+        for m in imports(todo.pop()):
+            if m not in seen:
+                seen.add(m)
+                todo.append(m)
+    return seen
+
+
+def within(module: str, prefixes: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+def test_the_import_graph_has_no_cycle() -> None:
+    cycles = sorted(m for m in MODULES if m in reachable(m))
+    assert not cycles, f"modules that import themselves through others: {cycles}"
+
+
+def test_the_store_imports_nothing_above_the_domain() -> None:
+    store = [m for m in MODULES if within(m, (STORE,))]
+    assert len(store) > 5  # the walk found the store's modules
+    wrong = {m: sorted(d for d in reachable(m) if within(d, ABOVE_THE_STORE))
+             for m in store}
+    assert not {m: d for m, d in wrong.items() if d}
+
+
+def test_the_domain_stands_on_the_ground_floor() -> None:
+    domain = [m for m in MODULES if within(m, ("zeus_airflow.core.domain",))]
+    assert len(domain) >= 5
+    wrong = {m: sorted(d for d in reachable(m) if not within(d, GROUND_FLOOR))
+             for m in domain}
+    assert not {m: d for m, d in wrong.items() if d}
+
+
+def test_the_check_sees_a_cycle_and_an_upward_import() -> None:
+    """The walk itself: the engine reaches the store and the policy; the store used to reach
+    the policy through store/base.py, which this test would have caught."""
+    engine = reachable("zeus_airflow.core.engine")
+    assert {"zeus_airflow.core.store.base", "zeus_airflow.core.policy"} <= engine
+    assert "zeus_airflow.core.domain.trials" in imports("zeus_airflow.core.store.tables")

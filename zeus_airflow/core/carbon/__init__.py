@@ -1,0 +1,5 @@
+"""Carbon- and price-aware retraining, Airflow-free: the grid's intensity and price from a
+fixed value, a CSV trace or the Electricity Maps API (``signal``, ``fixed``, ``csvtrace``,
+``electricitymaps``), a run's emissions over its span (``accounting``), the start that
+minimises them before a deadline (``planner``), and how the operator's options name a source
+(``options``)."""

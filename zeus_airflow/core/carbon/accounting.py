@@ -1,0 +1,136 @@
+"""A run's emissions and energy cost from its measured energy and the grid over its span.
+
+Power is taken as constant over the span, so each interval of the grid weighs by the time it
+overlaps the run: ``emissions_g = energy_kwh * mean intensity``. A span the source cannot
+cover (an outage, a gap in a trace) is filled with the fallback intensity, and the figure's
+provenance says ``fallback`` with the reason; without a fallback it raises.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from zeus_airflow.core.carbon.planner import StartPlan
+from zeus_airflow.core.carbon.signal import (
+    GridPoint,
+    GridSource,
+    Provenance,
+    SourceError,
+    clip,
+    worst_provenance,
+)
+from zeus_airflow.core.domain import RunCarbon
+from zeus_airflow.core.units import J_PER_KWH
+
+INSTANT = timedelta(seconds=1)
+"""A span shorter than this (a replayed run's wall time) is priced over the second before
+its end (never reaching into the future, where only a forecast would know)."""
+
+
+@dataclass(frozen=True)
+class Fallback:
+    """What to use when the source cannot answer: gCO2e/kWh, and a price per MWh or None."""
+
+    intensity_g_per_kwh: float
+    price_per_mwh: float | None = None
+
+    def point(self, start: datetime, end: datetime, reason: str) -> GridPoint:
+        return GridPoint(start, end, self.intensity_g_per_kwh, "fallback", self.price_per_mwh,
+                         reason)
+
+
+@dataclass(frozen=True)
+class Emissions:
+    """gCO2e and cost of ``energy_j`` drawn evenly over ``[start, end)`` in ``zone``."""
+
+    zone: str
+    energy_j: float
+    start: datetime
+    end: datetime
+    emissions_g: float
+    intensity_g_per_kwh: float
+    """Time-weighted mean over the span."""
+    energy_cost: float | None
+    """In the price's currency; None unless the whole span has a price."""
+    provenance: Provenance
+    """The least direct figure used (``fallback`` if any part fell back)."""
+    note: str = ""
+    """Why a fallback was used."""
+
+
+def grid_over(source: GridSource, zone: str, start: datetime, end: datetime,
+              fallback: Fallback | None) -> list[GridPoint]:
+    """The source's points over the span, gaps filled with the fallback."""
+    try:
+        found = clip(source.points(zone, start, end), start, end)
+        reason = "the source has no figure for this part of the span"
+    except SourceError as err:
+        if fallback is None:
+            raise
+        found, reason = [], str(err)
+    filled: list[GridPoint] = []
+    cursor = start
+    for p in found:
+        if p.start > cursor:
+            filled.append(_gap(fallback, cursor, p.start, zone, reason))
+        filled.append(p)
+        cursor = max(cursor, p.end)
+    if cursor < end:
+        filled.append(_gap(fallback, cursor, end, zone, reason))
+    return filled
+
+
+def _gap(fallback: Fallback | None, start: datetime, end: datetime, zone: str,
+         reason: str) -> GridPoint:
+    if fallback is None:
+        raise SourceError(f"no carbon intensity for zone {zone!r} from {start.isoformat()} to "
+                          f"{end.isoformat()} ({reason}) and no fallback configured")
+    return fallback.point(start, end, reason)
+
+
+def span_emissions(zone: str, energy_j: float, start: datetime, end: datetime,
+                   points: Sequence[GridPoint]) -> Emissions:
+    """Emissions of ``energy_j`` over a span the points cover (see :func:`grid_over`)."""
+    if end - start < INSTANT:
+        start = end - INSTANT
+    weights = [(p, p.overlap_s(start, end)) for p in points]
+    weights = [(p, w) for p, w in weights if w > 0]
+    total_s = sum(w for _, w in weights)
+    if total_s <= 0:
+        raise SourceError(f"no carbon intensity covers {start.isoformat()}..{end.isoformat()}")
+    intensity = sum(p.intensity_g_per_kwh * w for p, w in weights) / total_s
+    kwh = energy_j / J_PER_KWH
+    priced = all(p.price_per_mwh is not None for p, _ in weights)
+    cost = kwh / 1000.0 * sum((p.price_per_mwh or 0.0) * w for p, w in weights) / total_s \
+        if priced else None
+    provenance = worst_provenance([p.provenance for p, _ in weights]) or "fallback"
+    notes = sorted({p.note for p, _ in weights if p.note})
+    return Emissions(zone, energy_j, start, end, kwh * intensity, intensity, cost, provenance,
+                     "; ".join(notes))
+
+
+def run_emissions(source: GridSource, zone: str, energy_j: float, start: datetime,
+                  end: datetime, fallback: Fallback | None) -> Emissions:
+    """Emissions of a run: the source's grid over its span, gaps and failures falling back."""
+    if end - start < INSTANT:
+        start = end - INSTANT
+    return span_emissions(zone, energy_j, start, end,
+                          grid_over(source, zone, start, end, fallback))
+
+
+def footprint(zone: str, emissions: Emissions | None, plan: StartPlan | None,
+              note: str = "") -> RunCarbon:
+    """The record of a try or run: its emissions (None when they could not be had, ``note``
+    saying why) and its start plan (None without a carbon-aware start)."""
+    return RunCarbon(
+        zone, emissions.emissions_g if emissions else None,
+        emissions.energy_cost if emissions else None,
+        emissions.intensity_g_per_kwh if emissions else None,
+        emissions.provenance if emissions else None,
+        (emissions.note if emissions else "") or note,
+        plan.delay_s if plan else None,
+        plan.expected_emissions_g if plan else None,
+        plan.now_intensity_g_per_kwh if plan else None,
+        plan.reason if plan else None)

@@ -1,0 +1,45 @@
+"""The core's shared vocabulary: the records every layer exchanges, and the rules about them
+that are facts rather than algorithms (a trial's allowed status changes, which phases are
+exploration). It imports only the ground floor (config, cost, the device vocabulary); the
+store, the policy, the profiler, the engine and the reports all build on it.
+"""
+
+from zeus_airflow.core.domain.carbon import RunCarbon
+from zeus_airflow.core.domain.decision import (
+    ArmStats,
+    Decision,
+    DriftFound,
+    ExplorationStep,
+    JobSnapshot,
+    SizeEvidence,
+)
+from zeus_airflow.core.domain.job import (
+    Decide,
+    DeviceInfo,
+    FleetKey,
+    ForeignObservation,
+    JobRef,
+    JobState,
+    Observed,
+    Successes,
+)
+from zeus_airflow.core.domain.outcome import ObserverReport, PowerProfile, RunOutcome, StopReason
+from zeus_airflow.core.domain.phases import EXPLORATION_PHASES, Phase, counts_as_observation
+from zeus_airflow.core.domain.trials import (
+    LIVE_STATUSES,
+    REPLACED_STATUSES,
+    TRANSITIONS,
+    VOID_STATUSES,
+    RecurrenceKey,
+    TrialRecord,
+    TrialStatus,
+    may_become,
+    takes_result,
+)
+
+__all__ = ["EXPLORATION_PHASES", "LIVE_STATUSES", "REPLACED_STATUSES", "TRANSITIONS",
+           "VOID_STATUSES", "ArmStats", "Decide", "Decision", "DeviceInfo", "DriftFound",
+           "ExplorationStep", "FleetKey", "ForeignObservation", "JobRef", "JobSnapshot",
+           "JobState", "Observed", "ObserverReport", "Phase", "PowerProfile", "RecurrenceKey",
+           "RunCarbon", "RunOutcome", "SizeEvidence", "StopReason", "Successes", "TrialRecord",
+           "TrialStatus", "counts_as_observation", "may_become", "takes_result"]

@@ -1,0 +1,78 @@
+"""What one try measured, and what a power profile holds."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from zeus_airflow.core.config import ProfilerConfig
+from zeus_airflow.core.cost import LimitMeasurement, choose_power_limit
+
+StopReason = Literal["target", "max_epochs", "early_stop", "returned"]
+
+
+@dataclass(frozen=True)
+class ObserverReport:
+    """Observe mode (``power_limit_mode="observe"``): what training at the optimum instead of
+    the limit trained at would have saved over the steps trained after profiling, from the
+    profile's per-step ratios. Negative: the optimum would have cost more of it (an optimum
+    that saves energy is often slower)."""
+
+    would_save_energy_j: float
+    would_save_time_s: float
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """What one try measured. Energy in J, time in s."""
+
+    batch_size: int
+    power_limit_w: int
+    """The limit training ran at after profiling (the GPUs' own limit in ``measure`` mode or
+    a fallback; the maximum in ``observe`` mode)."""
+    energy_j: float
+    time_s: float
+    cost: float
+    epochs: int
+    reached_target: bool
+    stop_reason: StopReason
+    last_metric: float | None
+    setup_energy_j: float = 0.0
+    """Energy before training started (imports, data, model building): reported, not cost."""
+    setup_time_s: float = 0.0
+    early_stop_cost: float | None = None
+    """The bound the try ran under (None: unbounded)."""
+    optimal_power_limit_w: int | None = None
+    """The optimum the profile gives (None while it is incomplete, or in ``measure`` mode);
+    ``power_limit_w`` in ``optimize`` mode."""
+    observer: ObserverReport | None = None
+    """Observe mode with a complete profile: what the optimum would have saved."""
+    cpu_energy_j: float | None = None
+    """The host's CPU package energy over the same training (RAPL), J; None: not measured.
+    In the cost only when the job sets ``cost_includes_cpu``."""
+    dram_energy_j: float | None = None
+    """The host's DRAM energy over the same training (RAPL), J; None: not measured."""
+
+
+@dataclass
+class PowerProfile:
+    """Measured power and speed per power limit for one (batch size, GPU model, GPU count)."""
+
+    batch_size: int
+    gpu_model: str
+    gpu_count: int
+    candidates_w: tuple[int, ...]
+    """Limits to profile, highest first."""
+    measurements: dict[int, LimitMeasurement] = field(default_factory=dict)
+
+    @property
+    def complete(self) -> bool:
+        return all(limit in self.measurements for limit in self.candidates_w)
+
+    @property
+    def pending_w(self) -> list[int]:
+        return [limit for limit in self.candidates_w if limit not in self.measurements]
+
+    def optimum_w(self, config: ProfilerConfig, eta: float, max_power: float) -> int:
+        return choose_power_limit(self.measurements, config.selector, eta, max_power,
+                                  config.max_slowdown)

@@ -1,0 +1,28 @@
+"""Why a trial ran: the phase of the decision that started it."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+Phase = Literal["pruning", "sampling", "calibrate", "concurrent", "fallback", "default", "grid",
+                "exploit"]
+"""``pruning``: a step of the pruning walk. ``sampling``: Thompson sampling among the sizes in
+play. ``calibrate``: the first run of a surviving size on a GPU model the job has not used it
+on, whose observations from other models cannot be translated before it is profiled here.
+``concurrent``: pruning was busy elsewhere, so the best size known so far ran. ``fallback``:
+no batch size is left in play; the best known one trains as it would without Zeus (the GPU's
+current limit, no early-stop bound), so the pipeline still gets its model. ``default``,
+``grid``, ``exploit``: the simulator's baselines."""
+
+EXPLORATION_PHASES: tuple[Phase, ...] = ("pruning", "grid")
+"""Phases whose trials are steps of an exploration walk: judged by whether they reached the
+target, and replayed in order to find where the walk stands."""
+
+
+def counts_as_observation(phase: str, reached_target: bool) -> bool:
+    """Whether a finished trial's cost feeds its arm's posterior.
+
+    A failed exploration trial prunes its batch size instead; a failed sampling trial's cost
+    (stopped at the early-stop bound, so clearly worse than the best) is evidence about it.
+    """
+    return reached_target or phase not in EXPLORATION_PHASES

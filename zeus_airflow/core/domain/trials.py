@@ -1,0 +1,172 @@
+"""A trial's life: its statuses, the events that move it between them, and how it reads back.
+
+Every status change the store makes is one of the events below; the store builds its SQL
+statements from them (``core/store/sql.py``), so a transition this table does not allow cannot
+happen, and ``TRANSITIONS`` is the whole state machine in one place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+from zeus_airflow.core.devices.base import Measurement
+from zeus_airflow.core.domain.phases import EXPLORATION_PHASES
+
+TrialStatus = Literal["running", "succeeded", "failed", "error", "invalid", "expired",
+                      "superseded", "abandoned"]
+"""running: in flight. succeeded / failed: finished, target reached or not. error: the train
+function raised. invalid: it returned without keeping its contract (run.CONTRACT); its
+measurement is kept, its batch size not judged. expired: no heartbeat within its lease (a
+few missed heartbeats: its worker died). superseded: it had finished when a later try of the
+same Airflow task instance began; abandoned: it had not. Both are kept for history and never
+feed a posterior; a superseded exploration trial keeps its place in the pruning walk, which
+later decisions were built on."""
+
+STARTED: TrialStatus = "running"
+"""The status a trial is inserted with."""
+LIVE_STATUSES: tuple[TrialStatus, ...] = ("running", "succeeded", "failed", "expired")
+"""Trials that count, or may still count, for their Airflow task instance's try."""
+VOID_STATUSES: tuple[TrialStatus, ...] = ("error", "invalid")
+"""Tries that say nothing about their batch size: the train function raised (``error``) or
+returned without keeping its contract (``invalid``). Shown, never counted."""
+REPLACED_STATUSES: tuple[TrialStatus, ...] = ("superseded", "abandoned")
+"""Trials that a later try of the same Airflow task instance replaced: history only."""
+FINISHED_STATUSES: tuple[TrialStatus, ...] = ("succeeded", "failed")
+"""A result was recorded: the target was reached, or not."""
+WALK_STATUSES: tuple[TrialStatus, ...] = ("succeeded", "failed", "superseded")
+"""Exploration trials that are steps of the pruning walk: finished, even if superseded since."""
+
+
+def finished_status(reached_target: bool) -> TrialStatus:
+    return "succeeded" if reached_target else "failed"
+
+
+# --- the events ---------------------------------------------------------------------------------
+EXPIRE: Mapping[TrialStatus, TrialStatus] = {"running": "expired"}
+"""Its worker sent no heartbeat within the lease."""
+SUPERSEDE: Mapping[TrialStatus, TrialStatus] = {
+    "succeeded": "superseded", "failed": "superseded",
+    "running": "abandoned", "expired": "abandoned"}
+"""A later try of the same Airflow task instance began: live trials become history."""
+FAIL: Mapping[TrialStatus, TrialStatus] = {"running": "error"}
+"""The train function raised."""
+INVALIDATE: Mapping[TrialStatus, TrialStatus] = {"running": "invalid", "expired": "invalid"}
+"""The train function returned without keeping its contract (a late one too)."""
+RESULT_TAKEN_FROM: tuple[TrialStatus, ...] = ("running", "succeeded", "failed")
+"""Statuses whose trial takes a result (``succeeded``/``failed``): recording one again
+replaces it."""
+LATE_RESULT_TAKEN_FROM: tuple[TrialStatus, ...] = ("expired",)
+"""An expired trial's late result is taken too, unless the trial was an exploration step
+(:data:`~zeus_airflow.core.domain.phases.EXPLORATION_PHASES`): its batch size has been
+re-explored by another worker meanwhile, and the walk must not see it twice."""
+
+
+def takes_result(status: str, phase: str) -> bool:
+    """Whether a trial in ``status`` takes a finished result (see ``RESULT_TAKEN_FROM``)."""
+    return status in RESULT_TAKEN_FROM or (status in LATE_RESULT_TAKEN_FROM
+                                           and phase not in EXPLORATION_PHASES)
+
+
+def _transitions() -> dict[TrialStatus, frozenset[TrialStatus]]:
+    moves: dict[TrialStatus, set[TrialStatus]] = {}
+    for event in (EXPIRE, SUPERSEDE, FAIL, INVALIDATE):
+        for old, new in event.items():
+            moves.setdefault(old, set()).add(new)
+    for old in (*RESULT_TAKEN_FROM, *LATE_RESULT_TAKEN_FROM):
+        moves.setdefault(old, set()).update(FINISHED_STATUSES)
+    return {old: frozenset(new) for old, new in moves.items()}
+
+
+TRANSITIONS: Mapping[TrialStatus, frozenset[TrialStatus]] = _transitions()
+"""Every status change a trial may make (a status missing here is final). ``succeeded`` and
+``failed`` may become each other: recording a trial's result again replaces it."""
+
+
+def may_become(old: TrialStatus, new: TrialStatus) -> bool:
+    return new in TRANSITIONS.get(old, frozenset())
+
+
+# --- reading ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RecurrenceKey:
+    """Identifies one recurrence: one Airflow task instance, and which try of it this is."""
+
+    run_id: str
+    dag_id: str = ""
+    task_id: str = ""
+    map_index: int = -1
+    try_number: int = 1
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    """One trial as stored: the one record of a trial for reading (the CLI, the reports, the
+    UI). Energy in J, time in s, power in W; figures None until finished."""
+
+    id: int
+    job_id: str
+    version: int
+    decision_seq: int
+    dag_id: str
+    task_id: str
+    run_id: str
+    map_index: int
+    try_number: int
+    attempt: int
+    """Try of a batch size within the recurrence (1, 2, ... after a failed size)."""
+    status: TrialStatus
+    phase: str
+    batch_size: int
+    power_limit_w: int | None
+    """The limit it trained at."""
+    energy_j: float | None
+    time_s: float | None
+    cost: float | None
+    """J-equivalents: eta * energy_j + (1 - eta) * max power * time_s."""
+    epochs: int | None
+    reached_target: bool | None
+    stop_reason: str | None
+    observed: bool
+    """Whether its cost feeds the arm's posterior."""
+    measurement: Measurement
+    gpu_model: str
+    gpu_count: int
+    started_at: datetime
+    heartbeat_at: datetime
+    finished_at: datetime | None
+    error: str | None
+    setup_energy_j: float | None
+    """Energy before training started: measured, not part of the cost."""
+    setup_time_s: float | None
+    early_stop_cost: float | None
+    """The early-stop bound the try ran under (None: unbounded)."""
+    expires_at: datetime | None
+    optimal_power_limit_w: int | None
+    """The optimum its profile gives (W); ``power_limit_w`` unless in observe mode."""
+    would_save_energy_j: float | None
+    """Observe mode: energy (J) training at the optimum would have saved (negative: cost)."""
+    would_save_time_s: float | None
+    carbon_zone: str | None
+    """Grid zone of the carbon figures; None: the task had no carbon_zone."""
+    carbon_intensity_g_per_kwh: float | None
+    """Mean gCO2e/kWh over the try's span."""
+    carbon_provenance: str | None
+    """live, forecast, file, fixed or fallback (the least direct figure used)."""
+    carbon_note: str | None
+    emissions_g: float | None
+    """gCO2e of the try's training and setup energy."""
+    energy_cost: float | None
+    """In the price's currency; None without a price."""
+    start_delay_s: float | None
+    """The recurrence's carbon-aware start delay (None: no start_deadline)."""
+    expected_emissions_g: float | None
+    unshifted_intensity_g_per_kwh: float | None
+    """Forecast gCO2e/kWh had the recurrence started when planned."""
+    start_reason: str | None
+    cpu_energy_j: float | None = None
+    """The host's CPU package energy over training (RAPL), J; None: not measured."""
+    dram_energy_j: float | None = None
+    """The host's DRAM energy over training (RAPL), J; None: not measured."""
