@@ -244,6 +244,27 @@ def test_a_size_pruned_by_early_stops_returns_once_the_bound_has_grown() -> None
     assert in_play(10.0 * READMIT_GROWTH * 1.01) == (8, 16, 32)  # it was set by a lucky run
 
 
+def test_a_best_mean_that_rose_within_its_noise_readmits_nothing() -> None:
+    # The noise acceptance test's americas job: 32 was stopped at 2 x 10 after the best
+    # size's first run. The best size then needs one epoch on most days and two on some:
+    # its mean rises 20 % with nothing lucky about the first run.
+    cfg = config((8, 16, 32), 16)
+    history = failed_everywhere(cfg, "early_stop", bound=20.0)
+    evidence = {8: SizeEvidence(None, 20.0), 32: SizeEvidence(None, 20.0)}
+    bimodal = [10.0, 10.0, 20.0, 10.0, 10.0, 20.0, 10.0, 10.0, 20.0, 10.0]
+
+    def in_play(costs: list[float]) -> tuple[int, ...]:
+        stats = ArmStats.of(costs)
+        return job_phase(JobSnapshot(cfg, exploration=history, evidence=evidence,
+                                     observations={16: stats},
+                                     success_mean_cost={16: stats.mean}))[1]
+
+    assert ArmStats.of(bimodal).mean * 2 > READMIT_GROWTH * 20.0  # the plain bound grew
+    assert in_play(bimodal) == (16,)
+    # The same rise, steady over many runs: the first run was the lucky one.
+    assert in_play([10.0] + [12.5] * 15) == (8, 16, 32)
+
+
 def test_a_size_that_missed_the_target_returns_only_after_reaching_it() -> None:
     cfg = config((8, 16), 16)
     history = failed_everywhere(cfg, "max_epochs")

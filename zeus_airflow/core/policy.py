@@ -36,6 +36,9 @@ cannot be the optimum: the walk ends its direction there (see :func:`cannot_win`
 READMIT_GROWTH = 1.1
 """A size pruned only by early stops gets another try once the early-stop bound has grown
 past this many times the highest bound that stopped it (see :func:`earned_another_try`)."""
+READMIT_Z = 2.0
+"""The growth must hold at the low edge of the best mean's interval, this many standard errors
+below it: a best mean that moved within its own noise says nothing about the old bound."""
 
 
 class NoFeasibleBatchSizeError(RuntimeError):
@@ -271,8 +274,9 @@ def earned_another_try(batch_size: int, snapshot: JobSnapshot) -> bool:
 
     * it failed only by early stops, and it has reached the target in some try (it converges:
       a size that reached the target is never pruned for an early stop alone), or the bound
-      has since grown past ``READMIT_GROWTH x`` the highest bound that stopped it (the bound
-      was set by runs that now look lucky); each return needs the bound to grow again;
+      has since grown past ``READMIT_GROWTH x`` the highest bound that stopped it, beyond the
+      noise of the best mean (:func:`settled_bound`: the bound was set by runs that now look
+      lucky); each return needs the bound to grow again;
     * it missed the target (max epochs, or the function returned), and a later try of it
       reached the target (a fallback run, say): it converges after all.
 
@@ -287,13 +291,33 @@ def earned_another_try(batch_size: int, snapshot: JobSnapshot) -> bool:
         return evidence.last_success_seq is not None and evidence.last_success_seq > max(missed)
     if evidence.last_success_seq is not None:
         return True
-    bound = early_stop_bound(snapshot)
+    bound = settled_bound(snapshot)
     if bound is not None and snapshot.drift is not None:
         # Costs moved by the drift's ratio: a bound grown by as much says nothing about the
         # runs that set the old one.
         bound /= snapshot.drift.cost_ratio
     return (bound is not None and evidence.max_stop_bound is not None
             and bound > READMIT_GROWTH * evidence.max_stop_bound)
+
+
+def settled_bound(snapshot: JobSnapshot) -> float | None:
+    """The early-stop bound from the low edge of the best size's mean: ``READMIT_Z`` standard
+    errors (its posterior's, see :mod:`posterior`) below it.
+
+    The best mean moves with every run, by its noise alone: a job whose cheapest size needs
+    one epoch on most days and two on some sees it rise and fall by a fifth. A pruned size
+    returns when the bound grew by more than that, when the runs that set the old bound
+    look lucky beside the many since, not when a few dear days nudged it past the stop."""
+    means = snapshot.success_mean_cost
+    if not means:
+        return None
+    best = min(means, key=lambda b: means[b])
+    stats = snapshot.observations.get(best)
+    if stats is None or stats.count == 0:
+        return snapshot.config.beta * means[best]
+    error = math.sqrt(arm_posterior(stats, pooled_cost_cv(snapshot.observations.values()))
+                      .variance)
+    return snapshot.config.beta * max(means[best] - READMIT_Z * error, 0.0)
 
 
 def job_phase(snapshot: JobSnapshot) -> tuple[str, tuple[int, ...]]:
