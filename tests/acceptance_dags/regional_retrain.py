@@ -3,13 +3,11 @@ retrained per mapped task instance, every day, caught up over the past days.
 
 Written as a new user would: the operator's defaults (job id, seed, beta, eta), three regions
 mapped with ``.partial(...).expand(...)`` and named by ``map_index_template``, a real PyTorch
-model on the CPU with the simulated V100. The test sets ``ZEUS_ACCEPTANCE_START`` (the first
-logical date) so that the catch-up covers the days it wants.
+model on the CPU with the simulated V100. It catches up on a fixed window of past days
+(``regional_workload.FIRST_DAY``, ``DAYS``), so the test sees the same data every day it runs.
 """
 
 from __future__ import annotations
-
-import os
 
 import pendulum
 import regional_workload as workload
@@ -20,7 +18,8 @@ from zeus_airflow import ZeusTrainOperator
 with DAG(
     dag_id=workload.DAG_ID,
     schedule="@daily",
-    start_date=pendulum.parse(os.environ.get(workload.START_ENV, "2026-01-01")),
+    start_date=pendulum.parse(workload.FIRST_DAY),
+    end_date=pendulum.parse(workload.FIRST_DAY).add(days=workload.DAYS - 1),
     catchup=True,
     max_active_runs=2,  # catch-up runs overlap: two slots for three tasks a day
     tags=["zeus", "acceptance", "simulated"],
