@@ -12,7 +12,7 @@ from zeus_airflow.core.domain import TrialStatus
 from zeus_airflow.core.reports.records import RunRecord
 from zeus_airflow.core.units import energy_unit, show_energy, show_kwh, show_time, time_unit
 from zeus_airflow.plugins.charts import Plot, linear_axis, log2_axis, nice_step
-from zeus_airflow.plugins.job_charts import energy_chart
+from zeus_airflow.plugins.job_charts import batch_size_chart, energy_chart
 
 
 def test_nice_steps_are_one_two_or_five_times_a_power_of_ten() -> None:
@@ -104,7 +104,20 @@ def test_a_run_whose_train_function_broke_is_neither_missed_nor_still_training()
             _run(3, 700.0, False, status="invalid")]
     chart = energy_chart(runs, {1: "run 1", 2: "run 2", 3: "run 3"})
     svg = str(chart.svg)
-    assert svg.count('class="dot hollow bad"') == 2
+    assert svg.count('class="dot hollow warn"') == 2
     assert 'class="dot bad"' not in svg and "still training" not in svg
     assert [text for text, _ in chart.legend] == [
         "reached target", "no verdict (the train function raised or broke its contract)"]
+
+
+def test_the_batch_size_chart_draws_a_run_without_a_verdict_apart_from_its_phase() -> None:
+    """An invalid or raised try leaves the learning state untouched: drawn as a pruning
+    step, it read as exploration the job never did."""
+    runs = [_run(1, 900.0), _run(2, 400.0, None, status="error"),
+            _run(3, 700.0, False, status="invalid")]
+    chart = batch_size_chart(runs, (32, 64, 128), {1: "run 1", 2: "run 2", 3: "run 3"})
+    svg = str(chart.svg)
+    assert svg.count('class="dot s1"') == 1  # the pruning colour: run 1 only
+    assert svg.count('class="dot hollow warn"') == 2
+    assert [text for text, _ in chart.legend] == [
+        "pruning", "no verdict (the train function raised or broke its contract)"]

@@ -47,7 +47,8 @@ def job_charts(detail: JobDetail) -> list[Chart]:
     energy = energy_unit([r.energy_j or 0.0 for r in done])
     time = time_unit([r.time_s or 0.0 for r in done])
     tips = {r.index: _tip(r, energy, time) for r in detail.runs}  # shared by the charts
-    charts = [energy_chart(done, tips), time_chart(done, tips), batch_size_chart(detail, tips),
+    charts = [energy_chart(done, tips), time_chart(done, tips), batch_size_chart(
+        detail.runs, detail.summary.version.config.batch_sizes, tips),
               cumulative_chart(detail, done)]
     if any(r.emissions_g is not None for r in done):
         charts.append(emissions_chart(detail, done))
@@ -67,6 +68,7 @@ def _tip(r: RunRecord, energy: Unit, time: Unit) -> str:
 
 
 _REACHED, _MISSED, _RUNNING, _NO_VERDICT = "reached", "missed", "running", "no verdict"
+NO_VERDICT_LEGEND = "no verdict (the train function raised or broke its contract)"
 
 
 def _mark(r: RunRecord) -> str:
@@ -89,8 +91,7 @@ def _per_run(title: str, runs: Sequence[RunRecord], values: list[float], label: 
     marks = [_mark(r) for r in runs]
     styles = ((_REACHED, "s0", "reached target"), (_MISSED, "bad", "target not reached"),
               (_RUNNING, "hollow s0", "still training"),
-              (_NO_VERDICT, "hollow bad", "no verdict (the train function raised or broke "
-                                         "its contract)"))
+              (_NO_VERDICT, "hollow warn", NO_VERDICT_LEGEND))
     for mark, style, legend in styles:
         shown = [i for i, m in enumerate(marks) if m == mark]
         note = " (still training: the tries finished so far)" if mark == _RUNNING else ""
@@ -117,21 +118,30 @@ def time_chart(runs: Sequence[RunRecord], tips: Mapping[int, str]) -> Chart:
                   plot)
 
 
-def batch_size_chart(detail: JobDetail, tips: Mapping[int, str]) -> Chart:
-    runs = detail.runs
-    sizes = detail.summary.version.config.batch_sizes
+def batch_size_chart(runs: Sequence[RunRecord], sizes: Sequence[int],
+                     tips: Mapping[int, str]) -> Chart:
+    """The size each run trained with, by the decision's phase; ``sizes``: the job's batch
+    sizes (the axis). A run without a verdict (its train function raised or broke the
+    contract) is drawn apart: it neither explored nor exploited, as the learning state
+    ignores it."""
     run_axis = linear_axis("run", [r.index for r in runs] or [1], zero=False, integer=True)
     plot = Plot("Batch size per run", run_axis, log2_axis("batch size", sizes))
     failed = [(r.index, float(b)) for r in runs for b in r.batch_sizes[:-1]]
     plot.dots(failed, "hollow bad", ["an earlier try of this run failed"] * len(failed))
-    for phase in sorted({r.phase for r in runs}):
-        chosen = [r for r in runs if r.phase == phase]
+    judged = [r for r in runs if _mark(r) != _NO_VERDICT]
+    for phase in sorted({r.phase for r in judged}):
+        chosen = [r for r in judged if r.phase == phase]
         cls = PHASE_CLASS.get(phase, "s3")
         plot.dots([(r.index, float(r.batch_size)) for r in chosen], cls,
                   [tips[r.index] for r in chosen])
         plot.legend(phase, cls)
     if failed:
         plot.legend("failed try", "bad")
+    void = [r for r in runs if _mark(r) == _NO_VERDICT]
+    if void:
+        plot.dots([(r.index, float(r.batch_size)) for r in void], "hollow warn",
+                  [tips[r.index] for r in void])
+        plot.legend(NO_VERDICT_LEGEND, "hollow warn")
     return _chart("batch-size", "Batch size per run",
                   "The batch size each run trained with, coloured by the decision's phase "
                   "(the paper's Fig. 10 view); hollow marks are earlier tries of the same run "
