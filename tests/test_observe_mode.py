@@ -31,13 +31,13 @@ def cifar() -> WorkloadTrace:
     return load_workload_trace(TRACES, "v100", "cifar100")
 
 
-def observe_job(store: SQLStore, trace: WorkloadTrace, recurrences: int = 3
-                ) -> list[RecurrenceResult]:
+def observe_job(store: SQLStore, trace: WorkloadTrace, recurrences: int = 3,
+                profiler: ProfilerConfig | None = None) -> list[RecurrenceResult]:
     """``recurrences`` of a replayed job in observe mode, its batch size fixed at b0."""
     w = trace.workload
     config = JobConfig(JOB_ID, (trace.default_batch_size,), trace.default_batch_size,
                        w.target_metric, w.max_epochs, w.higher_is_better,
-                       profiler=ProfilerConfig(mode="observe"))
+                       profiler=profiler or ProfilerConfig(mode="observe"))
     gpu = ReplayGPU(trace)
     engine = Engine(store, gpu, config, seed=1, heartbeat_s=None)
     train = ReplayTraining(gpu, seed=1)
@@ -122,3 +122,20 @@ def test_zeus_airflow_runs_shows_the_optimum_and_the_savings(
                                                  "would_save_energy_j", "would_save_time_s"]
     assert lines[-1].startswith("observe: at the optimum it would have saved ")
     assert "(over the 2 tries above that trained in observe mode)" in lines[-1]
+
+
+def test_a_try_shorter_than_its_profile_says_so_instead_of_a_saving(
+        cifar: WorkloadTrace) -> None:
+    """A short job in observe mode trains part of a run at the limits it profiles: the
+    summary says so, rather than a limit and no finding, and the next run goes on."""
+    steps = ProfilerConfig(mode="observe", warmup_steps=2_000, profile_steps=2_000)
+    first, second = observe_job(SQLStore.in_memory(), cifar, recurrences=2, profiler=steps)
+    assert first.profile_unfinished and first.would_save_energy_j is None
+    line = summary_line(first)
+    assert f"power profile unfinished: trained at the limits being profiled, " \
+        f"{first.power_limit_w} W last; it goes on next run" in line
+    assert "observe:" not in line
+    complete = observe_job(SQLStore.in_memory(), cifar, recurrences=1)[0]
+    assert not complete.profile_unfinished
+    assert "profile unfinished" not in summary_line(complete)
+    assert second.profile_unfinished or second.would_save_energy_j is not None

@@ -100,6 +100,11 @@ class RecurrenceResult:
         return self.final.outcome.optimal_power_limit_w
 
     @property
+    def profile_unfinished(self) -> bool:
+        """The last try trained at the limits being profiled (see ``RunOutcome``)."""
+        return self.final.outcome.profile_unfinished
+
+    @property
     def would_save_energy_j(self) -> float | None:
         """Observe mode: energy (J) training at the optimum would have saved, every try
         that reported it; None when none did."""

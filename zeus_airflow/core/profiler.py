@@ -99,6 +99,12 @@ class PowerLimitProfiler:
         return self._profiling
 
     @property
+    def profile_unfinished(self) -> bool:
+        """Whether training has so far run at the limits being profiled, no optimum found
+        yet: the try ended before its size's profile was complete (never in measure mode)."""
+        return self.mode != "measure" and self.optimal_power_limit_w is None
+
+    @property
     def power_limit_w(self) -> int:
         """The limit training runs at now (W)."""
         if self._current_w is not None:

@@ -254,6 +254,7 @@ class TrainingRun:
             early_stop_cost=self.early_stop_cost,
             optimal_power_limit_w=self.profiler.optimal_power_limit_w,
             observer=observer,
+            profile_unfinished=self.profiler.profile_unfinished,
             cpu_energy_j=total.cpu_energy_j,
             dram_energy_j=total.dram_energy_j,
         )

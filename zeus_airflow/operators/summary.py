@@ -110,6 +110,9 @@ def summary_line(result: RecurrenceResult, footprint: RunCarbon | None = None) -
         parts.append("fallback: no batch size left to try")
     if not result.reached_target:
         parts.append("target not reached")
+    if result.profile_unfinished:
+        parts.append(f"power profile unfinished: trained at the limits being profiled, "
+                     f"{result.power_limit_w} W last; it goes on next run")
     if result.would_save_energy_j is not None and result.would_save_time_s is not None:
         parts.append(observe_note(result.optimal_power_limit_w, result.energy_j,
                                   result.would_save_energy_j, result.would_save_time_s))

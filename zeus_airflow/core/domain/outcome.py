@@ -47,6 +47,10 @@ class RunOutcome:
     ``power_limit_w`` in ``optimize`` mode."""
     observer: ObserverReport | None = None
     """Observe mode with a complete profile: what the optimum would have saved."""
+    profile_unfinished: bool = False
+    """The try ended before its size's power profile was complete, so it trained at the
+    limits being profiled (``power_limit_w``: the one it ended at), in observe mode too; the
+    profile goes on in the size's next run."""
     cpu_energy_j: float | None = None
     """The host's CPU package energy over the same training (RAPL), J; None: not measured.
     In the cost only when the job sets ``cost_includes_cpu``."""
