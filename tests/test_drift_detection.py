@@ -80,11 +80,27 @@ def test_a_change_keeps_new_costs_and_makes_old_ones_stale() -> None:
     assert view.observations[8] == ArmStats.of([15.0] * 6)
     assert view.observations[16] == ArmStats.of([12.0, 18.0])  # only what ran since
     assert 32 not in view.observations
-    # 32's old mean moved by the change seen elsewhere, with half that change as its spread.
-    assert view.drift.stale_mean == {32: pytest.approx(1.5 * 12.0)}
+    # 32's old mean moved as its nearest size with costs on both sides of the change moved
+    # (16: 12 before, 15 after), with half the job-wide change as its spread.
+    assert view.drift.stale_mean == {32: pytest.approx(1.25 * 12.0)}
     assert view.drift.stale_spread == pytest.approx(math.log(1.5) / 2)
     # The early-stop bound comes from costs that still describe the data.
     assert view.successes == {8: (90.0, 6), 16: (30.0, 2)}
+
+
+def test_a_stale_size_moves_like_its_neighbours_not_like_the_size_in_use() -> None:
+    """A drift that favours larger batches: 8 got 1.6x dearer, 32 0.9x. 16, between them
+    and not run since, is believed to have moved between the two, not by 8's 1.6x (the size
+    the job was training), which would hide that it may now be the cheapest."""
+    eight = history([10.0] * 20 + [16.0] * 10)
+    thirty_two = history([20.0, 20.0], start=2) + history([18.0, 18.0], start=22)
+    view = arm_view({8: eight, 16: history([12.0], start=1), 32: thirty_two})
+    assert view.drift is not None and view.drift.since == 20
+    assert view.drift.stale_mean == {16: pytest.approx(12.0 * math.sqrt(1.6 * 0.9))}
+    # With no size on one side, the nearest one's change; with none at all, the job's.
+    alone = arm_view({8: eight, 16: history([12.0], start=1)})
+    assert alone.drift is not None
+    assert alone.drift.stale_mean == {16: pytest.approx(12.0 * 1.6)}
 
 
 def test_with_no_success_since_the_change_the_old_ones_keep_a_bound() -> None:

@@ -10,8 +10,9 @@ one, the job's data has drifted at that point:
 
 * the arm's posterior keeps only the costs after its change point;
 * every other arm's costs from before the change are *stale*: an arm that has run since keeps
-  only its newer costs, and one that has not is drawn from a belief (its old mean moved by
-  the change the drifted arms showed, half that change as its spread), so Thompson sampling
+  only its newer costs, and one that has not is drawn from a belief (its old mean moved as
+  the nearest arms that ran on both sides of the change moved, half the job's change as its
+  spread: :func:`local_ratio`), so Thompson sampling
   re-checks the arms the drift may have made the cheapest instead of trusting old costs;
 * sizes that pruning dropped as dominated come back into play
   (:func:`zeus_airflow.core.policy.returned_after_drift`): they were judged on the old data.
@@ -93,32 +94,54 @@ def arm_view(history: Mapping[int, Sequence[Observed]]) -> ArmView:
             old, new = costs[:split], costs[split:]
             log_ratios.append(math.log((sum(new) / len(new)) / (sum(old) / len(old))))
     if not changes:
-        return _view({b: list(seen) for b, seen in history.items()}, {}, None, 1.0)
+        return _view({b: list(seen) for b, seen in history.items()}, {}, None, 1.0, {})
     since = min(changes.values())
     ratio = math.exp(sum(log_ratios) / len(log_ratios))
     kept: dict[int, list[Observed]] = {}
     stale: dict[int, list[Observed]] = {}
+    moved: dict[int, float] = {}
     for b, seen in history.items():
         start = changes.get(b, since)
         fresh = [o for o in seen if o.seq >= start]
+        old = [o.cost for o in seen if o.seq < start]
         if fresh:
             kept[b] = fresh
+            if old:
+                moved[b] = math.log(sum(o.cost for o in fresh) / len(fresh) * len(old) / sum(old))
         elif seen:
             stale[b] = list(seen)
-    return _view(kept, stale, since, ratio)
+    return _view(kept, stale, since, ratio, moved)
+
+
+def local_ratio(batch_size: int, moved: Mapping[int, float], ratio: float) -> float:
+    """How much a stale size's cost likely moved: interpolated in log batch size between the
+    nearest sizes on each side whose costs are known on both sides of the change (the
+    nearest one's when only one side has any), else the job-wide ``ratio``. A drift that
+    moves sizes apart (a new data set favouring larger batches) moves a size like its
+    neighbours, not like the size the job happened to be training."""
+    below = [b for b in moved if b < batch_size]
+    above = [b for b in moved if b > batch_size]
+    if not below and not above:
+        return ratio
+    if not below or not above:
+        return math.exp(moved[min(below or above, key=lambda b: abs(math.log(b / batch_size)))])
+    low, high = max(below), min(above)
+    weight = math.log(batch_size / low) / math.log(high / low)
+    return math.exp(moved[low] + weight * (moved[high] - moved[low]))
 
 
 def _view(kept: Mapping[int, list[Observed]], stale: Mapping[int, list[Observed]],
-          since: int | None, ratio: float) -> ArmView:
+          since: int | None, ratio: float, moved: Mapping[int, float]) -> ArmView:
     observations = {b: ArmStats.of([o.cost for o in seen]) for b, seen in kept.items() if seen}
     successes = _successes(kept)
-    # A stale arm's old mean, moved by the change the drifted arms showed, is a hint where to
-    # look, not a belief to exploit: the drift may also have moved arms apart, by a part of
-    # what it moved them all (half, as its spread; at least the prior run-to-run spread).
+    # A stale arm's old mean, moved as its neighbours moved, is a hint where to look, not a
+    # belief to exploit: the drift may also have moved arms apart, by a part of what it moved
+    # them all (half, as its spread; at least the prior run-to-run spread).
     # The whole change as the spread made Thompson sampling re-try most stale sizes of a
     # 15-size job (docs/drift.md).
     spread = max(abs(math.log(ratio)) / 2, PRIOR_COST_CV)
-    stale_mean = {b: ratio * sum(o.cost for o in seen) / len(seen) for b, seen in stale.items()}
+    stale_mean = {b: local_ratio(b, moved, ratio) * sum(o.cost for o in seen) / len(seen)
+                  for b, seen in stale.items()}
     if not successes:  # no run has reached the target since the change: keep a bound
         successes = _successes(stale)
     drift = None if since is None else DriftFound(since, ratio, stale_mean, spread)

@@ -78,7 +78,8 @@ class DriftFound:
     """How much the changed arms' costs moved: new mean over old (geometric mean over them)."""
     stale_mean: Mapping[int, float] = field(default_factory=dict)
     """For the arms with no cost since the change (none in the observations): their old mean
-    cost moved by ``cost_ratio``."""
+    cost moved as the nearest arms with costs on both sides of the change moved (by
+    ``cost_ratio`` when none has any: ``core/drift.py``, ``local_ratio``)."""
     stale_spread: float = 0.0
     """The relative spread of a belief built on a stale mean: how far the drift may have
     moved arms apart (Normal(m, (stale_spread x m)^2) for a stale mean m)."""
