@@ -23,6 +23,7 @@ from zeus_airflow.core.policy import (
     ZeusPolicy,
     job_phase,
     pruning_state,
+    stale_neighbour,
 )
 from zeus_airflow.core.posterior import PRIOR_COST_CV
 from zeus_airflow.sim.drift import Drift, DriftSpec, run_drift
@@ -140,19 +141,52 @@ def test_a_size_dropped_as_dominated_returns_after_a_drift_and_stays() -> None:
 
 
 def test_thompson_sampling_draws_stale_arms_from_their_belief() -> None:
-    cfg = detecting()
-    steps = walk(cfg, {8: 10.5, 16: 10.0, 32: 10.4})
-    observations = {16: ArmStats.of([14.0, 14.2, 13.9, 14.1])}
+    cfg = detecting((8, 16, 32, 64))
+    steps = walk(cfg, {8: 10.5, 16: 10.0, 32: 10.4, 64: 10.6})
+    # 16 and 32 ran since the change; 8 and 64 did not, and neither is 16's neighbour with
+    # a belief under the bound (8's is beyond it, 64 is 32's neighbour): no re-check.
+    observations = {16: ArmStats.of([14.0, 14.2, 13.9, 14.1]),
+                    32: ArmStats.of([14.6, 14.4, 14.5])}
     snapshot = JobSnapshot(cfg, exploration=steps, observations=observations,
-                           success_mean_cost={16: 14.0},
+                           success_mean_cost={16: 14.0, 32: 14.5},
                            drift=DriftFound(since=5, cost_ratio=1.4,
-                                            stale_mean={8: 100.0, 32: 13.0}, stale_spread=0.04))
+                                            stale_mean={8: 100.0, 64: 13.0}, stale_spread=0.04))
+    assert stale_neighbour(snapshot, [8, 16, 32, 64]) is None
     rng = np.random.default_rng(1)
     picks = [ZeusPolicy().decide(snapshot, rng).batch_size for _ in range(200)]
     # An arm with no cost since the change is not tried blindly first: 8's belief says it
-    # is far dearer, 32's that it is likely the cheapest now.
+    # is far dearer, 64's that it is likely the cheapest now.
     assert 8 not in picks
-    assert picks.count(32) > 150
+    assert picks.count(64) > 150
+
+
+def test_after_a_change_the_cheapest_sizes_stale_neighbours_are_checked_once() -> None:
+    cfg = detecting((8, 16, 32, 64))
+    steps = walk(cfg, {8: 10.5, 16: 10.0, 32: 10.4, 64: 10.6})
+    # Only 16 ran since the change (1.4x dearer); 32's belief (an old pruning cost moved as
+    # 16 moved) says 20.2: Thompson sampling would rarely draw it below 16's 14.
+    drift = DriftFound(since=5, cost_ratio=1.4, stale_mean={8: 14.7, 32: 20.2, 64: 60.0},
+                       stale_spread=0.17)
+    snapshot = JobSnapshot(cfg, exploration=steps,
+                           observations={16: ArmStats.of([14.0, 14.2, 13.9, 14.1])},
+                           success_mean_cost={16: 14.0}, drift=drift)
+    rng = np.random.default_rng(1)
+    decision = ZeusPolicy().decide(snapshot, rng)
+    assert decision.batch_size == 8  # both neighbours are under the bound (28): 8 first
+    assert decision.early_stop_cost == 28.0  # a check is cut at the bound like any try
+    checked_8 = dataclasses.replace(snapshot, observations={
+        **snapshot.observations, 8: ArmStats.of([15.0])})
+    assert ZeusPolicy().decide(checked_8, rng).batch_size == 32
+    # 32 turned out the cheapest: its stale neighbour 64 is next, but its belief is beyond
+    # the bound, so sampling goes on as usual.
+    checked_32 = dataclasses.replace(checked_8, observations={
+        **checked_8.observations, 32: ArmStats.of([9.0])}, success_mean_cost={16: 14.0, 32: 9.0})
+    assert stale_neighbour(checked_32, [8, 16, 32, 64]) is None
+    # A neighbour another worker is checking now is not checked twice; without a change
+    # found, nothing is checked.
+    busy = dataclasses.replace(snapshot, in_flight=(8,))
+    assert stale_neighbour(busy, [8, 16, 32, 64]) == 32
+    assert stale_neighbour(dataclasses.replace(snapshot, drift=None), [8, 16, 32, 64]) is None
 
 
 def test_a_drift_does_not_pass_for_a_grown_bound() -> None:
