@@ -104,6 +104,17 @@ def test_emissions_weigh_each_interval_by_its_overlap() -> None:
     assert found.provenance == "forecast"
 
 
+def test_a_moment_long_run_is_priced_over_its_own_moment() -> None:
+    # A replayed run woken at the start of a clean hour ends half a second into it: the
+    # dirty hour before it started must not count (it did, as the second before the end).
+    points = hourly([800, 100])
+    woke = T0 + HOUR + timedelta(milliseconds=10)
+    found = span_emissions("DE", KWH, woke, woke + timedelta(milliseconds=500), points)
+    assert found.intensity_g_per_kwh == pytest.approx(100.0)
+    empty = span_emissions("DE", KWH, woke, woke, points)  # an empty span: the moment before
+    assert empty.intensity_g_per_kwh == pytest.approx(100.0)
+
+
 def test_csv_trace_ours_and_an_electricity_maps_export(tmp_path: Path) -> None:
     ours = tmp_path / "ours.csv"
     ours.write_text("datetime,zone,carbon_intensity_g_per_kwh,price_per_mwh\n"

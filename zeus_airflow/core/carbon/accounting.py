@@ -24,9 +24,11 @@ from zeus_airflow.core.carbon.signal import (
 from zeus_airflow.core.domain import RunCarbon
 from zeus_airflow.core.units import J_PER_KWH
 
-INSTANT = timedelta(seconds=1)
-"""A span shorter than this (a replayed run's wall time) is priced over the second before
-its end (never reaching into the future, where only a forecast would know)."""
+INSTANT = timedelta(milliseconds=1)
+"""A span shorter than this (an empty one) is priced over this much before its end: never
+reaching into the future, where only a forecast would know, nor back before the run began
+by more than a moment. A replayed run's short but real span is priced as it is: the second
+before its end once straddled the start of the clean window a deferred run had woken at."""
 
 
 @dataclass(frozen=True)
@@ -100,15 +102,24 @@ def span_emissions(zone: str, energy_j: float, start: datetime, end: datetime,
     total_s = sum(w for _, w in weights)
     if total_s <= 0:
         raise SourceError(f"no carbon intensity covers {start.isoformat()}..{end.isoformat()}")
-    intensity = sum(p.intensity_g_per_kwh * w for p, w in weights) / total_s
+    intensity = _weighted_mean([(p.intensity_g_per_kwh, w) for p, w in weights])
     kwh = energy_j / J_PER_KWH
     priced = all(p.price_per_mwh is not None for p, _ in weights)
-    cost = kwh / 1000.0 * sum((p.price_per_mwh or 0.0) * w for p, w in weights) / total_s \
+    cost = kwh / 1000.0 * _weighted_mean([(p.price_per_mwh or 0.0, w) for p, w in weights]) \
         if priced else None
     provenance = worst_provenance([p.provenance for p, _ in weights]) or "fallback"
     notes = sorted({p.note for p, _ in weights if p.note})
     return Emissions(zone, energy_j, start, end, kwh * intensity, intensity, cost, provenance,
                      "; ".join(notes))
+
+
+def _weighted_mean(values: Sequence[tuple[float, float]]) -> float:
+    """Mean of (value, weight) pairs; a value all of them share, exactly (a fixed 250 g/kWh
+    over a span of odd length must read 250, not 249.99999999999997)."""
+    distinct = {value for value, _ in values}
+    if len(distinct) == 1:
+        return distinct.pop()
+    return sum(value * weight for value, weight in values) / sum(w for _, w in values)
 
 
 def run_emissions(source: GridSource, zone: str, energy_j: float, start: datetime,
