@@ -7,6 +7,7 @@ import time
 from dataclasses import fields
 from typing import Any, get_args
 
+import pydantic
 import pytest
 
 from zeus_airflow.core.config import JobConfig
@@ -16,6 +17,7 @@ from zeus_airflow.core.domain import (
     JobState,
     RecurrenceKey,
     RunOutcome,
+    TrainingFigures,
     TrialRecord,
     TrialStatus,
     may_become,
@@ -24,6 +26,7 @@ from zeus_airflow.core.domain import (
 from zeus_airflow.core.domain.decision import Decision
 from zeus_airflow.core.domain.phases import Phase
 from zeus_airflow.core.reports import RunRecord
+from zeus_airflow.core.reports.records import attribute_docstrings
 from zeus_airflow.core.reports.runs import SUMMED
 from zeus_airflow.core.store.admin import list_trials
 from zeus_airflow.core.store.sql import SQLStore
@@ -148,6 +151,15 @@ def test_a_run_is_read_by_the_trial_records_field_names() -> None:
         assert f.name in trial, f"RunRecord.{f.name} is no trial field"
         assert f.type == trial[f.name] or (f.name in SUMMED and "None" in str(f.type)), f.name
     assert set(SUMMED) <= set(trial)
+
+
+def test_a_runs_inherited_figures_are_documented_where_they_are_declared() -> None:
+    schema = pydantic.TypeAdapter(RunRecord).json_schema()["properties"]
+    declared = attribute_docstrings(TrainingFigures)
+    assert {"power_limit_w", "cost"} <= set(declared)
+    for name, doc in declared.items():
+        assert schema[name]["description"] == doc, name
+    assert schema["index"]["description"] == attribute_docstrings(RunRecord)["index"]
 
 
 @pytest.mark.parametrize("status", get_args(TrialStatus))

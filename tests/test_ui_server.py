@@ -259,6 +259,7 @@ def test_the_json_api_is_documented(api_server: ApiServer, tokens: dict[str, str
     record = spec["components"]["schemas"]["RunRecord"]["properties"]
     assert "replayed" in record["measurement"]["description"]
     assert record["measurement"]["enum"] == ["measured", "replayed", "simulated"]
+    assert "J-equivalents" in record["cost"]["description"]  # inherited, documented too
     docs = get(api_server, "/zeus/docs", tokens["viewer"], cookie=True)
     assert docs.status_code == 200
     assert all(f"GET /zeus{p}" in docs.text for p in spec["paths"])

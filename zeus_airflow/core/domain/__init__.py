@@ -31,6 +31,7 @@ from zeus_airflow.core.domain.trials import (
     TRANSITIONS,
     VOID_STATUSES,
     RecurrenceKey,
+    TrainingFigures,
     TrialRecord,
     TrialStatus,
     may_become,
@@ -41,5 +42,6 @@ __all__ = ["EXPLORATION_PHASES", "LIVE_STATUSES", "REPLACED_STATUSES", "TRANSITI
            "VOID_STATUSES", "ArmStats", "Decide", "Decision", "DeviceInfo", "DriftFound",
            "ExplorationStep", "FleetKey", "ForeignObservation", "JobRef", "JobSnapshot",
            "JobState", "Observed", "ObserverReport", "Phase", "PowerProfile", "RecurrenceKey",
-           "RunCarbon", "RunOutcome", "SizeEvidence", "StopReason", "Successes", "TrialRecord",
+           "RunCarbon", "RunOutcome", "SizeEvidence", "StopReason", "Successes", "TrainingFigures",
+           "TrialRecord",
            "TrialStatus", "counts_as_observation", "may_become", "takes_result"]

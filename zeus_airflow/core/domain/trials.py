@@ -101,8 +101,23 @@ class RecurrenceKey:
     try_number: int = 1
 
 
-@dataclass(frozen=True)
-class TrialRecord:
+@dataclass(frozen=True, kw_only=True)
+class TrainingFigures:
+    """What training measured: a trial's own figures, or a run's summed over its tries.
+    Energy in J, time in s, power in W; None until finished."""
+
+    power_limit_w: int | None
+    """The limit it trained at (a run's: its last try's)."""
+    energy_j: float | None
+    time_s: float | None
+    cost: float | None
+    """J-equivalents: eta * energy_j + (1 - eta) * max power * time_s."""
+    epochs: int | None
+    reached_target: bool | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrialRecord(TrainingFigures):
     """One trial as stored: the one record of a trial for reading (the CLI, the reports, the
     UI). Energy in J, time in s, power in W; figures None until finished."""
 
@@ -120,14 +135,6 @@ class TrialRecord:
     status: TrialStatus
     phase: str
     batch_size: int
-    power_limit_w: int | None
-    """The limit it trained at."""
-    energy_j: float | None
-    time_s: float | None
-    cost: float | None
-    """J-equivalents: eta * energy_j + (1 - eta) * max power * time_s."""
-    epochs: int | None
-    reached_target: bool | None
     stop_reason: str | None
     observed: bool
     """Whether its cost feeds the arm's posterior."""

@@ -3,15 +3,44 @@ J-equivalents (``eta * energy_j + (1 - eta) * max_power_w * time_s``)."""
 
 from __future__ import annotations
 
+import ast
+import inspect
+import itertools
+import textwrap
 from dataclasses import dataclass
 from datetime import datetime
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from zeus_airflow.core.config import JobConfig
 from zeus_airflow.core.devices.base import Measurement
-from zeus_airflow.core.domain import TrialStatus
+from zeus_airflow.core.domain import TrainingFigures, TrialStatus
 
-_DOCUMENTED = {"use_attribute_docstrings": True}
+
+def attribute_docstrings(cls: type) -> dict[str, str]:
+    """The docstrings under ``cls``'s own annotated attributes, by attribute name."""
+    body = ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0]
+    assert isinstance(body, ast.ClassDef)
+    docs = {}
+    for field, after in itertools.pairwise(body.body):
+        if (isinstance(field, ast.AnnAssign) and isinstance(field.target, ast.Name)
+                and isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant)
+                and isinstance(after.value.value, str)):
+            docs[field.target.id] = inspect.cleandoc(after.value.value)
+    return docs
+
+
+def _document_inherited(schema: dict[str, Any], cls: type) -> None:
+    """Pydantic reads the attribute docstrings of the class itself only: a record's
+    inherited fields (``TrainingFigures``') take theirs from the class that declares them."""
+    properties = schema.get("properties", {})
+    for base in cls.__mro__[1:-1]:
+        for name, doc in attribute_docstrings(base).items():
+            if name in properties:
+                properties[name].setdefault("description", doc)
+
+
+_DOCUMENTED: dict[str, Any] = {"use_attribute_docstrings": True,
+                               "json_schema_extra": _document_inherited}
 """Records the UI's JSON API returns as they are: pydantic (which this package does not
 import) documents their fields from the attribute docstrings."""
 
@@ -34,7 +63,7 @@ class DefaultEstimate:
     estimated from this job's successful runs of b0, scaled to the maximum limit with b0's
     power profile where it has both limits (``scaled_runs`` of ``runs``)."""
 
-    __pydantic_config__: ClassVar[dict[str, bool]] = _DOCUMENTED
+    __pydantic_config__: ClassVar[dict[str, Any]] = _DOCUMENTED
 
     batch_size: int
     power_limit_w: int | None
@@ -92,14 +121,14 @@ class JobSummary:
         return None if estimate is None else estimate - self.energy_j
 
 
-@dataclass(frozen=True)
-class RunRecord:
+@dataclass(frozen=True, kw_only=True)
+class RunRecord(TrainingFigures):
     """One run: the tries of one Airflow task instance. Its fields are the trial's
     (:class:`~zeus_airflow.core.domain.TrialRecord`, a test checks names and types), listed
     here because the JSON API documents them: figures sum its finished tries (None while none
     has finished); batch size, power limit, phase and status are the last try's."""
 
-    __pydantic_config__: ClassVar[dict[str, bool]] = _DOCUMENTED
+    __pydantic_config__: ClassVar[dict[str, Any]] = _DOCUMENTED
 
     index: int
     """1-based position among the version's runs, in decision order."""
@@ -118,14 +147,6 @@ class RunRecord:
     """The decision's: pruning, sampling, concurrent (pruning was busy elsewhere), calibrate
     (a size's first run on another GPU model) or fallback (no size left in play: trained as
     without Zeus)."""
-    power_limit_w: int | None
-    """W, the limit the last try trained at."""
-    energy_j: float | None
-    time_s: float | None
-    cost: float | None
-    """J-equivalents: eta * energy_j + (1 - eta) * max power * time_s."""
-    epochs: int | None
-    reached_target: bool | None
     measurement: Measurement
     """measured (a real GPU), replayed (the paper's traces) or simulated (a power model)."""
     gpu_model: str
@@ -179,7 +200,7 @@ class Arm:
     """One batch size as the policy sees it: its windowed observations and the posterior of
     its mean cost (``posterior_sd`` is the spread Thompson sampling draws from)."""
 
-    __pydantic_config__: ClassVar[dict[str, bool]] = _DOCUMENTED
+    __pydantic_config__: ClassVar[dict[str, Any]] = _DOCUMENTED
 
     batch_size: int
     observations: int
@@ -198,7 +219,7 @@ class Arm:
 class ProfilePoint:
     """Power and speed measured at one limit for one batch size and GPU setup."""
 
-    __pydantic_config__: ClassVar[dict[str, bool]] = _DOCUMENTED
+    __pydantic_config__: ClassVar[dict[str, Any]] = _DOCUMENTED
 
     batch_size: int
     gpu_model: str
