@@ -8,61 +8,27 @@ is labelled ``replayed``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from zeus_airflow.core.devices.base import DeviceError, Measurement
+from zeus_airflow.core.devices.traced import TracedGPU
 from zeus_airflow.core.traces import WorkloadTrace
 
 
-class ReplayGPU:
+class ReplayGPU(TracedGPU):
     """``count`` identical GPUs of the traced model, all at the same limit and speed."""
 
     measurement: Measurement = "replayed"
 
     def __init__(self, trace: WorkloadTrace, count: int = 1) -> None:
-        if count < 1:
-            raise DeviceError(f"count={count} is invalid: expected an integer >= 1")
-        self.trace = trace
-        self.model = f"{trace.gpu.upper()} (replay)"
-        self.count = count
-        self.indices = tuple(range(count))
-        self._limits_w = [max(trace.power_limits_w)] * count
+        super().__init__(trace, count, "replay")
         self._batch_size = trace.default_batch_size
         self._clock_s = 0.0
         self._energy_j = 0.0
-
-    # --- the GPUGroup interface -------------------------------------------------------------
-    def power_limit_range_w(self) -> tuple[int, int]:
-        return min(self.trace.power_limits_w), max(self.trace.power_limits_w)
-
-    def candidate_power_limits_w(self) -> tuple[int, ...]:
-        return tuple(sorted(self.trace.power_limits_w, reverse=True))
-
-    def get_power_limits_w(self) -> tuple[int, ...]:
-        return tuple(self._limits_w)
-
-    def set_power_limits_w(self, limits_w: Sequence[int]) -> None:
-        low, high = self.power_limit_range_w()
-        if len(limits_w) != self.count:
-            raise DeviceError(f"expected {self.count} power limits, got {len(limits_w)}")
-        for limit in limits_w:
-            if not low <= limit <= high:
-                raise DeviceError(f"power limit {limit} W is outside [{low}, {high}] W")
-        self._limits_w = list(limits_w)
 
     def energy_j(self) -> float:
         return self._energy_j
 
     def now_s(self) -> float:
         return self._clock_s
-
-    limits_fixed_because: str | None = None
-
-    def synchronize(self) -> None:
-        """Replayed and simulated work is synchronous: nothing is queued."""
-
-    def close(self) -> None:
-        pass
 
     # --- replay controls ---------------------------------------------------------------------
     def use_batch_size(self, batch_size: int) -> None:

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from zeus_airflow.core.devices.base import DeviceError, Measurement
-from zeus_airflow.core.devices.replay import ReplayGPU
+from zeus_airflow.core.devices.traced import TracedGPU
 from zeus_airflow.core.traces import EpochPoint, WorkloadTrace
 
 DEFAULT_CURVE_WORKLOAD = "cifar100"
@@ -32,7 +32,7 @@ DEFAULT_CURVE_WORKLOAD = "cifar100"
 the models one trains on a CPU."""
 
 
-class SimulatedGPU:
+class SimulatedGPU(TracedGPU):
     """``count`` identical simulated GPUs at one limit, following ``trace``'s power curve."""
 
     measurement: Measurement = "simulated"
@@ -41,21 +41,13 @@ class SimulatedGPU:
                  clock: Callable[[], float] = time.monotonic) -> None:
         """``batch_size``: whose curve to follow (default: the trace's b0); ``clock``: the real
         monotonic clock in s that steps are timed with."""
-        if count < 1:
-            raise DeviceError(f"count={count} is invalid: expected an integer >= 1")
+        super().__init__(trace, count, "simulated")
         self.curve_batch_size = trace.default_batch_size if batch_size is None else batch_size
         if self.curve_batch_size not in trace.batch_sizes:
             raise DeviceError(f"batch_size={batch_size} is invalid: expected one of "
                               f"{list(trace.batch_sizes)} (traced for {trace.workload.name} "
                               f"on {trace.gpu})")
-        self.trace = trace
-        self.model = f"{trace.gpu.upper()} (simulated)"
-        self.count = count
-        self.indices = tuple(range(count))
         self._full_speed = trace.epoch(self.curve_batch_size, max(trace.power_limits_w))
-        # The traced GPU's limits and their checks are the replay GPU's; only its clock and
-        # energy are not used here.
-        self._traced = ReplayGPU(trace, count)
         self._clock = clock
         self._real_s = clock()
         self._simulated_s = 0.0
@@ -76,21 +68,12 @@ class SimulatedGPU:
         return self._point(limit_w).avg_power_w
 
     # --- the GPUGroup interface -------------------------------------------------------------
-    def power_limit_range_w(self) -> tuple[int, int]:
-        return self._traced.power_limit_range_w()
-
-    def candidate_power_limits_w(self) -> tuple[int, ...]:
-        return self._traced.candidate_power_limits_w()
-
-    def get_power_limits_w(self) -> tuple[int, ...]:
-        return self._traced.get_power_limits_w()
-
     def set_power_limits_w(self, limits_w: Sequence[int]) -> None:
         if len(set(limits_w)) > 1:
             raise DeviceError(f"limits_w={list(limits_w)} is invalid: a simulated group runs "
                               "all its GPUs at one limit")
         self._settle()  # the time so far ran at the old limit
-        self._traced.set_power_limits_w(limits_w)
+        super().set_power_limits_w(limits_w)
 
     def energy_j(self) -> float:
         self._settle()
@@ -100,14 +83,6 @@ class SimulatedGPU:
         self._settle()
         return self._simulated_s
 
-    limits_fixed_because: str | None = None
-
-    def synchronize(self) -> None:
-        """Replayed and simulated work is synchronous: nothing is queued."""
-
-    def close(self) -> None:
-        pass
-
     # --- internals ---------------------------------------------------------------------------
     def _point(self, limit_w: float) -> EpochPoint:
         return self.trace.epoch(self.curve_batch_size, limit_w)
@@ -115,7 +90,7 @@ class SimulatedGPU:
     def _settle(self) -> None:
         """Turn the real time since the last settlement into simulated time and energy."""
         real_s = self._clock()
-        limit_w = self._traced.get_power_limits_w()[0]
+        limit_w = self._limits_w[0]
         simulated_s = (real_s - self._real_s) * self.slowdown(limit_w)
         self._simulated_s += simulated_s
         self._energy_j += self.power_w(limit_w) * simulated_s * self.count
