@@ -29,6 +29,15 @@ SCHEMA_VERSION = "0005"
 
 metadata = MetaData()
 
+
+def _owned_by_a_job_version() -> tuple[Column[int], Column[int]]:
+    """The key columns of a job version's rows: their own id, and the version they belong to
+    (deleted with it). New columns each call: a column belongs to one table."""
+    return (Column("id", Integer, primary_key=True, autoincrement=True),
+            Column("job_pk", Integer, ForeignKey("zeus_jobs.id", ondelete="CASCADE"),
+                   nullable=False))
+
+
 jobs = Table(
     "zeus_jobs",
     metadata,
@@ -53,8 +62,7 @@ Index("uq_zeus_jobs_active", jobs.c.job_id, unique=True,
 trials = Table(
     "zeus_trials",
     metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("job_pk", Integer, ForeignKey("zeus_jobs.id", ondelete="CASCADE"), nullable=False),
+    *_owned_by_a_job_version(),
     Column("decision_seq", Integer, nullable=False),
     Column("dag_id", String(250), nullable=False, default=""),
     Column("task_id", String(250), nullable=False, default=""),
@@ -120,8 +128,7 @@ Index("ix_zeus_trials_ti", trials.c.dag_id, trials.c.task_id, trials.c.run_id, t
 power_profiles = Table(
     "zeus_power_profiles",
     metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("job_pk", Integer, ForeignKey("zeus_jobs.id", ondelete="CASCADE"), nullable=False),
+    *_owned_by_a_job_version(),
     Column("batch_size", Integer, nullable=False),
     Column("gpu_model", String(120), nullable=False),
     Column("gpu_count", Integer, nullable=False),
