@@ -29,59 +29,25 @@ zeus-airflow runs --job hourly_retrain.train
 
 from __future__ import annotations
 
-import math
-from typing import Any
-
 import pendulum
 from airflow.sdk import DAG
 
 from zeus_airflow import TrainingRun, ZeusTrainOperator
 
-FEATURES, CLASSES = 32, 8
-TRAIN_SAMPLES, VALIDATION_SAMPLES = 8192, 2048
-BASE_BATCH_SIZE, BASE_LEARNING_RATE = 32, 0.02
-
-
-def make_data(seed: int, samples: int) -> Any:
-    """Gaussian clusters around fixed centres; ``seed`` draws this hour's sample."""
-    import torch
-
-    centres = torch.randn(CLASSES, FEATURES, generator=torch.Generator().manual_seed(0)) * 0.55
-    draw = torch.Generator().manual_seed(seed)
-    labels = torch.randint(0, CLASSES, (samples,), generator=draw)
-    return centres[labels] + torch.randn(samples, FEATURES, generator=draw), labels
-
 
 def train(run: TrainingRun, hour: str) -> dict[str, float]:
     """Train an MLP from scratch at ``run.batch_size`` on the data of ``hour`` (a timestamp).
-
-    The learning rate grows with the square root of the batch size, so every size gets a fair
-    chance at the target."""
+    ``classifier.fit`` holds the loop every train function has: epochs, steps, the metric."""
     import torch
-    from torch.utils.data import DataLoader, TensorDataset
+
+    from zeus_airflow.examples import classifier
 
     torch.set_num_threads(1)  # parallel tasks on one machine must not fight over cores
-    seed = int(hour)
-    features, labels = make_data(seed, TRAIN_SAMPLES)
-    val_features, val_labels = make_data(seed + 1, VALIDATION_SAMPLES)
-    torch.manual_seed(seed)
-    model = torch.nn.Sequential(torch.nn.Linear(FEATURES, 64), torch.nn.ReLU(),
-                                torch.nn.Linear(64, CLASSES))
-    optimizer = torch.optim.SGD(model.parameters(), lr=BASE_LEARNING_RATE
-                                * math.sqrt(run.batch_size / BASE_BATCH_SIZE))
-    loader = DataLoader(TensorDataset(features, labels), batch_size=run.batch_size,
-                        shuffle=True)
-    accuracy = 0.0
-    for _ in run.epochs():
-        for batch, target in run.steps(loader):
-            loss = torch.nn.functional.cross_entropy(model(batch), target)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-        with torch.no_grad():
-            accuracy = (model(val_features).argmax(1) == val_labels).float().mean().item()
-        run.report_metric(accuracy)
-    return {"validation_accuracy": accuracy}
+    # 8 classes in 32 dimensions; the centres stay the same every hour, each hour draws a
+    # new sample around them.
+    task = classifier.Task(centres_seed=0, spread=0.55, train_samples=8192,
+                           validation_samples=2048)
+    return {"validation_accuracy": task.retrain(run, seed=int(hour))}
 
 
 with DAG(

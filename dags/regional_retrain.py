@@ -31,7 +31,6 @@ zeus-airflow runs --job 'regional_retrain.train[eu]'
 
 from __future__ import annotations
 
-import math
 import zlib
 from typing import Any
 
@@ -41,50 +40,25 @@ from airflow.sdk import DAG
 from zeus_airflow import TrainingRun, ZeusTrainOperator
 
 REGIONS = ("eu", "us", "asia")
-FEATURES, CLASSES = 32, 8
-TRAIN_SAMPLES, VALIDATION_SAMPLES = 4096, 1024
-BASE_BATCH_SIZE, BASE_LEARNING_RATE = 32, 0.02
+SAMPLES = {"train_samples": 4096, "validation_samples": 1024}
 
 
-def make_data(region: str, seed: int, samples: int) -> Any:
-    """Gaussian clusters around the region's fixed centres; ``seed`` draws the day's sample."""
-    import torch
-
-    region_seed = zlib.crc32(region.encode())  # stable across processes, unlike hash()
-    centres = torch.randn(CLASSES, FEATURES,
-                          generator=torch.Generator().manual_seed(region_seed)) * 0.6
-    draw = torch.Generator().manual_seed(seed)
-    labels = torch.randint(0, CLASSES, (samples,), generator=draw)
-    return centres[labels] + torch.randn(samples, FEATURES, generator=draw), labels
+def region_seed(region: str) -> int:
+    """Stable across processes, unlike hash(): draws the region's cluster centres."""
+    return zlib.crc32(region.encode())
 
 
 def train(run: TrainingRun, region: str, day: str) -> dict[str, Any]:
     """Train an MLP from scratch for ``region`` at ``run.batch_size`` on the data of ``day``
-    (a timestamp); the learning rate grows with the square root of the batch size."""
+    (a timestamp): 8 classes of clusters in 32 dimensions whose centres are the region's
+    (``zeus_airflow.examples.classifier.Task``)."""
     import torch
-    from torch.utils.data import DataLoader, TensorDataset
+
+    from zeus_airflow.examples import classifier
 
     torch.set_num_threads(1)  # the regions may train side by side on one machine
-    seed = int(day) + zlib.crc32(region.encode())
-    features, labels = make_data(region, seed, TRAIN_SAMPLES)
-    val_features, val_labels = make_data(region, seed + 1, VALIDATION_SAMPLES)
-    torch.manual_seed(seed)
-    model = torch.nn.Sequential(torch.nn.Linear(FEATURES, 64), torch.nn.ReLU(),
-                                torch.nn.Linear(64, CLASSES))
-    optimizer = torch.optim.SGD(model.parameters(), lr=BASE_LEARNING_RATE
-                                * math.sqrt(run.batch_size / BASE_BATCH_SIZE))
-    loader = DataLoader(TensorDataset(features, labels), batch_size=run.batch_size,
-                        shuffle=True)
-    accuracy = 0.0
-    for _ in run.epochs():
-        for batch, target in run.steps(loader):
-            loss = torch.nn.functional.cross_entropy(model(batch), target)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-        with torch.no_grad():
-            accuracy = (model(val_features).argmax(1) == val_labels).float().mean().item()
-        run.report_metric(accuracy)
+    task = classifier.Task(centres_seed=region_seed(region), spread=0.6, **SAMPLES)
+    accuracy = task.retrain(run, seed=int(day) + region_seed(region))
     return {"region": region, "validation_accuracy": accuracy}
 
 

@@ -78,6 +78,7 @@ def test_a_run_on_the_replay_device_needs_neither() -> None:
 @pytest.mark.parametrize(("code", "missing", "extra"), [
     ("import zeus_airflow.capriccio.training", "torch", "examples"),
     ("import zeus_airflow.capriccio.model", "torch", "examples"),
+    ("import zeus_airflow.examples.classifier", "torch", "examples"),
     ("from zeus_airflow.sim.plots import plot_simulation; plot_simulation([], 'x.png')",
      "matplotlib", "plots"),
     ("from zeus_airflow.sim.drift_plot import plot_drift; plot_drift([], 'x.png')",

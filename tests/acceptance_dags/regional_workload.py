@@ -9,7 +9,8 @@ fixed overhead plus the work per sample, as on a GPU: small sizes pay the overhe
 large ones need many more epochs, and the middle size is clearly the cheapest
 (bench/acceptance_calibration.py measures it).
 
-Pure PyTorch and the standard library: the calibration script imports it without Airflow.
+PyTorch, the standard library and `zeus_airflow.examples.classifier`: the calibration script
+imports it without Airflow.
 """
 
 from __future__ import annotations
@@ -69,14 +70,10 @@ def learning_rate(batch_size: int) -> float:
 
 def make_data(region: str, seed: int, samples: int) -> tuple[Any, Any]:
     """``samples`` points of ``region``'s clusters, drawn with ``seed``."""
-    import torch
+    from zeus_airflow.examples import classifier
 
-    centres = torch.randn(CLASSES, FEATURES,
-                          generator=torch.Generator().manual_seed(region_seed(region)))
-    draw = torch.Generator().manual_seed(seed)
-    labels = torch.randint(0, CLASSES, (samples,), generator=draw)
-    return centres[labels] * SPREAD[region] + torch.randn(samples, FEATURES,
-                                                          generator=draw), labels
+    return classifier.clusters(region_seed(region), seed, samples, features=FEATURES,
+                               classes=CLASSES, spread=SPREAD[region])
 
 
 def batches(features: Any, labels: Any, batch_size: int, seed: int) -> Iterator[tuple[Any, Any]]:
@@ -97,24 +94,18 @@ def train(run: TrainingRun, region: str, day: str,
     ``setup_delay``: override the pseudo-random delay (the calibration script uses 0)."""
     import torch
 
+    from zeus_airflow.examples import classifier
+
     torch.set_num_threads(1)  # parallel tasks on one machine must not fight over cores
     time.sleep(setup_delay_s(region, day) if setup_delay is None else setup_delay)
     seed = int(day) * 7 + region_seed(region) % 1000
     features, labels = make_data(region, seed, TRAIN_SAMPLES)
     val_features, val_labels = make_data(region, seed + 1, VALIDATION_SAMPLES)
     torch.manual_seed(seed)
-    model = torch.nn.Sequential(torch.nn.Linear(FEATURES, HIDDEN), torch.nn.ReLU(),
-                                torch.nn.Linear(HIDDEN, CLASSES))
+    model = classifier.mlp(FEATURES, HIDDEN, CLASSES)
     optimizer = torch.optim.SGD(model.parameters(), lr=learning_rate(run.batch_size))
-    accuracy = 0.0
-    for epoch in run.epochs():
-        for batch, target in run.steps(batches(features, labels, run.batch_size,
-                                               seed + epoch)):
-            loss = torch.nn.functional.cross_entropy(model(batch), target)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-        with torch.no_grad():
-            accuracy = (model(val_features).argmax(1) == val_labels).float().mean().item()
-        run.report_metric(accuracy)
+    accuracy = classifier.fit(
+        run, model, optimizer,
+        lambda epoch: batches(features, labels, run.batch_size, seed + epoch),
+        (val_features, val_labels))
     return {"region": region, "validation_accuracy": accuracy}

@@ -1,0 +1,1 @@
+"""Workloads the example DAGs train for real (the ``examples`` extra: PyTorch)."""
