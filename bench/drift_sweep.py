@@ -28,6 +28,8 @@ from collections import defaultdict
 from pathlib import Path
 from statistics import mean, median
 
+from zeus_airflow import figures
+
 GPUS = ("v100", "a40")
 WORKLOADS = ("librispeech", "squad", "sentiment140", "imagenet", "cifar100", "movielens-1m")
 DRIFTS = ((0.5, 1.5), (2.0, 1.5), (0.5, 1.2), (2.0, 1.2))
@@ -176,10 +178,7 @@ def summarise(cells: dict[Cell, dict[str, list[dict[str, str]]]], skipped: list[
 
 
 def plot(cells: dict[Cell, dict[str, list[dict[str, str]]]], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = figures.pyplot("bench/drift_sweep.py's plot")
 
     names: list[str] = []
     ratios: dict[str, list[float]] = {m: [] for m in MODES}
@@ -199,9 +198,7 @@ def plot(cells: dict[Cell, dict[str, list[dict[str, str]]]], path: Path) -> None
     ax.set_ylabel("regret after the drift / no window's")
     ax.set_title("Drift sweep, mean over seeds (replayed from the paper's traces)")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    figures.save(fig, path, dpi=120)
 
 
 if __name__ == "__main__":

@@ -7,14 +7,12 @@ from pathlib import Path
 
 import numpy as np
 
-from zeus_airflow.core.extras import require
+from zeus_airflow import figures
 from zeus_airflow.sim.carbon import ARM_NAMES, ARMS, CarbonExperimentResult
 
 
 def plot_carbon(result: CarbonExperimentResult, path: Path) -> None:
-    matplotlib = require("matplotlib", "plot_carbon (bench/carbon_shift.py)")
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = figures.pyplot("plot_carbon (bench/carbon_shift.py)")
 
     spec = result.spec
     fig, (cumulative_ax, shape_ax) = plt.subplots(1, 2, figsize=(13, 4.8))
@@ -43,6 +41,4 @@ def plot_carbon(result: CarbonExperimentResult, path: Path) -> None:
     shape_ax.set_title(f"When runs started; intensity trace: {result.trace_label}",
                        fontsize=9)
     fig.suptitle("Replayed: energy and time from the paper's traces, not measured", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    figures.save(fig, path, dpi=110)

@@ -9,16 +9,14 @@ from pathlib import Path
 
 import numpy as np
 
-from zeus_airflow.core.extras import require
+from zeus_airflow import figures
 from zeus_airflow.sim.drift import ADAPT_HORIZON, ADAPT_SHARE, DriftResult
 
 
 def plot_drift(results: Sequence[DriftResult], path: Path) -> None:
     """2x2 panels. The example seed is the first whose new optimum survived pruning (no policy
     can return to a pruned batch size); the share and the shaded regret use those seeds."""
-    matplotlib = require("matplotlib", "plot_drift (drift-experiment --plot)")
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = figures.pyplot("plot_drift (drift-experiment --plot)")
 
     by_window: dict[str, list[DriftResult]] = defaultdict(list)
     for result in results:
@@ -74,7 +72,4 @@ def plot_drift(results: Sequence[DriftResult], path: Path) -> None:
         ax.axvline(spec.switch_at, color="red", linewidth=0.8)
         ax.set_xlabel("recurrence (red: data drift)")
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=80)
-    plt.close(fig)
+    figures.save(fig, path)
