@@ -14,15 +14,8 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
+from zeus_airflow.core import reports
 from zeus_airflow.core.devices.base import Measurement
-from zeus_airflow.core.reports import (
-    Arm,
-    DefaultEstimate,
-    JobDetail,
-    JobSummary,
-    ProfilePoint,
-    RunRecord,
-)
 from zeus_airflow.core.units import kwh
 from zeus_airflow.plugins.queries import RunPage
 from zeus_airflow.plugins.urls import Urls
@@ -59,7 +52,7 @@ class JobOut(BaseModel):
     batch_sizes: list[int]
     default_batch_size: int
     eta: float
-    default_estimate: DefaultEstimate | None = Field(
+    default_estimate: reports.DefaultEstimate | None = Field(
         description="one run of Default (b0 at the maximum limit); None until b0 has reached "
                     "the target once")
     default_energy_j: float | None = Field(
@@ -79,16 +72,17 @@ class JobList(BaseModel):
 
 class JobDetailOut(BaseModel):
     job: JobOut
-    arms: list[Arm]
-    power_profile: list[ProfilePoint]
-    runs: list[RunRecord] = Field(description="every run, oldest first (the charts' data; "
-                                              "the runs endpoint adds Airflow's context)")
+    arms: list[reports.Arm]
+    power_profile: list[reports.ProfilePoint]
+    runs: list[reports.RunRecord] = Field(
+        description="every run, oldest first (the charts' data; the runs endpoint adds "
+                    "Airflow's context)")
 
 
 class RunOut(BaseModel):
     """One run with its Airflow context."""
 
-    run: RunRecord
+    run: reports.RunRecord
     logical_date: datetime | None = Field(description="the DAG run's logical date (its "
                                                       "run-after date when it has none)")
     dag_run_url: str | None = Field(description="the DAG run in Airflow's UI")
@@ -105,7 +99,7 @@ class RunPageOut(BaseModel):
     runs: list[RunOut] = Field(description="newest first")
 
 
-def job_out(s: JobSummary, urls: Urls) -> JobOut:
+def job_out(s: reports.JobSummary, urls: Urls) -> JobOut:
     config = s.version.config
     return JobOut(
         job_id=s.job_id, version=s.version.version, versions=list(s.versions),
@@ -120,12 +114,12 @@ def job_out(s: JobSummary, urls: Urls) -> JobOut:
         would_save_energy_j=s.would_save_energy_j, would_save_time_s=s.would_save_time_s)
 
 
-def job_detail_out(detail: JobDetail, urls: Urls) -> JobDetailOut:
+def job_detail_out(detail: reports.JobDetail, urls: Urls) -> JobDetailOut:
     return JobDetailOut(job=job_out(detail.summary, urls), arms=list(detail.arms),
                         power_profile=list(detail.profile), runs=list(detail.runs))
 
 
-def run_page_out(summary: JobSummary, page: RunPage, urls: Urls) -> RunPageOut:
+def run_page_out(summary: reports.JobSummary, page: RunPage, urls: Urls) -> RunPageOut:
     return RunPageOut(
         job_id=summary.job_id, version=summary.version.version, total=page.total,
         page=page.page, per_page=page.per_page, pages=page.pages,
