@@ -75,18 +75,21 @@ def fit(run: TrainingRun, model: torch.nn.Module, optimizer: torch.optim.Optimiz
 @dataclass(frozen=True)
 class Task:
     """A classification task retrained from scratch on each day's (or hour's) sample: its
-    clusters (see :func:`clusters`), sample sizes, the MLP's width, and the learning rate at
-    ``base_batch_size``, which grows with the square root of the batch size so that every
-    size gets a fair chance at the target."""
+    clusters (:func:`clusters`), sample sizes, the MLP's width, and the learning rate at
+    ``base_batch_size``."""
 
     centres_seed: int
+    """Draws the centres: the same every day, so the task stays the same."""
     spread: float
+    """Scale of the centres: a larger one separates the classes better (easier)."""
     train_samples: int
     validation_samples: int
     features: int = 32
     classes: int = 8
     hidden: int = 64
     base_learning_rate: float = 0.02
+    """At ``base_batch_size``; it grows with the square root of the batch size, so that every
+    size gets a fair chance at the target."""
     base_batch_size: int = 32
 
     def sample(self, seed: int, samples: int) -> tuple[torch.Tensor, torch.Tensor]:
