@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from usage_errors import assert_usage_error
 
 from zeus_airflow.capriccio.corpus import CorpusError, read_tweets
 from zeus_airflow.capriccio.slicing import (
@@ -170,12 +171,9 @@ def test_the_slice_command_writes_folders_by_day(corpus: Path, tmp_path: Path,
 def test_the_slice_command_names_bad_input(corpus: Path, tmp_path: Path, args: tuple[str, ...],
                                            message: str,
                                            capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as exit_info:
-        main(["capriccio", "slice", "--corpus", str(corpus), "--output-dir",
-              str(tmp_path / "out"), "--slice-size", "4", "--val-size", "1", *args])
-    assert exit_info.value.code == 2
-    assert message in capsys.readouterr().err
-    assert not (tmp_path / "out").exists()
+    assert_usage_error(capsys, ["capriccio", "slice", "--corpus", str(corpus), "--output-dir",
+                                str(tmp_path / "out"), "--slice-size", "4", "--val-size", "1",
+                                *args], message, tmp_path / "out")
 
 
 def test_the_slice_command_names_a_bad_row(tmp_path: Path,

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from fixtures_airflow import TRACES
+from usage_errors import assert_usage_error
 
 from zeus_airflow.capriccio.corpus import Tweets
 from zeus_airflow.capriccio.experiment import run_capriccio
@@ -124,10 +125,7 @@ def test_the_run_command_writes_a_simulated_csv_and_the_plot(
 def test_the_run_command_names_bad_input_before_training(
         tmp_path: Path, args: tuple[str, ...], message: str,
         capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as exit_info:
-        main(["capriccio", "run", "--traces", str(TRACES), "--days", "6", "--tweets-per-day",
-              "300", "--shift-day", "none", "--output-csv", str(tmp_path / "run.csv"),
-              "--slice-size", "1000", "--val-size", "200", *args])
-    assert exit_info.value.code == 2
-    assert message in capsys.readouterr().err
-    assert not (tmp_path / "run.csv").exists()
+    assert_usage_error(capsys, [
+        "capriccio", "run", "--traces", str(TRACES), "--days", "6", "--tweets-per-day", "300",
+        "--shift-day", "none", "--output-csv", str(tmp_path / "run.csv"), "--slice-size",
+        "1000", "--val-size", "200", *args], message, tmp_path / "run.csv")

@@ -11,6 +11,7 @@ from statistics import median
 
 import pytest
 from fixtures_airflow import TRACES
+from usage_errors import assert_usage_error
 
 from zeus_airflow.cli import main
 from zeus_airflow.core.config import ConfigError, JobConfig
@@ -159,11 +160,7 @@ def test_the_command_writes_both_csvs_the_table_and_the_plot(
 def test_bad_arguments_exit_2_naming_the_parameter(
         tmp_path: Path, args: tuple[str, ...], message: str,
         capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as exit_info:
-        main(experiment(tmp_path, *args))
-    assert exit_info.value.code == 2
-    assert message in capsys.readouterr().err
-    assert not (tmp_path / "summary.csv").exists()
+    assert_usage_error(capsys, experiment(tmp_path, *args), message, tmp_path / "summary.csv")
 
 
 def test_the_command_compares_drift_detection_with_the_windows(

@@ -26,7 +26,7 @@ from test_profiler import (
 
 from zeus_airflow.core.config import JobConfig
 from zeus_airflow.core.domain import Decision, DeviceInfo, RecurrenceKey
-from zeus_airflow.core.engine import Engine, decided_by
+from zeus_airflow.core.engine import decided_by
 from zeus_airflow.core.run import CONTRACT, TrainContractError, TrainingRun, open_run
 from zeus_airflow.core.store.admin import list_trials
 from zeus_airflow.core.store.sql import MISSED_HEARTBEATS, SQLStore, lease_for
@@ -74,7 +74,7 @@ def test_a_slow_setup_does_not_early_stop_a_size_whose_training_fits_the_bound()
 def test_the_store_keeps_setup_beside_the_training_figures() -> None:
     rig = make_rig()
     store = SQLStore.in_memory()
-    engine = Engine(store, rig.gpus, job_config(), seed=1, heartbeat_s=None)
+    engine = rig.engine(store)
     result = engine.run_recurrence(train_after_setup(rig, SETUP_S), RecurrenceKey("r1"))
     (row,) = list_trials(store)
     assert row.setup_time_s == pytest.approx(SETUP_S)
@@ -145,8 +145,7 @@ def test_a_broken_train_function_records_an_invalid_try_and_judges_no_size(case:
     make_train, message = CONTRACT_BREACHES[case]
     rig = make_rig()
     store = SQLStore.in_memory()
-    engine = Engine(store, rig.gpus, job_config(), seed=1, heartbeat_s=None,
-                    check_return=rejects_sets)
+    engine = rig.engine(store, check_return=rejects_sets)
     with pytest.raises(TrainContractError, match=message) as raised:
         engine.run_recurrence(make_train(rig), RecurrenceKey("bad-deploy"))
     assert CONTRACT in str(raised.value)  # the message states the contract
@@ -163,7 +162,7 @@ def test_a_broken_train_function_records_an_invalid_try_and_judges_no_size(case:
 def test_a_train_function_that_raises_records_an_error_and_judges_no_size() -> None:
     rig = make_rig()
     store = SQLStore.in_memory()
-    engine = Engine(store, rig.gpus, job_config(), seed=1, heartbeat_s=None)
+    engine = rig.engine(store)
 
     def crashes(run: TrainingRun) -> None:
         for _ in run.epochs():
@@ -179,7 +178,7 @@ def test_a_train_function_that_raises_records_an_error_and_judges_no_size() -> N
 def test_a_try_that_raises_keeps_the_energy_it_spent_without_a_verdict() -> None:
     rig = make_rig()
     store = SQLStore.in_memory()
-    engine = Engine(store, rig.gpus, job_config(), seed=1, heartbeat_s=None)
+    engine = rig.engine(store)
 
     def crashes_in_epoch_two(run: TrainingRun) -> None:
         rig.clock.advance(SETUP_S)
@@ -207,7 +206,7 @@ def test_a_missed_target_trains_a_model_and_is_no_error() -> None:
     store = SQLStore.in_memory()
     config = JobConfig("hard.job", (BATCH_SIZE,), BATCH_SIZE, target_metric=1.0, max_epochs=2,
                        profiler=job_config().profiler)
-    engine = Engine(store, rig.gpus, config, seed=1, heartbeat_s=None)
+    engine = rig.engine(store, config)
     for day in range(3):  # the same outcome every day
         result = engine.run_recurrence(train_after_setup(rig, 0.0, target_epoch=10),
                                        RecurrenceKey(f"day{day}"))

@@ -6,6 +6,8 @@ import ctypes
 import logging
 import threading
 import time
+from dataclasses import replace
+from typing import Any
 
 import pynvml
 import pytest
@@ -18,19 +20,14 @@ from zeus_airflow.core.devices.base import (
     set_uniform_power_limit,
 )
 from zeus_airflow.core.devices.nvml import NVMLGPUs, visible_gpus
-from zeus_airflow.testing import FakeGPUSpec, FakeNVML, ManualClock
+from zeus_airflow.testing import A100_PCIE, FakeGPUSpec, FakeNVML, ManualClock
+
+pytestmark = pytest.mark.usefixtures("no_cuda_visible_devices")
 
 
-@pytest.fixture(autouse=True)
-def _no_visibility_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-
-
-def a100_pcie(**changes: object) -> FakeGPUSpec:
+def a100_pcie(**changes: Any) -> FakeGPUSpec:
     """150..250 W, running at 200 W: a limit that is neither end of the range."""
-    fields: dict = dict(model="NVIDIA A100-PCIE-40GB", min_limit_mw=150_000,
-                        max_limit_mw=250_000, default_limit_mw=200_000)
-    return FakeGPUSpec(**(fields | changes))
+    return replace(A100_PCIE, **{"default_limit_mw": 200_000, **changes})
 
 
 def test_fake_speaks_pynvml_errors_and_constants() -> None:

@@ -9,7 +9,9 @@ import logging
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from datetime import UTC, datetime
+from typing import Any
 
 import pynvml
 import pytest
@@ -26,21 +28,17 @@ from zeus_airflow.core.run import TrainingRun
 from zeus_airflow.core.store.base import RecurrenceKey
 from zeus_airflow.core.store.sql import SQLStore
 from zeus_airflow.core.store.tables import gpu_leases
-from zeus_airflow.testing import FakeGPUSpec, FakeNVML, ManualClock
+from zeus_airflow.testing import A100_SXM4, FakeGPUSpec, FakeNVML, ManualClock
 
 SET = "nvmlDeviceSetPowerManagementLimit"
 STEP_S = 0.1
 
 
-@pytest.fixture(autouse=True)
-def _no_visibility_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+pytestmark = pytest.mark.usefixtures("no_cuda_visible_devices")
 
 
-def a100(**changes: object) -> FakeGPUSpec:
-    fields: dict = dict(model="NVIDIA A100-SXM4-40GB", min_limit_mw=100_000,
-                        max_limit_mw=400_000, default_limit_mw=400_000)
-    return FakeGPUSpec(**(fields | changes))
+def a100(**changes: Any) -> FakeGPUSpec:
+    return replace(A100_SXM4, **{"default_limit_mw": 400_000, **changes})
 
 
 def job(mode: str = "optimize", max_tries: int | None = None,

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 import pytest
 from sqlalchemy import select
@@ -22,7 +23,7 @@ from zeus_airflow.core.profiler import PowerLimitProfiler
 from zeus_airflow.core.run import TrainingRun, open_run
 from zeus_airflow.core.store.sql import SQLStore
 from zeus_airflow.core.store.tables import trials
-from zeus_airflow.testing import FakeGPUSpec, FakeNVML, ManualClock
+from zeus_airflow.testing import A100_PCIE, FakeGPUSpec, FakeNVML, ManualClock
 
 BATCH_SIZE = 32
 WARMUP_STEPS, PROFILE_STEPS = 2, 5
@@ -70,12 +71,18 @@ class Rig:
                 run.report_metric(epoch / target_epoch)
         return train
 
+    def engine(self, store: SQLStore | None = None, config: JobConfig | None = None,
+               **options: Any) -> Engine:
+        """The real engine on these GPUs: seed 1, no heartbeat thread, an in-memory store
+        unless one is given."""
+        return Engine(store or SQLStore.in_memory(), self.gpus, config or job_config(), seed=1,
+                      heartbeat_s=None, **options)
+
 
 def make_rig(count: int = 1, *, spec: FakeGPUSpec | None = None,
              gpus: list[FakeGPUSpec] | None = None, can_set_limits: bool = True) -> Rig:
     clock = ManualClock()
-    spec = spec or FakeGPUSpec(model="NVIDIA A100-PCIE-40GB", min_limit_mw=150_000,
-                               max_limit_mw=250_000, default_limit_mw=ORIGINAL_W * 1000)
+    spec = spec or replace(A100_PCIE, default_limit_mw=ORIGINAL_W * 1000)
     fake = FakeNVML(count, spec, gpus=gpus, clock=clock, can_set_limits=can_set_limits)
     return Rig(fake, clock, NVMLGPUs(nvml=fake, clock=clock))
 
@@ -214,7 +221,7 @@ def test_no_permission_warns_and_trains_on_in_measure_mode(
 def test_the_engine_restores_the_limit_and_records_an_error_when_training_raises() -> None:
     rig = make_rig()
     store = SQLStore.in_memory()
-    engine = Engine(store, rig.gpus, job_config(), seed=1, heartbeat_s=None)
+    engine = rig.engine(store)
 
     def train(run: TrainingRun) -> None:
         for _ in run.epochs():
@@ -234,7 +241,7 @@ def test_the_engine_restores_the_limit_and_records_an_error_when_training_raises
 
 def test_the_engine_keeps_a_partial_profile_for_the_next_recurrence() -> None:
     rig = make_rig()
-    engine = Engine(SQLStore.in_memory(), rig.gpus, job_config(), seed=1, heartbeat_s=None)
+    engine = rig.engine()
     engine.run_recurrence(rig.train(SLICE_STEPS + 3, target_epoch=1), RecurrenceKey("r1"))
     rig.fake.set_calls.clear()
     result = engine.run_recurrence(rig.train(100), RecurrenceKey("r2"))

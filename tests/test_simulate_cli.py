@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from fixtures_airflow import TRACES
+from usage_errors import assert_usage_error
 
 from zeus_airflow.cli import main
 from zeus_airflow.cli.simulate import CSV_COLUMNS
@@ -70,11 +71,7 @@ def test_drift_detection_can_be_switched_and_finds_nothing_without_drift(
 def test_bad_arguments_exit_2_naming_the_parameter(tmp_path: Path, args: tuple[str, ...],
                                                    message: str,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as exit_info:
-        main(simulate(tmp_path, *args))
-    assert exit_info.value.code == 2
-    assert message in capsys.readouterr().err
-    assert not (tmp_path / "out.csv").exists()
+    assert_usage_error(capsys, simulate(tmp_path, *args), message, tmp_path / "out.csv")
 
 
 def test_missing_traces_folder_is_named(tmp_path: Path,

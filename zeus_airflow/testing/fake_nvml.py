@@ -107,6 +107,14 @@ class FakeGPUSpec:
                              "mig_mode=True")
 
 
+A100_PCIE = FakeGPUSpec(model="NVIDIA A100-PCIE-40GB", min_limit_mw=150_000,
+                       max_limit_mw=250_000)
+"""An A100 PCIe card's range as NVML reports it (``dataclasses.replace`` for variants)."""
+A100_SXM4 = FakeGPUSpec(model="NVIDIA A100-SXM4-40GB", min_limit_mw=100_000,
+                        max_limit_mw=400_000)
+"""An A100 SXM4 module's range as NVML reports it."""
+
+
 @dataclass(frozen=True)
 class SetLimitCall:
     """One call of nvmlDeviceSetPowerManagementLimit."""
