@@ -33,7 +33,11 @@ class JobRef:
 
 @dataclass(frozen=True)
 class DeviceInfo:
+    """The GPUs a run trains on, as a decision and a power profile need them: profiles are
+    kept per model and count, and a decision's limits are these GPUs' candidates."""
+
     model: str
+    """As the device names it, e.g. ``NVIDIA A40`` or ``V100 (replay)``."""
     count: int
     measurement: Measurement
     power_limits_w: tuple[int, ...]
