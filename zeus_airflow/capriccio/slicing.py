@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from zeus_airflow.capriccio.corpus import CorpusError, Tweets, day_of, read_tweets, write_tweets
-from zeus_airflow.core.config import ConfigError
+from zeus_airflow.core.config import check_int, check_int_below
 
 PAPER_SLICE_SIZE = 500_000
 PAPER_VAL_SIZE = 75_000
@@ -37,12 +37,9 @@ class SliceSizes:
     val_size: int = PAPER_VAL_SIZE
 
     def __post_init__(self) -> None:
-        if not (isinstance(self.slice_size, int) and self.slice_size >= 2):
-            raise ConfigError(f"slice_size={self.slice_size!r} is invalid: expected an integer "
-                              ">= 2")
-        if not (isinstance(self.val_size, int) and 1 <= self.val_size < self.slice_size):
-            raise ConfigError(f"val_size={self.val_size!r} is invalid: expected an integer in "
-                              f"[1, slice_size={self.slice_size})")
+        check_int("slice_size", self.slice_size, minimum=2)
+        check_int_below("val_size", self.val_size, minimum=1, bound="slice_size",
+                        below=self.slice_size)
 
     @property
     def train_size(self) -> int:

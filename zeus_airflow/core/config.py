@@ -195,6 +195,15 @@ def check_int(name: str, value: object, *, minimum: int, none: str = "") -> int 
                       f"{f'{none} or {allowed}' if none else allowed}")
 
 
+def check_int_below(name: str, value: object, *, minimum: int, bound: str, below: int) -> int:
+    """An int in [minimum, below), where ``below`` is the value of the parameter ``bound``
+    (a switch recurrence below the recurrences, a validation split below the slice)."""
+    if _is_int(value) and minimum <= value < below:
+        return value
+    raise ConfigError(f"{name}={value!r} is invalid: expected an integer in "
+                      f"[{minimum}, {bound}={below})")
+
+
 def check_number(name: str, value: object, allowed: str,
                  within: Callable[[float], bool] | None = None) -> float:
     """A finite int or float (not a bool, not a string) that also passes ``within``;

@@ -30,7 +30,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from zeus_airflow.core.config import DEFAULT_BETA, DEFAULT_ETA, ConfigError
+from zeus_airflow.core.config import (
+    DEFAULT_BETA,
+    DEFAULT_ETA,
+    ConfigError,
+    check_int,
+    check_int_below,
+)
 from zeus_airflow.core.devices.replay import ReplayGPU
 from zeus_airflow.core.domain import EXPLORATION_PHASES, ExplorationStep, RecurrenceKey
 from zeus_airflow.core.engine import Engine, RecurrenceResult
@@ -90,12 +96,9 @@ class DriftSpec:
     drift_detection: bool = False
 
     def __post_init__(self) -> None:
-        if not (isinstance(self.recurrences, int) and self.recurrences >= 2):
-            raise ConfigError(f"recurrences={self.recurrences!r} is invalid: expected an "
-                              "integer >= 2")
-        if not (isinstance(self.switch_at, int) and 1 <= self.switch_at < self.recurrences):
-            raise ConfigError(f"switch_at={self.switch_at!r} is invalid: expected an integer "
-                              f"in [1, recurrences={self.recurrences})")
+        check_int("recurrences", self.recurrences, minimum=2)
+        check_int_below("switch_at", self.switch_at, minimum=1, bound="recurrences",
+                        below=self.recurrences)
 
     @property
     def label(self) -> str:
