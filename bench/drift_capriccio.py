@@ -24,6 +24,7 @@ from collections import Counter
 from pathlib import Path
 
 from zeus_airflow.capriccio.generator import CorpusSpec
+from zeus_airflow.cli.options import add_traces_option, traces_passed_on
 
 LIMIT_S = 15 * 60
 AROUND = 8
@@ -36,11 +37,10 @@ CONFIGS = {"": ["--window", "10", "--beta", "3"],
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--traces", type=Path, default=None,
-                        help="default: $ZEUS_TRACES_DIR, else the traces shipped in the package")
+    add_traces_option(parser)
     parser.add_argument("--output", type=Path, default=Path("bench/drift_capriccio"))
     args = parser.parse_args()
-    traces = ["--traces", str(args.traces)] if args.traces else []  # else the CLI's default
+    traces = traces_passed_on(args.traces)
     rows, explored, fast = [], 0, True
     for suffix, options in CONFIGS.items():
         for seed in SEEDS:

@@ -20,17 +20,18 @@ from collections import defaultdict
 from pathlib import Path
 from statistics import mean, median
 
+from zeus_airflow.cli.options import add_traces_option, traces_passed_on
+
 SEEDS = [str(s) for s in range(1, 21)]
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--traces", type=Path, default=None,
-                        help="default: $ZEUS_TRACES_DIR, else the traces shipped in the package")
+    add_traces_option(parser)
     parser.add_argument("--output", type=Path, default=Path("bench/drift_experiment"))
     args = parser.parse_args()
     csv_path, png_path = args.output.with_suffix(".csv"), args.output.with_suffix(".png")
-    traces = ["--traces", str(args.traces)] if args.traces else []  # else the CLI's default
+    traces = traces_passed_on(args.traces)
     command = [sys.executable, "-m", "zeus_airflow.cli", "drift-experiment", *traces,
                "--windows", "10", "none", "--seeds", *SEEDS,
                "--output-csv", str(csv_path), "--plot", str(png_path)]

@@ -29,6 +29,7 @@ from pathlib import Path
 from statistics import mean, median
 
 from zeus_airflow import figures
+from zeus_airflow.cli.options import add_traces_option, traces_passed_on
 
 GPUS = ("v100", "a40")
 WORKLOADS = ("librispeech", "squad", "sentiment140", "imagenet", "cifar100", "movielens-1m")
@@ -44,12 +45,11 @@ Cell = tuple[str, str, float, float]
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--traces", type=Path, default=None,
-                        help="default: $ZEUS_TRACES_DIR, else the traces shipped in the package")
+    add_traces_option(parser)
     parser.add_argument("--seeds", nargs="+", default=[str(s) for s in range(1, 11)])
     parser.add_argument("--output", type=Path, default=Path("bench/drift_sweep"))
     args = parser.parse_args()
-    traces = ["--traces", str(args.traces)] if args.traces else []
+    traces = traces_passed_on(args.traces)
     rows: list[dict[str, str]] = []
     skipped: list[str] = []
     started = time.perf_counter()

@@ -24,6 +24,8 @@ from collections import defaultdict
 from pathlib import Path
 from statistics import mean
 
+from zeus_airflow.cli.options import add_traces_option, traces_passed_on
+
 # Upstream Zeus 0.16's legacy simulator (`zeus._legacy`) run on the same traces, eta 0.5,
 # beta 2, seeds 1-5: cumulative regret in 1e6 cost units, mean over the seeds.
 UPSTREAM_REGRET = {
@@ -42,8 +44,7 @@ WORKLOADS = ("librispeech", "squad", "sentiment140", "imagenet", "cifar100", "mo
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--traces", type=Path, default=None,
-                        help="default: $ZEUS_TRACES_DIR, else the traces shipped in the package")
+    add_traces_option(parser)
     parser.add_argument("--output", type=Path, default=Path("bench/simulate"))
     parser.add_argument("--drift-detection", choices=["on", "off"], default=None,
                         help="passed to `zeus-airflow simulate` (default: its default)")
@@ -51,7 +52,7 @@ def main() -> int:
                         help="CSV of another run of this sweep: compare Zeus-airflow's regret")
     args = parser.parse_args()
     csv_path, png_path = args.output.with_suffix(".csv"), args.output.with_suffix(".png")
-    traces = ["--traces", str(args.traces)] if args.traces else []  # else the CLI's default
+    traces = traces_passed_on(args.traces)
     command = [sys.executable, "-m", "zeus_airflow.cli", "simulate", *traces,
                *[a for g in GPUS for a in ("--gpu", g)],
                *[a for w in WORKLOADS for a in ("--workload", w)],

@@ -9,7 +9,6 @@
 from __future__ import annotations
 
 import argparse
-import csv
 import sys
 import time
 from datetime import date
@@ -28,7 +27,8 @@ from zeus_airflow.capriccio.slicing import (
     slice_for_day,
     write_slice,
 )
-from zeus_airflow.cli.simulate import TRACES_HELP
+from zeus_airflow.cli.options import add_traces_option
+from zeus_airflow.cli.output import write_csv
 from zeus_airflow.core.config import DEFAULT_ETA, ConfigError
 from zeus_airflow.core.extras import check_installed
 
@@ -130,7 +130,7 @@ def _register_run(actions: argparse._SubParsersAction) -> None:
         description="Retrain on each slice through the real engine and store: real PyTorch "
                     "training on this CPU, power and slowdown from a simulated GPU. Without "
                     "--corpus the synthetic corpus is generated in memory.")
-    parser.add_argument("--traces", type=Path, default=None, help=TRACES_HELP)
+    add_traces_option(parser)
     parser.add_argument("--corpus", type=Path, default=None,
                         help="Sentiment140-format CSV (default: the synthetic corpus)")
     parser.add_argument("--shift-date", type=date.fromisoformat, default=None,
@@ -196,7 +196,7 @@ def _run(args: argparse.Namespace) -> int:
                              shift=shift, eta=args.eta, split_seed=args.split_seed,
                              on_slice=_progress)
     wall_s = time.perf_counter() - started
-    _write_csv(args.output_csv, outcomes)
+    write_csv(args.output_csv, CSV_COLUMNS, map(_row, outcomes))
     failed = sum(not o.reached_target for o in outcomes)
     print(f"{len(outcomes)} slices retrained in {wall_s:.1f} s wall; {failed} without reaching "
           f"the target; energy {sum(o.energy_j for o in outcomes) / 1e3:.1f} kJ and time "
@@ -225,22 +225,16 @@ def _progress(o: SliceOutcome) -> None:
           file=sys.stderr, flush=True)
 
 
-def _write_csv(path: Path, outcomes: list[SliceOutcome]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
-        writer.writeheader()
-        for o in outcomes:
-            writer.writerow({
-                "slice": o.index, "day": o.day.isoformat(),
-                "post_shift_share": "" if o.post_shift_share is None
-                else round(o.post_shift_share, 3),
-                "batch_size": o.batch_size or "", "power_limit_w": o.power_limit_w or "",
-                "energy_j": round(o.energy_j, 1), "time_s": round(o.time_s, 3),
-                "cost": round(o.cost, 1), "epochs": o.epochs,
-                "reached_target": o.reached_target, "tries": o.tried,
-                "val_accuracy": "" if o.val_accuracy is None else round(o.val_accuracy, 4),
-                "wall_s": round(o.wall_s, 2), "measurement": "simulated"})
+def _row(o: SliceOutcome) -> dict[str, object]:
+    return {"slice": o.index, "day": o.day.isoformat(),
+            "post_shift_share": "" if o.post_shift_share is None
+            else round(o.post_shift_share, 3),
+            "batch_size": o.batch_size or "", "power_limit_w": o.power_limit_w or "",
+            "energy_j": round(o.energy_j, 1), "time_s": round(o.time_s, 3),
+            "cost": round(o.cost, 1), "epochs": o.epochs,
+            "reached_target": o.reached_target, "tries": o.tried,
+            "val_accuracy": "" if o.val_accuracy is None else round(o.val_accuracy, 4),
+            "wall_s": round(o.wall_s, 2), "measurement": "simulated"}
 
 
 def _shift_day(text: str) -> int | None:

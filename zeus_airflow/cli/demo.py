@@ -25,7 +25,7 @@ from typing import Any
 
 import zeus_airflow
 from zeus_airflow.cli.demo_runs import DAG_ID, TASK_ID
-from zeus_airflow.cli.simulate import TRACES_HELP
+from zeus_airflow.cli.options import TRACES_HELP
 from zeus_airflow.core.config import ConfigError
 from zeus_airflow.core.devices.spec import TRACES_ENV, parse_device, resolve_traces_dir
 from zeus_airflow.core.traces import load_workload_trace

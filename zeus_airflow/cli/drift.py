@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import sys
 from collections.abc import Sequence
@@ -11,8 +10,8 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from statistics import mean, median
 
-from zeus_airflow.cli.output import check_writable
-from zeus_airflow.cli.simulate import TRACES_HELP
+from zeus_airflow.cli.options import add_traces_option
+from zeus_airflow.cli.output import check_writable, write_csv
 from zeus_airflow.core.config import DEFAULT_BETA, DEFAULT_ETA, ConfigError, check_int
 from zeus_airflow.core.devices.spec import resolve_traces_dir
 from zeus_airflow.core.extras import check_installed
@@ -46,7 +45,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                     "epochs-to-target curve drifts (batch size b then needs difficulty x the "
                     "epochs batch size b/batch-scale needed), so the optimal batch size moves. "
                     "Compares posterior windows over seeds. All figures are replayed.")
-    parser.add_argument("--traces", type=Path, default=None, help=TRACES_HELP)
+    add_traces_option(parser)
     parser.add_argument("--gpu", default="v100")
     parser.add_argument("--workload", default="cifar100",
                         help=f"one of {', '.join(WORKLOADS)}")
@@ -153,7 +152,7 @@ def summary_row(result: DriftResult) -> dict[str, object]:
 
 
 def write_summary(path: Path, results: Sequence[DriftResult]) -> None:
-    _write(path, SUMMARY_COLUMNS, [summary_row(r) for r in results])
+    write_csv(path, SUMMARY_COLUMNS, [summary_row(r) for r in results])
 
 
 def write_recurrences(path: Path, results: Sequence[DriftResult]) -> None:
@@ -166,15 +165,7 @@ def write_recurrences(path: Path, results: Sequence[DriftResult]) -> None:
                          "energy_j": round(r.energy_j[i], 1), "time_s": round(r.time_s[i], 2),
                          "cost": round(r.cost[i], 1), "regret": round(regret, 1),
                          "measurement": "replayed"})
-    _write(path, RECURRENCE_COLUMNS, rows)
-
-
-def _write(path: Path, columns: list[str], rows: list[dict[str, object]]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=columns)
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(path, RECURRENCE_COLUMNS, rows)
 
 
 def format_table(results: Sequence[DriftResult]) -> str:

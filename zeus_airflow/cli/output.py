@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from zeus_airflow.core.config import ConfigError
@@ -30,3 +32,12 @@ def check_writable(name: str, path: Path) -> None:
                           ) from None
     if not existed:
         path.unlink()
+
+
+def write_csv(path: Path, columns: list[str], rows: Iterable[Mapping[str, object]]) -> None:
+    """Write ``rows`` under a header of ``columns``, creating the folder."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(rows)

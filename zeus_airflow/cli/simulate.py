@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from statistics import mean
 
-from zeus_airflow.cli.output import check_writable
+from zeus_airflow.cli.options import add_traces_option
+from zeus_airflow.cli.output import check_writable, write_csv
 from zeus_airflow.core.config import (
     DEFAULT_BETA,
     DEFAULT_DRIFT_DETECTION,
@@ -27,9 +27,6 @@ from zeus_airflow.core.policy import POLICIES
 from zeus_airflow.core.traces import WORKLOADS, load_workload_trace
 from zeus_airflow.sim.simulator import SimulationResult, SimulationSpec, job_config, simulate
 
-TRACES_HELP = ("folder with summary_train.csv and summary_power_<gpu>.csv (default: "
-               "$ZEUS_TRACES_DIR, else the paper's V100 and A40 traces shipped in the package)")
-
 CSV_COLUMNS = ["policy", "gpu", "workload", "seed", "recurrences", "last5_energy_ratio",
                "last5_time_ratio", "oracle_energy_ratio", "oracle_time_ratio", "cum_energy_j",
                "cum_time_s", "cum_regret", "wall_s", "oracle_batch_size",
@@ -42,7 +39,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         description="Replay the Zeus paper's traces through the real engine, profiler and store "
                     "on a virtual GPU, with the Default and Grid-search baselines. All figures "
                     "are replayed, not measured.")
-    parser.add_argument("--traces", type=Path, default=None, help=TRACES_HELP)
+    add_traces_option(parser)
     parser.add_argument("--gpu", required=True, action="append",
                         help="GPU trace name (e.g. v100, a40); repeatable")
     parser.add_argument("--workload", required=True, action="append",
@@ -75,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     if args.plot is not None:  # before the sweep, not after minutes of it
         check_installed("matplotlib", "simulate --plot")
     results = run_all(specs, args.jobs)
-    write_csv(args.output_csv, results)
+    write_csv(args.output_csv, CSV_COLUMNS, (r.row() for r in results))
     print(format_table(results))
     print(f"\nwrote {args.output_csv} ({len(results)} rows; all energy and time figures are "
           "replayed from the paper's traces)")
@@ -146,13 +143,6 @@ def _expected_work(spec: SimulationSpec) -> float:
     return len(trace.batch_sizes) * len(trace.power_limits_w) * trace.workload.max_epochs
 
 
-def write_csv(path: Path, results: Iterable[SimulationResult]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
-        writer.writeheader()
-        for result in results:
-            writer.writerow(result.row())
 
 
 def format_table(results: Sequence[SimulationResult]) -> str:
