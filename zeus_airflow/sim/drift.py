@@ -44,7 +44,13 @@ from zeus_airflow.core.policy import ZeusPolicy, pruning_state
 from zeus_airflow.core.replay_training import ReplayTraining
 from zeus_airflow.core.store.sql import SQLStore
 from zeus_airflow.core.traces import WorkloadTrace, load_workload_trace
-from zeus_airflow.sim.simulator import Expected, SimulationSpec, job_config, oracle
+from zeus_airflow.sim.simulator import (
+    Expected,
+    Recurrences,
+    SimulationSpec,
+    job_config,
+    oracle,
+)
 
 DEFAULT_BATCH_SCALE = 2.0
 DEFAULT_DIFFICULTY = 1.5
@@ -141,19 +147,13 @@ def optima(spec: DriftSpec) -> Optima:
 
 
 @dataclass
-class DriftResult:
-    """Per-recurrence figures of one drift run (replayed). Energy in J, time in s."""
+class DriftResult(Recurrences):
+    """Per-recurrence figures of one drift run (replayed)."""
 
     spec: DriftSpec
     optima: Optima
-    batch_size: list[int] = field(default_factory=list)
-    power_limit_w: list[int] = field(default_factory=list)
-    cost: list[float] = field(default_factory=list)
-    energy_j: list[float] = field(default_factory=list)
-    time_s: list[float] = field(default_factory=list)
     survivors_at_switch: tuple[int, ...] = ()
     """Batch sizes left to Thompson sampling when the drift came (pruned ones never return)."""
-    wall_s: float = 0.0
 
     @property
     def can_adapt(self) -> bool:
@@ -209,11 +209,7 @@ def run_drift(spec: DriftSpec) -> DriftResult:
                                                        tuple(exploration)).survivors
         outcome = engine.run_recurrence(train, RecurrenceKey(run_id=f"recurrence-{index}"))
         exploration.extend(_exploration_steps(outcome))
-        result.batch_size.append(outcome.batch_size)
-        result.power_limit_w.append(outcome.power_limit_w)
-        result.cost.append(outcome.cost)
-        result.energy_j.append(outcome.energy_j)
-        result.time_s.append(outcome.time_s)
+        result.record(outcome)
     result.wall_s = time.perf_counter() - started
     return result
 

@@ -24,7 +24,7 @@ from zeus_airflow.core.config import (
 from zeus_airflow.core.cost import zeus_cost
 from zeus_airflow.core.devices.replay import ReplayGPU
 from zeus_airflow.core.domain import RecurrenceKey
-from zeus_airflow.core.engine import Engine
+from zeus_airflow.core.engine import Engine, RecurrenceResult
 from zeus_airflow.core.policy import POLICIES
 from zeus_airflow.core.replay_training import ReplayTraining
 from zeus_airflow.core.store.sql import SQLStore
@@ -59,18 +59,33 @@ class Expected:
     cost: float
 
 
+@dataclass(kw_only=True)
+class Recurrences:
+    """What each recurrence chose and what it cost, in order (replayed). Energy in J, time in
+    s, cost in J-equivalents."""
+
+    batch_size: list[int] = field(default_factory=list)
+    power_limit_w: list[int] = field(default_factory=list)
+    energy_j: list[float] = field(default_factory=list)
+    time_s: list[float] = field(default_factory=list)
+    cost: list[float] = field(default_factory=list)
+    wall_s: float = 0.0
+    """The whole run's wall-clock time."""
+
+    def record(self, recurrence: RecurrenceResult) -> None:
+        self.batch_size.append(recurrence.batch_size)
+        self.power_limit_w.append(recurrence.power_limit_w)
+        self.energy_j.append(recurrence.energy_j)
+        self.time_s.append(recurrence.time_s)
+        self.cost.append(recurrence.cost)
+
+
 @dataclass
-class SimulationResult:
+class SimulationResult(Recurrences):
     spec: SimulationSpec
     recurrences: int
     default: Expected
     oracle: Expected
-    energy_j: list[float] = field(default_factory=list)
-    time_s: list[float] = field(default_factory=list)
-    cost: list[float] = field(default_factory=list)
-    batch_size: list[int] = field(default_factory=list)
-    power_limit_w: list[int] = field(default_factory=list)
-    wall_s: float = 0.0
 
     @property
     def regret(self) -> list[float]:
@@ -151,11 +166,6 @@ def simulate(spec: SimulationSpec) -> SimulationResult:
                               oracle(trace, spec.eta))
     started = time.perf_counter()
     for index in range(recurrences):
-        outcome = engine.run_recurrence(train, RecurrenceKey(run_id=f"recurrence-{index}"))
-        result.energy_j.append(outcome.energy_j)
-        result.time_s.append(outcome.time_s)
-        result.cost.append(outcome.cost)
-        result.batch_size.append(outcome.batch_size)
-        result.power_limit_w.append(outcome.power_limit_w)
+        result.record(engine.run_recurrence(train, RecurrenceKey(f"recurrence-{index}")))
     result.wall_s = time.perf_counter() - started
     return result
