@@ -30,8 +30,9 @@ from zeus_airflow.sim.drift import (
 from zeus_airflow.sim.simulator import job_config
 
 SUMMARY_COLUMNS = ["window", "seed", "gpu", "workload", "switch_at", "recurrences",
-                   "optimum_before", "optimum_after", "survivors_at_switch", "can_adapt",
-                   "adaptation_delay", "regret_after_switch", "regret_before_switch",
+                   "optimum_before", "optimum_after", "indistinguishable_after",
+                   "survivors_at_switch", "can_adapt", "adaptation_delay",
+                   "near_adaptation_delay", "regret_after_switch", "regret_before_switch",
                    "wall_s", "measurement"]
 RECURRENCE_COLUMNS = ["window", "seed", "recurrence", "after_switch", "batch_size",
                       "power_limit_w", "energy_j", "time_s", "cost", "regret", "measurement"]
@@ -144,7 +145,10 @@ def summary_row(result: DriftResult) -> dict[str, object]:
         "optimum_after": result.optima.after.batch_size,
         "survivors_at_switch": " ".join(map(str, result.survivors_at_switch)),
         "can_adapt": result.can_adapt,
+        "indistinguishable_after": " ".join(map(str, result.optima.indistinguishable_after)),
         "adaptation_delay": "" if result.adaptation_delay is None else result.adaptation_delay,
+        "near_adaptation_delay": "" if result.near_adaptation_delay is None
+        else result.near_adaptation_delay,
         "regret_after_switch": round(result.regret_after_switch, 1),
         "regret_before_switch": round(sum(result.regret[:switch]), 1),
         "wall_s": round(result.wall_s, 3), "measurement": "replayed",

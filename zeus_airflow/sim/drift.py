@@ -19,6 +19,13 @@ the phase it ran in. After the switch, the *adaptation delay* is the number of r
 until a run of ``horizon`` consecutive recurrences picks the new optimum batch size in at
 least ``share`` of them; the *extra cost* is the cumulative regret after the switch. Every
 figure is replayed from the paper's traces.
+
+Where another size costs almost what the new optimum does, no policy can tell the two apart
+from the runs it gets: a run's cost varies with the epochs it needs (the traced seeds), so a
+gap of 1 % of the cost may take hundreds of runs of each size to show. Such a size is
+*indistinguishable* from the optimum when a two-sample test (5 %, two-sided, 80 % power)
+would need more runs of each than there are recurrences after the switch; the *near
+adaptation delay* counts picks of the optimum or of those sizes.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +56,7 @@ from zeus_airflow.sim.simulator import (
     Expected,
     Recurrences,
     SimulationSpec,
+    expected,
     job_config,
     oracle,
 )
@@ -57,6 +66,9 @@ DEFAULT_DIFFICULTY = 1.5
 ADAPT_HORIZON = 10
 """Consecutive recurrences over which the new optimum's share is measured."""
 ADAPT_SHARE = 0.8
+TEST_Z = 1.96 + 0.84
+"""z of a two-sided 5 % test plus z of 80 % power: the runs per size a comparison needs are
+``TEST_Z**2 * (sd_a**2 + sd_b**2) / gap**2``."""
 
 
 @dataclass(frozen=True)
@@ -125,6 +137,44 @@ class Optima:
 
     before: Expected
     after: Expected
+    indistinguishable_after: tuple[int, ...] = ()
+    """Other batch sizes no test could tell from the new optimum in the recurrences after the
+    switch (see the module docstring)."""
+
+
+def run_costs(trace: WorkloadTrace, expected_run: Expected) -> list[float]:
+    """What one run of ``expected_run``'s (b, p) costs for each traced seed: the replay trains
+    whole epochs, so a seed that needs 4.2 epochs costs five."""
+    per_epoch = expected_run.cost / trace.expected_epochs(expected_run.batch_size)
+    return [math.ceil(e) * per_epoch for e in trace.target_epochs[expected_run.batch_size]]
+
+
+def runs_to_separate(a: list[float], b: list[float]) -> float:
+    """Runs of each a two-sample test needs to tell two sizes' mean costs apart (inf when the
+    means are equal)."""
+    gap = abs(statistics.fmean(a) - statistics.fmean(b))
+    spread = statistics.pvariance(a) + statistics.pvariance(b)
+    return math.inf if gap == 0 else TEST_Z**2 * spread / gap**2
+
+
+def runs_to_tell_apart(trace: WorkloadTrace, optimum: Expected, eta: float) -> dict[int, float]:
+    """Per other feasible batch size (at its best limit): the runs of each a test needs to tell
+    its mean cost from ``optimum``'s."""
+    best = run_costs(trace, optimum)
+    needed = {}
+    for b in trace.batch_sizes:
+        if b != optimum.batch_size and math.isfinite(trace.expected_epochs(b)):
+            rival = min((expected(trace, b, p, eta) for p in trace.power_limits_w),
+                        key=lambda e: e.cost)
+            needed[b] = runs_to_separate(best, run_costs(trace, rival))
+    return needed
+
+
+def indistinguishable(trace: WorkloadTrace, optimum: Expected, eta: float,
+                      recurrences: int) -> tuple[int, ...]:
+    """The sizes that ``recurrences`` runs of each could not tell from ``optimum``."""
+    return tuple(b for b, runs in runs_to_tell_apart(trace, optimum, eta).items()
+                 if runs > recurrences)
 
 
 def optima(spec: DriftSpec) -> Optima:
@@ -143,7 +193,8 @@ def optima(spec: DriftSpec) -> Optima:
             f"batch_scale={spec.drift.batch_scale}, difficulty={spec.drift.difficulty} is "
             f"invalid for {spec.gpu} {spec.workload}: the optimal batch size stays "
             f"{before.batch_size}; expected a drift that moves it (try another batch_scale)")
-    return Optima(before, after)
+    return Optima(before, after, indistinguishable(drifted, after, spec.eta,
+                                                   spec.recurrences - spec.switch_at))
 
 
 @dataclass
@@ -177,12 +228,20 @@ class DriftResult(Recurrences):
         return adaptation_delay(self.batch_size[self.spec.switch_at:],
                                 self.optima.after.batch_size)
 
+    @property
+    def near_adaptation_delay(self) -> int | None:
+        """As ``adaptation_delay``, a pick of an indistinguishable size counting as a hit."""
+        return adaptation_delay(self.batch_size[self.spec.switch_at:],
+                                self.optima.after.batch_size,
+                                also=self.optima.indistinguishable_after)
+
 
 def adaptation_delay(chosen: list[int], optimum: int, horizon: int = ADAPT_HORIZON,
-                     share: float = ADAPT_SHARE) -> int | None:
-    """Recurrences after the switch until ``horizon`` consecutive ones pick ``optimum`` in at
-    least ``share`` of them; None when that never happens within ``chosen``."""
-    hits = [b == optimum for b in chosen]
+                     share: float = ADAPT_SHARE, also: tuple[int, ...] = ()) -> int | None:
+    """Recurrences after the switch until ``horizon`` consecutive ones pick ``optimum`` (or a
+    size in ``also``) in at least ``share`` of them; None when that never happens within
+    ``chosen``."""
+    hits = [b == optimum or b in also for b in chosen]
     for start in range(len(hits) - horizon + 1):
         if sum(hits[start:start + horizon]) >= share * horizon:
             return start
