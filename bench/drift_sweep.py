@@ -33,6 +33,7 @@ from statistics import mean, median
 
 from zeus_airflow import figures
 from zeus_airflow.cli.options import add_traces_option, traces_passed_on
+from zeus_airflow.cli.output import write_csv
 from zeus_airflow.core.devices.spec import resolve_traces_dir
 from zeus_airflow.core.traces import load_workload_trace
 from zeus_airflow.sim.drift import Drift, DriftSpec, optima, runs_to_tell_apart
@@ -87,20 +88,13 @@ def main() -> int:
                                          "difficulty": f"{difficulty:g}", **row})
                     print(f"done {name} ({elapsed:.0f} s)", file=sys.stderr, flush=True)
     wall_s = time.perf_counter() - started
-    write_csv(args.output.with_suffix(".csv"), rows)
+    write_csv(args.output.with_suffix(".csv"), list(rows[0]), rows)
     cells = by_cell(rows)
     report, missed = summarise(cells, skipped, len(args.seeds), wall_s)
     args.output.with_suffix(".md").write_text(report + "\n")
     plot(cells, args.output.with_suffix(".png"))
     print(report)
     return 1 if missed else 0
-
-
-def write_csv(path: Path, rows: list[dict[str, str]]) -> None:
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
 
 
 def separation(cell: Cell) -> str:

@@ -56,7 +56,7 @@ from zeus_airflow.sim.simulator import (
     Expected,
     Recurrences,
     SimulationSpec,
-    expected,
+    at_best_limit,
     job_config,
     oracle,
 )
@@ -164,9 +164,8 @@ def runs_to_tell_apart(trace: WorkloadTrace, optimum: Expected, eta: float) -> d
     needed = {}
     for b in trace.batch_sizes:
         if b != optimum.batch_size and math.isfinite(trace.expected_epochs(b)):
-            rival = min((expected(trace, b, p, eta) for p in trace.power_limits_w),
-                        key=lambda e: e.cost)
-            needed[b] = runs_to_separate(best, run_costs(trace, rival))
+            rival = run_costs(trace, at_best_limit(trace, b, eta))
+            needed[b] = runs_to_separate(best, rival)
     return needed
 
 

@@ -123,11 +123,16 @@ def expected(trace: WorkloadTrace, batch_size: int, power_limit_w: int, eta: flo
                     zeus_cost(energy, seconds, eta, max_power))
 
 
+def at_best_limit(trace: WorkloadTrace, batch_size: int, eta: float) -> Expected:
+    """``batch_size`` at the traced power limit with the lowest expected cost."""
+    return min((expected(trace, batch_size, p, eta) for p in trace.power_limits_w),
+               key=lambda e: e.cost)
+
+
 def oracle(trace: WorkloadTrace, eta: float) -> Expected:
     """The brute-force optimum of expected cost over every traced (batch size, power limit)."""
-    candidates = [expected(trace, b, p, eta) for b in trace.batch_sizes
-                  for p in trace.power_limits_w if math.isfinite(trace.expected_epochs(b))]
-    return min(candidates, key=lambda e: e.cost)
+    return min((at_best_limit(trace, b, eta) for b in trace.batch_sizes
+                if math.isfinite(trace.expected_epochs(b))), key=lambda e: e.cost)
 
 
 def default_configuration(trace: WorkloadTrace, eta: float) -> Expected:
