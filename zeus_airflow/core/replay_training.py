@@ -1,8 +1,11 @@
 """A train function that "trains" a paper workload on the replay GPU.
 
 Each try samples one traced seed of the chosen batch size: that seed's epochs-to-target
-decide when the reported metric reaches the target. Steps run in bulk on the virtual clock,
-so a whole recurrence takes well under a millisecond of real time per epoch.
+decide when the reported metric reaches the target. The draw is a function of (seed,
+recurrence, batch size): a recurrence is one day's data, so a size run twice in it needs the
+same epochs both times, and the Default baseline, replayed with the same seed, trains the
+default batch size on the very data each Zeus recurrence saw. Steps run in bulk on the
+virtual clock, so a whole recurrence takes well under a millisecond of real time per epoch.
 """
 
 from __future__ import annotations
@@ -20,13 +23,20 @@ class ReplayTraining:
 
     def __init__(self, gpu: ReplayGPU, seed: int | None = None) -> None:
         self.gpu = gpu
-        self.rng = np.random.default_rng(seed)
+        self.seed = seed if seed is not None else int(np.random.default_rng().integers(2**31))
+        self.recurrence: int | None = None
+        """Which recurrence (day of data) the next tries replay, set by a caller that runs
+        recurrences in order; None: every try draws afresh."""
+        self._tries = 0
 
     def __call__(self, run: TrainingRun) -> dict[str, float]:
         trace = self.gpu.trace
         self.gpu.use_batch_size(run.batch_size)
         runs = trace.target_epochs[run.batch_size]
-        needed = float(runs[self.rng.integers(len(runs))])
+        self._tries += 1
+        day = self.recurrence if self.recurrence is not None else 2**32 + self._tries
+        draw = np.random.default_rng([self.seed, day, run.batch_size])
+        needed = float(runs[draw.integers(len(runs))])
         for epoch in run.epochs():
             run.run_steps(self.gpu.steps_per_epoch(), self.gpu.advance_steps)
             run.report_metric(self.metric_after(epoch, needed))

@@ -171,6 +171,7 @@ def run_carbon_experiment(spec: CarbonExperimentSpec,
         guessed = ExpectedRun(spec.guess_s, None, "the user's guess")
         runs: dict[str, RecurrenceResult] = {}
         for name, (engine, train, _) in engines.items():
+            train.recurrence = day
             runs[name] = engine.run_recurrence(train, RecurrenceKey(run_id=f"day-{day}"))
         starts = {
             "default": scheduled, "zeus": scheduled,

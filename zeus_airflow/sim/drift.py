@@ -265,6 +265,7 @@ def run_drift(spec: DriftSpec) -> DriftResult:
             gpu.trace = drifted  # the replay now draws epochs-to-target from the drifted curve
             result.survivors_at_switch = pruning_state(engine.config,
                                                        tuple(exploration)).survivors
+        train.recurrence = index
         outcome = engine.run_recurrence(train, RecurrenceKey(run_id=f"recurrence-{index}"))
         exploration.extend(_exploration_steps(outcome))
         result.record(outcome)
