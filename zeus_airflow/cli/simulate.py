@@ -18,6 +18,7 @@ from zeus_airflow.core.config import (
     DEFAULT_BETA,
     DEFAULT_DRIFT_DETECTION,
     DEFAULT_ETA,
+    DEFAULT_EXPLORATION_BUDGET,
     ConfigError,
     check_int,
 )
@@ -55,6 +56,11 @@ def register(commands: argparse._SubParsersAction) -> None:
                         help="look for change points in each batch size's costs "
                              "(docs/drift.md; default: the operator's, "
                              f"{'on' if DEFAULT_DRIFT_DETECTION else 'off'})")
+    parser.add_argument("--exploration-budget", type=budget_argument,
+                        default=DEFAULT_EXPLORATION_BUDGET, metavar="FRACTION|none",
+                        help="the job's cost stays within (1 + FRACTION) x Default's over the "
+                             "same runs; 'none' explores as the paper does (default: the "
+                             f"operator's, {DEFAULT_EXPLORATION_BUDGET})")
     parser.add_argument("--recurrences", type=int, default=None,
                         help="default: 2 x |batch sizes| x |power limits| (paper)")
     parser.add_argument("--output-csv", required=True, type=Path)
@@ -84,6 +90,18 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def budget_argument(text: str) -> float | None:
+    """``--exploration-budget``: a fraction, or ``none``."""
+    if text.strip().lower() == "none":
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"exploration budget {text!r} is invalid: expected a fraction >= 0 (e.g. 0.1) or "
+            "'none'") from None
+
+
 def build_specs(args: argparse.Namespace) -> list[SimulationSpec]:
     """Validate every argument before any simulation starts."""
     if args.recurrences is not None:  # the store numbers runs in 32-bit integer columns
@@ -102,7 +120,8 @@ def build_specs(args: argparse.Namespace) -> list[SimulationSpec]:
                 for seed in args.seeds:
                     spec = SimulationSpec(policy, gpu, workload, seed, str(traces),
                                           args.eta, args.beta, args.window, args.recurrences,
-                                          args.drift_detection == "on")
+                                          args.drift_detection == "on",
+                                          args.exploration_budget)
                     job_config(trace, spec)  # raises naming eta/beta/window
                     specs.append(spec)
     return specs

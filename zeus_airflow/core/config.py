@@ -35,6 +35,10 @@ DEFAULT_WARMUP_STEPS = 10
 DEFAULT_PROFILE_STEPS = 40
 DEFAULT_MAX_SLOWDOWN = 1.1
 DEFAULT_DRIFT_DETECTION = True
+DEFAULT_EXPLORATION_BUDGET: float | None = None
+"""The job's cumulative cost stays within (1 + this) x what the Default configuration (the
+default batch size at the maximum power limit) would have cost over the same runs
+(core/budget.py)."""
 DRIFT_MEMORY = 100
 """Observations per batch size that drift detection reads (the newest): an arm's posterior
 horizon when no change is found. At 100 runs an arm's mean is known to ~1.4 % with the 14 %
@@ -108,6 +112,10 @@ class JobConfig:
     """Tries per recurrence when a batch size fails; None means one per batch size, plus the
     cheapest one run to the end once every surviving size has failed."""
     profiler: ProfilerConfig = field(default_factory=ProfilerConfig)
+    exploration_budget: float | None = DEFAULT_EXPLORATION_BUDGET
+    """Explore only while the job's cumulative cost stays within ``1 + exploration_budget``
+    times the Default configuration's over the same runs (a conservative bandit,
+    ``core/budget.py``); None explores as the paper does, without a budget."""
     cost_includes_cpu: bool = False
     """Count the host's CPU package and DRAM energy (RAPL, where measured) in the cost's
     energy term. By default they are reported beside the GPUs' energy, not optimised: the
@@ -137,11 +145,13 @@ class JobConfig:
 
         A change of fingerprint starts a new job version (see docs/store.md): costs measured
         with another target, eta or batch-size set must not be mixed into the posteriors.
-        ``max_tries``, ``drift_detection`` and the profiler's step counts do not change what a
-        cost means (and a job keeps its history when drift detection is switched).
+        ``max_tries``, ``drift_detection``, ``exploration_budget`` and the profiler's step
+        counts do not change what a cost means (and a job keeps its history when drift
+        detection or the budget is switched).
         """
         relevant = {k: v for k, v in asdict(self).items()
-                    if k not in ("job_id", "max_tries", "drift_detection")}
+                    if k not in ("job_id", "max_tries", "drift_detection",
+                                 "exploration_budget")}
         relevant["profiler"] = {"mode": self.profiler.mode, "selector": self.profiler.selector,
                                 "max_slowdown": self.profiler.max_slowdown}
         if not self.cost_includes_cpu:
@@ -380,6 +390,9 @@ PARAMETER_CHECKS: dict[str, Callable[[Any], object]] = {
     "window_size": lambda v: check_int("window_size", v, minimum=1, none="None (no window)"),
     "drift_detection": lambda v: check_bool("drift_detection", v),
     "max_tries": lambda v: check_int("max_tries", v, minimum=1, none="None"),
+    "exploration_budget": lambda v: None if v is None else check_number(
+        "exploration_budget", v, "None (explore without a budget) or a finite number >= 0 (a "
+        "fraction of the Default configuration's cost, e.g. 0.1)", lambda x: x >= 0),
     "warmup_steps": lambda v: check_int("warmup_steps", v, minimum=0),
     "profile_steps": lambda v: check_int("profile_steps", v, minimum=1),
     "power_limit_mode": lambda v: check_choice("power_limit_mode", v, POWER_LIMIT_MODES),
@@ -408,7 +421,8 @@ raises ConfigError naming it. JobConfig, ProfilerConfig and the operator (constr
 
 _JOB_PARAMETERS = ("job_id", "batch_sizes", "default_batch_size", "target_metric",
                    "max_epochs", "higher_is_better", "eta", "beta", "window_size",
-                   "drift_detection", "max_tries", "cost_includes_cpu")
+                   "drift_detection", "max_tries", "exploration_budget",
+                   "cost_includes_cpu")
 _PROFILER_PARAMETERS = {"warmup_steps": "warmup_steps", "profile_steps": "profile_steps",
                         "mode": "power_limit_mode", "selector": "power_limit_selector",
                         "max_slowdown": "max_slowdown"}

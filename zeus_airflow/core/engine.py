@@ -29,6 +29,7 @@ from zeus_airflow.core.config import JobConfig
 from zeus_airflow.core.devices.base import GPUGroup, Measurement
 from zeus_airflow.core.devices.sync import Synchronize
 from zeus_airflow.core.domain import (
+    BudgetStatus,
     Decide,
     Decision,
     DeviceInfo,
@@ -67,6 +68,8 @@ class TrialReport:
     attempt: int
     phase: str
     outcome: RunOutcome
+    budget: BudgetStatus | None = None
+    """The exploration budget when the try was decided."""
 
 
 @dataclass(frozen=True)
@@ -152,6 +155,26 @@ class RecurrenceResult:
         return sum(t.outcome.setup_time_s for t in self.tries)
 
     @property
+    def default_cost(self) -> float | None:
+        """What the recurrence's tries would have cost at the GPUs' maximum limit (see
+        ``RunOutcome.default_cost``); None when a try did not say."""
+        costs = [t.outcome.default_cost for t in self.tries]
+        return None if None in costs else sum(c for c in costs if c is not None)
+
+    @property
+    def budget_left_runs(self) -> float | None:
+        """The exploration budget left after this recurrence, in Default runs' worth
+        (negative: over budget); None without a budget or an estimate of Default's cost."""
+        budget = self.final.budget
+        return None if budget is None else budget.left_runs(self.final.outcome.cost)
+
+    @property
+    def exploited_for_budget(self) -> bool:
+        """The last try ran the best known size because exploring would have gone over the
+        exploration budget."""
+        return self.final.phase == "exploit"
+
+    @property
     def fell_back(self) -> bool:
         """No batch size was left in play: the last try trained the best known one."""
         return self.final.phase == "fallback"
@@ -196,6 +219,7 @@ class Engine:
         job = self.store.register_job(self.config, seed=self.seed)
         self._say_if_limits_are_fixed()
         failed: set[int] = set()
+        missed: set[int] = set()
         reports: list[TrialReport] = []
         value: Any = None
         tries = self.config.tries_per_recurrence
@@ -203,30 +227,43 @@ class Engine:
             try:
                 start = self.store.begin_trial(job, key, attempt, self.decide,
                                                self.device_info, frozenset(failed),
-                                               self.heartbeat_s)
+                                               self.heartbeat_s, missed=frozenset(missed))
             except NoFeasibleBatchSizeError as err:
                 if not reports:
                     raise
                 # The tries already made are the recurrence's result (recorded).
-                self.log.warning("no batch size left to try in this recurrence: %s", err)
+                self.log.warning("no batch size left to try in this recurrence: %s; it ends "
+                                 "with its last try's result (batch size %d)", err,
+                                 reports[-1].outcome.batch_size)
                 break
             decision = start.decision
             if attempt == tries and decision.early_stop_cost is not None:
                 # The last allowed try must yield a model: it runs to the target or max epochs.
                 decision = replace(decision, early_stop_cost=None, final=True)
-            if decision.reason:
-                self.log.warning("%s; training batch size %d as it would run without Zeus "
-                                 "(current power limit, no early-stop bound)", decision.reason,
-                                 decision.batch_size)
+            self._say_why(decision)
             report, value = self._run_trial(job, start.trial_id, decision, attempt, train)
             reports.append(report)
             if report.outcome.reached_target or decision.final:
                 break
             failed.add(report.outcome.batch_size)
-            self.log.warning("batch size %d did not reach the target (%s after %d epochs)",
+            if report.outcome.stop_reason != "early_stop":
+                missed.add(report.outcome.batch_size)
+            self.log.warning("batch size %d did not reach the target (%s after %d epochs)%s",
                              report.outcome.batch_size, report.outcome.stop_reason,
-                             report.outcome.epochs)
+                             report.outcome.epochs,
+                             "" if report.outcome.stop_reason == "early_stop" else
+                             "; it is not tried again in this recurrence: on the same data it "
+                             "would miss again")
         return RecurrenceResult(job, tuple(reports), self.device.measurement, value)
+
+    def _say_why(self, decision: Decision) -> None:
+        """The log line of a decision that is not the usual one."""
+        if decision.phase == "fallback":
+            self.log.warning("%s; training batch size %d as it would run without Zeus "
+                             "(current power limit, no early-stop bound)", decision.reason,
+                             decision.batch_size)
+        elif decision.reason:
+            self.log.info("%s: batch size %d", decision.reason, decision.batch_size)
 
     def _run_trial(self, job: JobRef, trial_id: int, decision: Decision, attempt: int,
                    train: TrainFunction) -> tuple[TrialReport, Any]:
@@ -277,7 +314,7 @@ class Engine:
                 "state is unchanged")
         self.store.finish_trial(trial_id, outcome,
                                 counts_as_observation(decision.phase, outcome.reached_target))
-        return TrialReport(trial_id, attempt, decision.phase, outcome), value
+        return TrialReport(trial_id, attempt, decision.phase, outcome, decision.budget), value
 
     def _say_if_limits_are_fixed(self) -> None:
         """Once per recurrence (a task): the GPUs' limits cannot be changed (a MIG instance,

@@ -98,7 +98,8 @@ def job_snapshot(state: JobState) -> JobSnapshot:
                        success_mean_cost={b: total / n for b, (total, n) in successes.items()},
                        evidence=state.evidence, excluded=state.excluded,
                        power_limits_w=state.device.power_limits_w,
-                       foreign_costs=foreign_costs, drift=drift)
+                       foreign_costs=foreign_costs, drift=drift, missed=state.missed,
+                       ledger=state.ledger)
 
 
 def _with_other_fleets(state: JobState, observations: Mapping[int, ArmStats],

@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import numpy as np
 
+from zeus_airflow.core.budget import CONFIDENCE_Z, affords, budget_status
 from zeus_airflow.core.config import JobConfig
 from zeus_airflow.core.domain import (
     ArmStats,
+    BudgetStatus,
     Decision,
     ExplorationStep,
     JobSnapshot,
@@ -190,6 +192,10 @@ class ZeusPolicy:
         self.fallback = fallback
 
     def decide(self, snapshot: JobSnapshot, rng: np.random.Generator) -> Decision:
+        return within_budget(snapshot, self._explore(snapshot, rng))
+
+    def _explore(self, snapshot: JobSnapshot, rng: np.random.Generator) -> Decision:
+        """What the paper's policy, with our edge cases, would run next, budget aside."""
         state = pruning_state(snapshot.config, snapshot.exploration)
         bound = bound_for(snapshot)
         if state.next_batch_size is not None:
@@ -214,7 +220,16 @@ class ZeusPolicy:
             # Every size in play failed in this recurrence. After a drift all of them can
             # exceed a bound measured before it, so run the cheapest to the end: the
             # recurrence still yields a model, and its full cost tells the window what changed.
-            return Decision(cheapest(snapshot, in_play), "sampling", final=True)
+            # Not one that missed the target within max epochs: on the same data it would
+            # miss again, at the same cost.
+            stopped = tuple(b for b in in_play if b not in snapshot.missed)
+            if not stopped:
+                raise NoFeasibleBatchSizeError(
+                    f"every batch size in play ({list(in_play)}) missed target_metric="
+                    f"{snapshot.config.target_metric} within max_epochs="
+                    f"{snapshot.config.max_epochs} in this recurrence; running one again on "
+                    "the same data would miss again")
+            return Decision(cheapest(snapshot, stopped), "sampling", final=True)
         if snapshot.excluded:
             # A retry: this recurrence already paid for a failed try. Deliver the model with
             # the size known to be cheapest among those left, rather than explore now.
@@ -225,6 +240,59 @@ class ZeusPolicy:
         phase: Phase = "sampling" if observed_here or choice not in snapshot.foreign_costs \
             else "calibrate"
         return Decision(choice, phase, early_stop_cost=bound(choice))
+
+
+EXPLORING_PHASES = ("pruning", "sampling", "calibrate")
+"""Phases whose decision may run a size other than the best known one: they spend budget."""
+
+
+def within_budget(snapshot: JobSnapshot, decision: Decision) -> Decision:
+    """``decision``, or the best known size instead (phase ``exploit``) when exploring would
+    take the job past its exploration budget (``core/budget.py``).
+
+    Exploring is a try of any size but the best known one (the cheapest mean of successful
+    runs; the default batch size until one has run). Its pessimistic cost: an arm with
+    successful runs costs its mean plus ``CONFIDENCE_Z`` run-to-run spreads, unless that
+    passes its early-stop bound; any other try may run to its bound and then leave the
+    recurrence to the best size. A try of a size the recurrence has to run (its last, or
+    a retry once the best size failed in it) is never held back."""
+    status = budget_status(snapshot.config, snapshot.ledger)
+    decision = replace(decision, budget=status)
+    if snapshot.config.exploration_budget is None or decision.phase not in EXPLORING_PHASES \
+            or decision.final:
+        return decision
+    best = best_success_size(snapshot)
+    if decision.batch_size == best or best in snapshot.excluded:
+        return decision
+    if status is not None and affords(status, upper_cost(snapshot, decision, best)):
+        return decision
+    return Decision(best, "exploit", early_stop_cost=bound_for(snapshot)(best), budget=status,
+                    reason=budget_reason(status, decision))
+
+
+def upper_cost(snapshot: JobSnapshot, decision: Decision, best: int) -> float:
+    """A pessimistic cost of ``decision``'s try, the best size's retry included when the
+    try may be early-stopped (see :func:`within_budget`); infinite when nothing bounds it."""
+    cv = pooled_cost_cv(snapshot.observations.values())
+    means = snapshot.success_mean_cost
+    bound = decision.early_stop_cost
+    mean = means.get(decision.batch_size)
+    if mean is not None and (bound is None or mean * (1 + CONFIDENCE_Z * cv) <= bound):
+        return mean * (1 + CONFIDENCE_Z * cv)
+    if bound is None or best not in means:
+        return math.inf
+    return bound + means[best] * (1 + CONFIDENCE_Z * cv)
+
+
+def budget_reason(status: BudgetStatus | None, wanted: Decision) -> str:
+    """Why a decision exploited, for the log and the summary line."""
+    if status is None:
+        return (f"exploration waits for the default batch size's first complete run (the "
+                f"budget's reference), so batch size {wanted.batch_size} ({wanted.phase}) is "
+                "not tried yet")
+    return (f"exploration budget: trying batch size {wanted.batch_size} ({wanted.phase}) "
+            f"could take the job past its budget ({status.left_runs():.2f} Default runs' "
+            "worth left), so the best known size runs")
 
 
 def bound_for(snapshot: JobSnapshot) -> Callable[[int], float | None]:
@@ -239,11 +307,34 @@ def bound_for(snapshot: JobSnapshot) -> Callable[[int], float | None]:
 
 # --- after pruning: which sizes are in play --------------------------------------------------
 def sizes_in_play(snapshot: JobSnapshot, state: PruningState) -> tuple[int, ...]:
-    """The sampling arms: the sizes that survived pruning, and those that earned another try.
-    Empty while pruning is still under way only if nothing survived a finished round."""
-    return tuple(b for b in snapshot.config.batch_sizes
-                 if b in state.survivors or earned_another_try(b, snapshot)
-                 or returned_after_drift(b, snapshot))
+    """The sampling arms: the sizes that survived pruning, those that earned another try,
+    and the walk's new frontier (:func:`frontier`). Empty while pruning is still under way
+    only if nothing survived a finished round."""
+    sizes = snapshot.config.batch_sizes
+    in_play = [b for b in sizes if b in state.survivors or earned_another_try(b, snapshot)
+               or returned_after_drift(b, snapshot)]
+    return tuple(b for b in sizes if b in in_play or b in frontier(snapshot, in_play))
+
+
+def frontier(snapshot: JobSnapshot, in_play: list[int]) -> set[int]:
+    """Sizes the pruning walk never reached that are next to a size in play which reached
+    the target: the walk stopped before them at a size that has since come back (a hard
+    day's miss, an early stop the bound outgrew), so the reason it stopped no longer holds.
+    Each is tried once, within the budget, like any untried arm; beyond it the walk goes on
+    only if it reaches the target too."""
+    sizes = sorted(snapshot.config.batch_sizes)
+    walked = {s.batch_size for s in snapshot.exploration}
+    stale = snapshot.drift.stale_mean if snapshot.drift else {}
+
+    def unreached(b: int) -> bool:
+        seen = snapshot.observations.get(b)
+        return b not in walked and (seen is None or seen.count == 0) and b not in stale
+
+    found: set[int] = set()
+    for at, b in enumerate(sizes):
+        if b in in_play and b in snapshot.success_mean_cost:
+            found.update(n for n in sizes[max(at - 1, 0):at + 2] if unreached(n))
+    return found
 
 
 def returned_after_drift(batch_size: int, snapshot: JobSnapshot) -> bool:
@@ -278,7 +369,8 @@ def earned_another_try(batch_size: int, snapshot: JobSnapshot) -> bool:
       noise of the best mean (:func:`settled_bound`: the bound was set by runs that now look
       lucky); each return needs the bound to grow again;
     * it missed the target (max epochs, or the function returned), and a later try of it
-      reached the target (a fallback run, say): it converges after all.
+      reached the target (a fallback run, say): it converges after all; or every miss was
+      in a recurrence whose data later runs showed to be hard (:func:`hard_recurrences`).
 
     A size dropped without failing (dominated, or never reached by the walk) stays dropped.
     """
@@ -286,9 +378,12 @@ def earned_another_try(batch_size: int, snapshot: JobSnapshot) -> bool:
     if not failures:
         return False
     evidence = snapshot.evidence.get(batch_size, SizeEvidence())
-    missed = [s.seq for s in failures if s.stop_reason != "early_stop"]
+    missed = [s for s in failures if s.stop_reason != "early_stop"]
     if missed:
-        return evidence.last_success_seq is not None and evidence.last_success_seq > max(missed)
+        if all(s.recurrence and s.recurrence in hard_recurrences(snapshot) for s in missed):
+            return True
+        last = max(s.seq for s in missed)
+        return evidence.last_success_seq is not None and evidence.last_success_seq > last
     if evidence.last_success_seq is not None:
         return True
     bound = settled_bound(snapshot)
@@ -298,6 +393,21 @@ def earned_another_try(batch_size: int, snapshot: JobSnapshot) -> bool:
         bound /= snapshot.drift.cost_ratio
     return (bound is not None and evidence.max_stop_bound is not None
             and bound > READMIT_GROWTH * evidence.max_stop_bound)
+
+
+def hard_recurrences(snapshot: JobSnapshot) -> set[str]:
+    """Recurrences whose misses later runs overturned: a size that missed the target in one
+    has reached it since. Its data was hard, so the other sizes that missed on it were
+    judged on that data, not on their merit: they earn another try too, and a job that
+    failed everything on one hard day does not fall back for good."""
+    hard = set()
+    for step in snapshot.exploration:
+        if step.succeeded or step.stop_reason == "early_stop" or not step.recurrence:
+            continue
+        later = snapshot.evidence.get(step.batch_size, SizeEvidence()).last_success_seq
+        if later is not None and later > step.seq:
+            hard.add(step.recurrence)
+    return hard
 
 
 def settled_bound(snapshot: JobSnapshot) -> float | None:

@@ -87,6 +87,8 @@ class TrainingRun:
         self._last_epoch: Measurement | None = None
         self._last_epoch_steps = 0
         self._steps_this_epoch = 0
+        self.steps_trained = 0
+        """Training steps so far, every epoch's."""
         self._last_epoch_profiled = False
         self._this_epoch_profiled = False
         self._in_epoch = False
@@ -173,6 +175,7 @@ class TrainingRun:
     def end_step(self, steps: int = 1) -> None:
         """``steps`` training steps finished (the profiler may switch the limit here)."""
         self._steps_this_epoch += steps
+        self.steps_trained += steps
         if self.profiler.is_profiling:
             self.profiler.on_steps_done(steps)
 
@@ -257,6 +260,7 @@ class TrainingRun:
             profile_unfinished=self.profiler.profile_unfinished,
             cpu_energy_j=total.cpu_energy_j,
             dram_energy_j=total.dram_energy_j,
+            default_cost=self._cost_at_max_power(total),
         )
 
     def cost_of(self, measurement: Measurement) -> float:
@@ -268,6 +272,20 @@ class TrainingRun:
         return zeus_cost(energy_j, measurement.time_s, self.config.eta, self._max_power_w)
 
     # --- internals ---------------------------------------------------------------------------
+    def _cost_at_max_power(self, total: Measurement) -> float:
+        """``RunOutcome.default_cost``: the steps trained, at the per-step cost the profile
+        measured at the highest candidate limit, plus the host's part as measured (it does
+        not depend on the GPUs' limit). The measured cost itself when no limit was changed
+        (measure mode, a fallback) or nothing priced the maximum."""
+        cost = self.cost_of(total)
+        profile = self.profiler.profile
+        at_max = profile.measurements.get(max(profile.candidates_w, default=0))
+        if self.profiler.mode == "measure" or at_max is None or self.steps_trained == 0:
+            return cost
+        host = cost - self.cost_of(Measurement(total.time_s, total.energy_j))
+        return at_max.cost_per_step(self.config.eta, self._max_power_w) * self.steps_trained \
+            + host
+
     def _stop_between_epochs(self) -> StopReason | None:
         if self.reached_target:
             return "target"

@@ -18,7 +18,7 @@ XCOM_KEYS: tuple[str, ...] = ("batch_size", "power_limit_w", "energy_j", "time_s
                               "epochs", "reached_target", "tries", "phase", "measurement",
                               "setup_energy_j", "setup_time_s", "optimal_power_limit_w",
                               "would_save_energy_j", "would_save_time_s", "cpu_energy_j",
-                              "dram_energy_j")
+                              "dram_energy_j", "default_cost", "budget_left_runs")
 """Keys the operator pushes for every run, besides ``return_value``."""
 CARBON_XCOM_KEYS: tuple[str, ...] = ("carbon_zone", "emissions_g", "energy_cost",
                                      "carbon_intensity_g_per_kwh", "carbon_provenance",
@@ -33,7 +33,9 @@ def xcom_values(result: RecurrenceResult) -> dict[str, Any]:
     ``cost_includes_cpu``); batch size, power limit (W) and phase of the last try
     (``fallback``: no size was left in play, it trained as without Zeus). In observe mode,
     ``would_save_*`` say what training at ``optimal_power_limit_w`` would have saved (None in
-    the other modes)."""
+    the other modes). ``default_cost``: the same steps priced at the maximum power limit;
+    ``budget_left_runs``: the exploration budget left after the run, in Default runs' worth
+    (phase ``exploit``: exploring would have spent more than was left)."""
     return {
         "batch_size": result.batch_size,
         "power_limit_w": result.power_limit_w,
@@ -52,6 +54,8 @@ def xcom_values(result: RecurrenceResult) -> dict[str, Any]:
         "would_save_time_s": result.would_save_time_s,
         "cpu_energy_j": result.cpu_energy_j,
         "dram_energy_j": result.dram_energy_j,
+        "default_cost": result.default_cost,
+        "budget_left_runs": result.budget_left_runs,
     }
 
 
@@ -89,6 +93,7 @@ def unrecorded_xcom_values(outcome: RunOutcome, measurement: Measurement) -> dic
         "would_save_time_s": outcome.observer and outcome.observer.would_save_time_s,
         "cpu_energy_j": outcome.cpu_energy_j,
         "dram_energy_j": outcome.dram_energy_j,
+        "default_cost": outcome.default_cost,
     }
 
 
@@ -108,6 +113,9 @@ def summary_line(result: RecurrenceResult, footprint: RunCarbon | None = None) -
         parts.append(f"setup {show_time(result.setup_time_s)} not in cost")
     if result.fell_back:
         parts.append("fallback: no batch size left to try")
+    budget = show_budget(result)
+    if budget:
+        parts.append(budget)
     if not result.reached_target:
         parts.append("target not reached")
     if result.profile_unfinished:
@@ -118,6 +126,18 @@ def summary_line(result: RecurrenceResult, footprint: RunCarbon | None = None) -
                                   result.would_save_energy_j, result.would_save_time_s))
     line = " · ".join(parts)
     return line if result.measurement == "measured" else f"{line} ({result.measurement})"
+
+
+def show_budget(result: RecurrenceResult) -> str | None:
+    """E.g. ``exploited: exploration budget spent (0.4 Default runs left)`` or ``budget
+    1.8 Default runs left``; None without a budget."""
+    left = result.budget_left_runs
+    if left is None:
+        return None
+    if result.exploited_for_budget:
+        return (f"exploited: exploring would have spent more than the exploration budget "
+                f"left ({left:.1f} Default runs' worth)")
+    return f"exploration budget {left:.1f} Default runs' worth left"
 
 
 def show_carbon(footprint: RunCarbon) -> str:

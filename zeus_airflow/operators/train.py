@@ -40,6 +40,7 @@ from zeus_airflow.core.config import (
     DEFAULT_CARBON_WEIGHT,
     DEFAULT_DRIFT_DETECTION,
     DEFAULT_ETA,
+    DEFAULT_EXPLORATION_BUDGET,
     DEFAULT_FALLBACK_G_PER_KWH,
     DEFAULT_MAX_SLOWDOWN,
     DEFAULT_PROFILE_STEPS,
@@ -95,6 +96,11 @@ class ZeusTrainOperator(BaseOperator):
         what came before it (data drift; docs/drift.md).
     :param max_tries: tries within one task run when batch sizes fail (default: one per batch
         size, plus a last run of the cheapest without the early-stop bound).
+    :param exploration_budget: the job's cumulative cost stays within ``1 +`` this fraction
+        of what the Default configuration (``default_batch_size`` at the maximum power limit)
+        would have cost over the same runs: a size is explored only when a pessimistic
+        estimate of its cost fits, else the best known one runs (phase ``exploit``). None
+        explores as the paper does, without a budget.
     :param job_id: the job's name in the store (default ``<dag_id>.<task_id>``, and
         ``<dag_id>.<task_id>[<label>]`` for each mapped instance). Templated.
     :param device: ``auto`` (the NVIDIA GPUs the task sees), ``nvml:<i>,<j>``,
@@ -165,6 +171,7 @@ class ZeusTrainOperator(BaseOperator):
         window_size: int | None = None,
         drift_detection: bool = DEFAULT_DRIFT_DETECTION,
         max_tries: int | None = None,
+        exploration_budget: float | None = DEFAULT_EXPLORATION_BUDGET,
         job_id: str | None = None,
         device: str = "auto",
         train_kwargs: Mapping[str, Any] | None = None,
@@ -203,6 +210,7 @@ class ZeusTrainOperator(BaseOperator):
         self.window_size = window_size
         self.drift_detection = drift_detection
         self.max_tries = max_tries
+        self.exploration_budget = exploration_budget
         self.job_id = job_id
         self.device = device
         self.train_kwargs = check_kwargs("train_kwargs", train_kwargs)
@@ -756,6 +764,7 @@ def _job_config(values: Mapping[str, Any], job_id: str) -> JobConfig:
         window_size=values["window_size"],
         drift_detection=values["drift_detection"],
         max_tries=values["max_tries"],
+        exploration_budget=values["exploration_budget"],
         cost_includes_cpu=values["cost_includes_cpu"],
         profiler=ProfilerConfig(
             warmup_steps=values["warmup_steps"], profile_steps=values["profile_steps"],

@@ -19,6 +19,7 @@ from zeus_airflow.core.config import (
     DEFAULT_BETA,
     DEFAULT_DRIFT_DETECTION,
     DEFAULT_ETA,
+    DEFAULT_EXPLORATION_BUDGET,
     JobConfig,
 )
 from zeus_airflow.core.cost import zeus_cost
@@ -46,6 +47,8 @@ class SimulationSpec:
     recurrences: int | None = None
     """None: 2 x |batch sizes| x |power limits|, as in the paper."""
     drift_detection: bool = DEFAULT_DRIFT_DETECTION
+    exploration_budget: float | None = DEFAULT_EXPLORATION_BUDGET
+    """None: explore as the paper does, without a budget."""
 
 
 @dataclass(frozen=True)
@@ -147,6 +150,7 @@ def job_config(trace: WorkloadTrace, spec: SimulationSpec) -> JobConfig:
         target_metric=workload.target_metric, max_epochs=workload.max_epochs,
         higher_is_better=workload.higher_is_better, eta=spec.eta, beta=spec.beta,
         window_size=spec.window, drift_detection=spec.drift_detection,
+        exploration_budget=spec.exploration_budget,
     )
 
 
@@ -171,6 +175,7 @@ def simulate(spec: SimulationSpec) -> SimulationResult:
                               oracle(trace, spec.eta))
     started = time.perf_counter()
     for index in range(recurrences):
+        train.recurrence = index
         result.record(engine.run_recurrence(train, RecurrenceKey(f"recurrence-{index}")))
     result.wall_s = time.perf_counter() - started
     return result

@@ -7,6 +7,8 @@ store, the policy, the profiler, the engine and the reports all build on it.
 from zeus_airflow.core.domain.carbon import RunCarbon
 from zeus_airflow.core.domain.decision import (
     ArmStats,
+    BudgetLedger,
+    BudgetStatus,
     Decision,
     DriftFound,
     ExplorationStep,
@@ -39,7 +41,8 @@ from zeus_airflow.core.domain.trials import (
 )
 
 __all__ = ["EXPLORATION_PHASES", "LIVE_STATUSES", "REPLACED_STATUSES", "TRANSITIONS",
-           "VOID_STATUSES", "ArmStats", "Decide", "Decision", "DeviceInfo", "DriftFound",
+           "VOID_STATUSES", "ArmStats", "BudgetLedger", "BudgetStatus", "Decide", "Decision",
+           "DeviceInfo", "DriftFound",
            "ExplorationStep", "FleetKey", "ForeignObservation", "JobRef", "JobSnapshot",
            "JobState", "Observed", "ObserverReport", "Phase", "PowerProfile", "RecurrenceKey",
            "RunCarbon", "RunOutcome", "SizeEvidence", "StopReason", "Successes", "TrainingFigures",

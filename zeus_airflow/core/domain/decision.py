@@ -56,6 +56,47 @@ class ExplorationStep:
     stop_reason: str | None = None
     early_stop_cost: float | None = None
     """The bound it ran under (None: unbounded)."""
+    recurrence: str = ""
+    """Which recurrence (Airflow task instance) it ran in: steps that share one ran on the
+    same data."""
+
+
+@dataclass(frozen=True)
+class BudgetLedger:
+    """The exploration budget's books for one job on one GPU setup (``core/budget.py``).
+    Costs in the job's cost units."""
+
+    spent_cost: float = 0.0
+    """Cost of every try so far, the current recurrence's included."""
+    recurrences: int = 0
+    """Recurrences begun, the current one included."""
+    default_costs: tuple[float, ...] = ()
+    """What the default batch size's latest complete runs (to the target or to max epochs)
+    would have cost at the GPUs' maximum power limit, oldest first: samples of what a
+    recurrence costs the Default configuration."""
+    known_default_cost: float = 0.0
+    """Default's cost of the recurrences in which the default batch size ran to its end: it
+    trained on the same data, so what it would have cost at the maximum limit is known."""
+    known_recurrences: int = 0
+    """How many recurrences ``known_default_cost`` covers."""
+
+
+@dataclass(frozen=True)
+class BudgetStatus:
+    """Where the budget stood when a decision was made. Costs in the job's cost units."""
+
+    allowance: float
+    """(1 + exploration_budget) x the Default configuration's estimated cost (its lower
+    bound) over the recurrences begun, the current one included."""
+    spent: float
+    """What the job had spent, the current recurrence's earlier tries included."""
+    default_cost: float
+    """The Default configuration's estimated cost of one recurrence (its lower bound)."""
+
+    def left_runs(self, also_spent: float = 0.0) -> float:
+        """The budget left after ``also_spent`` more, in Default runs' worth (negative: over
+        budget)."""
+        return (self.allowance - self.spent - also_spent) / self.default_cost
 
 
 @dataclass(frozen=True)
@@ -110,6 +151,11 @@ class JobSnapshot:
     drift: DriftFound | None = None
     """With drift detection, a change found in the job's costs; the observations and success
     means above then hold only what still describes the data."""
+    missed: frozenset[int] = frozenset()
+    """Of ``excluded``, the sizes that missed the target within max epochs (or returned
+    without reaching it) in this recurrence: run again on the same data, they would miss again."""
+    ledger: BudgetLedger = field(default_factory=BudgetLedger)
+    """The exploration budget's books (``config.exploration_budget``)."""
 
 
 @dataclass(frozen=True)
@@ -125,3 +171,6 @@ class Decision:
     """The recurrence's last try whatever it reaches: no other size is left for it."""
     reason: str | None = None
     """Why, for the log, when the decision is not the usual one (``fallback``)."""
+    budget: BudgetStatus | None = field(default=None, compare=False)
+    """The exploration budget when it was decided (None: the job has no budget, or no
+    estimate of the Default configuration's cost yet)."""

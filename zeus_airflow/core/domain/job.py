@@ -14,7 +14,13 @@ from typing import TYPE_CHECKING
 
 from zeus_airflow.core.config import JobConfig
 from zeus_airflow.core.devices.base import Measurement
-from zeus_airflow.core.domain.decision import ArmStats, Decision, ExplorationStep, SizeEvidence
+from zeus_airflow.core.domain.decision import (
+    ArmStats,
+    BudgetLedger,
+    Decision,
+    ExplorationStep,
+    SizeEvidence,
+)
 from zeus_airflow.core.domain.outcome import PowerProfile
 
 if TYPE_CHECKING:
@@ -97,6 +103,11 @@ class JobState:
     """Every power profile of the job, by GPU setup and batch size."""
     foreign: tuple[ForeignObservation, ...]
     """Observed costs on other GPU setups, newest first (none when the job never moved)."""
+    missed: frozenset[int] = frozenset()
+    """Of ``excluded``, the sizes that missed the target within max epochs in this
+    recurrence."""
+    ledger: BudgetLedger = field(default_factory=BudgetLedger)
+    """The exploration budget's books on this GPU setup."""
     history: Mapping[int, tuple[Observed, ...]] = field(default_factory=dict)
     """With drift detection: per batch size, the costs in ``observations`` one by one, oldest
     first (at most ``DRIFT_MEMORY``), for the engine to look for change points in."""

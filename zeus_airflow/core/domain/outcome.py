@@ -56,6 +56,11 @@ class RunOutcome:
     In the cost only when the job sets ``cost_includes_cpu``."""
     dram_energy_j: float | None = None
     """The host's DRAM energy over the same training (RAPL), J; None: not measured."""
+    default_cost: float | None = None
+    """What the same training steps would have cost at the GPUs' maximum power limit, the
+    Default configuration's (job cost units), priced from the size's power profile; the
+    measured cost where no limit was changed. For a try of the default batch size that ran
+    to its end, what the recurrence would have cost without Zeus."""
 
 
 @dataclass

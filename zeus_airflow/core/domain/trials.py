@@ -177,3 +177,8 @@ class TrialRecord(TrainingFigures):
     """The host's CPU package energy over training (RAPL), J; None: not measured."""
     dram_energy_j: float | None = None
     """The host's DRAM energy over training (RAPL), J; None: not measured."""
+    default_cost: float | None = None
+    """What its training steps would have cost at the maximum power limit (cost units)."""
+    budget_left_runs: float | None = None
+    """The exploration budget left when it was decided, in Default runs' worth (None: no
+    budget, or no estimate of Default's cost yet)."""

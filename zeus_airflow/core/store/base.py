@@ -80,11 +80,13 @@ class Store(Protocol):
 
     def begin_trial(self, job: JobRef, key: RecurrenceKey, attempt: int, decide: Decide,
                     device: DeviceInfo, excluded: frozenset[int],
-                    heartbeat_s: float | None = None) -> TrialStart:
+                    heartbeat_s: float | None = None, *,
+                    missed: frozenset[int] = frozenset()) -> TrialStart:
         """One unit of work: lock the job, read its state for ``device``, let ``decide``
         (the engine's) turn it into a decision, and register the trial as running, all in
         one transaction. The trial expires after a few missed heartbeats (``heartbeat_s``
-        apart; None: a long flat lease).
+        apart; None: a long flat lease). ``excluded``: sizes that failed in this recurrence;
+        ``missed``: those of them that missed the target within max epochs.
 
         ``decide`` gets ``numpy.random.default_rng([job seed, decision number])``, so a seeded
         job decides the same way whichever worker decides. It may be called more than once:

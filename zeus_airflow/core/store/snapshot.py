@@ -34,6 +34,7 @@ from zeus_airflow.core.cost import LimitMeasurement
 from zeus_airflow.core.domain import (
     EXPLORATION_PHASES,
     ArmStats,
+    BudgetLedger,
     DeviceInfo,
     ExplorationStep,
     FleetKey,
@@ -42,6 +43,7 @@ from zeus_airflow.core.domain import (
     JobState,
     Observed,
     PowerProfile,
+    RecurrenceKey,
     SizeEvidence,
 )
 from zeus_airflow.core.domain.trials import STARTED, WALK_STATUSES
@@ -56,9 +58,29 @@ _job: BindParameter[int] = bindparam("job_key", type_=Integer)
 _EXPLORATION = select(
     trials.c.decision_seq, trials.c.status, trials.c.batch_size, trials.c.reached_target,
     trials.c.cost, trials.c.power_limit_w, trials.c.stop_reason, trials.c.early_stop_cost,
+    trials.c.dag_id, trials.c.task_id, trials.c.run_id, trials.c.map_index,
 ).where(trials.c.job_pk == _job, trials.c.phase.in_(EXPLORATION_PHASES))
 _HERE = (trials.c.gpu_model == bindparam("gpu_model"),
          trials.c.gpu_count == bindparam("gpu_count"))
+# The exploration budget's books (core/budget.py): what the job spent on this GPU setup, in
+# how many recurrences, and what the default batch size's complete runs cost at full power.
+_RECURRENCE = (trials.c.dag_id, trials.c.task_id, trials.c.run_id, trials.c.map_index)
+_SPENT = select(func.coalesce(func.sum(trials.c.cost), 0.0)).where(
+    trials.c.job_pk == _job, *_HERE)
+_RECURRENCES = select(func.count()).select_from(
+    select(*_RECURRENCE).where(trials.c.job_pk == _job, *_HERE).distinct().subquery())
+_IN_RECURRENCE = select(trials.c.id).where(
+    trials.c.job_pk == _job, *_HERE, trials.c.dag_id == bindparam("ti_dag"),
+    trials.c.task_id == bindparam("ti_task"), trials.c.run_id == bindparam("ti_run"),
+    trials.c.map_index == bindparam("ti_map_index")).limit(1)
+_DEFAULT_RUN = (trials.c.job_pk == _job, *_HERE, trials.c.batch_size == bindparam("b0"),
+                trials.c.stop_reason.in_(("target", "max_epochs")),
+                trials.c.status.in_(WALK_STATUSES))
+_DEFAULT_COST = func.coalesce(trials.c.default_cost, trials.c.cost)
+_DEFAULT_COSTS = (select(_DEFAULT_COST).where(*_DEFAULT_RUN)
+                  .order_by(trials.c.id.desc()).limit(DRIFT_MEMORY))
+_KNOWN_DEFAULT = select(func.coalesce(func.sum(_DEFAULT_COST), 0.0), func.count()).where(
+    *_DEFAULT_RUN)
 _SUCCESS_COST = case((trials.c.reached_target, trials.c.cost))
 _ARM_TOTALS = select(
     trials.c.batch_size, func.count(), func.avg(trials.c.cost),
@@ -103,14 +125,16 @@ def _arm_windows(arms: int) -> Select[Any]:
 
 
 def read_state(conn: Connection, job: JobRef, device: DeviceInfo,
-               excluded: frozenset[int]) -> JobState:
-    """The job's state as one decision on ``device`` reads it (inside its transaction)."""
+               excluded: frozenset[int], *, missed: frozenset[int] = frozenset(),
+               key: RecurrenceKey | None = None) -> JobState:
+    """The job's state as one decision on ``device`` reads it (inside its transaction), in
+    the recurrence ``key`` (None: a recurrence not begun yet)."""
     config = job.config
     params = dict(job_key=job.id)
     rows = sorted(conn.execute(_EXPLORATION, params).all(), key=lambda r: r.decision_seq)
     exploration = tuple(ExplorationStep(r.batch_size, bool(r.reached_target), r.cost,
                                         r.power_limit_w, r.decision_seq, r.stop_reason,
-                                        r.early_stop_cost)
+                                        r.early_stop_cost, _recurrence_name(r))
                         for r in rows if r.status in WALK_STATUSES)
     in_flight = tuple(r.batch_size for r in rows if r.status == STARTED)
     here = dict(job_key=job.id, gpu_model=device.model, gpu_count=device.count)
@@ -133,7 +157,27 @@ def read_state(conn: Connection, job: JobRef, device: DeviceInfo,
     return JobState(job=job, device=device, excluded=excluded, exploration=exploration,
                     in_flight=in_flight, observations=observations, successes=successes,
                     evidence=_evidence(conn, job.id, exploration), profiles=profiles,
-                    foreign=_foreign(conn, job, device, profiles), history=history)
+                    foreign=_foreign(conn, job, device, profiles), history=history,
+                    missed=missed, ledger=_ledger(conn, here, config.default_batch_size, key))
+
+
+def _recurrence_name(row: Any) -> str:
+    return f"{row.dag_id}/{row.task_id}/{row.run_id}/{row.map_index}"
+
+
+def _ledger(conn: Connection, here: dict[str, Any], default_batch_size: int,
+            key: RecurrenceKey | None) -> BudgetLedger:
+    recurrences = conn.execute(_RECURRENCES, here).scalar() or 0
+    begun = key is not None and conn.execute(_IN_RECURRENCE, dict(
+        here, ti_dag=key.dag_id, ti_task=key.task_id, ti_run=key.run_id,
+        ti_map_index=key.map_index)).first() is not None
+    default_runs = dict(here, b0=default_batch_size)
+    defaults = conn.execute(_DEFAULT_COSTS, default_runs).scalars()
+    known_cost, known = conn.execute(_KNOWN_DEFAULT, default_runs).one()
+    return BudgetLedger(spent_cost=float(conn.execute(_SPENT, here).scalar() or 0.0),
+                        recurrences=recurrences + (0 if begun else 1),
+                        default_costs=tuple(reversed([float(c) for c in defaults])),
+                        known_default_cost=float(known_cost), known_recurrences=int(known))
 
 
 Successes = dict[int, tuple[float, int]]

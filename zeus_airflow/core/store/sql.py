@@ -270,7 +270,8 @@ class SQLStore:
     # --- trials ------------------------------------------------------------------------------
     def begin_trial(self, job: JobRef, key: RecurrenceKey, attempt: int, decide: Decide,
                     device: DeviceInfo, excluded: frozenset[int],
-                    heartbeat_s: float | None = None) -> TrialStart:
+                    heartbeat_s: float | None = None, *,
+                    missed: frozenset[int] = frozenset()) -> TrialStart:
         def begin(conn: Connection) -> TrialStart:
             now = _now()
             claimed = conn.execute(_CLAIM_DECISION, dict(job_key=job.id)).first()
@@ -282,7 +283,7 @@ class SQLStore:
             conn.execute(_SUPERSEDE, dict(
                 job_key=job.id, ti_dag=key.dag_id, ti_task=key.task_id, ti_run=key.run_id,
                 ti_map_index=key.map_index, ti_try=key.try_number, ti_attempt=attempt))
-            state = read_state(conn, job, device, excluded)
+            state = read_state(conn, job, device, excluded, missed=missed, key=key)
             decision = decide(state, np.random.default_rng([seed, seq]))
             trial_id = _inserted_id(conn.execute(_INSERT_TRIAL, dict(
                 job_pk=job.id, decision_seq=seq, dag_id=key.dag_id, task_id=key.task_id,
@@ -291,7 +292,8 @@ class SQLStore:
                 batch_size=decision.batch_size, power_limit_w=decision.power_limit_w,
                 observed=False, measurement=device.measurement, gpu_model=device.model,
                 gpu_count=device.count, started_at=now, heartbeat_at=now,
-                expires_at=now + self._lease(heartbeat_s))))
+                expires_at=now + self._lease(heartbeat_s),
+                budget_left_runs=decision.budget and decision.budget.left_runs())))
             return TrialStart(trial_id, decision)
 
         # Not durable: a decision undone by a database crash is made again, and its worker's
@@ -486,7 +488,8 @@ def _measured(outcome: RunOutcome) -> dict[str, Any]:
                 optimal_power_limit_w=outcome.optimal_power_limit_w,
                 would_save_energy_j=outcome.observer and outcome.observer.would_save_energy_j,
                 would_save_time_s=outcome.observer and outcome.observer.would_save_time_s,
-                cpu_energy_j=outcome.cpu_energy_j, dram_energy_j=outcome.dram_energy_j)
+                cpu_energy_j=outcome.cpu_energy_j, dram_energy_j=outcome.dram_energy_j,
+                default_cost=outcome.default_cost)
 
 
 def _lease(row: Any) -> Lease:

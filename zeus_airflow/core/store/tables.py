@@ -24,7 +24,7 @@ from sqlalchemy import (
 from zeus_airflow.core.config import JOB_ID_MAX_LENGTH
 from zeus_airflow.core.domain.trials import LIVE_STATUSES
 
-SCHEMA_VERSION = "0005"
+SCHEMA_VERSION = "0006"
 """Alembic revision the code expects; bump it with every migration."""
 
 metadata = MetaData()
@@ -113,6 +113,10 @@ trials = Table(
     Column("unshifted_intensity_g_per_kwh", Float,
            comment="forecast gCO2e/kWh had the recurrence started when planned"),
     Column("start_reason", Text, comment="why the start was chosen"),
+    Column("default_cost", Float,
+           comment="what the try's training steps would have cost at the maximum power limit"),
+    Column("budget_left_runs", Float,
+           comment="exploration budget left when the try was decided, in Default runs"),
     UniqueConstraint("job_pk", "decision_seq", name="uq_zeus_trials_decision"),
 )
 _LIVE = trials.c.status.in_(LIVE_STATUSES)

@@ -1,0 +1,58 @@
+"""The exploration budget: a conservative bandit's books (docs/algorithm.md, "The budget").
+
+Wu, Shariff, Lattimore and Szepesvári ("Conservative Bandits", ICML 2016) keep a learner's
+cumulative reward above ``(1 - alpha)`` times what a known baseline would have earned, by
+playing an exploratory arm only when a pessimistic estimate of it keeps the books in credit,
+and the baseline otherwise. Here the baseline is the Default configuration (the default batch
+size at the GPUs' maximum power limit, what the DAG does without Zeus) and the reward a cost:
+a job's cumulative cost stays within ``(1 + exploration_budget)`` times Default's over the
+same recurrences.
+
+Default's cost of a recurrence in which the default batch size ran to its end is known: the
+same steps on the same data, priced at the maximum limit (``RunOutcome.default_cost``). For
+the other recurrences it is estimated from those runs and taken at its lower confidence bound;
+exploring is allowed when the explored try's upper cost bound still fits. Savings earned
+(a better power limit, a cheaper size) widen the budget; a dear exploration narrows it.
+Everything here is arithmetic on the store's :class:`BudgetLedger`; which decision counts as
+exploration, and its upper cost, is the policy's (``core/policy.py``, ``within_budget``).
+"""
+
+from __future__ import annotations
+
+import math
+
+from zeus_airflow.core.config import JobConfig
+from zeus_airflow.core.domain import ArmStats, BudgetLedger, BudgetStatus
+from zeus_airflow.core.posterior import pooled_cost_cv
+
+CONFIDENCE_Z = 1.0
+"""Standard deviations between an estimate and the bound the books use: Default's cost is
+taken this far below its mean (per recurrence, its standard error), an explored size's cost
+this far above its mean (per run, its spread)."""
+
+
+def default_cost_bound(ledger: BudgetLedger) -> float | None:
+    """A lower confidence bound of the Default configuration's cost of one recurrence; None
+    before the default batch size has run to its end once."""
+    if not ledger.default_costs:
+        return None
+    stats = ArmStats.of(ledger.default_costs)
+    spread = pooled_cost_cv([stats]) / math.sqrt(stats.count)
+    return stats.mean * max(1.0 - CONFIDENCE_Z * spread, 0.0)
+
+
+def budget_status(config: JobConfig, ledger: BudgetLedger) -> BudgetStatus | None:
+    """Where the job's budget stands; None without a budget or before Default's cost is
+    estimated (then only the default batch size may run: it is Default's own choice)."""
+    default = default_cost_bound(ledger)
+    if config.exploration_budget is None or not default:
+        return None
+    unknown = max(ledger.recurrences - ledger.known_recurrences, 0)
+    allowance = (1.0 + config.exploration_budget) * (ledger.known_default_cost
+                                                     + unknown * default)
+    return BudgetStatus(allowance, ledger.spent_cost, default)
+
+
+def affords(status: BudgetStatus, upper_cost: float) -> bool:
+    """Whether a try whose cost is at most ``upper_cost`` keeps the job within its budget."""
+    return status.spent + upper_cost <= status.allowance
