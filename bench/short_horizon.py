@@ -39,9 +39,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from simulate_sweep import GPUS, UPSTREAM_REGRET, WORKLOADS
 
 SEEDS = (1, 2, 3, 4, 5)
-ARMS = {"budget": 0.1, "no budget": None}
+ARMS = {"budget": DEFAULT_EXPLORATION_BUDGET, "no budget": None}
 """The Zeus paths compared: the exploration budget as the operator sets it, and none."""
-MAX_RATIO = 1.1
+MAX_RATIO = 1.0 + DEFAULT_EXPLORATION_BUDGET
 MAX_GEOMEAN = 0.7
 MAX_LAST5_GAP = 0.03
 COLUMNS = ["arm", "gpu", "workload", "seed", "recurrences", "max_ratio", "max_ratio_run",

@@ -409,6 +409,7 @@ def test_default_policy_runs_b0_at_max_power() -> None:
     snapshot = JobSnapshot(config((8, 16), 16), power_limits_w=(250, 200, 150))
     decision = DefaultPolicy().decide(snapshot, np.random.default_rng(0))
     assert (decision.batch_size, decision.power_limit_w) == (16, 250)
+    assert decision.final  # the DAG without Zeus runs once, target reached or not
 
 
 def test_grid_search_visits_every_limit_then_exploits_the_cheapest_pair() -> None:

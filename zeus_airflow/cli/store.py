@@ -44,6 +44,10 @@ CARBON_TABLE_COLUMNS = ("carbon_zone", "emissions_g", "carbon_provenance", "star
 """Shown after ``cost`` when a listed trial has carbon figures (a task with a carbon_zone):
 gCO2e, where the intensity came from, the carbon-aware start's delay in s and the gCO2e it
 expected."""
+BUDGET_COLUMNS = ("default_cost", "budget_left_runs")
+"""Added after ``cost`` when a listed trial ran under an exploration budget: what its steps
+would have cost at the maximum power limit, and the budget left when it was decided (in
+Default runs' worth; phase ``exploit``: exploring did not fit)."""
 OBSERVE_COLUMNS = ("optimal_power_limit_w", "would_save_energy_j", "would_save_time_s")
 """Added to the table when a trial ran in observe mode: the optimum it found, and what
 training there would have saved."""
@@ -162,6 +166,9 @@ def _runs(args: argparse.Namespace) -> int:
     if any(row["carbon_zone"] for row in rows):
         at = columns.index("cost") + 1
         columns = (*columns[:at], *CARBON_TABLE_COLUMNS, *columns[at:])
+    if any(row["budget_left_runs"] is not None for row in rows):
+        at = columns.index("cost") + 1
+        columns = (*columns[:at], *BUDGET_COLUMNS, *columns[at:])
     observed = [row for row in rows if row["would_save_energy_j"] is not None]
     if observed:
         columns = (*columns, *OBSERVE_COLUMNS)

@@ -35,7 +35,7 @@ DEFAULT_WARMUP_STEPS = 10
 DEFAULT_PROFILE_STEPS = 40
 DEFAULT_MAX_SLOWDOWN = 1.1
 DEFAULT_DRIFT_DETECTION = True
-DEFAULT_EXPLORATION_BUDGET: float | None = None
+DEFAULT_EXPLORATION_BUDGET = 0.1
 """The job's cumulative cost stays within (1 + this) x what the Default configuration (the
 default batch size at the maximum power limit) would have cost over the same runs
 (core/budget.py)."""

@@ -559,7 +559,9 @@ class DefaultPolicy:
 
     def decide(self, snapshot: JobSnapshot, rng: np.random.Generator) -> Decision:
         limit = max(snapshot.power_limits_w) if snapshot.power_limits_w else None
-        return Decision(snapshot.config.default_batch_size, "default", power_limit_w=limit)
+        # The DAG without Zeus runs once a recurrence, whether or not it reaches the target.
+        return Decision(snapshot.config.default_batch_size, "default", power_limit_w=limit,
+                        final=True)
 
 
 class GridSearchPolicy:

@@ -11,8 +11,10 @@ play. ``calibrate``: the first run of a surviving size on a GPU model the job ha
 on, whose observations from other models cannot be translated before it is profiled here.
 ``concurrent``: pruning was busy elsewhere, so the best size known so far ran. ``fallback``:
 no batch size is left in play; the best known one trains as it would without Zeus (the GPU's
-current limit, no early-stop bound), so the pipeline still gets its model. ``default``,
-``grid``, ``exploit``: the simulator's baselines."""
+current limit, no early-stop bound), so the pipeline still gets its model. ``exploit``:
+exploring would have taken the job past its exploration budget, so the best known size ran
+(``core/budget.py``); also the grid-search baseline's phase once its grid is done.
+``default``, ``grid``: the simulator's baselines."""
 
 EXPLORATION_PHASES: tuple[Phase, ...] = ("pruning", "grid")
 """Phases whose trials are steps of an exploration walk: judged by whether they reached the

@@ -145,8 +145,9 @@ class RunRecord(TrainingFigures):
     raised), invalid (it broke its contract), expired."""
     phase: str
     """The decision's: pruning, sampling, concurrent (pruning was busy elsewhere), calibrate
-    (a size's first run on another GPU model) or fallback (no size left in play: trained as
-    without Zeus)."""
+    (a size's first run on another GPU model), exploit (exploring would have gone over the
+    exploration budget: the best known size ran) or fallback (no size left in play: trained
+    as without Zeus)."""
     measurement: Measurement
     """measured (a real GPU), replayed (the paper's traces) or simulated (a power model)."""
     gpu_model: str
@@ -168,6 +169,12 @@ class RunRecord(TrainingFigures):
     part of ``cost`` unless the job sets cost_includes_cpu. None: not measured."""
     dram_energy_j: float | None = None
     """J, the host's DRAM (RAPL) over every try's training. None: not measured."""
+    default_cost: float | None = None
+    """What every try's training steps would have cost at the maximum power limit (cost
+    units): for a run of the default batch size, its cost without Zeus."""
+    budget_left_runs: float | None = None
+    """The exploration budget left when the last try was decided, in Default runs' worth;
+    None without a budget."""
     carbon_zone: str | None = None
     """Grid zone of the carbon figures; None: the task had no carbon_zone."""
     emissions_g: float | None = None

@@ -23,7 +23,7 @@ broke its contract."""
 SHOWN = trials.c.status.in_(SHOWN_STATUSES)
 
 SUMMED = ("energy_j", "time_s", "cost", "epochs", "setup_energy_j", "setup_time_s",
-          "emissions_g", "energy_cost", "cpu_energy_j", "dram_energy_j")
+          "emissions_g", "energy_cost", "cpu_energy_j", "dram_energy_j", "default_cost")
 """A run's figures: the sum over its finished tries."""
 SUMMED_WHERE_KNOWN = ("would_save_energy_j", "would_save_time_s")
 """Observe mode's estimates: the sum over the tries that made one (None when none did)."""
