@@ -89,8 +89,9 @@ def make_rig(count: int = 1, *, spec: FakeGPUSpec | None = None,
 
 def job_config(mode: str = "optimize", selector: str = "zeus", *, eta: float = 0.5,
                max_slowdown: float = 1.1, max_epochs: int = 10) -> JobConfig:
+    # Windows by steps only (no seconds), so that each slice's steps are known in advance.
     profiler = ProfilerConfig(warmup_steps=WARMUP_STEPS, profile_steps=PROFILE_STEPS,
-                              mode=mode, selector=selector,  # type: ignore[arg-type]
+                              warmup_s=0.0, profile_s=0.0, mode=mode, selector=selector,  # type: ignore[arg-type]
                               max_slowdown=max_slowdown)
     return JobConfig("job", (BATCH_SIZE,), BATCH_SIZE, target_metric=1.0,
                      max_epochs=max_epochs, eta=eta, profiler=profiler)
@@ -275,7 +276,9 @@ def test_selectors_pick_the_expected_limit(selector: str, eta: float, max_slowdo
     config = job_config(selector=selector, eta=eta, max_slowdown=max_slowdown)
     trial = run_trial(rig, rig.train(100, step_time_s=SELECTOR_STEP_TIME_S), config)
     assert trial.profiler.optimal_power_limit_w == expected_w
-    assert rig.sets_w()[len(SELECTOR_STEP_TIME_S)] == expected_w  # right after profiling
+    profiled = rig.sets_w()[:len(trial.profiler.profile.measurements)]
+    assert profiled[0] == 300 and len(profiled) < len(SELECTOR_STEP_TIME_S)  # a search
+    assert rig.sets_w()[len(profiled)] == expected_w  # right after profiling
     assert rig.fake.limits_mw() == [300_000]
 
 

@@ -31,8 +31,13 @@ SELECTORS: tuple[str, ...] = ("zeus", "min-energy", "min-time", "min-energy-with
 
 DEFAULT_ETA = 0.5
 DEFAULT_BETA = 2.0
-DEFAULT_WARMUP_STEPS = 10
-DEFAULT_PROFILE_STEPS = 40
+DEFAULT_WARMUP_STEPS = 2
+DEFAULT_PROFILE_STEPS = 5
+DEFAULT_WARMUP_S = 1.0
+DEFAULT_PROFILE_S = 3.0
+"""Seconds on the device's clock. NVML's power reading averages over about 1 s, so a
+warm-up of 1 s lets the reading reflect the new limit, and a 3 s slice spans three such
+windows; the step floors keep a slow step (seconds each) measured more than once."""
 DEFAULT_MAX_SLOWDOWN = 1.1
 DEFAULT_DRIFT_DETECTION = True
 DEFAULT_EXPLORATION_BUDGET: float | None = None
@@ -75,13 +80,18 @@ class ProfilerConfig:
     """How the just-in-time power profiler measures each candidate power limit."""
 
     warmup_steps: int = DEFAULT_WARMUP_STEPS
-    """Steps run at a newly set limit before measuring (clocks and caches settle)."""
+    """At least this many steps run at a newly set limit before measuring (clocks and caches
+    settle)."""
     profile_steps: int = DEFAULT_PROFILE_STEPS
-    """Steps measured per limit."""
+    """At least this many steps measured per limit."""
     mode: PowerLimitMode = "optimize"
     selector: str = "zeus"
     max_slowdown: float = DEFAULT_MAX_SLOWDOWN
     """Only for ``min-energy-within-slowdown``: allowed time per step over the fastest limit."""
+    warmup_s: float = DEFAULT_WARMUP_S
+    """And at least this many seconds (device clock) of warm-up at a newly set limit."""
+    profile_s: float = DEFAULT_PROFILE_S
+    """And at least this many seconds (device clock) measured per limit."""
 
     def __post_init__(self) -> None:
         for name, parameter in _PROFILER_PARAMETERS.items():
@@ -145,9 +155,9 @@ class JobConfig:
 
         A change of fingerprint starts a new job version (see docs/store.md): costs measured
         with another target, eta or batch-size set must not be mixed into the posteriors.
-        ``max_tries``, ``drift_detection``, ``exploration_budget`` and the profiler's step
-        counts do not change what a cost means (and a job keeps its history when drift
-        detection or the budget is switched).
+        ``max_tries``, ``drift_detection``, ``exploration_budget`` and the profiler's window
+        sizes (steps and seconds) do not change what a cost means (and a job keeps its history
+        when drift detection or the budget is switched).
         """
         relevant = {k: v for k, v in asdict(self).items()
                     if k not in ("job_id", "max_tries", "drift_detection",
@@ -395,6 +405,10 @@ PARAMETER_CHECKS: dict[str, Callable[[Any], object]] = {
         "fraction of the Default configuration's cost, e.g. 0.1)", lambda x: x >= 0),
     "warmup_steps": lambda v: check_int("warmup_steps", v, minimum=0),
     "profile_steps": lambda v: check_int("profile_steps", v, minimum=1),
+    "warmup_s": lambda v: check_number("warmup_s", v, "a finite number of seconds >= 0",
+                                       lambda x: x >= 0),
+    "profile_s": lambda v: check_number("profile_s", v, "a finite number of seconds >= 0",
+                                        lambda x: x >= 0),
     "power_limit_mode": lambda v: check_choice("power_limit_mode", v, POWER_LIMIT_MODES),
     "power_limit_selector": lambda v: check_choice("power_limit_selector", v, SELECTORS),
     "max_slowdown": lambda v: check_number("max_slowdown", v, "a finite number >= 1.0",
@@ -425,5 +439,6 @@ _JOB_PARAMETERS = ("job_id", "batch_sizes", "default_batch_size", "target_metric
                    "cost_includes_cpu")
 _PROFILER_PARAMETERS = {"warmup_steps": "warmup_steps", "profile_steps": "profile_steps",
                         "mode": "power_limit_mode", "selector": "power_limit_selector",
-                        "max_slowdown": "max_slowdown"}
+                        "max_slowdown": "max_slowdown", "warmup_s": "warmup_s",
+                        "profile_s": "profile_s"}
 """ProfilerConfig's fields, and the parameter names users know them by."""
