@@ -7,6 +7,7 @@ measurement, optimum and set call below is known in advance.
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -306,3 +307,154 @@ def test_an_unknown_selector_is_named_with_every_valid_one() -> None:
     with pytest.raises(ValueError, match="selector='fastest' is invalid") as raised:
         choose_power_limit({250: LimitMeasurement(250, 200.0, 10.0)}, "fastest", 0.5, 250.0)
     assert str(raised.value).endswith(", ".join(SELECTORS))
+
+
+# --- windows sized by time, with a floor of steps --------------------------------------------
+def steps_per_limit(rig: Rig, config: JobConfig, steps: int = 100) -> list[tuple[int, int]]:
+    """(limit W, consecutive steps trained at it), in order, over one epoch of ``steps``."""
+    seen: list[tuple[int, int]] = []
+
+    def train(run: TrainingRun) -> None:
+        for _ in run.epochs():
+            for _ in run.steps(range(steps)):
+                limit_w = rig.fake.limits_mw()[0] // 1000
+                rig.clock.advance(STEP_TIME_S[limit_w])
+                if seen and seen[-1][0] == limit_w:
+                    seen[-1] = (limit_w, seen[-1][1] + 1)
+                else:
+                    seen.append((limit_w, 1))
+            run.report_metric(1.0)
+    run_trial(rig, train, config)
+    return seen
+
+
+@pytest.mark.parametrize(("warmup_s", "profile_s", "slice_steps", "slice_steps_225"), [
+    (0.1, 0.3, SLICE_STEPS, SLICE_STEPS),  # 0.1 s steps: the step floors end it
+    # The seconds end it: at 250 W (0.1 s steps) 10 steps of warm-up and 30 measured, at
+    # 225 W (0.102 s) 10 and 29.
+    (0.95, 2.95, 10 + 30, 10 + 29),
+])
+def test_a_slice_ends_once_both_its_steps_and_its_seconds_have_passed(
+        warmup_s: float, profile_s: float, slice_steps: int, slice_steps_225: int) -> None:
+    config = job_config()
+    config = replace(config, profiler=replace(config.profiler, warmup_s=warmup_s,
+                                              profile_s=profile_s))
+    seen = steps_per_limit(make_rig(), config, steps=400)
+    assert seen[0] == (250, slice_steps)
+    assert seen[1] == (225, slice_steps_225)
+    assert_exact_profile(run_trial(make_rig(), make_rig().train(100), config).profiler.profile)
+
+
+def test_bulk_stepping_reaches_the_time_in_estimated_chunks() -> None:
+    """run_steps (trace replay) asks the profiler how many steps may run: once the floor is
+    met, an estimate from the time per step so far, re-checked when told."""
+    rig = make_rig()
+    config = job_config()
+    config = replace(config, profiler=replace(config.profiler, warmup_s=0.95, profile_s=2.95))
+    chunks: list[int] = []
+
+    def train(run: TrainingRun) -> None:
+        for _ in run.epochs():
+            def work(steps: int) -> None:
+                chunks.append(steps)
+                rig.clock.advance(steps * STEP_TIME_S[rig.fake.limits_mw()[0] // 1000])
+            run.run_steps(400, work)
+            run.report_metric(1.0)
+    trial = run_trial(rig, train, config)
+    assert chunks[:4] == [WARMUP_STEPS, 8, PROFILE_STEPS, 25]  # 250 W: 10 + 30 steps
+    assert trial.profiler.optimal_power_limit_w == OPTIMUM_W
+
+
+# --- the search over limits --------------------------------------------------------------------
+SEARCHED_W = [250, 225, 200, 175, 150]
+"""The order the search measures STEP_TIME_S's limits in (its optimum, 175 W, lies next to
+the minimum, so here it measures all five)."""
+
+
+@pytest.mark.parametrize("interrupted_after", range(1, len(SEARCHED_W)))
+def test_an_interrupted_search_resumes_where_it_stood(interrupted_after: int) -> None:
+    rig = make_rig()
+    profile = new_profile(rig)
+    # Runs of one short epoch: each measures `interrupted_after` slices, then one more.
+    first = rig.train(steps_per_epoch=interrupted_after * SLICE_STEPS + 3, target_epoch=1)
+    run_trial(rig, first, profile=profile)
+    assert set(profile.measurements) == set(SEARCHED_W[:interrupted_after])
+    rig.fake.set_calls.clear()
+    trial = run_trial(rig, rig.train(steps_per_epoch=100), profile=profile)
+    assert rig.sets_w() == [*SEARCHED_W[interrupted_after:], OPTIMUM_W, ORIGINAL_W]
+    assert trial.outcome.optimal_power_limit_w == OPTIMUM_W
+    assert_exact_profile(profile)
+
+
+def test_profiles_stored_before_the_search_still_work() -> None:
+    """Old profiles were measured highest first: a full one is complete, a partial one goes
+    on from the limits it holds, measuring none of them again."""
+    rig = make_rig()
+    full = run_trial(rig, rig.train(100)).profiler.profile
+    old_full = PowerProfile(BATCH_SIZE, rig.gpus.model, 1, full.candidates_w,
+                            dict(full.measurements))
+    rig.fake.set_calls.clear()
+    assert run_trial(rig, rig.train(100), profile=old_full).outcome.power_limit_w == OPTIMUM_W
+    assert rig.sets_w() == [OPTIMUM_W, ORIGINAL_W]
+    old_partial = PowerProfile(BATCH_SIZE, rig.gpus.model, 1, full.candidates_w,
+                               {w: full.measurements[w] for w in (250, 225, 200)})
+    rig.fake.set_calls.clear()
+    trial = run_trial(rig, rig.train(100), profile=old_partial)
+    assert rig.sets_w()[:-2] == [175, 150]
+    assert trial.outcome.optimal_power_limit_w == OPTIMUM_W
+
+
+def test_an_unfinished_profile_reports_no_optimum() -> None:
+    """The limit a try ended at while profiling is never reported as the optimum."""
+    rig = make_rig()
+    trial = run_trial(rig, rig.train(steps_per_epoch=SLICE_STEPS + 3, target_epoch=1))
+    assert trial.outcome.profile_unfinished
+    assert trial.outcome.power_limit_w == 225  # the limit it ended at
+    assert trial.outcome.optimal_power_limit_w is None
+
+
+def _unimodal(values: list[float]) -> bool:
+    turns = [b - a for a, b in itertools.pairwise(values)]
+    falling = True
+    for step in turns:
+        if step > 0:
+            falling = False
+        elif not falling and step < 0:
+            return False
+    return True
+
+
+def test_the_search_finds_the_swept_optimum_on_every_unimodal_traced_curve() -> None:
+    """Every traced (GPU, workload, batch size), its exact per-limit figures: the search
+    measures the maximum first and fewer limits than a sweep, and finds the sweep's optimum
+    wherever the cost curve is unimodal (a few traced curves are not; there it comes within
+    a few %)."""
+    from zeus_airflow.core.cost import LimitMeasurement, choose_power_limit
+    from zeus_airflow.core.devices.spec import resolve_traces_dir
+    from zeus_airflow.core.limit_search import LimitObjective, next_limit_w
+    from zeus_airflow.core.traces import WORKLOADS, load_workload_trace
+
+    unimodal_curves = 0
+    for gpu in ("v100", "a40"):
+        for workload in WORKLOADS:
+            trace = load_workload_trace(resolve_traces_dir(None), gpu, workload)
+            limits = trace.power_limits_w
+            objective = LimitObjective("zeus", 0.5, float(max(limits)))
+            for b in trace.batch_sizes:
+                exact = {w: LimitMeasurement(w, trace.epoch(b, w).avg_power_w,
+                                             trace.steps_per_epoch(b) / trace.epoch(b, w).time_s)
+                         for w in limits}
+                measured: dict[int, LimitMeasurement] = {}
+                while (w := next_limit_w(limits, measured, objective)) is not None:
+                    measured[w] = exact[w]
+                assert next(iter(measured)) == max(limits)
+                assert len(measured) < len(limits) or len(limits) <= 5
+                found = choose_power_limit(measured, "zeus", 0.5, max(limits))
+                best = choose_power_limit(exact, "zeus", 0.5, max(limits))
+                cost = {w: m.cost_per_step(0.5, max(limits)) for w, m in exact.items()}
+                if _unimodal([cost[w] for w in sorted(limits)]):
+                    unimodal_curves += 1
+                    assert found == best, (gpu, workload, b)
+                else:
+                    assert cost[found] <= 1.05 * cost[best], (gpu, workload, b)
+    assert unimodal_curves > 20
