@@ -30,7 +30,8 @@ class RunOutcome:
     batch_size: int
     power_limit_w: int
     """The limit training ran at after profiling (the GPUs' own limit in ``measure`` mode or
-    a fallback; the maximum in ``observe`` mode)."""
+    a fallback; the maximum in ``observe`` mode); with ``profile_unfinished``, the limit it
+    ended at, never an optimum."""
     energy_j: float
     time_s: float
     cost: float
