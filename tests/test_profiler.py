@@ -18,12 +18,13 @@ from sqlalchemy import select
 
 from zeus_airflow.core.config import JobConfig, ProfilerConfig
 from zeus_airflow.core.devices.nvml import NVMLGPUs
-from zeus_airflow.core.domain import PowerProfile, RecurrenceKey, RunOutcome
+from zeus_airflow.core.domain import PowerProfile, RecurrenceKey, RunOutcome, SliceInProgress
 from zeus_airflow.core.engine import Engine
 from zeus_airflow.core.profiler import PowerLimitProfiler
+from zeus_airflow.core.reports.arms import profile_points
 from zeus_airflow.core.run import TrainingRun, open_run
 from zeus_airflow.core.store.sql import SQLStore
-from zeus_airflow.core.store.tables import trials
+from zeus_airflow.core.store.tables import power_profiles, trials
 from zeus_airflow.testing import A100_PCIE, FakeGPUSpec, FakeNVML, ManualClock
 
 BATCH_SIZE = 32
@@ -175,6 +176,74 @@ def test_a_run_ending_mid_profile_leaves_a_partial_profile_the_next_run_continue
     assert rig.sets_w() == [225, 200, 175, 150, OPTIMUM_W, ORIGINAL_W]
     assert profile.complete
     assert_exact_profile(profile)
+
+
+def test_runs_shorter_than_a_slice_finish_the_profile_over_several_runs() -> None:
+    """A run of 5 steps never holds a 2 + 5-step slice: each keeps the measured part of the
+    slice it ends in, and the next run continues it after its own warm-up."""
+    rig = make_rig()
+    profile = new_profile(rig)
+    short = rig.train(steps_per_epoch=WARMUP_STEPS + 3, target_epoch=1)
+    run_trial(rig, short, profile=profile)
+    # 250 W: 2 warm-up steps, then 3 measured at 0.1 s, drawing 90 % of 250 W.
+    assert profile.partial == SliceInProgress(250, 3, pytest.approx(0.3),
+                                              pytest.approx(0.9 * 250 * 0.3))
+    assert not profile.measurements
+    runs = 1
+    while not profile.complete:
+        run_trial(rig, short, profile=profile)
+        runs += 1
+        assert runs <= 12, "the profile never completes"
+    # Five slices of 5 measured steps, each over two runs (3 + 2 after 2 warm-up steps each).
+    assert runs == 10 and profile.partial is None
+    assert_exact_profile(profile)
+
+
+def test_an_epoch_end_warms_up_by_steps_the_first_warmup_at_a_limit_by_seconds() -> None:
+    """The seconds of warm-up are for a new limit to settle: after an epoch's end at the same
+    limit only the steps' floor applies, so short epochs still get measured."""
+    rig = make_rig()
+    config = job_config()
+    config = replace(config, profiler=replace(config.profiler, warmup_s=0.95))
+    limits: list[list[int]] = []
+
+    def train(run: TrainingRun) -> None:
+        for epoch in run.epochs():
+            limits.append([])
+            for _ in run.steps(range(12)):
+                limits[-1].append(rig.fake.limits_mw()[0] // 1000)
+                rig.clock.advance(STEP_TIME_S[limits[-1][-1]])
+            rig.clock.advance(EVAL_S)
+            run.report_metric(epoch / 2)
+    run_trial(rig, train, config)
+    # Epoch 1: 10 warm-up steps at 250 W (1 s), 2 measured. Epoch 2: 2 warm-up, 3 measured,
+    # then 225 W.
+    assert limits[0] == [250] * 12
+    assert limits[1][:WARMUP_STEPS + 3] == [250] * 5 and limits[1][5] == 225
+
+
+def test_the_store_keeps_a_slice_in_progress_apart_from_the_measurements() -> None:
+    rig = make_rig()
+    store = SQLStore.in_memory()
+    engine = rig.engine(store)
+    short = rig.train(WARMUP_STEPS + 3, target_epoch=1)
+    engine.run_recurrence(short, RecurrenceKey("r1"))
+    job = store.register_job(job_config())
+    loaded = store.load_profile(job, BATCH_SIZE, engine.device_info)
+    assert not loaded.measurements
+    assert loaded.partial == SliceInProgress(250, 3, pytest.approx(0.3),
+                                             pytest.approx(0.9 * 250 * 0.3))
+    with store.engine.connect() as conn:
+        assert profile_points(conn, job.id) == ()  # no report shows it
+    engine.run_recurrence(short, RecurrenceKey("r2"))
+    loaded = store.load_profile(job, BATCH_SIZE, engine.device_info)
+    assert set(loaded.measurements) == {250} and loaded.partial is None
+    assert_exact_profile(loaded)
+    with store.engine.connect() as conn:
+        rows = conn.execute(select(power_profiles.c.power_limit_w,
+                                   power_profiles.c.measured_steps)).all()
+        assert [p.power_limit_w for p in profile_points(conn, job.id)] == [250]
+    assert rows == [(250, None)]
 
 
 def test_observer_mode_trains_at_the_maximum_and_reports_the_savings() -> None:

@@ -11,9 +11,11 @@ is applied for the rest of the run, and the profile is kept so that later runs o
 batch size start at the optimum directly.
 
 Robustness the design asks for:
-- an epoch that ends mid-slice banks the steps measured so far and, after a fresh warm-up,
-  the slice goes on in the next epoch (epochs shorter than a slice still get profiled); a
-  run that ends before profiling finishes leaves a partial profile the next run continues;
+- an epoch that ends mid-slice banks the steps measured so far and, after a fresh warm-up
+  (by steps only: the limit did not change), the slice goes on in the next epoch; a run that
+  ends mid-slice keeps the slice's measured part with the profile (``PowerProfile.partial``,
+  stored), and the next run of the size continues that slice after its own warm-up, so runs
+  and epochs shorter than a slice still get profiled;
 - the limits found at start are put back by :meth:`restore` (the engine calls it on every
   exit path), not the maximum;
 - limits that cannot be set (no permission, not supported, a MIG instance, a limit another
@@ -40,7 +42,7 @@ from zeus_airflow.core.devices.base import (
     max_power_w,
     set_uniform_power_limit,
 )
-from zeus_airflow.core.domain import ObserverReport, PowerProfile
+from zeus_airflow.core.domain import ObserverReport, PowerProfile, SliceInProgress
 from zeus_airflow.core.limit_search import LimitObjective, next_limit_w
 from zeus_airflow.core.monitor import EnergyMonitor, Measurement
 
@@ -125,6 +127,8 @@ class PowerLimitProfiler:
         """Put back the limits found at start. Safe to call twice and on any exit path."""
         if self._original_w is None or self._current_w is None:
             return
+        if self._profiling:  # the run ends mid-slice: keep what it measured for the next run
+            self._bank_open_slice()
         self._cancel_windows()
         if self.device.get_power_limits_w() != self._original_w:
             self.device.set_power_limits_w(self._original_w)
@@ -178,10 +182,11 @@ class PowerLimitProfiler:
         measuring on, so that evaluation and the data loader's restart stay out of it."""
         if not self._profiling or self._current_w is None:
             return
-        if self.monitor.is_open(_SLICE_WINDOW):
-            self.monitor.cancel_window(_SLICE_WINDOW)
-            self._banked = self._banked + self._at_last_step
-        self._start_warmup()
+        self._bank_open_slice()
+        # The limit is unchanged, so no settling time: only the pipeline's restart (data
+        # loader, caches) is kept out, by steps. A time floor here would swallow whole epochs
+        # of short jobs.
+        self._start_warmup(limit_changed=False)
 
     def observer_report(self) -> ObserverReport | None:
         """In observe mode with a finished profile: savings the optimum would have brought
@@ -256,15 +261,36 @@ class PowerLimitProfiler:
         self.monitor.cancel_window(_SLICE_WINDOW)
 
     def _begin_slice(self, limit_w: int) -> None:
+        """Set ``limit_w`` and warm up; the slice continues an earlier run's part at it."""
         if not self._set_limit(limit_w):
             return
         self._slice = _Phase(self.config.profile_steps, self.config.profile_s)
         self._banked = Measurement(0.0, 0.0)
-        self._start_warmup()
+        partial = self.profile.partial
+        if partial is not None and partial.power_limit_w == self._current_w:
+            self._slice.steps, self._slice.time_s = partial.steps, partial.time_s
+            self._banked = Measurement(partial.time_s, partial.energy_j)
+            self.log.info("power limit %d W: continuing its slice (%d steps, %.2f s measured "
+                          "by an earlier run)", partial.power_limit_w, partial.steps,
+                          partial.time_s)
+        self._start_warmup(limit_changed=True)
 
-    def _start_warmup(self) -> None:
-        """Warm up (again) at the current limit; at once over when both floors are 0."""
-        self._warmup = _Phase(self.config.warmup_steps, self.config.warmup_s)
+    def _bank_open_slice(self) -> None:
+        """Add the open slice window (up to the last step's end) to the banked part, and keep
+        that part with the profile, so that a run ending here leaves it to the next run."""
+        if self.monitor.is_open(_SLICE_WINDOW):
+            self.monitor.cancel_window(_SLICE_WINDOW)
+            self._banked = self._banked + self._at_last_step
+            self._at_last_step = Measurement(0.0, 0.0)
+        if self._current_w is not None and self._slice.steps > 0 and self._banked.time_s > 0:
+            self.profile.partial = SliceInProgress(self._current_w, self._slice.steps,
+                                                   self._banked.time_s, self._banked.energy_j)
+
+    def _start_warmup(self, limit_changed: bool) -> None:
+        """Warm up (again) at the current limit; at once over when its floors are 0. The
+        seconds' floor is for a new limit to settle, so only after a change of limit."""
+        self._warmup = _Phase(self.config.warmup_steps,
+                              self.config.warmup_s if limit_changed else 0.0)
         self.monitor.cancel_window(_WARMUP_WINDOW)
         if self._warmup.done:
             self._end_warmup()
@@ -280,6 +306,7 @@ class PowerLimitProfiler:
     def _record_slice(self, measured: Measurement) -> None:
         assert self._current_w is not None
         steps = self._slice.steps
+        self.profile.partial = None  # this slice's, or a stale one the search moved past
         self.profile.measurements[self._current_w] = LimitMeasurement(
             power_limit_w=self._current_w,
             avg_power_w=measured.avg_power_w,

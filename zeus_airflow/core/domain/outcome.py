@@ -65,6 +65,20 @@ class RunOutcome:
     to its end, what the recurrence would have cost without Zeus."""
 
 
+@dataclass(frozen=True)
+class SliceInProgress:
+    """The measured part of a slice a run ended in (or an epoch paused): what the next run of
+    the same size continues, after its own warm-up. Never a measurement: no optimum, search,
+    fleet translation or report reads it until the slice is complete."""
+
+    power_limit_w: int
+    steps: int
+    time_s: float
+    """Seconds measured so far (device clock)."""
+    energy_j: float
+    """Energy measured so far (J, summed over the group's GPUs)."""
+
+
 @dataclass
 class PowerProfile:
     """Measured power and speed per power limit for one (batch size, GPU model, GPU count)."""
@@ -75,6 +89,8 @@ class PowerProfile:
     candidates_w: tuple[int, ...]
     """Limits the search may measure, highest first."""
     measurements: dict[int, LimitMeasurement] = field(default_factory=dict)
+    partial: SliceInProgress | None = None
+    """The slice in progress, at a limit not in ``measurements``; None: none."""
     search: LimitObjective | None = field(default=None, compare=False, repr=False)
     """What the profiler driving this profile searches on (it sets it; never stored). None:
     not known, so only a profile with every candidate measured counts as complete."""
