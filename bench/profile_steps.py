@@ -7,10 +7,13 @@ Drives the real PowerLimitProfiler through a TrainingRun (``open_run``) on the R
 (REPLAYED: the paper's traces on a virtual clock) for every traced batch size, and counts
 the training steps until the profile is complete, epoch-end re-warm-ups included. "before":
 warmup_steps 10, profile_steps 40, no seconds, every candidate measured highest first (the
-old sweep); "after": the defaults of ProfilerConfig with the search. Also one row for a
-short job: the example classifier (real PyTorch on the CPU) on the SIMULATED V100, counting
-runs (of the hourly DAG's size) until the profile is complete. Writes <output>.csv and
-<output>.md; ``--quick`` does one cell and skips the classifier.
+old sweep); "after": the defaults of ProfilerConfig with the search. Also two short jobs,
+counting runs until the profile is complete (a slice in progress is kept between runs):
+runs of 16 steps at 0.2 s/step (REPLAYED: the A40's sentiment140 trace at b0 128, whose
+steps take 0.20 s at the maximum limit), and the example classifier (real PyTorch on the
+CPU) on the SIMULATED V100 (runs of the hourly DAG's size). Writes <output>.csv (replayed
+cells), <output>_short.csv (short jobs) and <output>.md; ``--quick`` does one cell and skips
+the short jobs.
 """
 
 from __future__ import annotations
@@ -39,8 +42,9 @@ GPUS = ("v100", "a40")
 WORKLOADS = ("librispeech", "squad", "sentiment140", "imagenet", "cifar100", "movielens-1m")
 BEFORE = ProfilerConfig(warmup_steps=10, profile_steps=40, warmup_s=0.0, profile_s=0.0)
 AFTER = ProfilerConfig()
-HOURLY_DAG = ProfilerConfig(warmup_steps=3, profile_steps=10, warmup_s=0.0, profile_s=0.0)
-"""What dags/hourly_retrain.py sets for its simulated GPU: short slices by steps only."""
+HOURLY_DAG = ProfilerConfig(warmup_steps=3, profile_steps=10)
+"""What dags/hourly_retrain.py sets: its step floors, the default seconds."""
+SHORT_RUN_STEPS = 16
 MAX_EPOCHS = 10_000
 """Far more than any profile needs: the runs end once the profile is complete."""
 
@@ -89,6 +93,25 @@ def replay_profile(trace: WorkloadTrace, batch_size: int, profiler: ProfilerConf
             run.report_metric(trace.workload.target_metric if done else _short_of(trace))
         optimum = run.finish().optimal_power_limit_w
     return steps, run.profiler.profile, optimum
+
+
+def short_job_runs(profiler: ProfilerConfig, max_runs: int = 30) -> int | None:
+    """Runs of one SHORT_RUN_STEPS-step epoch until the b0 profile of the A40's sentiment140
+    trace (0.20 s/step at the maximum limit) is complete; None: not within ``max_runs``."""
+    trace = load_workload_trace(resolve_traces_dir(None), "a40", "sentiment140")
+    b0 = trace.default_batch_size
+    gpu = ReplayGPU(trace)
+    gpu.use_batch_size(b0)
+    profile = PowerProfile(b0, gpu.model, gpu.count, gpu.candidate_power_limits_w())
+    for number in range(1, max_runs + 1):
+        with open_run(job(trace, b0, profiler), b0, gpu, profile=profile) as run:
+            for _ in run.epochs():
+                run.run_steps(SHORT_RUN_STEPS, gpu.advance_steps)
+                run.report_metric(trace.workload.target_metric)
+            outcome = run.finish()
+        if outcome.optimal_power_limit_w is not None:
+            return number
+    return None
 
 
 def _cost_gap_pct(trace: WorkloadTrace, batch_size: int, found_w: int | None) -> float:
@@ -163,10 +186,13 @@ def classifier_runs(profiler: ProfilerConfig, max_runs: int = 30) -> tuple[int |
 
 
 def classifier_row() -> dict[str, object]:
-    row: dict[str, object] = {"gpu": "v100 (simulated)", "workload": "example classifier"}
+    """Runs until complete: the 16-step job (replayed) and the classifier (simulated)."""
+    row: dict[str, object] = {}
     for name in ("before", "after", "dag"):
         with settings(name) as profiler:
+            short = short_job_runs(profiler)
             runs, seconds = classifier_runs(profiler)
+        row[f"{name}_short_runs"] = short if short is not None else "> 30"
         row[f"{name}_runs"] = runs if runs is not None else "> 30"
         row[f"{name}_real_s"] = round(seconds, 1)
     print(row, flush=True)
@@ -193,14 +219,18 @@ def markdown(rows: list[dict[str, object]], short: dict[str, object] | None) -> 
             f"{r['after_median_steps']} | {'yes' if r['same_optimum_b0'] else 'no'} | "
             f"{r['optimum_cost_gap_pct_b0']} |")
     if short is not None:
-        lines += ["", "Short job: the hourly example classifier (real PyTorch on the CPU) on "
-                  "the SIMULATED V100, batch size 128: runs until its profile is complete.",
-                  "", "| before (10 + 40 steps, sweep): runs | real s | after, defaults: runs "
-                  "| real s | after, as the DAG sets it (3 + 10 steps, 0 s, search): runs | "
-                  "real s |", "|---|---|---|---|---|---|",
-                  f"| {short['before_runs']} | {short['before_real_s']} | "
-                  f"{short['after_runs']} | {short['after_real_s']} | "
-                  f"{short['dag_runs']} | {short['dag_real_s']} |"]
+        lines += ["", "Short jobs: runs until the profile is complete (a slice in progress "
+                  "is kept between runs). 16-step runs at 0.20 s/step: REPLAYED (A40, "
+                  "sentiment140, b0 128). The hourly example classifier (real PyTorch on the "
+                  "CPU): the SIMULATED V100, batch size 128, real seconds in total.", "",
+                  "| job | before (10 + 40 steps, sweep) | after, defaults | after, the DAG's "
+                  "step floors (3 + 10) |", "|---|---|---|---|",
+                  f"| 16 steps a run, runs | {short['before_short_runs']} | "
+                  f"{short['after_short_runs']} | {short['dag_short_runs']} |",
+                  f"| example classifier, runs | {short['before_runs']} | "
+                  f"{short['after_runs']} | {short['dag_runs']} |",
+                  f"| example classifier, real s | {short['before_real_s']} | "
+                  f"{short['after_real_s']} | {short['dag_real_s']} |"]
     return "\n".join(lines)
 
 
@@ -218,6 +248,9 @@ def main(argv: Sequence[str] | None = None,
     rows = replay_rows(traces, cells, args.quick)
     short = None if args.quick else classifier()
     write_csv(args.output.with_suffix(".csv"), list(rows[0]), rows)
+    if short is not None:
+        short_csv = args.output.with_name(args.output.name + "_short.csv")
+        write_csv(short_csv, list(short), [short])
     report = markdown(rows, short)
     args.output.with_suffix(".md").write_text(report + "\n")
     print(report)

@@ -70,9 +70,4 @@ with DAG(
         device="simulated:v100",
         warmup_steps=3,  # an epoch is 16 to 512 steps: profile in short slices
         profile_steps=10,
-        # By steps only: a run trains for well under a second on the CPU, shorter than any
-        # seconds-sized slice (a partial slice is not kept across runs), and the simulated
-        # GPU's reading needs no averaging window (bench/profile_steps.md).
-        warmup_s=0.0,
-        profile_s=0.0,
     )

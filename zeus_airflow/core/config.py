@@ -33,11 +33,15 @@ DEFAULT_ETA = 0.5
 DEFAULT_BETA = 2.0
 DEFAULT_WARMUP_STEPS = 2
 DEFAULT_PROFILE_STEPS = 5
-DEFAULT_WARMUP_S = 1.0
-DEFAULT_PROFILE_S = 3.0
-"""Seconds on the device's clock. NVML's power reading averages over about 1 s, so a
-warm-up of 1 s lets the reading reflect the new limit, and a 3 s slice spans three such
-windows; the step floors keep a slow step (seconds each) measured more than once."""
+DEFAULT_WARMUP_S = 0.1
+DEFAULT_PROFILE_S = 0.15
+"""Seconds on the device's clock. Energy comes from NVML's energy counter (mJ, cumulative),
+not from the power reading that averages over about 1 s, so a window needs no second to be
+exact: 0.15 s keeps ms-sized steps measured over many counter updates (upstream Zeus measured
+40 steps, whatever their length), and 0.1 s after a new limit lets the firmware's power cap
+take hold. Small enough that runs of well under a second finish a profile within a few runs
+(a slice in progress is kept between runs); the step floors keep slow steps measured more
+than once. docs/algorithm.md has the figures (bench/profile_steps.md)."""
 DEFAULT_MAX_SLOWDOWN = 1.1
 DEFAULT_DRIFT_DETECTION = True
 DEFAULT_EXPLORATION_BUDGET: float | None = None
@@ -89,7 +93,8 @@ class ProfilerConfig:
     max_slowdown: float = DEFAULT_MAX_SLOWDOWN
     """Only for ``min-energy-within-slowdown``: allowed time per step over the fastest limit."""
     warmup_s: float = DEFAULT_WARMUP_S
-    """And at least this many seconds (device clock) of warm-up at a newly set limit."""
+    """And at least this many seconds (device clock) of warm-up at a newly set limit (not
+    after an epoch's end at the same limit: only the steps' floor applies there)."""
     profile_s: float = DEFAULT_PROFILE_S
     """And at least this many seconds (device clock) measured per limit."""
 
