@@ -137,7 +137,7 @@ def test_user_exception_restores_limits_and_records_an_error(cifar: WorkloadTrac
     def broken(run: TrainingRun) -> None:
         gpu.use_batch_size(run.batch_size)
         for _ in run.epochs():
-            run.run_steps(60, gpu.advance_steps)  # mid-profile, at a lowered limit
+            run.run_steps(17, gpu.advance_steps)  # mid-profile, at a lowered limit
             raise RuntimeError("CUDA out of memory (user code)")
 
     with pytest.raises(RuntimeError, match="user code"):
@@ -146,11 +146,13 @@ def test_user_exception_restores_limits_and_records_an_error(cifar: WorkloadTrac
     (row,) = trial_rows(store)
     assert row.status == "error" and "CUDA out of memory" in row.error
     # The slices measured before the crash are kept for the next run: at ~0.16 s a step,
-    # a slice is 7 warm-up steps (1 s) and 20 measured ones (3 s), so 60 steps measure two,
-    # the maximum and the search's first probe.
+    # the step floors rule (2 warm-up, 5 measured), so 17 steps measure two, the maximum
+    # and the search's first probe, and one step of the third slice, kept in progress.
     profile = store.load_profile(engine.store.register_job(engine.config), 1024,
                                  engine.device_info)
     assert set(profile.measurements) == {250, 200}
+    assert profile.partial is not None and profile.partial.steps == 1
+    assert profile.partial.power_limit_w not in profile.measurements
 
 
 def test_window_keeps_only_the_most_recent_observations(cifar: WorkloadTrace) -> None:
