@@ -18,7 +18,8 @@ from zeus_airflow.testing import FakeGPUSpec, FakeNVML
 
 ORIGINAL_W = 250
 WARMUP_STEPS, PROFILE_STEPS = 1, 1
-"""One warm-up and one measured step per limit: the A40's 9 limits take 18 steps."""
+"""One warm-up and one measured step per limit, by steps only (the CPU's steps take ms):
+the A40's 9 limits take 18 steps at most."""
 CANDIDATES = 9
 
 
@@ -39,7 +40,8 @@ def job(batch_sizes: tuple[int, ...] = (8, 16), *, target: float = 2.0, max_epoc
     return JobConfig("frameworks.test", batch_sizes, batch_sizes[-1], target_metric=target,
                      max_epochs=max_epochs, higher_is_better=higher_is_better,
                      profiler=ProfilerConfig(warmup_steps=WARMUP_STEPS,
-                                             profile_steps=PROFILE_STEPS))
+                                             profile_steps=PROFILE_STEPS, warmup_s=0.0,
+                                             profile_s=0.0))
 
 
 def one_try(train: Callable[[TrainingRun], Any], config: JobConfig, batch_size: int, *,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from zeus_airflow.core.config import ConfigError, JobConfig, ProfilerConfig
@@ -41,6 +43,11 @@ def test_invalid_job_parameter_is_named(override: dict[str, object], parameter: 
     ({"profile_steps": 0}, "profile_steps"),
     ({"warmup_steps": -1}, "warmup_steps"),
     ({"max_slowdown": 0.9}, "max_slowdown"),
+    ({"warmup_s": -1.0}, "warmup_s"),
+    ({"warmup_s": float("nan")}, "warmup_s"),
+    ({"profile_s": float("inf")}, "profile_s"),
+    ({"profile_s": True}, "profile_s"),
+    ({"profile_s": "3"}, "profile_s"),
 ])
 def test_invalid_profiler_parameter_is_named(override: dict[str, object],
                                              parameter: str) -> None:
@@ -55,6 +62,20 @@ def test_config_round_trips_through_json_and_fingerprint_tracks_meaning() -> Non
     assert same_meaning.fingerprint() == config.fingerprint()
     other = JobConfig(**{**GOOD, "eta": 0.3}, window_size=10)  # type: ignore[arg-type]
     assert other.fingerprint() != config.fingerprint()
+
+
+def test_the_profiler_windows_do_not_change_the_version() -> None:
+    """Steps and seconds per profiled limit change how a profile is measured, not what a cost
+    means; configs stored before the seconds existed still load, with the defaults."""
+    config = JobConfig(**GOOD)  # type: ignore[arg-type]
+    windows = ProfilerConfig(warmup_steps=10, profile_steps=40, warmup_s=0.0, profile_s=7.5)
+    other = JobConfig(**GOOD, profiler=windows)  # type: ignore[arg-type]
+    assert other.fingerprint() == config.fingerprint()
+    stored = json.loads(config.to_json())
+    del stored["profiler"]["warmup_s"], stored["profiler"]["profile_s"]
+    old_json = json.dumps(stored)
+    assert '"warmup_s"' not in old_json and '"profile_s"' not in old_json
+    assert JobConfig.from_json(old_json) == config
 
 
 def test_direction_of_the_target() -> None:

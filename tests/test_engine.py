@@ -8,11 +8,12 @@ from fixtures_airflow import TRACES
 from fixtures_store import replay_never_reaching
 from sqlalchemy import select
 
-from zeus_airflow.core.config import JobConfig
+from zeus_airflow.core.config import JobConfig, ProfilerConfig
 from zeus_airflow.core.devices.replay import ReplayGPU
 from zeus_airflow.core.domain import JobSnapshot, PowerProfile, RecurrenceKey
 from zeus_airflow.core.engine import Engine
 from zeus_airflow.core.fleet import job_snapshot
+from zeus_airflow.core.limit_search import LimitObjective
 from zeus_airflow.core.policy import ZeusPolicy, job_phase
 from zeus_airflow.core.replay_training import ReplayTraining
 from zeus_airflow.core.run import TrainingRun, open_run
@@ -46,7 +47,11 @@ def test_a_recurrence_profiles_once_and_later_runs_reuse_the_profile(
     first = engine.run_recurrence(train, RecurrenceKey("r1"))
     assert first.reached_target and first.batch_size == 1024
     profile = store.load_profile(first.job, 1024, engine.device_info)
-    assert profile.complete and set(profile.measurements) == set(cifar.power_limits_w)
+    config = config_for(cifar)
+    assert profile.converged(LimitObjective.of(config.profiler, config.eta, 250.0))
+    # The search measured the maximum and fewer limits than a sweep of all seven.
+    assert 250 in profile.measurements
+    assert len(profile.measurements) < len(cifar.power_limits_w)
     assert gpu.get_power_limits_w() == (250,)  # put back after the run
     # The optimum of the profile is the trace's cheapest limit for this batch size.
     expected = min(cifar.power_limits_w, key=lambda p: cifar.epoch(1024, p).time_s * (
@@ -55,12 +60,14 @@ def test_a_recurrence_profiles_once_and_later_runs_reuse_the_profile(
 
 
 def test_epoch_ending_mid_profile_keeps_measured_limits(cifar: WorkloadTrace) -> None:
-    # 49 steps per epoch at b=1024 but 7 limits x (10 + 40) steps to profile: several epochs.
+    # 49 steps per epoch at b=1024 but slices of 10 + 40 steps (the old defaults, set by
+    # steps only): several epochs.
     gpu = ReplayGPU(cifar)
     gpu.use_batch_size(1024)
     profile = PowerProfile(1024, gpu.model, 1, gpu.candidate_power_limits_w())
     measured_after_epoch = []
-    with open_run(config_for(cifar), 1024, gpu, profile=profile) as run:
+    config = config_for(cifar, profiler=ProfilerConfig(10, 40, warmup_s=0.0, profile_s=0.0))
+    with open_run(config, 1024, gpu, profile=profile) as run:
         for _ in run.epochs():
             run.run_steps(gpu.steps_per_epoch(), gpu.advance_steps)
             measured_after_epoch.append(len(profile.measurements))
@@ -130,7 +137,7 @@ def test_user_exception_restores_limits_and_records_an_error(cifar: WorkloadTrac
     def broken(run: TrainingRun) -> None:
         gpu.use_batch_size(run.batch_size)
         for _ in run.epochs():
-            run.run_steps(60, gpu.advance_steps)  # mid-profile, at a lowered limit
+            run.run_steps(17, gpu.advance_steps)  # mid-profile, at a lowered limit
             raise RuntimeError("CUDA out of memory (user code)")
 
     with pytest.raises(RuntimeError, match="user code"):
@@ -138,10 +145,14 @@ def test_user_exception_restores_limits_and_records_an_error(cifar: WorkloadTrac
     assert gpu.get_power_limits_w() == (250,)
     (row,) = trial_rows(store)
     assert row.status == "error" and "CUDA out of memory" in row.error
-    # The slice measured before the crash is kept for the next run.
+    # The slices measured before the crash are kept for the next run: at ~0.16 s a step,
+    # the step floors rule (2 warm-up, 5 measured), so 17 steps measure two, the maximum
+    # and the search's first probe, and one step of the third slice, kept in progress.
     profile = store.load_profile(engine.store.register_job(engine.config), 1024,
                                  engine.device_info)
-    assert len(profile.measurements) == 1
+    assert set(profile.measurements) == {250, 200}
+    assert profile.partial is not None and profile.partial.steps == 1
+    assert profile.partial.power_limit_w not in profile.measurements
 
 
 def test_window_keeps_only_the_most_recent_observations(cifar: WorkloadTrace) -> None:

@@ -45,8 +45,8 @@ def job(mode: str = "optimize", max_tries: int | None = None,
         batch_sizes: tuple[int, ...] = (32,)) -> JobConfig:
     return JobConfig("job", batch_sizes, batch_sizes[-1], target_metric=1.0, max_epochs=2,
                      max_tries=max_tries,
-                     profiler=ProfilerConfig(warmup_steps=1, profile_steps=2,
-                                             mode=mode))  # type: ignore[arg-type]
+                     profiler=ProfilerConfig(warmup_steps=1, profile_steps=2, warmup_s=0.0,
+                                             profile_s=0.0, mode=mode))  # type: ignore[arg-type]
 
 
 def steps_train(clock: ManualClock, steps: int = 30, metric: float = 1.0):  # type: ignore[no-untyped-def]

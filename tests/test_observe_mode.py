@@ -131,7 +131,12 @@ def test_a_try_shorter_than_its_profile_says_so_instead_of_a_saving(
     steps = ProfilerConfig(mode="observe", warmup_steps=2_000, profile_steps=2_000)
     first, second = observe_job(SQLStore.in_memory(), cifar, recurrences=2, profiler=steps)
     assert first.profile_unfinished and first.would_save_energy_j is None
+    # The limit it ended at (a slice's) is never reported as the optimum.
+    assert first.optimal_power_limit_w is None
+    assert xcom_values(first)["optimal_power_limit_w"] is None
+    assert xcom_values(first)["power_limit_w"] == first.power_limit_w
     line = summary_line(first)
+    assert "optim" not in line
     assert f"power profile unfinished: trained at the limits being profiled, " \
         f"{first.power_limit_w} W last; it goes on next run" in line
     assert "observe:" not in line

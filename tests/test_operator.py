@@ -54,10 +54,11 @@ def replay_dag(dag_id: str, train: Any = replay_train, **operator_args: Any) -> 
 
 
 def fake_dag(dag_id: str, train: Any, **operator_args: Any) -> Any:
-    """A job on the GPUs the task sees (``fake_gpus``), profiling 3 steps per limit."""
+    """A job on the GPUs the task sees (``fake_gpus``), profiling 3 steps per limit (by
+    steps only: its steps take 1 ms)."""
     return make_dag(dag_id, train=train, device="auto", batch_sizes=[16, 32],
                     default_batch_size=32, target_metric=1.0, max_epochs=2, warmup_steps=1,
-                    profile_steps=2, **operator_args)
+                    profile_steps=2, warmup_s=0.0, profile_s=0.0, **operator_args)
 
 
 def store_trials(url: str) -> list[Any]:

@@ -7,6 +7,7 @@ measurement, optimum and set call below is known in advance.
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -17,12 +18,13 @@ from sqlalchemy import select
 
 from zeus_airflow.core.config import JobConfig, ProfilerConfig
 from zeus_airflow.core.devices.nvml import NVMLGPUs
-from zeus_airflow.core.domain import PowerProfile, RecurrenceKey, RunOutcome
+from zeus_airflow.core.domain import PowerProfile, RecurrenceKey, RunOutcome, SliceInProgress
 from zeus_airflow.core.engine import Engine
 from zeus_airflow.core.profiler import PowerLimitProfiler
+from zeus_airflow.core.reports.arms import profile_points
 from zeus_airflow.core.run import TrainingRun, open_run
 from zeus_airflow.core.store.sql import SQLStore
-from zeus_airflow.core.store.tables import trials
+from zeus_airflow.core.store.tables import power_profiles, trials
 from zeus_airflow.testing import A100_PCIE, FakeGPUSpec, FakeNVML, ManualClock
 
 BATCH_SIZE = 32
@@ -89,8 +91,9 @@ def make_rig(count: int = 1, *, spec: FakeGPUSpec | None = None,
 
 def job_config(mode: str = "optimize", selector: str = "zeus", *, eta: float = 0.5,
                max_slowdown: float = 1.1, max_epochs: int = 10) -> JobConfig:
+    # Windows by steps only (no seconds), so that each slice's steps are known in advance.
     profiler = ProfilerConfig(warmup_steps=WARMUP_STEPS, profile_steps=PROFILE_STEPS,
-                              mode=mode, selector=selector,  # type: ignore[arg-type]
+                              warmup_s=0.0, profile_s=0.0, mode=mode, selector=selector,  # type: ignore[arg-type]
                               max_slowdown=max_slowdown)
     return JobConfig("job", (BATCH_SIZE,), BATCH_SIZE, target_metric=1.0,
                      max_epochs=max_epochs, eta=eta, profiler=profiler)
@@ -173,6 +176,74 @@ def test_a_run_ending_mid_profile_leaves_a_partial_profile_the_next_run_continue
     assert rig.sets_w() == [225, 200, 175, 150, OPTIMUM_W, ORIGINAL_W]
     assert profile.complete
     assert_exact_profile(profile)
+
+
+def test_runs_shorter_than_a_slice_finish_the_profile_over_several_runs() -> None:
+    """A run of 5 steps never holds a 2 + 5-step slice: each keeps the measured part of the
+    slice it ends in, and the next run continues it after its own warm-up."""
+    rig = make_rig()
+    profile = new_profile(rig)
+    short = rig.train(steps_per_epoch=WARMUP_STEPS + 3, target_epoch=1)
+    run_trial(rig, short, profile=profile)
+    # 250 W: 2 warm-up steps, then 3 measured at 0.1 s, drawing 90 % of 250 W.
+    assert profile.partial == SliceInProgress(250, 3, pytest.approx(0.3),
+                                              pytest.approx(0.9 * 250 * 0.3))
+    assert not profile.measurements
+    runs = 1
+    while not profile.complete:
+        run_trial(rig, short, profile=profile)
+        runs += 1
+        assert runs <= 12, "the profile never completes"
+    # Five slices of 5 measured steps, each over two runs (3 + 2 after 2 warm-up steps each).
+    assert runs == 10 and profile.partial is None
+    assert_exact_profile(profile)
+
+
+def test_an_epoch_end_warms_up_by_steps_the_first_warmup_at_a_limit_by_seconds() -> None:
+    """The seconds of warm-up are for a new limit to settle: after an epoch's end at the same
+    limit only the steps' floor applies, so short epochs still get measured."""
+    rig = make_rig()
+    config = job_config()
+    config = replace(config, profiler=replace(config.profiler, warmup_s=0.95))
+    limits: list[list[int]] = []
+
+    def train(run: TrainingRun) -> None:
+        for epoch in run.epochs():
+            limits.append([])
+            for _ in run.steps(range(12)):
+                limits[-1].append(rig.fake.limits_mw()[0] // 1000)
+                rig.clock.advance(STEP_TIME_S[limits[-1][-1]])
+            rig.clock.advance(EVAL_S)
+            run.report_metric(epoch / 2)
+    run_trial(rig, train, config)
+    # Epoch 1: 10 warm-up steps at 250 W (1 s), 2 measured. Epoch 2: 2 warm-up, 3 measured,
+    # then 225 W.
+    assert limits[0] == [250] * 12
+    assert limits[1][:WARMUP_STEPS + 3] == [250] * 5 and limits[1][5] == 225
+
+
+def test_the_store_keeps_a_slice_in_progress_apart_from_the_measurements() -> None:
+    rig = make_rig()
+    store = SQLStore.in_memory()
+    engine = rig.engine(store)
+    short = rig.train(WARMUP_STEPS + 3, target_epoch=1)
+    engine.run_recurrence(short, RecurrenceKey("r1"))
+    job = store.register_job(job_config())
+    loaded = store.load_profile(job, BATCH_SIZE, engine.device_info)
+    assert not loaded.measurements
+    assert loaded.partial == SliceInProgress(250, 3, pytest.approx(0.3),
+                                             pytest.approx(0.9 * 250 * 0.3))
+    with store.engine.connect() as conn:
+        assert profile_points(conn, job.id) == ()  # no report shows it
+    engine.run_recurrence(short, RecurrenceKey("r2"))
+    loaded = store.load_profile(job, BATCH_SIZE, engine.device_info)
+    assert set(loaded.measurements) == {250} and loaded.partial is None
+    assert_exact_profile(loaded)
+    with store.engine.connect() as conn:
+        rows = conn.execute(select(power_profiles.c.power_limit_w,
+                                   power_profiles.c.measured_steps)).all()
+        assert [p.power_limit_w for p in profile_points(conn, job.id)] == [250]
+    assert rows == [(250, None)]
 
 
 def test_observer_mode_trains_at_the_maximum_and_reports_the_savings() -> None:
@@ -275,7 +346,9 @@ def test_selectors_pick_the_expected_limit(selector: str, eta: float, max_slowdo
     config = job_config(selector=selector, eta=eta, max_slowdown=max_slowdown)
     trial = run_trial(rig, rig.train(100, step_time_s=SELECTOR_STEP_TIME_S), config)
     assert trial.profiler.optimal_power_limit_w == expected_w
-    assert rig.sets_w()[len(SELECTOR_STEP_TIME_S)] == expected_w  # right after profiling
+    profiled = rig.sets_w()[:len(trial.profiler.profile.measurements)]
+    assert profiled[0] == 300 and len(profiled) < len(SELECTOR_STEP_TIME_S)  # a search
+    assert rig.sets_w()[len(profiled)] == expected_w  # right after profiling
     assert rig.fake.limits_mw() == [300_000]
 
 
@@ -303,3 +376,154 @@ def test_an_unknown_selector_is_named_with_every_valid_one() -> None:
     with pytest.raises(ValueError, match="selector='fastest' is invalid") as raised:
         choose_power_limit({250: LimitMeasurement(250, 200.0, 10.0)}, "fastest", 0.5, 250.0)
     assert str(raised.value).endswith(", ".join(SELECTORS))
+
+
+# --- windows sized by time, with a floor of steps --------------------------------------------
+def steps_per_limit(rig: Rig, config: JobConfig, steps: int = 100) -> list[tuple[int, int]]:
+    """(limit W, consecutive steps trained at it), in order, over one epoch of ``steps``."""
+    seen: list[tuple[int, int]] = []
+
+    def train(run: TrainingRun) -> None:
+        for _ in run.epochs():
+            for _ in run.steps(range(steps)):
+                limit_w = rig.fake.limits_mw()[0] // 1000
+                rig.clock.advance(STEP_TIME_S[limit_w])
+                if seen and seen[-1][0] == limit_w:
+                    seen[-1] = (limit_w, seen[-1][1] + 1)
+                else:
+                    seen.append((limit_w, 1))
+            run.report_metric(1.0)
+    run_trial(rig, train, config)
+    return seen
+
+
+@pytest.mark.parametrize(("warmup_s", "profile_s", "slice_steps", "slice_steps_225"), [
+    (0.1, 0.3, SLICE_STEPS, SLICE_STEPS),  # 0.1 s steps: the step floors end it
+    # The seconds end it: at 250 W (0.1 s steps) 10 steps of warm-up and 30 measured, at
+    # 225 W (0.102 s) 10 and 29.
+    (0.95, 2.95, 10 + 30, 10 + 29),
+])
+def test_a_slice_ends_once_both_its_steps_and_its_seconds_have_passed(
+        warmup_s: float, profile_s: float, slice_steps: int, slice_steps_225: int) -> None:
+    config = job_config()
+    config = replace(config, profiler=replace(config.profiler, warmup_s=warmup_s,
+                                              profile_s=profile_s))
+    seen = steps_per_limit(make_rig(), config, steps=400)
+    assert seen[0] == (250, slice_steps)
+    assert seen[1] == (225, slice_steps_225)
+    assert_exact_profile(run_trial(make_rig(), make_rig().train(100), config).profiler.profile)
+
+
+def test_bulk_stepping_reaches_the_time_in_estimated_chunks() -> None:
+    """run_steps (trace replay) asks the profiler how many steps may run: once the floor is
+    met, an estimate from the time per step so far, re-checked when told."""
+    rig = make_rig()
+    config = job_config()
+    config = replace(config, profiler=replace(config.profiler, warmup_s=0.95, profile_s=2.95))
+    chunks: list[int] = []
+
+    def train(run: TrainingRun) -> None:
+        for _ in run.epochs():
+            def work(steps: int) -> None:
+                chunks.append(steps)
+                rig.clock.advance(steps * STEP_TIME_S[rig.fake.limits_mw()[0] // 1000])
+            run.run_steps(400, work)
+            run.report_metric(1.0)
+    trial = run_trial(rig, train, config)
+    assert chunks[:4] == [WARMUP_STEPS, 8, PROFILE_STEPS, 25]  # 250 W: 10 + 30 steps
+    assert trial.profiler.optimal_power_limit_w == OPTIMUM_W
+
+
+# --- the search over limits --------------------------------------------------------------------
+SEARCHED_W = [250, 225, 200, 175, 150]
+"""The order the search measures STEP_TIME_S's limits in (its optimum, 175 W, lies next to
+the minimum, so here it measures all five)."""
+
+
+@pytest.mark.parametrize("interrupted_after", range(1, len(SEARCHED_W)))
+def test_an_interrupted_search_resumes_where_it_stood(interrupted_after: int) -> None:
+    rig = make_rig()
+    profile = new_profile(rig)
+    # Runs of one short epoch: each measures `interrupted_after` slices, then one more.
+    first = rig.train(steps_per_epoch=interrupted_after * SLICE_STEPS + 3, target_epoch=1)
+    run_trial(rig, first, profile=profile)
+    assert set(profile.measurements) == set(SEARCHED_W[:interrupted_after])
+    rig.fake.set_calls.clear()
+    trial = run_trial(rig, rig.train(steps_per_epoch=100), profile=profile)
+    assert rig.sets_w() == [*SEARCHED_W[interrupted_after:], OPTIMUM_W, ORIGINAL_W]
+    assert trial.outcome.optimal_power_limit_w == OPTIMUM_W
+    assert_exact_profile(profile)
+
+
+def test_profiles_stored_before_the_search_still_work() -> None:
+    """Old profiles were measured highest first: a full one is complete, a partial one goes
+    on from the limits it holds, measuring none of them again."""
+    rig = make_rig()
+    full = run_trial(rig, rig.train(100)).profiler.profile
+    old_full = PowerProfile(BATCH_SIZE, rig.gpus.model, 1, full.candidates_w,
+                            dict(full.measurements))
+    rig.fake.set_calls.clear()
+    assert run_trial(rig, rig.train(100), profile=old_full).outcome.power_limit_w == OPTIMUM_W
+    assert rig.sets_w() == [OPTIMUM_W, ORIGINAL_W]
+    old_partial = PowerProfile(BATCH_SIZE, rig.gpus.model, 1, full.candidates_w,
+                               {w: full.measurements[w] for w in (250, 225, 200)})
+    rig.fake.set_calls.clear()
+    trial = run_trial(rig, rig.train(100), profile=old_partial)
+    assert rig.sets_w()[:-2] == [175, 150]
+    assert trial.outcome.optimal_power_limit_w == OPTIMUM_W
+
+
+def test_an_unfinished_profile_reports_no_optimum() -> None:
+    """The limit a try ended at while profiling is never reported as the optimum."""
+    rig = make_rig()
+    trial = run_trial(rig, rig.train(steps_per_epoch=SLICE_STEPS + 3, target_epoch=1))
+    assert trial.outcome.profile_unfinished
+    assert trial.outcome.power_limit_w == 225  # the limit it ended at
+    assert trial.outcome.optimal_power_limit_w is None
+
+
+def _unimodal(values: list[float]) -> bool:
+    turns = [b - a for a, b in itertools.pairwise(values)]
+    falling = True
+    for step in turns:
+        if step > 0:
+            falling = False
+        elif not falling and step < 0:
+            return False
+    return True
+
+
+def test_the_search_finds_the_swept_optimum_on_every_unimodal_traced_curve() -> None:
+    """Every traced (GPU, workload, batch size), its exact per-limit figures: the search
+    measures the maximum first and fewer limits than a sweep, and finds the sweep's optimum
+    wherever the cost curve is unimodal (a few traced curves are not; there it comes within
+    a few %)."""
+    from zeus_airflow.core.cost import LimitMeasurement, choose_power_limit
+    from zeus_airflow.core.devices.spec import resolve_traces_dir
+    from zeus_airflow.core.limit_search import LimitObjective, next_limit_w
+    from zeus_airflow.core.traces import WORKLOADS, load_workload_trace
+
+    unimodal_curves = 0
+    for gpu in ("v100", "a40"):
+        for workload in WORKLOADS:
+            trace = load_workload_trace(resolve_traces_dir(None), gpu, workload)
+            limits = trace.power_limits_w
+            objective = LimitObjective("zeus", 0.5, float(max(limits)))
+            for b in trace.batch_sizes:
+                exact = {w: LimitMeasurement(w, trace.epoch(b, w).avg_power_w,
+                                             trace.steps_per_epoch(b) / trace.epoch(b, w).time_s)
+                         for w in limits}
+                measured: dict[int, LimitMeasurement] = {}
+                while (w := next_limit_w(limits, measured, objective)) is not None:
+                    measured[w] = exact[w]
+                assert next(iter(measured)) == max(limits)
+                assert len(measured) < len(limits) or len(limits) <= 5
+                found = choose_power_limit(measured, "zeus", 0.5, max(limits))
+                best = choose_power_limit(exact, "zeus", 0.5, max(limits))
+                cost = {w: m.cost_per_step(0.5, max(limits)) for w, m in exact.items()}
+                if _unimodal([cost[w] for w in sorted(limits)]):
+                    unimodal_curves += 1
+                    assert found == best, (gpu, workload, b)
+                else:
+                    assert cost[found] <= 1.05 * cost[best], (gpu, workload, b)
+    assert unimodal_curves > 20

@@ -34,6 +34,11 @@ class CapriccioJob:
     warmup_steps: int = 2
     profile_steps: int = 8
     """Short profiling slices: an epoch of a demo slice is 10 to 320 steps."""
+    warmup_s: float = 0.0
+    profile_s: float = 0.0
+    """Slices sized by steps only: the demo trains on the simulated GPU, whose power reading
+    is exact at once (no NVML averaging window to wait out), so its experiment's figures stay
+    those of fixed 2 + 8 step slices."""
 
     def operator_kwargs(self) -> dict[str, Any]:
         """Arguments for ``ZeusTrainOperator`` (besides ``train`` and the device)."""
@@ -41,11 +46,15 @@ class CapriccioJob:
                 "default_batch_size": self.default_batch_size,
                 "target_metric": self.target_metric, "max_epochs": self.max_epochs,
                 "window_size": self.window_size, "beta": self.beta,
-                "warmup_steps": self.warmup_steps, "profile_steps": self.profile_steps}
+                "warmup_steps": self.warmup_steps, "profile_steps": self.profile_steps,
+                "warmup_s": self.warmup_s, "profile_s": self.profile_s}
 
     def job_config(self, job_id: str, eta: float = DEFAULT_ETA) -> JobConfig:
         return JobConfig(job_id, self.batch_sizes, self.default_batch_size, self.target_metric,
                          self.max_epochs, eta=eta, beta=self.beta, window_size=self.window_size,
-                         profiler=ProfilerConfig(self.warmup_steps, self.profile_steps))
+                         profiler=ProfilerConfig(warmup_steps=self.warmup_steps,
+                                                 profile_steps=self.profile_steps,
+                                                 warmup_s=self.warmup_s,
+                                                 profile_s=self.profile_s))
 
 

@@ -31,8 +31,17 @@ SELECTORS: tuple[str, ...] = ("zeus", "min-energy", "min-time", "min-energy-with
 
 DEFAULT_ETA = 0.5
 DEFAULT_BETA = 2.0
-DEFAULT_WARMUP_STEPS = 10
-DEFAULT_PROFILE_STEPS = 40
+DEFAULT_WARMUP_STEPS = 2
+DEFAULT_PROFILE_STEPS = 5
+DEFAULT_WARMUP_S = 0.1
+DEFAULT_PROFILE_S = 0.15
+"""Seconds on the device's clock. Energy comes from NVML's energy counter (mJ, cumulative),
+not from the power reading that averages over about 1 s, so a window needs no second to be
+exact: 0.15 s keeps ms-sized steps measured over many counter updates (upstream Zeus measured
+40 steps, whatever their length), and 0.1 s after a new limit lets the firmware's power cap
+take hold. Small enough that runs of well under a second finish a profile within a few runs
+(a slice in progress is kept between runs); the step floors keep slow steps measured more
+than once. docs/algorithm.md has the figures (bench/profile_steps.md)."""
 DEFAULT_MAX_SLOWDOWN = 1.1
 DEFAULT_DRIFT_DETECTION = True
 DEFAULT_EXPLORATION_BUDGET = 0.1
@@ -75,13 +84,19 @@ class ProfilerConfig:
     """How the just-in-time power profiler measures each candidate power limit."""
 
     warmup_steps: int = DEFAULT_WARMUP_STEPS
-    """Steps run at a newly set limit before measuring (clocks and caches settle)."""
+    """At least this many steps run at a newly set limit before measuring (clocks and caches
+    settle)."""
     profile_steps: int = DEFAULT_PROFILE_STEPS
-    """Steps measured per limit."""
+    """At least this many steps measured per limit."""
     mode: PowerLimitMode = "optimize"
     selector: str = "zeus"
     max_slowdown: float = DEFAULT_MAX_SLOWDOWN
     """Only for ``min-energy-within-slowdown``: allowed time per step over the fastest limit."""
+    warmup_s: float = DEFAULT_WARMUP_S
+    """And at least this many seconds (device clock) of warm-up at a newly set limit (not
+    after an epoch's end at the same limit: only the steps' floor applies there)."""
+    profile_s: float = DEFAULT_PROFILE_S
+    """And at least this many seconds (device clock) measured per limit."""
 
     def __post_init__(self) -> None:
         for name, parameter in _PROFILER_PARAMETERS.items():
@@ -145,9 +160,9 @@ class JobConfig:
 
         A change of fingerprint starts a new job version (see docs/store.md): costs measured
         with another target, eta or batch-size set must not be mixed into the posteriors.
-        ``max_tries``, ``drift_detection``, ``exploration_budget`` and the profiler's step
-        counts do not change what a cost means (and a job keeps its history when drift
-        detection or the budget is switched).
+        ``max_tries``, ``drift_detection``, ``exploration_budget`` and the profiler's window
+        sizes (steps and seconds) do not change what a cost means (and a job keeps its history
+        when drift detection or the budget is switched).
         """
         relevant = {k: v for k, v in asdict(self).items()
                     if k not in ("job_id", "max_tries", "drift_detection",
@@ -395,6 +410,10 @@ PARAMETER_CHECKS: dict[str, Callable[[Any], object]] = {
         "fraction of the Default configuration's cost, e.g. 0.1)", lambda x: x >= 0),
     "warmup_steps": lambda v: check_int("warmup_steps", v, minimum=0),
     "profile_steps": lambda v: check_int("profile_steps", v, minimum=1),
+    "warmup_s": lambda v: check_number("warmup_s", v, "a finite number of seconds >= 0",
+                                       lambda x: x >= 0),
+    "profile_s": lambda v: check_number("profile_s", v, "a finite number of seconds >= 0",
+                                        lambda x: x >= 0),
     "power_limit_mode": lambda v: check_choice("power_limit_mode", v, POWER_LIMIT_MODES),
     "power_limit_selector": lambda v: check_choice("power_limit_selector", v, SELECTORS),
     "max_slowdown": lambda v: check_number("max_slowdown", v, "a finite number >= 1.0",
@@ -425,5 +444,6 @@ _JOB_PARAMETERS = ("job_id", "batch_sizes", "default_batch_size", "target_metric
                    "cost_includes_cpu")
 _PROFILER_PARAMETERS = {"warmup_steps": "warmup_steps", "profile_steps": "profile_steps",
                         "mode": "power_limit_mode", "selector": "power_limit_selector",
-                        "max_slowdown": "max_slowdown"}
+                        "max_slowdown": "max_slowdown", "warmup_s": "warmup_s",
+                        "profile_s": "profile_s"}
 """ProfilerConfig's fields, and the parameter names users know them by."""

@@ -275,7 +275,7 @@ class Engine:
         else:  # a baseline's fixed limit: a one-limit profile that is never stored
             profile = PowerProfile(decision.batch_size, self.device.model, self.device.count,
                                    (decision.power_limit_w,))
-        profiled_before = len(profile.measurements)
+        profiled_before = (len(profile.measurements), profile.partial)
         measured: RunOutcome | None = None
         try:
             with open_run(self.config, decision.batch_size, self.device, profile=profile,
@@ -303,7 +303,10 @@ class Engine:
                                decision.batch_size, type(err).__name__)
             raise
         finally:
-            if decision.power_limit_w is None and len(profile.measurements) > profiled_before:
+            # A slice in progress counts as progress too: short runs finish slices over
+            # several runs only if each keeps what it measured.
+            if decision.power_limit_w is None \
+                    and (len(profile.measurements), profile.partial) != profiled_before:
                 self.store.save_profile(job, profile)
         violation = run.contract_violation or self._unpublishable(value)
         if violation is not None:

@@ -25,6 +25,7 @@ from zeus_airflow.core.domain import (
     PowerProfile,
 )
 from zeus_airflow.core.drift import arm_view
+from zeus_airflow.core.limit_search import LimitObjective
 
 
 @dataclass(frozen=True)
@@ -43,9 +44,11 @@ def training_cost_per_step(profile: PowerProfile, profiler: ProfilerConfig,
 
     MAXPOWER is the profiled group's: its highest candidate limit times its GPU count.
     """
-    if not profile.measurements or not profile.complete:
+    if not profile.measurements:
         return None
     max_power = float(max(profile.candidates_w) * profile.gpu_count)
+    if not profile.converged(LimitObjective.of(profiler, eta, max_power)):
+        return None
     limit = profile.optimum_w(profiler, eta, max_power) if profiler.mode == "optimize" \
         else max(profile.measurements)
     return profile.measurements[limit].cost_per_step(eta, max_power)

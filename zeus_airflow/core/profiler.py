@@ -1,15 +1,21 @@
 """The just-in-time power-limit profiler (paper §4.2).
 
 For a batch size never profiled on this GPU model, the first steps of training are sliced
-over the candidate power limits: at each limit, ``warmup_steps`` steps to settle, then
-``profile_steps`` measured steps. When every limit is measured, the optimum (paper Eq. 7, or
-another selector) is applied for the rest of the run, and the profile is kept so that later
-runs of the same batch size start at the optimum directly.
+over candidate power limits: at each limit, a warm-up to settle, then a measured slice. A
+warm-up ends once at least ``warmup_steps`` steps and ``warmup_s`` seconds ran at the limit; a
+slice once at least ``profile_steps`` steps and ``profile_s`` seconds were measured (seconds on
+the device's clock: the monitor's window time). The limits measured are chosen by a search
+(core/limit_search.py): the maximum first, then a golden-section search on the selector's
+objective. When it has converged, the best measured limit (paper Eq. 7, or another selector)
+is applied for the rest of the run, and the profile is kept so that later runs of the same
+batch size start at the optimum directly.
 
 Robustness the design asks for:
-- an epoch that ends mid-slice banks the steps measured so far and, after a fresh warm-up,
-  the slice goes on in the next epoch (epochs shorter than a slice still get profiled); a
-  run that ends before profiling finishes leaves a partial profile the next run continues;
+- an epoch that ends mid-slice banks the steps measured so far and, after a fresh warm-up
+  (by steps only: the limit did not change), the slice goes on in the next epoch; a run that
+  ends mid-slice keeps the slice's measured part with the profile (``PowerProfile.partial``,
+  stored), and the next run of the size continues that slice after its own warm-up, so runs
+  and epochs shorter than a slice still get profiled;
 - the limits found at start are put back by :meth:`restore` (the engine calls it on every
   exit path), not the maximum;
 - limits that cannot be set (no permission, not supported, a MIG instance, a limit another
@@ -23,6 +29,8 @@ Robustness the design asks for:
 from __future__ import annotations
 
 import logging
+import math
+from dataclasses import dataclass
 
 from zeus_airflow.core.config import ProfilerConfig
 from zeus_airflow.core.cost import LimitMeasurement
@@ -34,11 +42,38 @@ from zeus_airflow.core.devices.base import (
     max_power_w,
     set_uniform_power_limit,
 )
-from zeus_airflow.core.domain import ObserverReport, PowerProfile
+from zeus_airflow.core.domain import ObserverReport, PowerProfile, SliceInProgress
+from zeus_airflow.core.limit_search import LimitObjective, next_limit_w
 from zeus_airflow.core.monitor import EnergyMonitor, Measurement
 
+_WARMUP_WINDOW = "zeus.profiler.warmup"
 _SLICE_WINDOW = "zeus.profiler.slice"
 _TRAIN_WINDOW = "zeus.profiler.after"
+
+
+@dataclass
+class _Phase:
+    """A warm-up or a measured slice: over once at least ``min_steps`` steps and ``min_s``
+    seconds (device clock) have passed in it."""
+
+    min_steps: int
+    min_s: float
+    steps: int = 0
+    time_s: float = 0.0
+
+    @property
+    def done(self) -> bool:
+        return self.steps >= self.min_steps and self.time_s >= self.min_s
+
+    def steps_left(self) -> int:
+        """Steps until the phase may be over: the floor's, then an estimate from the time per
+        step so far (at least 1: the profiler re-checks when told)."""
+        if self.steps < self.min_steps:
+            return self.min_steps - self.steps
+        if self.steps == 0 or self.time_s <= 0:
+            return 1
+        per_step_s = self.time_s / self.steps
+        return max(1, math.ceil((self.min_s - self.time_s) / per_step_s))
 
 
 class PowerLimitProfiler:
@@ -56,8 +91,12 @@ class PowerLimitProfiler:
         self.optimal_power_limit_w: int | None = None
         self._original_w: tuple[int, ...] | None = None
         self._current_w: int | None = None
-        self._warmup_left = 0
-        self._measure_left = 0
+        self._objective = LimitObjective.of(config, eta, max_power_w(device))
+        profile.search = self._objective
+        self._warmup: _Phase | None = None
+        """The warm-up under way; None while measuring."""
+        self._slice = _Phase(config.profile_steps, config.profile_s)
+        """The measured slice at the current limit, its banked part included."""
         self._profiling = False
         self._banked = Measurement(0.0, 0.0)
         """Measured part of the current slice from earlier epochs."""
@@ -77,18 +116,20 @@ class PowerLimitProfiler:
             self.log.info("power-limit mode 'measure': training at the GPUs' current limits %s W",
                           list(self._original_w))
             return
-        pending = self._pending_w()
-        if not pending:
+        next_w = self._next_w()
+        if next_w is None:
             self._apply_optimum()
         else:
             self._profiling = True
-            self._begin_slice(pending[0])
+            self._begin_slice(next_w)
 
     def restore(self) -> None:
         """Put back the limits found at start. Safe to call twice and on any exit path."""
         if self._original_w is None or self._current_w is None:
             return
-        self.monitor.cancel_window(_SLICE_WINDOW)
+        if self._profiling:  # the run ends mid-slice: keep what it measured for the next run
+            self._bank_open_slice()
+        self._cancel_windows()
         if self.device.get_power_limits_w() != self._original_w:
             self.device.set_power_limits_w(self._original_w)
             self.log.info("power limits restored to %s W", list(self._original_w))
@@ -116,34 +157,36 @@ class PowerLimitProfiler:
         """Steps that may run before the profiler must be told; None once it is done."""
         if not self._profiling:
             return None
-        return self._warmup_left if self._warmup_left > 0 else self._measure_left
+        return (self._warmup or self._slice).steps_left()
 
     def on_steps_done(self, steps: int) -> None:
         """``steps`` training steps finished (at most ``steps_until_transition()``)."""
         if not self._profiling:
             return
-        if self._warmup_left > 0:
-            self._warmup_left -= steps
-            if self._warmup_left <= 0:
-                self._open_slice_window()
+        if self._warmup is not None:
+            self._warmup.steps += steps
+            if self._warmup.min_s > 0:
+                self._warmup.time_s = self.monitor.peek_window(
+                    _WARMUP_WINDOW, synchronize=False).time_s
+            if self._warmup.done:
+                self._end_warmup()
             return
-        self._measure_left -= steps
-        if self._measure_left <= 0:
+        self._slice.steps += steps
+        self._at_last_step = self.monitor.peek_window(_SLICE_WINDOW, synchronize=False)
+        self._slice.time_s = self._banked.time_s + self._at_last_step.time_s
+        if self._slice.done:
             self._record_slice(self._banked + self.monitor.end_window(_SLICE_WINDOW))
-        else:
-            self._at_last_step = self.monitor.peek_window(_SLICE_WINDOW, synchronize=False)
 
     def on_epoch_end(self) -> None:
         """An epoch ended mid-slice: bank what the slice measured, and warm up again before
         measuring on, so that evaluation and the data loader's restart stay out of it."""
         if not self._profiling or self._current_w is None:
             return
-        if self.monitor.is_open(_SLICE_WINDOW):
-            self.monitor.cancel_window(_SLICE_WINDOW)
-            self._banked = self._banked + self._at_last_step
-        self._warmup_left = self.config.warmup_steps
-        if self._warmup_left == 0:
-            self._open_slice_window()
+        self._bank_open_slice()
+        # The limit is unchanged, so no settling time: only the pipeline's restart (data
+        # loader, caches) is kept out, by steps. A time floor here would swallow whole epochs
+        # of short jobs.
+        self._start_warmup(limit_changed=False)
 
     def observer_report(self) -> ObserverReport | None:
         """In observe mode with a finished profile: savings the optimum would have brought
@@ -162,18 +205,20 @@ class PowerLimitProfiler:
                               after.time_s * (1 - time_ratio))
 
     # --- internals ---------------------------------------------------------------------------
-    def _pending_w(self) -> list[int]:
-        """Candidates still to profile that the device accepts now; others are skipped (a
-        profile made on a GPU of the same model whose range was wider), said once."""
+    def _next_w(self) -> int | None:
+        """The limit the search measures next, None once it has converged. It searches the
+        candidates the device accepts now and those measured already; unmeasured ones
+        outside the range (a profile made on a GPU of the same model whose range was wider)
+        are skipped, said once."""
         low, high = self.device.power_limit_range_w()
-        pending = self.profile.pending_w
-        inside = [limit for limit in pending if low <= limit <= high]
-        if len(inside) < len(pending) and not self._said_outside:
+        measured = self.profile.measurements
+        usable = [w for w in self.profile.candidates_w if low <= w <= high or w in measured]
+        skipped = set(self.profile.candidates_w) - set(usable)
+        if skipped and not self._said_outside:
             self._said_outside = True
             self.log.warning("power limits %s W of the stored profile lie outside this GPU's "
-                             "range [%d, %d] W: not profiled",
-                             sorted(set(pending) - set(inside)), low, high)
-        return inside
+                             "range [%d, %d] W: not profiled", sorted(skipped), low, high)
+        return next_limit_w(usable, measured, self._objective)
 
     def _clamped(self, limit_w: int) -> int:
         low, high = self.device.power_limit_range_w()
@@ -209,24 +254,59 @@ class PowerLimitProfiler:
                          "current limits.%s", err, hint)
         self.mode = "measure"
         self._profiling = False
+        self._cancel_windows()
+
+    def _cancel_windows(self) -> None:
+        self.monitor.cancel_window(_WARMUP_WINDOW)
         self.monitor.cancel_window(_SLICE_WINDOW)
 
     def _begin_slice(self, limit_w: int) -> None:
+        """Set ``limit_w`` and warm up; the slice continues an earlier run's part at it."""
         if not self._set_limit(limit_w):
             return
-        self._warmup_left = self.config.warmup_steps
-        self._measure_left = self.config.profile_steps
+        self._slice = _Phase(self.config.profile_steps, self.config.profile_s)
         self._banked = Measurement(0.0, 0.0)
-        if self._warmup_left == 0:
-            self._open_slice_window()
+        partial = self.profile.partial
+        if partial is not None and partial.power_limit_w == self._current_w:
+            self._slice.steps, self._slice.time_s = partial.steps, partial.time_s
+            self._banked = Measurement(partial.time_s, partial.energy_j)
+            self.log.info("power limit %d W: continuing its slice (%d steps, %.2f s measured "
+                          "by an earlier run)", partial.power_limit_w, partial.steps,
+                          partial.time_s)
+        self._start_warmup(limit_changed=True)
 
-    def _open_slice_window(self) -> None:
+    def _bank_open_slice(self) -> None:
+        """Add the open slice window (up to the last step's end) to the banked part, and keep
+        that part with the profile, so that a run ending here leaves it to the next run."""
+        if self.monitor.is_open(_SLICE_WINDOW):
+            self.monitor.cancel_window(_SLICE_WINDOW)
+            self._banked = self._banked + self._at_last_step
+            self._at_last_step = Measurement(0.0, 0.0)
+        if self._current_w is not None and self._slice.steps > 0 and self._banked.time_s > 0:
+            self.profile.partial = SliceInProgress(self._current_w, self._slice.steps,
+                                                   self._banked.time_s, self._banked.energy_j)
+
+    def _start_warmup(self, limit_changed: bool) -> None:
+        """Warm up (again) at the current limit; at once over when its floors are 0. The
+        seconds' floor is for a new limit to settle, so only after a change of limit."""
+        self._warmup = _Phase(self.config.warmup_steps,
+                              self.config.warmup_s if limit_changed else 0.0)
+        self.monitor.cancel_window(_WARMUP_WINDOW)
+        if self._warmup.done:
+            self._end_warmup()
+        elif self._warmup.min_s > 0:
+            self.monitor.begin_window(_WARMUP_WINDOW)
+
+    def _end_warmup(self) -> None:
+        self._warmup = None
+        self.monitor.cancel_window(_WARMUP_WINDOW)
         self.monitor.begin_window(_SLICE_WINDOW)
         self._at_last_step = Measurement(0.0, 0.0)
 
     def _record_slice(self, measured: Measurement) -> None:
         assert self._current_w is not None
-        steps = self.config.profile_steps
+        steps = self._slice.steps
+        self.profile.partial = None  # this slice's, or a stale one the search moved past
         self.profile.measurements[self._current_w] = LimitMeasurement(
             power_limit_w=self._current_w,
             avg_power_w=measured.avg_power_w,
@@ -234,9 +314,9 @@ class PowerLimitProfiler:
         )
         self.log.debug("profiled %d W: %.1f W average, %.3f s/step", self._current_w,
                        measured.avg_power_w, measured.time_s / steps)
-        pending = self._pending_w()
-        if pending:
-            self._begin_slice(pending[0])
+        next_w = self._next_w()
+        if next_w is not None:
+            self._begin_slice(next_w)
         else:
             self._profiling = False
             self._apply_optimum()

@@ -43,7 +43,9 @@ from zeus_airflow.core.config import (
     DEFAULT_EXPLORATION_BUDGET,
     DEFAULT_FALLBACK_G_PER_KWH,
     DEFAULT_MAX_SLOWDOWN,
+    DEFAULT_PROFILE_S,
     DEFAULT_PROFILE_STEPS,
+    DEFAULT_WARMUP_S,
     DEFAULT_WARMUP_STEPS,
     PARAMETER_CHECKS,
     ConfigError,
@@ -109,8 +111,13 @@ class ZeusTrainOperator(BaseOperator):
     :param power_limit_mode: ``optimize``, ``observe`` or ``measure`` (never change limits).
     :param power_limit_selector: ``zeus``, ``min-energy``, ``min-time`` or
         ``min-energy-within-slowdown`` (with ``max_slowdown``).
-    :param warmup_steps: steps run at each profiled limit before measuring.
-    :param profile_steps: steps measured at each profiled limit.
+    :param warmup_steps: at least this many steps run at each profiled limit before
+        measuring.
+    :param profile_steps: at least this many steps measured at each profiled limit.
+    :param warmup_s: and at least this many seconds (the device's clock) of warm-up at each
+        profiled limit.
+    :param profile_s: and at least this many seconds (the device's clock) measured at each
+        profiled limit.
     :param seed: seed of the job's random decisions (set once, when the job is created).
     :param zeus_conn_id: Airflow connection of the store (falls back to
         ``$ZEUS_AIRFLOW_DB_URL``, then an SQLite file under ``$AIRFLOW_HOME``). Templated.
@@ -180,6 +187,8 @@ class ZeusTrainOperator(BaseOperator):
         max_slowdown: float = DEFAULT_MAX_SLOWDOWN,
         warmup_steps: int = DEFAULT_WARMUP_STEPS,
         profile_steps: int = DEFAULT_PROFILE_STEPS,
+        warmup_s: float = DEFAULT_WARMUP_S,
+        profile_s: float = DEFAULT_PROFILE_S,
         seed: int | None = None,
         zeus_conn_id: str = DEFAULT_CONN_ID,
         traces_dir: str | None = None,
@@ -219,6 +228,8 @@ class ZeusTrainOperator(BaseOperator):
         self.max_slowdown = max_slowdown
         self.warmup_steps = warmup_steps
         self.profile_steps = profile_steps
+        self.warmup_s = warmup_s
+        self.profile_s = profile_s
         self.seed = seed
         self.zeus_conn_id = zeus_conn_id
         self.traces_dir = traces_dir
@@ -768,6 +779,7 @@ def _job_config(values: Mapping[str, Any], job_id: str) -> JobConfig:
         cost_includes_cpu=values["cost_includes_cpu"],
         profiler=ProfilerConfig(
             warmup_steps=values["warmup_steps"], profile_steps=values["profile_steps"],
+            warmup_s=values["warmup_s"], profile_s=values["profile_s"],
             mode=cast(PowerLimitMode, values["power_limit_mode"]),
             selector=values["power_limit_selector"], max_slowdown=values["max_slowdown"]),
     )

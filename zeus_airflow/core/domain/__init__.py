@@ -25,7 +25,13 @@ from zeus_airflow.core.domain.job import (
     Observed,
     Successes,
 )
-from zeus_airflow.core.domain.outcome import ObserverReport, PowerProfile, RunOutcome, StopReason
+from zeus_airflow.core.domain.outcome import (
+    ObserverReport,
+    PowerProfile,
+    RunOutcome,
+    SliceInProgress,
+    StopReason,
+)
 from zeus_airflow.core.domain.phases import EXPLORATION_PHASES, Phase, counts_as_observation
 from zeus_airflow.core.domain.trials import (
     LIVE_STATUSES,
@@ -45,6 +51,6 @@ __all__ = ["EXPLORATION_PHASES", "LIVE_STATUSES", "REPLACED_STATUSES", "TRANSITI
            "DeviceInfo", "DriftFound",
            "ExplorationStep", "FleetKey", "ForeignObservation", "JobRef", "JobSnapshot",
            "JobState", "Observed", "ObserverReport", "Phase", "PowerProfile", "RecurrenceKey",
-           "RunCarbon", "RunOutcome", "SizeEvidence", "StopReason", "Successes", "TrainingFigures",
-           "TrialRecord",
+           "RunCarbon", "RunOutcome", "SizeEvidence", "SliceInProgress", "StopReason",
+           "Successes", "TrainingFigures", "TrialRecord",
            "TrialStatus", "counts_as_observation", "may_become", "takes_result"]

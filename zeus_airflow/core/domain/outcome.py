@@ -7,6 +7,7 @@ from typing import Literal
 
 from zeus_airflow.core.config import ProfilerConfig
 from zeus_airflow.core.cost import LimitMeasurement, choose_power_limit
+from zeus_airflow.core.limit_search import LimitObjective, next_limit_w
 
 StopReason = Literal["target", "max_epochs", "early_stop", "returned"]
 
@@ -29,7 +30,8 @@ class RunOutcome:
     batch_size: int
     power_limit_w: int
     """The limit training ran at after profiling (the GPUs' own limit in ``measure`` mode or
-    a fallback; the maximum in ``observe`` mode)."""
+    a fallback; the maximum in ``observe`` mode); with ``profile_unfinished``, the limit it
+    ended at, never an optimum."""
     energy_j: float
     time_s: float
     cost: float
@@ -63,6 +65,20 @@ class RunOutcome:
     to its end, what the recurrence would have cost without Zeus."""
 
 
+@dataclass(frozen=True)
+class SliceInProgress:
+    """The measured part of a slice a run ended in (or an epoch paused): what the next run of
+    the same size continues, after its own warm-up. Never a measurement: no optimum, search,
+    fleet translation or report reads it until the slice is complete."""
+
+    power_limit_w: int
+    steps: int
+    time_s: float
+    """Seconds measured so far (device clock)."""
+    energy_j: float
+    """Energy measured so far (J, summed over the group's GPUs)."""
+
+
 @dataclass
 class PowerProfile:
     """Measured power and speed per power limit for one (batch size, GPU model, GPU count)."""
@@ -71,15 +87,33 @@ class PowerProfile:
     gpu_model: str
     gpu_count: int
     candidates_w: tuple[int, ...]
-    """Limits to profile, highest first."""
+    """Limits the search may measure, highest first."""
     measurements: dict[int, LimitMeasurement] = field(default_factory=dict)
+    partial: SliceInProgress | None = None
+    """The slice in progress, at a limit not in ``measurements``; None: none."""
+    search: LimitObjective | None = field(default=None, compare=False, repr=False)
+    """What the profiler driving this profile searches on (it sets it; never stored). None:
+    not known, so only a profile with every candidate measured counts as complete."""
 
     @property
     def complete(self) -> bool:
-        return all(limit in self.measurements for limit in self.candidates_w)
+        """Whether the search over the limits has converged (not: every candidate measured;
+        every candidate measured always counts as converged)."""
+        if self.search is None:
+            return not self.pending_w
+        return self.converged(self.search)
+
+    def converged(self, objective: LimitObjective) -> bool:
+        """Whether the search on ``objective`` has nothing left to measure."""
+        return self.next_w(objective) is None
+
+    def next_w(self, objective: LimitObjective) -> int | None:
+        """The limit the search on ``objective`` measures next (W); None once converged."""
+        return next_limit_w(self.candidates_w, self.measurements, objective)
 
     @property
     def pending_w(self) -> list[int]:
+        """Candidates not measured yet, highest first (a converged search leaves some)."""
         return [limit for limit in self.candidates_w if limit not in self.measurements]
 
     def optimum_w(self, config: ProfilerConfig, eta: float, max_power: float) -> int:

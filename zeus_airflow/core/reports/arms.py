@@ -93,10 +93,11 @@ def arms(conn: Connection, v: Version) -> tuple[Arm, ...]:
 
 def profile_points(conn: Connection, job_pk: int,
                    batch_size: int | None = None) -> tuple[ProfilePoint, ...]:
-    """Measured profile points, by batch size, GPU setup and limit (highest first)."""
+    """Measured profile points, by batch size, GPU setup and limit (highest first); slices
+    in progress are no points yet."""
     p = power_profiles.c
     query = (select(p.batch_size, p.gpu_model, p.gpu_count, p.power_limit_w, p.avg_power_w,
-                    p.steps_per_s).where(p.job_pk == job_pk)
+                    p.steps_per_s).where(p.job_pk == job_pk, p.measured_steps.is_(None))
              .order_by(p.batch_size, p.gpu_model, p.gpu_count, p.power_limit_w.desc()))
     if batch_size is not None:
         query = query.where(p.batch_size == batch_size)

@@ -99,7 +99,9 @@ _EVIDENCE = select(
         trials.c.status.in_(WALK_STATUSES)).group_by(trials.c.batch_size)
 # The job's profiles are few (sizes x limits x GPU models) and tell which models it ran on,
 # so a job that never moved reads no foreign trial at all.
-_PROFILES = select(power_profiles).where(power_profiles.c.job_pk == _job)
+# Slices in progress (measured_steps set) are no measurements yet.
+_PROFILES = select(power_profiles).where(power_profiles.c.job_pk == _job,
+                                         power_profiles.c.measured_steps.is_(None))
 _FOREIGN = (
     select(trials.c.gpu_model, trials.c.gpu_count, trials.c.batch_size, trials.c.cost,
            trials.c.reached_target)

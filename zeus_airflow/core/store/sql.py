@@ -60,6 +60,7 @@ from zeus_airflow.core.domain import (
     RecurrenceKey,
     RunCarbon,
     RunOutcome,
+    SliceInProgress,
     TrialStatus,
 )
 from zeus_airflow.core.domain import trials as status
@@ -391,9 +392,14 @@ class SQLStore:
                     gpu_count=device.count)))
         rows = self._call(f"loading the power profile of batch size {batch_size}", read)
         measured = {r.power_limit_w: LimitMeasurement(r.power_limit_w, r.avg_power_w,
-                                                      r.steps_per_s) for r in rows}
-        return PowerProfile(batch_size, device.model, device.count, device.power_limits_w,
-                            {w: m for w, m in measured.items() if w in device.power_limits_w})
+                                                      r.steps_per_s)
+                    for r in rows if r.measured_steps is None}
+        profile = PowerProfile(batch_size, device.model, device.count, device.power_limits_w,
+                               {w: m for w, m in measured.items()
+                                if w in device.power_limits_w})
+        profile.partial = next((_slice_in_progress(r) for r in rows
+                                if r.measured_steps is not None), None)
+        return profile
 
     def save_profile(self, job: JobRef, profile: PowerProfile) -> None:
         """Merge the profile's measurements into the stored ones: a limit measured again
@@ -401,22 +407,27 @@ class SQLStore:
 
         Best effort: a profile that cannot be saved is logged with its figures and measured
         again by a later run, and the trial's result is still recorded after it."""
-        if not profile.measurements:
+        if not profile.measurements and profile.partial is None:
             return
-        where = and_(power_profiles.c.job_pk == job.id,
-                     power_profiles.c.batch_size == profile.batch_size,
-                     power_profiles.c.gpu_model == profile.gpu_model,
-                     power_profiles.c.gpu_count == profile.gpu_count,
-                     power_profiles.c.power_limit_w.in_(list(profile.measurements)))
+        p = power_profiles.c
+        this = and_(p.job_pk == job.id, p.batch_size == profile.batch_size,
+                    p.gpu_model == profile.gpu_model, p.gpu_count == profile.gpu_count)
+        key = dict(job_pk=job.id, batch_size=profile.batch_size, gpu_model=profile.gpu_model,
+                   gpu_count=profile.gpu_count)
 
         def save(conn: Connection) -> None:
             self._lock_job(conn, job.id)
-            conn.execute(delete(power_profiles).where(where))
-            conn.execute(insert(power_profiles), [
-                dict(job_pk=job.id, batch_size=profile.batch_size, gpu_model=profile.gpu_model,
-                     gpu_count=profile.gpu_count, power_limit_w=m.power_limit_w,
-                     avg_power_w=m.avg_power_w, steps_per_s=m.steps_per_s)
-                for m in profile.measurements.values()])
+            # A profile keeps one slice in progress: this run's replaces any other.
+            conn.execute(delete(power_profiles).where(
+                this, or_(p.power_limit_w.in_(list(profile.measurements)),
+                          p.measured_steps.is_not(None))))
+            rows = [dict(key, power_limit_w=m.power_limit_w, avg_power_w=m.avg_power_w,
+                         steps_per_s=m.steps_per_s, measured_steps=None, measured_s=None)
+                    for m in profile.measurements.values()]
+            if profile.partial is not None and not _measured_already(conn, this, profile):
+                rows.append(dict(key, **_partial_row(profile.partial)))
+            if rows:
+                conn.execute(insert(power_profiles), rows)
         try:
             self._write(f"saving the power profile of batch size {profile.batch_size}", save)
         except StoreError as err:
@@ -490,6 +501,29 @@ def _measured(outcome: RunOutcome) -> dict[str, Any]:
                 would_save_time_s=outcome.observer and outcome.observer.would_save_time_s,
                 cpu_energy_j=outcome.cpu_energy_j, dram_energy_j=outcome.dram_energy_j,
                 default_cost=outcome.default_cost)
+
+
+def _slice_in_progress(row: Any) -> SliceInProgress:
+    """A stored slice in progress (its row's averages are over the part measured)."""
+    return SliceInProgress(row.power_limit_w, row.measured_steps, row.measured_s,
+                           row.avg_power_w * row.measured_s)
+
+
+def _partial_row(partial: SliceInProgress) -> dict[str, Any]:
+    """The columns of a slice in progress: averages over its measured part (W, steps/s)."""
+    return dict(power_limit_w=partial.power_limit_w,
+                avg_power_w=partial.energy_j / partial.time_s,
+                steps_per_s=partial.steps / partial.time_s,
+                measured_steps=partial.steps, measured_s=partial.time_s)
+
+
+def _measured_already(conn: Connection, this: ColumnElement[bool],
+                      profile: PowerProfile) -> bool:
+    """Whether another worker completed the slice in progress's limit meanwhile."""
+    assert profile.partial is not None
+    p = power_profiles.c
+    return conn.execute(select(p.id).where(
+        this, p.power_limit_w == profile.partial.power_limit_w)).first() is not None
 
 
 def _lease(row: Any) -> Lease:

@@ -24,7 +24,7 @@ from sqlalchemy import (
 from zeus_airflow.core.config import JOB_ID_MAX_LENGTH
 from zeus_airflow.core.domain.trials import LIVE_STATUSES
 
-SCHEMA_VERSION = "0006"
+SCHEMA_VERSION = "0007"
 """Alembic revision the code expects; bump it with every migration."""
 
 metadata = MetaData()
@@ -139,6 +139,10 @@ power_profiles = Table(
     Column("power_limit_w", Integer, nullable=False),
     Column("avg_power_w", Float, nullable=False),
     Column("steps_per_s", Float, nullable=False),
+    Column("measured_steps", Integer,
+           comment="slice in progress: steps measured so far; NULL: complete"),
+    Column("measured_s", Float,
+           comment="slice in progress: device seconds measured so far; NULL: complete"),
     UniqueConstraint("job_pk", "batch_size", "gpu_model", "gpu_count", "power_limit_w",
                      name="uq_zeus_power_profiles"),
 )
