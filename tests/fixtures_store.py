@@ -151,6 +151,8 @@ def cifar_trace() -> WorkloadTrace:
 
 
 def job_config(trace: WorkloadTrace, job_id: str = "store.job", **changes: object) -> JobConfig:
+    """The store's tests follow the paper's walk: no exploration budget unless asked."""
+    changes.setdefault("exploration_budget", None)
     workload = trace.workload
     return JobConfig(job_id, trace.batch_sizes, trace.default_batch_size,  # type: ignore[arg-type]
                      workload.target_metric, workload.max_epochs, workload.higher_is_better,

@@ -30,7 +30,8 @@ from zeus_airflow.sim.drift import (
 
 def spec(**changes: object) -> DriftSpec:
     values: dict[str, object] = dict(gpu="v100", workload="cifar100", traces_dir=str(TRACES),
-                                     seed=1, window=10, switch_at=40, recurrences=80)
+                                     seed=1, window=10, switch_at=40, recurrences=80,
+                                     exploration_budget=None)
     values.update(changes)
     return DriftSpec(**values)  # type: ignore[arg-type]
 
@@ -121,7 +122,8 @@ def test_a_near_tie_is_indistinguishable_and_a_clear_optimum_has_none() -> None:
 
 def test_with_a_window_round_2_revisits_sizes_that_look_dominated_now() -> None:
     """A size far costlier today may be the optimum after a drift; pruned, it never returns."""
-    config = JobConfig("j", (64, 128, 256), 128, target_metric=0.9, max_epochs=10)
+    config = JobConfig("j", (64, 128, 256), 128, target_metric=0.9, max_epochs=10,
+                       exploration_budget=None)
     history = (ExplorationStep(128, True, 100.0), ExplorationStep(64, True, 400.0),
                ExplorationStep(256, True, 300.0), ExplorationStep(128, True, 100.0))
     assert pruning_state(config, history).survivors == (128,)  # 64 and 256 skipped

@@ -113,7 +113,8 @@ def test_with_no_success_since_the_change_the_old_ones_keep_a_bound() -> None:
 
 # --- the policy under drift detection -------------------------------------------------------------
 def detecting(sizes: tuple[int, ...] = (8, 16, 32), b0: int = 16) -> JobConfig:
-    return JobConfig("job", sizes, b0, target_metric=0.9, max_epochs=10, drift_detection=True)
+    return JobConfig("job", sizes, b0, target_metric=0.9, max_epochs=10, drift_detection=True,
+                     exploration_budget=None)
 
 
 def walk(cfg: JobConfig, cost: dict[int, float]) -> tuple[ExplorationStep, ...]:
@@ -205,7 +206,7 @@ def test_a_drift_does_not_pass_for_a_grown_bound() -> None:
 
 
 def test_drift_detection_is_a_checked_bool_that_keeps_the_job_version() -> None:
-    cfg = JobConfig("j", (8, 16), 16, target_metric=0.9, max_epochs=10)
+    cfg = JobConfig("j", (8, 16), 16, target_metric=0.9, max_epochs=10, exploration_budget=None)
     assert dataclasses.replace(cfg, drift_detection=True).fingerprint() == cfg.fingerprint()
     with pytest.raises(ConfigError, match="drift_detection='yes' is invalid: expected True or "
                                           "False"):
@@ -216,7 +217,7 @@ def test_drift_detection_is_a_checked_bool_that_keeps_the_job_version() -> None:
 def test_drift_detection_adapts_where_no_window_does_not() -> None:
     """V100 cifar100, the default drift: 128 turns 1.4x dearer and 256 is the new optimum."""
     spec = DriftSpec("v100", "cifar100", str(TRACES), seed=1, window=None, switch_at=80,
-                     recurrences=150, drift=Drift(2.0, 1.5))
+                     recurrences=150, drift=Drift(2.0, 1.5), exploration_budget=None)
     plain = run_drift(spec)
     detected = run_drift(dataclasses.replace(spec, drift_detection=True))
     assert detected.can_adapt

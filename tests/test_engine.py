@@ -29,6 +29,8 @@ def cifar() -> WorkloadTrace:
 
 
 def config_for(trace: WorkloadTrace, **kw: object) -> JobConfig:
+    """The paper's policy, without the exploration budget (tests/test_budget.py has it)."""
+    kw.setdefault("exploration_budget", None)
     w = trace.workload
     return JobConfig("test.job", trace.batch_sizes, trace.default_batch_size, w.target_metric,
                      w.max_epochs, w.higher_is_better, **kw)  # type: ignore[arg-type]
@@ -193,11 +195,13 @@ def test_retry_of_the_same_task_instance_replaces_never_adds(cifar: WorkloadTrac
 def test_simulation_is_reproducible_per_seed() -> None:
     from zeus_airflow.sim.simulator import SimulationSpec, simulate
 
-    spec = SimulationSpec("zeus", "v100", "sentiment140", 4, str(TRACES), recurrences=25)
+    spec = SimulationSpec("zeus", "v100", "sentiment140", 4, str(TRACES), recurrences=25,
+                          exploration_budget=None)
     first, second = simulate(spec), simulate(spec)
     assert first.batch_size == second.batch_size
     assert first.cost == pytest.approx(second.cost)
     other = simulate(SimulationSpec("zeus", "v100", "sentiment140", 5, str(TRACES),
+                                    exploration_budget=None,
                                     recurrences=25))
     assert other.cost != first.cost or other.batch_size != first.batch_size
 
@@ -205,7 +209,9 @@ def test_simulation_is_reproducible_per_seed() -> None:
 def test_a_job_whose_sizes_all_fail_keeps_training_at_the_best_known_size(
         cifar: WorkloadTrace, caplog: pytest.LogCaptureFixture) -> None:
     store, gpu = SQLStore.in_memory(), ReplayGPU(cifar)
-    cfg = JobConfig("never.reaches", (512, 1024), 1024, 0.99, 3)
+    # The paper's walk: with a budget, the miss of b0 would end the recurrence (tests/
+    # test_budget.py), as the same DAG without Zeus would have.
+    cfg = JobConfig("never.reaches", (512, 1024), 1024, 0.99, 3, exploration_budget=None)
     engine = Engine(store, gpu, cfg, seed=1, heartbeat_s=None)
 
     never = replay_never_reaching(gpu)
@@ -232,7 +238,8 @@ def test_a_lucky_first_run_does_not_kill_the_job_it_recovers_on_its_own(
     and b0 itself were each early-stopped once, and every later run failed as infeasible
     until a reset. Here the same history recovers without anyone touching the job."""
     store, gpu = SQLStore.in_memory(), ReplayGPU(cifar)
-    cfg = JobConfig("lucky.job", (128, 256, 512), 256, cifar.workload.target_metric, 100)
+    cfg = JobConfig("lucky.job", (128, 256, 512), 256, cifar.workload.target_metric, 100,
+                    exploration_budget=None)
     engine = Engine(store, gpu, cfg, seed=3, heartbeat_s=None)
     # Epochs to the target per try: b0's first run needs half its usual 32 epochs (lucky).
     needed = {256: iter([15] + [32] * 50), 128: iter([22] * 50), 512: iter([40] * 50)}

@@ -98,17 +98,27 @@ def test_three_runs_leave_three_trials_and_their_xcoms(zeus_store_url: str) -> N
             (row.batch_size, row.power_limit_w, row.epochs)
         assert pushed["energy_j"] == pytest.approx(row.energy_j)
         assert pushed["cost"] == pytest.approx(row.cost)
-        assert (pushed["tries"], pushed["phase"], pushed["measurement"],
-                pushed["reached_target"]) == (1, "pruning", "replayed", True)
+        # The first run is the walk's start (b0); then the exploration budget has no room
+        # yet for the worst case of a new size, so the best known size runs.
+        assert (pushed["tries"], pushed["measurement"], pushed["reached_target"]) == \
+            (1, "replayed", True)
+        assert pushed["phase"] == ("pruning" if run is runs[0] else "exploit")
+        assert pushed["default_cost"] > 0
+        # No reference before b0's first run has ended; a figure after it.
+        assert (pushed["budget_left_runs"] is None) == (run is runs[0])
         assert set(pushed["return_value"]) == {"epochs_to_target"}
         assert pushed["_link_ZeusJobLink"] == "/zeus/jobs/three_runs.train"
         shown = rendered_fields("three_runs", run.run_id, "train")
-        assert shown["zeus_summary"].endswith(f"b={row.batch_size} · {row.power_limit_w} W "
-                                              "(replayed)")
+        summary = shown["zeus_summary"]
+        assert f"b={row.batch_size} · {row.power_limit_w} W" in summary
+        assert summary.endswith("(replayed)")
+        assert ("exploited: exploring would have spent more than the exploration budget left"
+                in summary) == (run is not runs[0])
         assert shown["job_id"] == "three_runs.train"
-    # Pruning walks down from b0: each run saw the ones before it.
+    # The walk starts at b0; each run saw the ones before it, and the budget keeps the next
+    # ones at b0 until it can afford a new size's worst case.
     b0 = replay_job_settings("v100", "cifar100")["default_batch_size"]
-    assert rows[0].batch_size == b0 and rows[1].batch_size < b0
+    assert [r.batch_size for r in rows] == [b0] * 3
 
 
 def test_an_airflow_retry_replaces_the_failed_try_never_adds(zeus_store_url: str) -> None:

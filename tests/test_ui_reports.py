@@ -33,7 +33,7 @@ def replayed() -> SQLStore:
     gpu = ReplayGPU(trace)
     config = JobConfig(JOB, trace.batch_sizes, trace.default_batch_size,
                        trace.workload.target_metric, trace.workload.max_epochs,
-                       trace.workload.higher_is_better)
+                       trace.workload.higher_is_better, exploration_budget=None)
     store = SQLStore.in_memory()
     engine = Engine(store, gpu, config, seed=1, heartbeat_s=None)
     train = ReplayTraining(gpu, 1)

@@ -8,7 +8,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from zeus_airflow.core.config import DEFAULT_ETA, JobConfig, ProfilerConfig
+from zeus_airflow.core.config import (
+    DEFAULT_ETA,
+    DEFAULT_EXPLORATION_BUDGET,
+    JobConfig,
+    ProfilerConfig,
+)
 
 SIMULATED_DEVICE = "simulated:v100:sentiment140"
 """A V100 following the power curve the paper measured for BERT on Sentiment140 at b0 = 128
@@ -31,6 +36,8 @@ class CapriccioJob:
     """Above the paper's 2: the demo corpus's abrupt shift raises every batch size's cost
     1.5-2.5x for a few slices, and an early-stop bound that every size exceeds leaves the day
     without a model (docs/drift.md, "Early stopping under drift")."""
+    exploration_budget: float | None = DEFAULT_EXPLORATION_BUDGET
+    """The operator's (core/budget.py)."""
     warmup_steps: int = 2
     profile_steps: int = 8
     """Short profiling slices: an epoch of a demo slice is 10 to 320 steps."""
@@ -46,12 +53,14 @@ class CapriccioJob:
                 "default_batch_size": self.default_batch_size,
                 "target_metric": self.target_metric, "max_epochs": self.max_epochs,
                 "window_size": self.window_size, "beta": self.beta,
+                "exploration_budget": self.exploration_budget,
                 "warmup_steps": self.warmup_steps, "profile_steps": self.profile_steps,
                 "warmup_s": self.warmup_s, "profile_s": self.profile_s}
 
     def job_config(self, job_id: str, eta: float = DEFAULT_ETA) -> JobConfig:
         return JobConfig(job_id, self.batch_sizes, self.default_batch_size, self.target_metric,
                          self.max_epochs, eta=eta, beta=self.beta, window_size=self.window_size,
+                         exploration_budget=self.exploration_budget,
                          profiler=ProfilerConfig(warmup_steps=self.warmup_steps,
                                                  profile_steps=self.profile_steps,
                                                  warmup_s=self.warmup_s,

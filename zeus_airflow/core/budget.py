@@ -41,12 +41,19 @@ def default_cost_bound(ledger: BudgetLedger) -> float | None:
     return stats.mean * max(1.0 - CONFIDENCE_Z * spread, 0.0)
 
 
-def budget_status(config: JobConfig, ledger: BudgetLedger) -> BudgetStatus | None:
+def budget_status(config: JobConfig, ledger: BudgetLedger,
+                  cost_ratio: float = 1.0) -> BudgetStatus | None:
     """Where the job's budget stands; None without a budget or before Default's cost is
-    estimated (then only the default batch size may run: it is Default's own choice)."""
+    estimated (then only the default batch size may run: it is Default's own choice).
+
+    ``cost_ratio``: how much costs moved since a change drift detection found (new over
+    old). Default's runs before it priced the old data; on the new data Default would cost
+    that much more, as every size does, and a budget priced on the old would stop the
+    exploration the change calls for."""
     default = default_cost_bound(ledger)
     if config.exploration_budget is None or not default:
         return None
+    default *= cost_ratio
     unknown = max(ledger.recurrences - ledger.known_recurrences, 0)
     allowance = (1.0 + config.exploration_budget) * (ledger.known_default_cost
                                                      + unknown * default)

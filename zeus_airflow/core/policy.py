@@ -204,6 +204,8 @@ class ZeusPolicy:
                 # Its outcome is pending (or known bad now): while pruning, overlapping runs
                 # take the best size known so far instead of exploring blindly (paper §4.4).
                 best = best_known(snapshot, state.survivors)
+                if best in snapshot.missed:
+                    raise NoFeasibleBatchSizeError(missed_again(snapshot, best))
                 return Decision(best, "concurrent", early_stop_cost=bound(best))
             return Decision(b, "pruning", early_stop_cost=bound(b))
         in_play = sizes_in_play(snapshot, state)
@@ -224,11 +226,7 @@ class ZeusPolicy:
             # miss again, at the same cost.
             stopped = tuple(b for b in in_play if b not in snapshot.missed)
             if not stopped:
-                raise NoFeasibleBatchSizeError(
-                    f"every batch size in play ({list(in_play)}) missed target_metric="
-                    f"{snapshot.config.target_metric} within max_epochs="
-                    f"{snapshot.config.max_epochs} in this recurrence; running one again on "
-                    "the same data would miss again")
+                raise NoFeasibleBatchSizeError(missed_again(snapshot, *in_play))
             return Decision(cheapest(snapshot, stopped), "sampling", final=True)
         if snapshot.excluded:
             # A retry: this recurrence already paid for a failed try. Deliver the model with
@@ -240,6 +238,13 @@ class ZeusPolicy:
         phase: Phase = "sampling" if observed_here or choice not in snapshot.foreign_costs \
             else "calibrate"
         return Decision(choice, phase, early_stop_cost=bound(choice))
+
+
+def missed_again(snapshot: JobSnapshot, *sizes: int) -> str:
+    """Why a recurrence ends rather than run ``sizes`` again."""
+    return (f"batch size {', '.join(map(str, sizes))} missed target_metric="
+            f"{snapshot.config.target_metric} within max_epochs={snapshot.config.max_epochs} "
+            "in this recurrence; run again on the same data it would miss again")
 
 
 EXPLORING_PHASES = ("pruning", "sampling", "calibrate")
@@ -254,18 +259,26 @@ def within_budget(snapshot: JobSnapshot, decision: Decision) -> Decision:
     runs; the default batch size until one has run). Its pessimistic cost: an arm with
     successful runs costs its mean plus ``CONFIDENCE_Z`` run-to-run spreads, unless that
     passes its early-stop bound; any other try may run to its bound and then leave the
-    recurrence to the best size. A try of a size the recurrence has to run (its last, or
-    a retry once the best size failed in it) is never held back."""
-    status = budget_status(snapshot.config, snapshot.ledger)
+    recurrence to the best size. The recurrence's last try is never held back; once the
+    best size has failed in the recurrence, an exploring retry that does not fit ends the
+    recurrence with that try's result instead (without Zeus, it would have been the
+    default size's)."""
+    status = budget_status(snapshot.config, snapshot.ledger,
+                           snapshot.drift.cost_ratio if snapshot.drift else 1.0)
     decision = replace(decision, budget=status)
     if snapshot.config.exploration_budget is None or decision.phase not in EXPLORING_PHASES \
             or decision.final:
         return decision
     best = best_success_size(snapshot)
-    if decision.batch_size == best or best in snapshot.excluded:
+    if decision.batch_size == best:
         return decision
     if status is not None and affords(status, upper_cost(snapshot, decision, best)):
         return decision
+    if best in snapshot.excluded:
+        # The best size already ran in this recurrence and missed: its model is the
+        # recurrence's, as it would have been without Zeus when the best is the default size.
+        raise NoFeasibleBatchSizeError(f"{budget_reason(status, decision)}; the recurrence "
+                                       "ends with its last try")
     return Decision(best, "exploit", early_stop_cost=bound_for(snapshot)(best), budget=status,
                     reason=budget_reason(status, decision))
 

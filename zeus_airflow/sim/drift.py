@@ -41,6 +41,7 @@ from pathlib import Path
 from zeus_airflow.core.config import (
     DEFAULT_BETA,
     DEFAULT_ETA,
+    DEFAULT_EXPLORATION_BUDGET,
     ConfigError,
     check_int,
     check_int_below,
@@ -112,6 +113,9 @@ class DriftSpec:
     eta: float = DEFAULT_ETA
     beta: float = DEFAULT_BETA
     drift_detection: bool = False
+    exploration_budget: float | None = DEFAULT_EXPLORATION_BUDGET
+    """The operator's by default; None explores as the paper does (the tests of the windows'
+    adaptation use None, so that the budget's pace does not mix in)."""
 
     def __post_init__(self) -> None:
         check_int("recurrences", self.recurrences, minimum=2)
@@ -128,7 +132,7 @@ class DriftSpec:
     def simulation_spec(self) -> SimulationSpec:
         return SimulationSpec("zeus", self.gpu, self.workload, self.seed, self.traces_dir,
                               self.eta, self.beta, self.window, self.recurrences,
-                              self.drift_detection)
+                              self.drift_detection, self.exploration_budget)
 
 
 @dataclass(frozen=True)
