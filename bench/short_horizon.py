@@ -40,7 +40,8 @@ from simulate_sweep import GPUS, UPSTREAM_REGRET, WORKLOADS
 
 SEEDS = (1, 2, 3, 4, 5)
 ARMS = {"budget": DEFAULT_EXPLORATION_BUDGET, "no budget": None}
-"""The Zeus paths compared: the exploration budget as the operator sets it, and none."""
+"""The Zeus paths compared by default: the exploration budget as the operator sets it, and
+none (``--budgets`` compares others, e.g. ``0.1 0.3 none``)."""
 MAX_RATIO = 1.0 + DEFAULT_EXPLORATION_BUDGET
 MAX_GEOMEAN = 0.7
 MAX_LAST5_GAP = 0.03
@@ -81,28 +82,30 @@ class Path_:
         }
 
 
-def run_cell(args: tuple[str, str, int, str, int | None]) -> list[dict[str, object]]:
-    gpu, workload, seed, traces, recurrences = args
+def run_cell(args: tuple[str, str, int, str, int | None, dict[str, float | None]]
+             ) -> list[dict[str, object]]:
+    gpu, workload, seed, traces, recurrences, arms = args
     default = simulate(SimulationSpec("default", gpu, workload, seed, traces,
                                       recurrences=recurrences))
     return [Path_(arm, simulate(SimulationSpec("zeus", gpu, workload, seed, traces,
                                                recurrences=recurrences,
                                                exploration_budget=budget)), default).row()
-            for arm, budget in ARMS.items()]
+            for arm, budget in arms.items()]
 
 
 def num(row: dict[str, object], column: str) -> float:
     return float(str(row[column]))
 
 
-def summarise(rows: list[dict[str, object]]) -> tuple[list[str], list[str]]:
+def summarise(rows: list[dict[str, object]], arms: dict[str, float | None]
+              ) -> tuple[list[str], list[str]]:
     """The markdown table and the targets missed."""
     lines = ["| arm | paths | ever above 1.10 x Default | worst max ratio | at or below Default "
              "at run 7 | median ratio at 7 / 14 | break-even by run 7 | geomean regret / "
              "upstream | cells with last-5 within 0.03 of oracle |",
              "|---|---|---|---|---|---|---|---|---|"]
     missed: list[str] = []
-    for arm in ARMS:
+    for arm in arms:
         mine = [r for r in rows if r["arm"] == arm]
         if not mine:
             continue
@@ -150,12 +153,18 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true",
                         help="one cell, one seed, 20 recurrences: that the script still runs")
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--budgets", nargs="+", default=None, metavar="FRACTION|none",
+                        help="exploration budgets to compare (default: the operator's, "
+                             "and none)")
     args = parser.parse_args()
+    arms = ARMS if args.budgets is None else {
+        ("no budget" if b.lower() == "none" else f"budget {b}"):
+        (None if b.lower() == "none" else float(b)) for b in args.budgets}
     traces = str(resolve_traces_dir(args.traces))
     if args.quick:
-        cells = [("v100", "imagenet", 1, traces, 20)]
+        cells = [("v100", "imagenet", 1, traces, 20, arms)]
     else:
-        cells = [(g, w, s, traces, None) for g in GPUS for w in WORKLOADS for s in SEEDS]
+        cells = [(g, w, s, traces, None, arms) for g in GPUS for w in WORKLOADS for s in SEEDS]
     rows: list[dict[str, object]] = []
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         for done, cell_rows in enumerate(pool.map(run_cell, cells), start=1):
@@ -163,7 +172,7 @@ def main() -> int:
             print(f"[{done}/{len(cells)}] {cell_rows[0]['gpu']} {cell_rows[0]['workload']} "
                   f"seed {cell_rows[0]['seed']}", file=sys.stderr)
     write_csv(args.output.with_suffix(".csv"), COLUMNS, rows)
-    lines, missed = summarise(rows)
+    lines, missed = summarise(rows, arms)
     lines += ["", "Cumulative cost over Default's (the default batch size at the maximum power "
               "limit) on the same recurrences' data; eta 0.5, beta 2; all figures replayed from "
               "the paper's traces."]

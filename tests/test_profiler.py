@@ -127,10 +127,10 @@ def assert_exact_profile(profile: PowerProfile, count: int = 1) -> None:
         assert measured.steps_per_s == pytest.approx(1 / STEP_TIME_S[limit_w], rel=1e-9)
 
 
-def test_sets_each_candidate_high_to_low_then_the_optimum_then_the_original() -> None:
+def test_sets_each_candidate_in_search_order_then_the_optimum_then_the_original() -> None:
     rig = make_rig()
     trial = run_trial(rig, rig.train(steps_per_epoch=100))
-    assert rig.sets_w() == [250, 225, 200, 175, 150, OPTIMUM_W, ORIGINAL_W]
+    assert rig.sets_w() == [250, 150, 225, 200, 175, OPTIMUM_W, ORIGINAL_W]
     assert trial.profiler.optimal_power_limit_w == OPTIMUM_W
     assert trial.outcome.power_limit_w == OPTIMUM_W and trial.outcome.reached_target
     assert trial.profiler.profile.complete
@@ -151,29 +151,30 @@ def test_an_epoch_ending_mid_profile_keeps_what_was_measured_without_the_evaluat
         steps_past_warmup: int) -> None:
     rig = make_rig()
     seen_at_epoch_start: list[set[int]] = []
-    # 250 and 225 W finish in epoch 1; the 200 W slice is cut just after its warm-up or two
+    # 250 and 150 W finish in epoch 1; the 225 W slice is cut just after its warm-up or two
     # measured steps later, and the epoch's evaluation (EVAL_S) follows.
     steps = 2 * SLICE_STEPS + WARMUP_STEPS + steps_past_warmup
     train = rig.train(steps_per_epoch=steps, on_epoch=lambda run: (
         seen_at_epoch_start.append(set(run.profiler.profile.measurements))))
     trial = run_trial(rig, train)
-    assert seen_at_epoch_start[:2] == [set(), {250, 225}]
-    assert rig.sets_w() == [250, 225, 200, 175, 150, OPTIMUM_W, ORIGINAL_W]
+    assert seen_at_epoch_start[:2] == [set(), {250, 150}]
+    assert rig.sets_w() == [250, 150, 225, 200, 175, OPTIMUM_W, ORIGINAL_W]
     assert_exact_profile(trial.profiler.profile)
 
 
 def test_a_run_ending_mid_profile_leaves_a_partial_profile_the_next_run_continues() -> None:
     rig = make_rig()
     profile = new_profile(rig)
-    # One epoch of 10 steps: 250 W measured, 225 W cut three steps in.
+    # One epoch of 10 steps: 250 W measured, 150 W (the minimum, measured second) cut three
+    # steps in.
     first = run_trial(rig, rig.train(steps_per_epoch=SLICE_STEPS + 3, target_epoch=1),
                       profile=profile)
     assert set(profile.measurements) == {250} and not profile.complete
     assert first.outcome.reached_target
-    assert rig.sets_w() == [250, 225, ORIGINAL_W]
+    assert rig.sets_w() == [250, 150, ORIGINAL_W]
     rig.fake.set_calls.clear()
     run_trial(rig, rig.train(steps_per_epoch=100), profile=profile)
-    assert rig.sets_w() == [225, 200, 175, 150, OPTIMUM_W, ORIGINAL_W]
+    assert rig.sets_w() == [150, 225, 200, 175, OPTIMUM_W, ORIGINAL_W]
     assert profile.complete
     assert_exact_profile(profile)
 
@@ -217,9 +218,9 @@ def test_an_epoch_end_warms_up_by_steps_the_first_warmup_at_a_limit_by_seconds()
             run.report_metric(epoch / 2)
     run_trial(rig, train, config)
     # Epoch 1: 10 warm-up steps at 250 W (1 s), 2 measured. Epoch 2: 2 warm-up, 3 measured,
-    # then 225 W.
+    # then 150 W (the minimum, measured second).
     assert limits[0] == [250] * 12
-    assert limits[1][:WARMUP_STEPS + 3] == [250] * 5 and limits[1][5] == 225
+    assert limits[1][:WARMUP_STEPS + 3] == [250] * 5 and limits[1][5] == 150
 
 
 def test_the_store_keeps_a_slice_in_progress_apart_from_the_measurements() -> None:
@@ -250,7 +251,7 @@ def test_observer_mode_trains_at_the_maximum_and_reports_the_savings() -> None:
     rig = make_rig()
     steps_per_epoch = 100
     trial = run_trial(rig, rig.train(steps_per_epoch), job_config("observe"))
-    assert rig.sets_w() == [250, 225, 200, 175, 150, 250, ORIGINAL_W]
+    assert rig.sets_w() == [250, 150, 225, 200, 175, 250, ORIGINAL_W]
     # The outcome says the limit it trained at, and apart the optimum it found.
     assert trial.outcome.power_limit_w == 250
     assert trial.outcome.optimal_power_limit_w == OPTIMUM_W
@@ -303,7 +304,7 @@ def test_the_engine_restores_the_limit_and_records_an_error_when_training_raises
 
     with pytest.raises(RuntimeError, match="CUDA out of memory"):
         engine.run_recurrence(train, RecurrenceKey(run_id="r1"))
-    assert rig.sets_w() == [250, 225, ORIGINAL_W]
+    assert rig.sets_w() == [250, 150, ORIGINAL_W]
     assert rig.fake.limits_mw() == [ORIGINAL_W * 1000]
     with store.engine.connect() as conn:
         status, error = conn.execute(select(trials.c.status, trials.c.error)).one()
@@ -319,7 +320,7 @@ def test_the_engine_keeps_a_partial_profile_for_the_next_recurrence() -> None:
     # The try profiles the four limits r1 left, then trains at the optimum. Its epoch of 100
     # steps costs more than twice r1's 53-step one, but the only size sets the bound itself,
     # so it runs to its end.
-    assert rig.sets_w() == [225, 200, 175, 150, OPTIMUM_W, ORIGINAL_W]
+    assert rig.sets_w() == [150, 225, 200, 175, OPTIMUM_W, ORIGINAL_W]
     assert [t.outcome.stop_reason for t in result.tries] == ["target"]
     assert result.power_limit_w == OPTIMUM_W
 
@@ -359,7 +360,7 @@ def test_four_gpus_are_set_together_and_each_restored_to_its_own_limit() -> None
                                                        max_limit_mw=250_000,
                                                        default_limit_mw=225_000)])
     trial = run_trial(rig, rig.train(steps_per_epoch=100))
-    profiled = [250, 225, 200, 175, 150, OPTIMUM_W]
+    profiled = [250, 150, 225, 200, 175, OPTIMUM_W]
     for index in range(3):
         assert rig.sets_w(index) == [*profiled, ORIGINAL_W]
     assert rig.sets_w(3) == [*profiled, 225]
@@ -397,20 +398,20 @@ def steps_per_limit(rig: Rig, config: JobConfig, steps: int = 100) -> list[tuple
     return seen
 
 
-@pytest.mark.parametrize(("warmup_s", "profile_s", "slice_steps", "slice_steps_225"), [
+@pytest.mark.parametrize(("warmup_s", "profile_s", "slice_steps", "slice_steps_150"), [
     (0.1, 0.3, SLICE_STEPS, SLICE_STEPS),  # 0.1 s steps: the step floors end it
     # The seconds end it: at 250 W (0.1 s steps) 10 steps of warm-up and 30 measured, at
-    # 225 W (0.102 s) 10 and 29.
-    (0.95, 2.95, 10 + 30, 10 + 29),
+    # 150 W (0.13 s, the minimum, measured second) 8 and 23.
+    (0.95, 2.95, 10 + 30, 8 + 23),
 ])
 def test_a_slice_ends_once_both_its_steps_and_its_seconds_have_passed(
-        warmup_s: float, profile_s: float, slice_steps: int, slice_steps_225: int) -> None:
+        warmup_s: float, profile_s: float, slice_steps: int, slice_steps_150: int) -> None:
     config = job_config()
     config = replace(config, profiler=replace(config.profiler, warmup_s=warmup_s,
                                               profile_s=profile_s))
     seen = steps_per_limit(make_rig(), config, steps=400)
     assert seen[0] == (250, slice_steps)
-    assert seen[1] == (225, slice_steps_225)
+    assert seen[1] == (150, slice_steps_150)
     assert_exact_profile(run_trial(make_rig(), make_rig().train(100), config).profiler.profile)
 
 
@@ -435,9 +436,10 @@ def test_bulk_stepping_reaches_the_time_in_estimated_chunks() -> None:
 
 
 # --- the search over limits --------------------------------------------------------------------
-SEARCHED_W = [250, 225, 200, 175, 150]
-"""The order the search measures STEP_TIME_S's limits in (its optimum, 175 W, lies next to
-the minimum, so here it measures all five)."""
+SEARCHED_W = [250, 150, 225, 200, 175]
+"""The order the search measures STEP_TIME_S's limits in: the maximum, the minimum, then the
+golden-section probes (its optimum, 175 W, lies next to the minimum, so here it measures all
+five)."""
 
 
 @pytest.mark.parametrize("interrupted_after", range(1, len(SEARCHED_W)))
@@ -469,7 +471,7 @@ def test_profiles_stored_before_the_search_still_work() -> None:
                                {w: full.measurements[w] for w in (250, 225, 200)})
     rig.fake.set_calls.clear()
     trial = run_trial(rig, rig.train(100), profile=old_partial)
-    assert rig.sets_w()[:-2] == [175, 150]
+    assert rig.sets_w()[:-2] == [150, 175]  # the minimum first, then the search's probe
     assert trial.outcome.optimal_power_limit_w == OPTIMUM_W
 
 
@@ -478,7 +480,7 @@ def test_an_unfinished_profile_reports_no_optimum() -> None:
     rig = make_rig()
     trial = run_trial(rig, rig.train(steps_per_epoch=SLICE_STEPS + 3, target_epoch=1))
     assert trial.outcome.profile_unfinished
-    assert trial.outcome.power_limit_w == 225  # the limit it ended at
+    assert trial.outcome.power_limit_w == 150  # the limit it ended at (the minimum, second)
     assert trial.outcome.optimal_power_limit_w is None
 
 

@@ -4,7 +4,8 @@ Energy, time and the Zeus cost per step are close to unimodal over the power lim
 fall, then rise, or only fall), so a discrete golden-section search finds the best limit
 with fewer measured slices than candidates. The maximum limit is always measured first: it
 is the Default configuration's limit, and what a run "would have cost at max power" is
-priced from it.
+priced from it. The minimum comes second, so that a dip at the floor of a noisy curve is
+not missed.
 
 The next limit is a pure function of (candidates, measurements so far, objective): the
 search is replayed from its start on every call, so a profile interrupted anywhere (and
@@ -70,6 +71,11 @@ def next_limit_w(candidates_w: Sequence[int], measured: Mapping[int, LimitMeasur
         return None
     if limits[-1] not in measured:
         return limits[-1]
+    if limits[0] not in measured:
+        # Both ends before the search: measured curves are noisy near their floor (A40
+        # movielens-1m: the cheapest limit is the lowest, past a bump the search alone
+        # settles before), and the optimum is the best limit measured anywhere.
+        return limits[0]
     key = objective.key_function(measured)
     value = {i: key(measured[w]) for i, w in enumerate(limits) if w in measured}
     lo, hi = 0, len(limits) - 1
