@@ -44,7 +44,7 @@ def a100(**changes: Any) -> FakeGPUSpec:
 def job(mode: str = "optimize", max_tries: int | None = None,
         batch_sizes: tuple[int, ...] = (32,)) -> JobConfig:
     return JobConfig("job", batch_sizes, batch_sizes[-1], target_metric=1.0, max_epochs=2,
-                     max_tries=max_tries,
+                     max_tries=max_tries, exploration_budget=None,  # tries the next size
                      profiler=ProfilerConfig(warmup_steps=1, profile_steps=2, warmup_s=0.0,
                                              profile_s=0.0, mode=mode))  # type: ignore[arg-type]
 

@@ -16,7 +16,8 @@ ABOVE_THE_STORE = ("zeus_airflow.core.run", "zeus_airflow.core.profiler",
                    "zeus_airflow.core.fleet", "zeus_airflow.core.monitor",
                    "zeus_airflow.core.reports")
 GROUND_FLOOR = ("zeus_airflow.core.config", "zeus_airflow.core.cost",
-                "zeus_airflow.core.devices.base", "zeus_airflow.core.domain")
+                "zeus_airflow.core.limit_search", "zeus_airflow.core.devices.base",
+                "zeus_airflow.core.domain")
 """What the domain may import (besides itself)."""
 
 
