@@ -97,8 +97,15 @@ def main() -> None:
     parser.add_argument("--window", action="store_true",
                         help="one size over the test's catch-up window, day by day")
     parser.add_argument("--size", type=int, default=64, help="the size --window runs")
+    parser.add_argument("--quick", action="store_true",
+                        help="one region, two sizes, one day, no competing loop: that the "
+                             "script runs (the suite runs it)")
     args = parser.parse_args()
     logging.disable(logging.WARNING)
+    if args.quick:
+        args.days, args.competitors = 1, 0
+    regions = workload.REGIONS[:1] if args.quick else workload.REGIONS
+    sizes = (64, workload.DEFAULT_BATCH_SIZE) if args.quick else workload.BATCH_SIZES
     days = [f"202601{day:02d}" for day in range(1, args.days + 1)]
     loops = [subprocess.Popen([sys.executable, "-c", BUSY_LOOP.format(limit=1800)])
              for _ in range(args.competitors)]
@@ -108,8 +115,8 @@ def main() -> None:
             return
         print(f"{'region':9} {'b':>5} {'runs':>4} {'epochs':>12} {'mean cost':>10} "
               f"{'cv':>5} {'min':>8} {'max':>8}")
-        for region in workload.REGIONS:
-            results = {b: measure(region, b, days) for b in workload.BATCH_SIZES}
+        for region in regions:
+            results = {b: measure(region, b, days) for b in sizes}
             for b, r in results.items():
                 cv = statistics.pstdev(r.costs) / r.mean() if len(r.costs) > 1 else 0.0
                 print(f"{region:9} {b:5d} {len(r.costs):4d} {','.join(map(str, r.epochs)):>12} "

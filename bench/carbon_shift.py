@@ -47,6 +47,8 @@ def main() -> int:
                         help="an hourly trace (ours or an Electricity Maps export) of at least "
                              "61 days; default: the synthetic trace")
     parser.add_argument("--zone", default=None, help="the zone to read from --intensity-csv")
+    parser.add_argument("--quick", action="store_true",
+                        help="5 days instead of 60: that the script runs (the suite runs it)")
     args = parser.parse_args()
     grid, label = None, ""
     if args.intensity_csv:
@@ -55,11 +57,13 @@ def main() -> int:
         grid = list(loaded.zones.get(zone, loaded.zones.get("*", ())))
         label = f"{args.intensity_csv.name}, zone {zone} (real)"
     spec = CarbonExperimentSpec(args.gpu, args.workload, str(resolve_traces_dir()),
-                                seed=args.seed, guess_s=args.guess_h * 3600)
+                                seed=args.seed, guess_s=args.guess_h * 3600,
+                                **({"days": 5} if args.quick else {}))
     results: list[CarbonExperimentResult] = []
     started = time.perf_counter()
     for deadline in DEADLINES_H:
-        print(f"deadline {deadline:g} h: 60 days x {len(ARMS)} arms...", file=sys.stderr)
+        print(f"deadline {deadline:g} h: {spec.days} days x {len(ARMS)} arms...",
+              file=sys.stderr)
         results.append(run_carbon_experiment(replace(spec, deadline_h=deadline), grid, label))
     wall_s = time.perf_counter() - started
     write_csv(results, args.output.with_suffix(".csv"))

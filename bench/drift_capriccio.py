@@ -33,17 +33,24 @@ SEEDS = (1, 2, 3)
 CONFIGS = {"": ["--window", "10", "--beta", "3"],
            "_nowindow": ["--window", "none", "--beta", "3"],
            "_beta2": ["--window", "10", "--beta", "2"]}
+QUICK = ["--days", "12", "--tweets-per-day", "400", "--shift-day", "6", "--slice-size", "800",
+         "--val-size", "200", "--slices", "8", "--target", "0.6"]
+"""--quick: a small corpus whose 8 slices see the shift from the fifth (seconds, not figures)."""
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_traces_option(parser)
     parser.add_argument("--output", type=Path, default=Path("bench/drift_capriccio"))
+    parser.add_argument("--quick", action="store_true",
+                        help="the default configuration, seed 1, a small corpus, targets not "
+                             "checked: that the script runs (the suite runs it)")
     args = parser.parse_args()
     traces = traces_passed_on(args.traces)
     rows, explored, fast = [], 0, True
-    for suffix, options in CONFIGS.items():
-        for seed in SEEDS:
+    configs = {"": CONFIGS[""] + QUICK} if args.quick else CONFIGS
+    for suffix, options in configs.items():
+        for seed in SEEDS[:1] if args.quick else SEEDS:
             stem = args.output.with_name(f"{args.output.name}{suffix}_seed{seed}")
             plot = ["--plot", str(stem.with_suffix(".png"))] if seed == SEEDS[0] else []
             load = os.getloadavg()[0]
@@ -63,7 +70,7 @@ def main() -> int:
                            f"shift): {'met' if met else 'MISSED'}."
     args.output.with_suffix(".md").write_text(report + "\n")
     print(report)
-    return 0 if met else 1
+    return 0 if met or args.quick else 1
 
 
 def summarise(path: Path) -> dict[str, float]:

@@ -109,12 +109,16 @@ class TimedOperator(ZeusTrainOperator):
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=40)
+    parser.add_argument("--quick", action="store_true",
+                        help="3 runs: that the script runs (the suite runs it)")
     parser.add_argument("--db", help="store URL (default: an SQLite file in the Airflow home)")
     parser.add_argument("--dir", help="where to make the Airflow home (default: the system's "
                                       "temp folder); /dev/shm takes the disk's fsync out")
     parser.add_argument("--traces",
                         help="default: $ZEUS_TRACES_DIR, else the traces shipped in the package")
     args = parser.parse_args()
+    if args.quick:
+        args.runs = 3
     home = Path(tempfile.mkdtemp(prefix="zeus-bench-airflow-", dir=args.dir))
     (home / "dags").mkdir()
     (home / "dags" / "overhead_dag.py").write_text(DAG_FILE)

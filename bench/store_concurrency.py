@@ -146,7 +146,11 @@ def main() -> None:
     parser.add_argument("--workload", default="cifar100")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--heartbeat-s", type=float, default=1.0)
+    parser.add_argument("--quick", action="store_true",
+                        help="2 workers x 3 recurrences: that the script runs (the suite runs it)")
     args = parser.parse_args()
+    if args.quick:
+        args.workers, args.runs = 2, 3
 
     upgrade_store(args.db)
     job_id = f"bench.concurrency.{secrets.token_hex(4)}"

@@ -202,7 +202,12 @@ def main() -> None:
     parser.add_argument("--gpu", default="v100")
     parser.add_argument("--workload", default="cifar100")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--quick", action="store_true",
+                        help="20 jobs x 20 trials, 5 samples: that the script runs (the suite "
+                             "runs it)")
     args = parser.parse_args()
+    if args.quick:
+        args.jobs, args.trials, args.samples = 20, 20, 5
 
     upgrade_store(args.db)
     trace = load_workload_trace(args.traces, args.gpu, args.workload)

@@ -83,7 +83,8 @@ def in_process_breakdown(runs: int, repeat: int = 5) -> dict[str, float]:
         marks.append(time.perf_counter())
         html = render.environment().get_template("job.html").render(
             urls=Urls(""), assets=render.assets(), detail=detail, charts=charts, page=page,
-            highlight=None, version_param=None)
+            highlight=None, highlight_map_index=None, is_run=queries.is_run,
+            version_param=None)  # as plugins/pages.py's job_page renders it
         marks.append(time.perf_counter())
         samples.append([(b - a) * 1e3 for a, b in pairwise(marks)])
     assert len(detail.runs) == runs and html
@@ -97,7 +98,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workload", default="cifar100")
     parser.add_argument("--traces", default=None,
                         help="default: $ZEUS_TRACES_DIR, else the traces shipped in the package")
+    parser.add_argument("--quick", action="store_true",
+                        help="30 runs, 3 requests, the target not checked: that the script runs "
+                             "(the suite runs it)")
     args = parser.parse_args(argv)
+    if args.quick:
+        args.runs, args.requests = 30, 3
 
     work = Path(tempfile.mkdtemp(prefix="zeus-bench-ui-"))
     home, url = work / "airflow", f"sqlite:///{work / 'zeus.db'}"
@@ -131,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     assert len(server_ms) == args.requests, "access log lines missing"
     stages = in_process_breakdown(args.runs)
     report(args.runs, server_ms, client_ms, size, stages)
-    return 0 if statistics.median(server_ms) <= TARGET_MS else 1
+    return 0 if statistics.median(server_ms) <= TARGET_MS or args.quick else 1
 
 
 def report(runs: int, server_ms: list[float], client_ms: list[float], size: int,
