@@ -12,7 +12,7 @@ TESTS32 := tests/test_airflow_compat.py tests/test_operator*.py tests/test_bad_i
            tests/test_metrics_statsd.py tests/test_dags.py tests/test_store*.py tests/test_ui*.py \
            tests/test_celery_topology.py
 
-.PHONY: setup demo test lint clean setup-airflow32 test-airflow32
+.PHONY: setup demo test test-fast acceptance lint clean setup-airflow32 test-airflow32
 
 # $(1): the venv, $(2): what pip adds to `-e .[dev]` (constraints).
 define make_venv
@@ -44,9 +44,22 @@ lint: setup
 	$(VENV)/bin/ruff check zeus_airflow tests bench dags
 	$(VENV)/bin/mypy
 
+# Everything but the 20-day acceptance run (pyproject's addopts leave it out).
 test: setup lint
 	bash scripts/test-services.sh
 	$(PY) -m pytest -q
+
+# The inner loop while working: no servers, browser, Celery, Docker or subprocess trainings
+# (the `slow` marker, tests/conftest.py); no lint. `make test` before a stop.
+test-fast: setup
+	bash scripts/test-services.sh
+	$(PY) -m pytest -q -m "not slow and not acceptance"
+
+# The noise acceptance test's full 20 days through the real scheduler (~10 minutes): for a
+# change to the policy. Not part of `make test` or CI (docs/algorithm.md, "The first rule").
+acceptance: setup
+	bash scripts/test-services.sh
+	$(PY) -m pytest -q -m acceptance tests/test_acceptance_noise.py
 
 # The operator, store, UI and scheduler tests on Airflow 3.2 (`make test` runs all on 3.3).
 test-airflow32: setup-airflow32

@@ -15,3 +15,38 @@ pytest_plugins = ["fixtures_airflow", "fixtures_grid", "fixtures_store", "fixtur
 def no_cuda_visible_devices(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every GPU NVML lists is visible, whatever the machine running the tests sets."""
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+
+
+# --- markers (registered in pyproject.toml), assigned here rather than in each test file ------
+SLOW_FIXTURES = frozenset({"api_server", "browser"})
+"""A real api-server (and Chromium) for the UI: tens of seconds to start."""
+SLOW_HELPERS = frozenset({"scheduler_harness"})
+"""Modules whose users start Airflow's real servers (scheduler, dag-processor, api-server)."""
+SLOW_MODULES = frozenset({
+    "test_bench_quick",  # every bench script in a subprocess
+    "test_celery_topology",  # a real Celery worker and Redis
+    "test_deploy_compose",  # docker-compose config and the image's files
+    "test_light_install",  # a base install in a fresh venv
+    "test_gpu_check",  # bench/gpu_check.py in fresh interpreters
+    "test_distributed",  # DDP ranks as processes
+    "test_capriccio_dag",  # the Capriccio DAG's real training
+    "test_capriccio_training",
+    "test_integration_huggingface",  # real Trainer runs
+    "test_integration_lightning",
+    "test_operator_demo",  # the demo's DAG over many logical dates
+    "test_standalone",  # the CLI in fresh interpreters
+})
+"""Modules whose tests take seconds each (measured with --durations)."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """``slow`` on what ``make test-fast`` leaves out: by module, by the helper module a test
+    module imports, or by fixture, so that a new test there is marked without a decorator."""
+    for item in items:
+        module = getattr(item, "module", None)
+        name = getattr(module, "__name__", "")
+        helpers = {getattr(value, "__module__", None) for value in vars(module).values()} \
+            if module is not None else set()
+        if (name in SLOW_MODULES or helpers & SLOW_HELPERS
+                or SLOW_FIXTURES & set(getattr(item, "fixturenames", ()))):
+            item.add_marker(pytest.mark.slow)
