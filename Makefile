@@ -8,8 +8,14 @@ PY := $(VENV)/bin/python
 VENV32 ?= .venv-airflow32
 PY32 := $(VENV32)/bin/python
 CONSTRAINTS32 := constraints/airflow-3.2.txt
+# What touches Airflow's APIs (operator, scheduler, hook, plugin and UI, metrics, compat), and
+# the store's SQL, schema and faults (SQLAlchemy 2.0 and alembic 1.18 here, 2.1 and 1.20 on 3.3).
+# Left to the 3.3 run: the Airflow-free CLI, reports, charts and access rules, and the store's
+# concurrency (the databases' locking, not SQLAlchemy's version).
 TESTS32 := tests/test_airflow_compat.py tests/test_operator*.py tests/test_bad_inputs.py \
-           tests/test_metrics_statsd.py tests/test_dags.py tests/test_store*.py tests/test_ui*.py \
+           tests/test_metrics_statsd.py tests/test_dags.py tests/test_store_location.py \
+           tests/test_store_trials.py tests/test_store_schema.py tests/test_store_faults.py \
+           tests/test_ui_app.py tests/test_ui_server.py tests/test_ui_browser.py \
            tests/test_celery_topology.py
 
 .PHONY: setup demo test test-fast acceptance lint clean setup-airflow32 test-airflow32
@@ -45,15 +51,19 @@ lint: setup
 	$(VENV)/bin/mypy
 
 # Everything but the 20-day acceptance run (pyproject's addopts leave it out).
+# Two processes (pytest-xdist): many tests wait on servers and subprocesses. Each process has
+# its own Airflow home, PostgreSQL database and session fixtures (the UI's api-server too).
+XDIST := -n 2
+
 test: setup lint
 	bash scripts/test-services.sh
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q $(XDIST)
 
 # The inner loop while working: no servers, browser, Celery, Docker or subprocess trainings
 # (the `slow` marker, tests/conftest.py); no lint. `make test` before a stop.
 test-fast: setup
 	bash scripts/test-services.sh
-	$(PY) -m pytest -q -m "not slow and not acceptance"
+	$(PY) -m pytest -q $(XDIST) -m "not slow and not acceptance"
 
 # The noise acceptance test's full 20 days through the real scheduler (~10 minutes): for a
 # change to the policy. Not part of `make test` or CI (docs/algorithm.md, "The first rule").
@@ -64,7 +74,7 @@ acceptance: setup
 # The operator, store, UI and scheduler tests on Airflow 3.2 (`make test` runs all on 3.3).
 test-airflow32: setup-airflow32
 	bash scripts/test-services.sh
-	$(PY32) -m pytest -q $(TESTS32)
+	$(PY32) -m pytest -q $(XDIST) $(TESTS32)
 
 clean:
 	rm -rf $(VENV) $(VENV32) artifacts .pytest_cache .mypy_cache .ruff_cache

@@ -35,8 +35,14 @@ SLOW_MODULES = frozenset({
     "test_integration_lightning",
     "test_operator_demo",  # the demo's DAG over many logical dates
     "test_standalone",  # the CLI in fresh interpreters
+    "test_dags",  # the example DAGs' real trainings (DDP ranks, Hugging Face, Lightning)
+    "test_store_concurrency",  # racing worker processes on both backends
 })
 """Modules whose tests take seconds each (measured with --durations)."""
+SLOW_TESTS = frozenset({
+    "test_airflow_compat.py::test_importing_on_airflow_3_1_names_the_supported_versions",
+})
+"""Single tests as ``<file>::<function>``: a fresh interpreter importing Airflow each."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -47,6 +53,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         name = getattr(module, "__name__", "")
         helpers = {getattr(value, "__module__", None) for value in vars(module).values()} \
             if module is not None else set()
-        if (name in SLOW_MODULES or helpers & SLOW_HELPERS
+        function = f"{item.path.name}::{getattr(item, 'originalname', item.name)}"
+        if (name in SLOW_MODULES or helpers & SLOW_HELPERS or function in SLOW_TESTS
                 or SLOW_FIXTURES & set(getattr(item, "fixturenames", ()))):
             item.add_marker(pytest.mark.slow)
