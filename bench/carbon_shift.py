@@ -21,6 +21,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from zeus_airflow.cli.options import add_output_option, bench_output
 from zeus_airflow.core.carbon.csvtrace import CsvTrace
 from zeus_airflow.core.devices.spec import resolve_traces_dir
 from zeus_airflow.sim.carbon import (
@@ -37,7 +38,7 @@ DEADLINES_H = (20.0, 14.0)
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--output", type=Path, default=Path("bench/carbon_shift"))
+    add_output_option(parser, "carbon_shift")
     parser.add_argument("--gpu", default="v100")
     parser.add_argument("--workload", default="sentiment140")
     parser.add_argument("--guess-h", type=float, default=2.0,
@@ -50,6 +51,7 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true",
                         help="5 days instead of 60: that the script runs (the suite runs it)")
     args = parser.parse_args()
+    args.output = bench_output(args.output, args.quick, "carbon_shift")
     grid, label = None, ""
     if args.intensity_csv:
         loaded = CsvTrace.load(args.intensity_csv)

@@ -24,7 +24,12 @@ from collections import Counter
 from pathlib import Path
 
 from zeus_airflow.capriccio.generator import CorpusSpec
-from zeus_airflow.cli.options import add_traces_option, traces_passed_on
+from zeus_airflow.cli.options import (
+    add_output_option,
+    add_traces_option,
+    bench_output,
+    traces_passed_on,
+)
 
 LIMIT_S = 15 * 60
 AROUND = 8
@@ -41,11 +46,12 @@ QUICK = ["--days", "12", "--tweets-per-day", "400", "--shift-day", "6", "--slice
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_traces_option(parser)
-    parser.add_argument("--output", type=Path, default=Path("bench/drift_capriccio"))
+    add_output_option(parser, "drift_capriccio")
     parser.add_argument("--quick", action="store_true",
                         help="the default configuration, seed 1, a small corpus, targets not "
                              "checked: that the script runs (the suite runs it)")
     args = parser.parse_args()
+    args.output = bench_output(args.output, args.quick, "drift_capriccio")
     traces = traces_passed_on(args.traces)
     rows, explored, fast = [], 0, True
     configs = {"": CONFIGS[""] + QUICK} if args.quick else CONFIGS

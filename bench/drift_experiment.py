@@ -20,7 +20,12 @@ from collections import defaultdict
 from pathlib import Path
 from statistics import mean, median
 
-from zeus_airflow.cli.options import add_traces_option, traces_passed_on
+from zeus_airflow.cli.options import (
+    add_output_option,
+    add_traces_option,
+    bench_output,
+    traces_passed_on,
+)
 
 SEEDS = [str(s) for s in range(1, 21)]
 
@@ -28,11 +33,12 @@ SEEDS = [str(s) for s in range(1, 21)]
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_traces_option(parser)
-    parser.add_argument("--output", type=Path, default=Path("bench/drift_experiment"))
+    add_output_option(parser, "drift_experiment")
     parser.add_argument("--quick", action="store_true",
                         help="seeds 1-2, 40 recurrences (drift at 20), targets not checked: "
                              "that the script runs (the suite runs it)")
     args = parser.parse_args()
+    args.output = bench_output(args.output, args.quick, "drift_experiment")
     csv_path, png_path = args.output.with_suffix(".csv"), args.output.with_suffix(".png")
     traces = traces_passed_on(args.traces)
     command = [sys.executable, "-m", "zeus_airflow.cli", "drift-experiment", *traces,

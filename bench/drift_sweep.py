@@ -32,7 +32,12 @@ from pathlib import Path
 from statistics import mean, median
 
 from zeus_airflow import figures
-from zeus_airflow.cli.options import add_traces_option, traces_passed_on
+from zeus_airflow.cli.options import (
+    add_output_option,
+    add_traces_option,
+    bench_output,
+    traces_passed_on,
+)
 from zeus_airflow.cli.output import write_csv
 from zeus_airflow.core.devices.spec import resolve_traces_dir
 from zeus_airflow.core.traces import load_workload_trace
@@ -56,12 +61,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_traces_option(parser)
     parser.add_argument("--seeds", nargs="+", default=[str(s) for s in range(1, 11)])
-    parser.add_argument("--output", type=Path, default=Path("bench/drift_sweep"))
+    add_output_option(parser, "drift_sweep")
     parser.add_argument("--quick", action="store_true",
                         help="one cell (v100 cifar100, the first drift), seed 1, 40 "
                              "recurrences, targets not checked: that the script runs (the "
                              "suite runs it)")
     args = parser.parse_args()
+    args.output = bench_output(args.output, args.quick, "drift_sweep")
     traces = traces_passed_on(args.traces)
     gpus, workloads, drifts = (GPUS, WORKLOADS, DRIFTS) if not args.quick \
         else (GPUS[:1], ("cifar100",), DRIFTS[:1])

@@ -26,7 +26,7 @@ from pathlib import Path
 from statistics import median
 from unittest import mock
 
-from zeus_airflow.cli.options import add_traces_option
+from zeus_airflow.cli.options import add_output_option, add_traces_option, bench_output
 from zeus_airflow.cli.output import write_csv
 from zeus_airflow.core.config import JobConfig, ProfilerConfig
 from zeus_airflow.core.cost import LimitMeasurement
@@ -238,10 +238,11 @@ def main(argv: Sequence[str] | None = None,
          classifier: Callable[[], dict[str, object]] = classifier_row) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_traces_option(parser)
-    parser.add_argument("--output", type=Path, default=Path("bench/profile_steps"))
+    add_output_option(parser, "profile_steps")
     parser.add_argument("--quick", action="store_true",
                         help="one cell (V100, cifar100, b0 only), no classifier")
     args = parser.parse_args(argv)
+    args.output = bench_output(args.output, args.quick, "profile_steps")
     traces = resolve_traces_dir(args.traces)
     cells = [("v100", "cifar100")] if args.quick \
         else [(g, w) for g in GPUS for w in WORKLOADS]

@@ -29,7 +29,7 @@ from itertools import accumulate
 from pathlib import Path
 from statistics import mean
 
-from zeus_airflow.cli.options import add_traces_option
+from zeus_airflow.cli.options import add_output_option, add_traces_option, bench_output
 from zeus_airflow.cli.output import write_csv
 from zeus_airflow.core.config import DEFAULT_EXPLORATION_BUDGET
 from zeus_airflow.core.devices.spec import resolve_traces_dir
@@ -149,7 +149,7 @@ def summarise(rows: list[dict[str, object]], arms: dict[str, float | None]
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_traces_option(parser)
-    parser.add_argument("--output", type=Path, default=Path("bench/short_horizon"))
+    add_output_option(parser, "short_horizon")
     parser.add_argument("--quick", action="store_true",
                         help="one cell, one seed, 20 recurrences: that the script still runs")
     parser.add_argument("--jobs", type=int, default=2)
@@ -157,6 +157,7 @@ def main() -> int:
                         help="exploration budgets to compare (default: the operator's, "
                              "and none)")
     args = parser.parse_args()
+    args.output = bench_output(args.output, args.quick, "short_horizon")
     arms = ARMS if args.budgets is None else {
         ("no budget" if b.lower() == "none" else f"budget {b}"):
         (None if b.lower() == "none" else float(b)) for b in args.budgets}

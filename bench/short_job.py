@@ -20,8 +20,8 @@ import argparse
 import logging
 import sys
 from collections.abc import Callable
-from pathlib import Path
 
+from zeus_airflow.cli.options import add_output_option, bench_output
 from zeus_airflow.cli.output import write_csv
 from zeus_airflow.core.config import JobConfig
 from zeus_airflow.core.devices.spec import open_device, parse_device
@@ -63,8 +63,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--days", type=int, default=14)
     parser.add_argument("--quick", action="store_true", help="3 days: that the script runs")
-    parser.add_argument("--output", type=Path, default=Path("bench/short_job"))
+    add_output_option(parser, "short_job")
     args = parser.parse_args()
+    args.output = bench_output(args.output, args.quick, "short_job")
     import torch
     torch.set_num_threads(1)
     days = 3 if args.quick else args.days

@@ -24,7 +24,12 @@ from collections import defaultdict
 from pathlib import Path
 from statistics import mean
 
-from zeus_airflow.cli.options import add_traces_option, traces_passed_on
+from zeus_airflow.cli.options import (
+    add_output_option,
+    add_traces_option,
+    bench_output,
+    traces_passed_on,
+)
 
 # Upstream Zeus 0.16's legacy simulator (`zeus._legacy`) run on the same traces, eta 0.5,
 # beta 2, seeds 1-5: cumulative regret in 1e6 cost units, mean over the seeds.
@@ -45,7 +50,7 @@ WORKLOADS = ("librispeech", "squad", "sentiment140", "imagenet", "cifar100", "mo
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_traces_option(parser)
-    parser.add_argument("--output", type=Path, default=Path("bench/simulate"))
+    add_output_option(parser, "simulate")
     parser.add_argument("--drift-detection", choices=["on", "off"], default=None,
                         help="passed to `zeus-airflow simulate` (default: its default)")
     parser.add_argument("--baseline", type=Path, default=None,
@@ -54,6 +59,7 @@ def main() -> int:
                         help="one cell, one seed, 20 recurrences, targets not checked: that the "
                              "script runs (the suite runs it)")
     args = parser.parse_args()
+    args.output = bench_output(args.output, args.quick, "simulate")
     csv_path, png_path = args.output.with_suffix(".csv"), args.output.with_suffix(".png")
     traces = traces_passed_on(args.traces)
     gpus, workloads = (GPUS[:1], WORKLOADS[:1]) if args.quick else (GPUS, WORKLOADS)

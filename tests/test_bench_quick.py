@@ -104,3 +104,14 @@ def test_the_quick_profile_steps_counts_fewer_steps_after(tmp_path: Path) -> Non
     assert int(row["after_steps_b0"]) < int(row["before_steps_b0"])
     assert row["same_optimum_b0"] == "True"
     assert "REPLAYED" in out.with_suffix(".md").read_text()
+
+
+def test_a_quick_run_without_output_writes_to_a_temporary_folder(tmp_path: Path) -> None:
+    before = snapshot(BENCH)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, str(BENCH / "short_horizon.py"), "--quick"],
+                          capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
+    assert done.returncode == 0, done.stderr[-4000:]
+    (written,) = tmp_path.glob("zeus-bench-short_horizon-*/short_horizon.md")
+    assert str(written.with_suffix("")) in done.stderr
+    assert snapshot(BENCH) == before

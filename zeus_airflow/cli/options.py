@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import sys
+import tempfile
 from pathlib import Path
 
 TRACES_HELP = ("folder with summary_train.csv and summary_power_<gpu>.csv (default: "
@@ -17,3 +19,23 @@ def add_traces_option(parser: argparse.ArgumentParser) -> None:
 def traces_passed_on(traces: Path | None) -> list[str]:
     """``--traces DIR`` for a command run as a subprocess, or nothing: its own default."""
     return ["--traces", str(traces)] if traces else []
+
+
+def add_output_option(parser: argparse.ArgumentParser, stem: str) -> None:
+    """A benchmark's ``--output STEM`` (its files are STEM.md, STEM.csv, ...); resolve it with
+    :func:`bench_output` after parsing."""
+    parser.add_argument("--output", type=Path, default=None,
+                        help=f"stem of the files written (default: bench/{stem}; with --quick, "
+                             "a new temporary folder)")
+
+
+def bench_output(output: Path | None, quick: bool, stem: str) -> Path:
+    """``--output`` as given; else bench/STEM, where the recorded results live, unless the run
+    is a quick one: a quick run's figures go to a temporary folder, never over the records."""
+    if output is not None:
+        return output
+    if not quick:
+        return Path("bench") / stem
+    path = Path(tempfile.mkdtemp(prefix=f"zeus-bench-{stem}-")) / stem
+    print(f"--quick: writing {path}.*", file=sys.stderr)
+    return path
