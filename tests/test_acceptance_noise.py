@@ -36,7 +36,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from acceptance_checks import Job, convergence_problems, layout_problems, read_jobs, summary
+from acceptance_checks import Job, job_problems, layout_problems, read_jobs, summary
 from fixtures_airflow import PRISTINE_DB, TRACES
 from scheduler_harness import airflow_home, running_servers, wait_for_runs
 
@@ -145,8 +145,7 @@ def test_mapped_regions_learn_apart_under_noise(airflow_env: dict[str, str],
                                                 servers: list[subprocess.Popen[bytes]],
                                                 days: int) -> None:
     _, found, problems = finished_runs(airflow_env, servers, days)
-    problems += layout_problems(found, days, len(workload.REGIONS))
-    problems += convergence_problems(found)
+    problems += job_problems(found, days, len(workload.REGIONS))
     assert not problems, "\n".join(problems) + "\n" + summary(found)
 
 
