@@ -148,7 +148,10 @@ def test_a_user_exception_restores_the_limit_and_fails_with_its_traceback(
     def diverged(run: TrainingRun) -> None:
         raise FloatingPointError("loss is nan at step 10")
 
-    dag = fake_dag("user_error", lambda run: train_steps(run, 10, then=diverged))
+    # No budget: it would keep the first run's 10 steps at the maximum limit, and the subject
+    # is a limit profiling has changed.
+    dag = fake_dag("user_error", lambda run: train_steps(run, 10, then=diverged),
+                   exploration_budget=None)
     dag_run = dag.test(logical_date=daily(0))
 
     assert task_state(dag_run, "train")[0] == "failed"
@@ -216,7 +219,7 @@ def test_airflow_stopping_the_task_restores_the_limit(
     fake = fake_gpus
     LIMITS_WHEN_STOPPED.clear()
     dag = fake_dag(f"stopped_{stop.__name__}", lambda run: train_steps(run, 10, stop),
-                   **operator_args)
+                   exploration_budget=None, **operator_args)  # profiling at once, as above
     dag_run = dag.test(logical_date=daily(0))
 
     assert task_state(dag_run, "train")[0] == "failed"

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from zeus_airflow.core.budget import ProfilingCredit, profiling_credit
 from zeus_airflow.core.config import JobConfig
 from zeus_airflow.core.devices.base import GPUGroup, Measurement
 from zeus_airflow.core.devices.sync import Synchronize
@@ -281,7 +282,8 @@ class Engine:
             with open_run(self.config, decision.batch_size, self.device, profile=profile,
                           early_stop_cost=decision.early_stop_cost,
                           keep_power_limit=decision.keep_power_limit, log=self.log,
-                          synchronize=self.synchronize, host_energy=self.host_energy) as run:
+                          synchronize=self.synchronize, host_energy=self.host_energy,
+                          profiling_credit=self._profiling_credit(decision)) as run:
                 try:
                     with _Heartbeat(self.store, trial_id, self.heartbeat_s):
                         value = train(run)
@@ -318,6 +320,13 @@ class Engine:
         self.store.finish_trial(trial_id, outcome,
                                 counts_as_observation(decision.phase, outcome.reached_target))
         return TrialReport(trial_id, attempt, decision.phase, outcome, decision.budget), value
+
+    def _profiling_credit(self, decision: Decision) -> ProfilingCredit | None:
+        """What profiling may add to a try's cost: bounded by the budget's credit, unless an
+        early-stop bound already caps the whole try (the budget priced the try at it)."""
+        if decision.early_stop_cost is not None:
+            return None
+        return profiling_credit(self.config, decision.budget)
 
     def _say_if_limits_are_fixed(self) -> None:
         """Once per recurrence (a task): the GPUs' limits cannot be changed (a MIG instance,

@@ -38,6 +38,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import TypeVar
 
+from zeus_airflow.core.budget import ProfilingCredit
 from zeus_airflow.core.config import JobConfig
 from zeus_airflow.core.cost import zeus_cost
 from zeus_airflow.core.devices.base import GPUGroup, max_power_w
@@ -319,7 +320,8 @@ def open_run(config: JobConfig, batch_size: int, device: GPUGroup, *,
              profile: PowerProfile | None = None, early_stop_cost: float | None = None,
              keep_power_limit: bool = False, log: logging.Logger | None = None,
              synchronize: Synchronize | None = None,
-             host_energy: HostEnergyMeter | None = None) -> Iterator[TrainingRun]:
+             host_energy: HostEnergyMeter | None = None,
+             profiling_credit: ProfilingCredit | None = None) -> Iterator[TrainingRun]:
     """One try of ``batch_size`` on ``device``, wired as the engine runs it: its energy
     monitor and power-limit profiler, its setup window open. Hand the run to a train function,
     then call :meth:`TrainingRun.finish`; leaving the block puts the GPUs' limits back.
@@ -328,14 +330,16 @@ def open_run(config: JobConfig, batch_size: int, device: GPUGroup, *,
     profiles every candidate limit). ``keep_power_limit``: change no setting (the profiler
     measures at the current limits). ``early_stop_cost``: the bound (None: unbounded).
     ``synchronize``: waits for the GPUs' queued work at each window edge (None: the device's
-    own hook). ``host_energy``: the host's CPU and DRAM meter (RAPL), None: not measured."""
+    own hook). ``host_energy``: the host's CPU and DRAM meter (RAPL), None: not measured.
+    ``profiling_credit``: what profiling may add to the run's cost (None: no limit)."""
     if profile is None:
         profile = PowerProfile(batch_size, device.model, device.count,
                                device.candidate_power_limits_w())
     profiler_config = replace(config.profiler, mode="measure") if keep_power_limit \
         else config.profiler
     monitor = EnergyMonitor(device, synchronize=synchronize, host=host_energy)
-    profiler = PowerLimitProfiler(device, monitor, profiler_config, config.eta, profile, log)
+    profiler = PowerLimitProfiler(device, monitor, profiler_config, config.eta, profile, log,
+                                  profiling_credit)
     run = TrainingRun(config, batch_size, device, monitor, profiler, early_stop_cost)
     try:
         run.begin()
