@@ -393,6 +393,18 @@ def test_an_epochs_metric_is_its_last_report() -> None:
     assert (outcome.stop_reason, outcome.epochs) == ("max_epochs", 2)
 
 
+def test_a_report_after_the_run_stopped_changes_no_verdict() -> None:
+    """A test-set evaluation after the loop is not the last epoch's metric."""
+    rig = make_rig()
+    with open_run(job_config(max_epochs=3), BATCH_SIZE, rig.gpus) as run:
+        reports(1.0)(rig)(run)
+        run.report_metric(0.2)
+        outcome = run.finish()
+    assert (outcome.stop_reason, outcome.reached_target, outcome.last_metric) == \
+        ("target", True, 1.0)
+    assert run.not_judged_because is None
+
+
 def test_a_target_taken_back_mid_epoch_does_not_stop_the_run() -> None:
     rig = make_rig()
     with open_run(job_config(max_epochs=1), BATCH_SIZE, rig.gpus) as run:

@@ -238,11 +238,15 @@ class TrainingRun:
         """Report the validation metric of the epoch just trained: a finite real number
         (numpy's and Decimal too, a 0-d tensor through ``.item()``). The epoch's last report
         is its metric: a later report of the same epoch replaces an earlier one, so a
-        target reached and then lost again within an epoch is not reached."""
+        target reached and then lost again within an epoch is not reached. A report after
+        the run stopped between epochs (a test-set evaluation after the loop) changes
+        nothing: the verdict was taken at the last epoch's end."""
         number = real_number(value)
         if number is None or not math.isfinite(number):
             raise TrainContractError(f"report_metric(value={value!r}) is invalid: expected a "
                                      f"finite number ({CONTRACT})")
+        if self.stop_reason is not None and not self._in_epoch:
+            return
         self.last_metric = float(number)
         self.reached_target = self.config.reached(number)
         if self.stop_reason == "target" and not self.reached_target:
