@@ -632,9 +632,11 @@ def _check_conn_id(value: object, name: str = "zeus_conn_id") -> None:
 
 
 def _check_traces_dir(value: object) -> None:
-    if value is not None and not isinstance(value, str | os.PathLike):
+    # '' (a template rendering to nothing) is missing, not "the default traces"
+    if value is not None and (not isinstance(value, str | os.PathLike)
+                              or (isinstance(value, str) and is_blank(value))):
         raise ConfigError(f"traces_dir={value!r} is invalid: expected None ($ZEUS_TRACES_DIR or "
-                          "the packaged traces) or the path of the traces folder")
+                          "the packaged traces) or the path of the traces folder (not empty)")
 
 
 def _check_carbon(values: Mapping[str, Any]) -> None:
