@@ -377,3 +377,19 @@ def test_observe_mode_publishes_what_the_optimum_would_have_saved(
     summary = rendered_fields("observing", run.run_id, "train")["zeus_summary"]
     assert f"observe: at {row.optimal_power_limit_w} W it would have saved" in summary
     assert f"Zeus: {summary}" in capfd.readouterr().out  # the task log (dag.test prints it)
+
+
+def test_a_train_function_that_skips_its_task_is_recorded_skipped(zeus_store_url: str) -> None:
+    """AirflowSkipException is the user's "nothing to train today": the task is skipped as
+    without Zeus, the try is kept as ``skipped`` (not an error) and judges no size."""
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    def no_data_today(run: TrainingRun) -> None:
+        raise AirflowSkipException("no new data today")
+
+    dag = replay_dag("skips", train=lambda run: train_steps(run, 3, then=no_data_today))
+    dag_run = dag.test(logical_date=daily(0))
+    assert task_state(dag_run, "train")[0] == "skipped"
+    (row,) = store_trials(zeus_store_url)
+    assert (row.status, row.observed) == ("skipped", False)
+    assert "no new data today" in row.error and row.energy_j is not None

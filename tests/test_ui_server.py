@@ -107,6 +107,26 @@ def test_every_page_and_endpoint_needs_a_login(api_server: ApiServer) -> None:
         assert forged.status_code in (401, 403, 307), path
 
 
+def test_the_login_pages_next_is_the_path_whatever_the_host_header_says(
+        api_server: ApiServer) -> None:
+    path = f"/zeus/jobs/{ALPHA_JOB}"
+    for host in ("evil.example", "evil.example:443", "127.0.0.1@evil.example"):
+        anonymous = httpx.get(api_server.url + path + "?page=2", headers={"Host": host},
+                              follow_redirects=False, timeout=60)
+        assert anonymous.status_code == 307
+        back = parse_qs(urlsplit(anonymous.headers["location"]).query)["next"][0]
+        assert back == f"{path}?page=2" and "evil" not in back, host
+
+
+def test_an_id_no_job_or_task_can_have_is_404(api_server: ApiServer,
+                                             tokens: dict[str, str]) -> None:
+    for path, params in ((f"/zeus/jobs/{quote(chr(0))}", {}),
+                         ("/zeus/api/jobs/a%00b/runs", {}),
+                         (f"/zeus/dags/{ALPHA_DAG}/tasks/train", {"run_id": chr(0)})):
+        answer = get(api_server, path, tokens["admin"], **params)
+        assert answer.status_code == 404, (path, answer.text[:300])
+
+
 def test_a_reader_of_every_dag_sees_every_job(api_server: ApiServer, tokens: dict[str, str],
                                               ui_data: UIData) -> None:
     listed = {j["job_id"]: j for j in

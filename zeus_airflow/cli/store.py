@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, TextIO
 
+from zeus_airflow.cli.options import non_blank
 from zeus_airflow.core.domain import TrialRecord
 from zeus_airflow.core.store.admin import JobVersion, list_jobs, list_trials, reset_job
 from zeus_airflow.core.store.base import StoreError
@@ -71,21 +72,24 @@ def register(commands: argparse._SubParsersAction) -> None:
     runs = commands.add_parser("runs", help="list the trials (one per try) in the store")
     add_location_options(runs)
     _format_option(runs)
-    runs.add_argument("--job", metavar="ID", help="only this job's trials (all its versions)")
+    runs.add_argument("--job", metavar="ID", type=non_blank("a job id"),
+                      help="only this job's trials (all its versions)")
     runs.set_defaults(handler=reporting_errors(_runs))
 
     reset = commands.add_parser(
         "reset", help="start a job over as a new, empty version (its history stays visible)")
     add_location_options(reset)
-    reset.add_argument("--job", metavar="ID", required=True, help="the job to start over")
+    reset.add_argument("--job", metavar="ID", required=True, type=non_blank("a job id"),
+                       help="the job to start over")
     reset.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     reset.set_defaults(handler=reporting_errors(_reset))
 
 
 def add_location_options(parser: argparse.ArgumentParser) -> None:
     """``--db`` / ``--conn-id``: where the store is (shared by every subcommand that opens it)."""
-    parser.add_argument("--db", metavar="URL", help="SQLAlchemy URL of the store")
-    parser.add_argument("--conn-id", metavar="ID",
+    parser.add_argument("--db", metavar="URL", type=non_blank("a database URL"),
+                        help="SQLAlchemy URL of the store")
+    parser.add_argument("--conn-id", metavar="ID", type=non_blank("an Airflow connection id"),
                         help="Airflow connection of the store (default: zeus_default if it "
                              "exists)")
 
@@ -109,7 +113,7 @@ def reporting_errors(handler: Handler) -> Handler:
 
 
 def _location(args: argparse.Namespace) -> StoreLocation:
-    if args.db:
+    if args.db is not None:
         return resolve_location(args.db)
     # Imported only here: Airflow takes seconds to import, and --db does not need it.
     from zeus_airflow.hooks.store import resolve_store_location

@@ -11,11 +11,13 @@ import hashlib
 import inspect
 import json
 import math
+import numbers
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Literal, TypeGuard
+from decimal import Decimal
+from typing import Any, Literal
 
 PowerLimitMode = Literal["optimize", "observe", "measure"]
 """How the profiler treats GPU power limits.
@@ -100,7 +102,8 @@ class ProfilerConfig:
 
     def __post_init__(self) -> None:
         for name, parameter in _PROFILER_PARAMETERS.items():
-            PARAMETER_CHECKS[parameter](getattr(self, name))
+            # Kept as checked: a numpy or Decimal number becomes Python's int or float.
+            object.__setattr__(self, name, PARAMETER_CHECKS[parameter](getattr(self, name)))
 
 
 @dataclass(frozen=True)
@@ -138,8 +141,9 @@ class JobConfig:
 
     def __post_init__(self) -> None:
         for name in _JOB_PARAMETERS:
-            PARAMETER_CHECKS[name](getattr(self, name))
-        object.__setattr__(self, "batch_sizes", tuple(self.batch_sizes))
+            # Kept as checked: a numpy or Decimal number becomes Python's int or float, so
+            # the fingerprint and the stored JSON see the same value whatever type it came as.
+            object.__setattr__(self, name, PARAMETER_CHECKS[name](getattr(self, name)))
         _require(self.default_batch_size in self.batch_sizes, "default_batch_size",
                  self.default_batch_size, f"one of batch_sizes {list(self.batch_sizes)}")
         _require(isinstance(self.profiler, ProfilerConfig), "profiler", self.profiler,
@@ -185,6 +189,16 @@ class JobConfig:
         return cls(**data)
 
 
+def plain_numbers(value: Any) -> Any:
+    """``value`` with any real number that is not Python's (numpy's, Decimal, a 0-d tensor)
+    made Python's int or float, in a list or tuple too; anything else as it is. For values
+    kept or serialised as given (operator arguments, a store column)."""
+    if isinstance(value, list | tuple):
+        return [plain_numbers(v) for v in value]
+    number = real_number(value)
+    return value if number is None or type(value) in (int, float) else number
+
+
 def _require(ok: bool, name: str, value: object, allowed: str) -> None:
     if not ok:
         raise ConfigError(f"{name}={value!r} is invalid: expected {allowed}")
@@ -192,13 +206,25 @@ def _require(ok: bool, name: str, value: object, allowed: str) -> None:
 
 
 # --- reusable checks: every entry point (JobConfig, the operator, its partial()) uses these ---
-def _is_int(value: object) -> TypeGuard[int]:
-    # A bool is an int to Python: True would pass as 1.
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: object) -> TypeGuard[int | float]:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+def real_number(value: object) -> int | float | None:
+    """Python's int or float for any real number: Python's own, numpy's scalars, Decimal,
+    Fraction, a 0-d array or tensor (through ``.item()``); None for anything else (a bool,
+    a string, a container, a tensor of several values). Not checked for finiteness."""
+    if isinstance(value, bool):  # a bool is an int to Python: True would pass as 1
+        return None
+    if type(value) in (int, float):
+        return value  # type: ignore[return-value]
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real | Decimal):
+        try:
+            return float(value)
+        except ValueError:  # Decimal('sNaN')
+            return None
+    item = getattr(value, "item", None)
+    if callable(item) and getattr(value, "shape", None) in ((), []):
+        return real_number(item())  # a 0-d numpy array or torch tensor
+    return None
 
 
 def check_bool(name: str, value: object) -> bool:
@@ -213,8 +239,9 @@ def check_int(name: str, value: object, *, minimum: int, none: str = "") -> int 
     says what None means."""
     if value is None and none:
         return None
-    if _is_int(value) and minimum <= value <= DB_INT_MAX:
-        return value
+    number = real_number(value)
+    if isinstance(number, int) and minimum <= number <= DB_INT_MAX:
+        return number
     allowed = f"an integer >= {minimum} and <= {DB_INT_MAX} (the store's integer columns)"
     raise ConfigError(f"{name}={value!r} is invalid: expected "
                       f"{f'{none} or {allowed}' if none else allowed}")
@@ -223,18 +250,21 @@ def check_int(name: str, value: object, *, minimum: int, none: str = "") -> int 
 def check_int_below(name: str, value: object, *, minimum: int, bound: str, below: int) -> int:
     """An int in [minimum, below), where ``below`` is the value of the parameter ``bound``
     (a switch recurrence below the recurrences, a validation split below the slice)."""
-    if _is_int(value) and minimum <= value < below:
-        return value
+    number = real_number(value)
+    if isinstance(number, int) and minimum <= number < below:
+        return number
     raise ConfigError(f"{name}={value!r} is invalid: expected an integer in "
                       f"[{minimum}, {bound}={below})")
 
 
 def check_number(name: str, value: object, allowed: str,
                  within: Callable[[float], bool] | None = None) -> float:
-    """A finite int or float (not a bool, not a string) that also passes ``within``;
-    ``allowed`` says what is accepted, in words."""
-    if _is_number(value) and math.isfinite(value) and (within is None or within(value)):
-        return value
+    """A finite real number (not a bool, not a string; numpy's and Decimal too, returned as
+    Python's int or float) that also passes ``within``; ``allowed`` says what is accepted,
+    in words."""
+    number = real_number(value)
+    if number is not None and math.isfinite(number) and (within is None or within(number)):
+        return number
     raise ConfigError(f"{name}={value!r} is invalid: expected {allowed}")
 
 
@@ -243,18 +273,27 @@ def check_batch_sizes(value: object) -> tuple[int, ...]:
     if not isinstance(value, Sequence) or isinstance(value, str | bytes) or not value:
         raise ConfigError(f"batch_sizes={value!r} is invalid: expected a non-empty list of "
                           "integers > 0")
-    sizes = tuple(value)
-    _require(all(_is_int(b) and 0 < b <= DB_INT_MAX for b in sizes), "batch_sizes",
-             list(sizes), f"integers > 0 and <= {DB_INT_MAX}")
+    numbers = [real_number(b) for b in value]
+    _require(all(isinstance(b, int) and 0 < b <= DB_INT_MAX for b in numbers),
+             "batch_sizes", list(value), f"integers > 0 and <= {DB_INT_MAX}")
+    sizes = tuple(int(b) for b in numbers if b is not None)
     _require(list(sizes) == sorted(set(sizes)), "batch_sizes", list(sizes),
              "strictly increasing integers (sorted, no duplicates)")
     return sizes
 
 
+def is_blank(value: object) -> bool:
+    """Not a usable name: not a string, empty or white space only, or holding a NUL byte
+    (PostgreSQL refuses NUL in text, so it would fail every run at the store)."""
+    return not isinstance(value, str) or not value.strip() or "\x00" in value
+
+
 def check_job_id(value: object) -> str:
-    """A non-empty string that fits the store's ``job_id`` column."""
-    if not isinstance(value, str) or not value.strip():
-        raise ConfigError(f"job_id={value!r} is invalid: expected a non-empty string")
+    """A non-empty string without NUL bytes that fits the store's ``job_id`` column."""
+    if is_blank(value):
+        raise ConfigError(f"job_id={value!r} is invalid: expected a non-empty string without "
+                          "NUL bytes")
+    assert isinstance(value, str)
     if len(value) > JOB_ID_MAX_LENGTH:
         # The id itself may be hundreds of characters: show its start only.
         raise ConfigError(f"job_id={value[:40] + '...'!r} is invalid: expected at most "
@@ -293,20 +332,24 @@ def check_kwargs(name: str, value: object) -> dict[str, Any]:
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|min|h|d)\s*$")
 _DURATION_UNITS_S = {"s": 1.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
-DURATION_FORMS = "a timedelta, seconds (a number > 0) or a text such as '90min', '6h', '1d'"
+MAX_DURATION_S = 366 * 86400.0
+"""The longest duration accepted (a year): longer ones are mistakes, and past about 10**13 s
+they no longer fit a datetime."""
+DURATION_FORMS = ("a timedelta, seconds (a number > 0) or a text such as '90min', '6h', '1d', "
+                  "at most 366 days")
 
 
 def parse_duration_s(name: str, value: object) -> float:
     """Seconds > 0 from a timedelta, a number of seconds or ``<n>s|min|h|d``."""
     if isinstance(value, timedelta):
         seconds = value.total_seconds()
-    elif _is_number(value):
-        seconds = float(value)
+    elif (number := real_number(value)) is not None:
+        seconds = float(number)
     elif isinstance(value, str) and (match := _DURATION.match(value)):
         seconds = float(match.group(1)) * _DURATION_UNITS_S[match.group(2)]
     else:
         seconds = math.nan
-    if not math.isfinite(seconds) or seconds <= 0:
+    if not math.isfinite(seconds) or not 0 < seconds <= MAX_DURATION_S:
         raise ConfigError(f"{name}={value!r} is invalid: expected {DURATION_FORMS}")
     return seconds
 
@@ -344,11 +387,11 @@ def check_start_deadline(value: object) -> object:
 def check_carbon_zone(value: object) -> str | None:
     if value is None:
         return None
-    if not isinstance(value, str) or not value.strip() or len(value) > MAX_ZONE_LENGTH:
+    if is_blank(value) or len(value) > MAX_ZONE_LENGTH:  # type: ignore[arg-type]
         raise ConfigError(f"carbon_zone={value!r} is invalid: expected None (no carbon "
                           "accounting) or a grid zone such as 'DE', 'FR' or 'US-CAL-CISO' "
-                          f"(at most {MAX_ZONE_LENGTH} characters)")
-    return value
+                          f"(at most {MAX_ZONE_LENGTH} characters, no NUL bytes)")
+    return value  # type: ignore[return-value]
 
 
 def check_carbon_source(value: object) -> str:

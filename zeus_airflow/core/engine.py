@@ -71,6 +71,9 @@ class TrialReport:
     outcome: RunOutcome
     budget: BudgetStatus | None = None
     """The exploration budget when the try was decided."""
+    judged: bool = True
+    """False: recorded ``invalid`` without failing the task (``TrainingRun.not_judged_because``:
+    too few steps, or the user's own cap)."""
 
 
 @dataclass(frozen=True)
@@ -201,8 +204,12 @@ class Engine:
                  heartbeat_s: float | None = 60.0, log: logging.Logger | None = None,
                  check_return: ReturnCheck | None = None,
                  synchronize: Synchronize | None = None,
-                 host_energy: HostEnergyMeter | None = None) -> None:
+                 host_energy: HostEnergyMeter | None = None,
+                 skip_errors: tuple[type[BaseException], ...] = ()) -> None:
         self.check_return = check_return
+        self.skip_errors = skip_errors
+        """Exceptions that skip the task (the scheduler's, e.g. AirflowSkipException): a try
+        ending by one is recorded ``skipped``, not ``error``."""
         self.synchronize = synchronize
         self.host_energy = host_energy
         self.store = store
@@ -244,8 +251,8 @@ class Engine:
             self._say_why(decision)
             report, value = self._run_trial(job, start.trial_id, decision, attempt, train)
             reports.append(report)
-            if report.outcome.reached_target or decision.final:
-                break
+            if report.outcome.reached_target or decision.final or not report.judged:
+                break  # an unjudged try would be unjudged again on the same data
             failed.add(report.outcome.batch_size)
             if report.outcome.stop_reason != "early_stop":
                 missed.add(report.outcome.batch_size)
@@ -298,8 +305,9 @@ class Engine:
             self.store.invalidate_trial(trial_id, outcome, str(err))
             raise
         except BaseException as err:
-            self.store.fail_trial(trial_id, traceback.format_exc(), measured)
-            if not isinstance(err, KeyboardInterrupt | SystemExit):
+            skipped = isinstance(err, self.skip_errors)
+            self.store.fail_trial(trial_id, traceback.format_exc(), measured, skipped=skipped)
+            if not isinstance(err, KeyboardInterrupt | SystemExit) and not skipped:
                 self.log.error("try %d (batch size %d) raised %s: recorded as an error, it does "
                                "not count against its batch size", attempt,
                                decision.batch_size, type(err).__name__)
@@ -317,9 +325,16 @@ class Engine:
                 f"{violation}. The try (batch size {decision.batch_size}) is recorded as "
                 "invalid: it does not count against its batch size, and the job's learning "
                 "state is unchanged")
-        self.store.finish_trial(trial_id, outcome,
-                                counts_as_observation(decision.phase, outcome.reached_target))
-        return TrialReport(trial_id, attempt, decision.phase, outcome, decision.budget), value
+        unjudged = run.not_judged_because
+        if unjudged is not None:  # the user's model, but no verdict on the size
+            self.store.invalidate_trial(trial_id, outcome, unjudged)
+            self.log.warning("try %d (batch size %d) is recorded as invalid, not counted: %s",
+                             attempt, decision.batch_size, unjudged)
+        else:
+            self.store.finish_trial(trial_id, outcome,
+                                    counts_as_observation(decision.phase, outcome.reached_target))
+        return TrialReport(trial_id, attempt, decision.phase, outcome, decision.budget,
+                           judged=unjudged is None), value
 
     def _profiling_credit(self, decision: Decision) -> ProfilingCredit | None:
         """What profiling may add to a try's cost: bounded by the budget's credit, unless an

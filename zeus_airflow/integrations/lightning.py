@@ -33,7 +33,9 @@ named ``metric`` (``self.log(...)`` in ``validation_step``), read from
 ``trainer.callback_metrics``; the sanity check's validation is ignored. Training stops through
 ``trainer.should_stop``: at the target as soon as a validation reaches it, and at an epoch's
 end (after its validation) at the epoch budget or the early-stop bound. (Lightning still
-honours its own ``min_epochs``/``min_steps``: leave them unset.)
+honours its own ``min_epochs``/``min_steps``: leave them unset.) A ``max_steps`` or
+``limit_train_batches=0`` of the Trainer's that ends training first is the user's own cap:
+the try is recorded ``invalid`` (not judged against its batch size) and the task succeeds.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from typing import Any
 
 from zeus_airflow.core.config import ConfigError
 from zeus_airflow.core.extras import raise_naming_extra
-from zeus_airflow.core.run import CONTRACT, TrainContractError, TrainingRun
+from zeus_airflow.core.run import CONTRACT, TrainContractError, TrainingRun, check_run
 
 try:
     import lightning  # noqa: F401  (first: a missing install is then named 'lightning')
@@ -65,6 +67,7 @@ class ZeusLightningCallback(pl.Callback):
 
     def __init__(self, run: TrainingRun, metric: str,
                  batch_size_attr: str = "batch_size") -> None:
+        check_run(run, "ZeusLightningCallback")
         self.run = run
         self.metric = metric
         self.batch_size_attr = batch_size_attr
@@ -116,11 +119,23 @@ class ZeusLightningCallback(pl.Callback):
             trainer.should_stop = True
 
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        """Lightning validates before this hook: the epoch's metric is in."""
-        self.run.report_metric(self._metric(trainer))
+        """Lightning validates before this hook: the epoch's metric is in, unless the
+        Trainer's own cap (``max_steps``) cut the epoch short of its validation."""
+        cap = _own_cap(trainer)
+        if cap is not None and self.metric not in trainer.callback_metrics:
+            self.run.capped_by(cap)
+        else:
+            self.run.report_metric(self._metric(trainer))
         self.run.end_epoch()
         if self.run.should_stop() is not None:
             trainer.should_stop = True
+
+    def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        """The Trainer's own cap ended training before Zeus said stop: the user's, not a
+        verdict on the batch size (``TrainingRun.capped_by``)."""
+        cap = _own_cap(trainer)
+        if cap is not None and self.run.stop_reason is None:
+            self.run.capped_by(cap)
 
     # --- internals ---------------------------------------------------------------------------
     def _metric(self, trainer: pl.Trainer) -> float:
@@ -131,3 +146,13 @@ class ZeusLightningCallback(pl.Callback):
                 f"log it with self.log({self.metric!r}, ...) in validation_step ({CONTRACT})")
         value = metrics[self.metric]
         return float(value.item()) if hasattr(value, "item") else float(value)
+
+
+def _own_cap(trainer: pl.Trainer) -> str | None:
+    """The Trainer setting that ended training, if one did: ``max_steps`` reached, or
+    ``limit_train_batches=0`` (no training at all)."""
+    if trainer.max_steps not in (None, -1) and trainer.global_step >= trainer.max_steps:
+        return f"the Trainer's max_steps={trainer.max_steps}"
+    if trainer.limit_train_batches == 0:
+        return "the Trainer's limit_train_batches=0"
+    return None

@@ -33,7 +33,12 @@ from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from airflow.sdk import BaseOperator
 
-from zeus_airflow.airflow_compat import AirflowTaskTerminated, OperatorPartial, ResolveMixin
+from zeus_airflow.airflow_compat import (
+    AirflowSkipException,
+    AirflowTaskTerminated,
+    OperatorPartial,
+    ResolveMixin,
+)
 from zeus_airflow.core.config import (
     DEFAULT_BETA,
     DEFAULT_CARBON_SOURCE,
@@ -55,6 +60,8 @@ from zeus_airflow.core.config import (
     check_bool,
     check_job_id,
     check_kwargs,
+    is_blank,
+    plain_numbers,
 )
 from zeus_airflow.core.devices.spec import parse_device
 from zeus_airflow.operators.links import ZeusJobLink
@@ -249,6 +256,8 @@ class ZeusTrainOperator(BaseOperator):
         self.zeus_summary = PENDING_SUMMARY
         self._guard: PowerLimitGuard | None = None
         self._validate()
+        for name in _OPERATOR_CHECKS:  # numpy's or Decimal numbers kept as Python's
+            setattr(self, name, plain_numbers(getattr(self, name)))
 
     # --- parse time: checks only -------------------------------------------------------------
     @classmethod
@@ -262,6 +271,8 @@ class ZeusTrainOperator(BaseOperator):
         """
         _check_arguments(kwargs)
         _check_job(kwargs)
+        kwargs = {name: plain_numbers(value) if name in _OPERATOR_CHECKS else value
+                  for name, value in kwargs.items()}
         made = super().partial(**kwargs)
         checked = _CheckedPartial(operator_class=made.operator_class, kwargs=made.kwargs,
                                   params=made.params)
@@ -289,6 +300,7 @@ class ZeusTrainOperator(BaseOperator):
 
     # --- run time ----------------------------------------------------------------------------
     def execute(self, context: Context) -> Any:
+        self._check_rendered()
         config = self.job_config(self._resolve_job_id(context))
         self.job_id = config.job_id  # shown resolved in the Rendered Templates tab
         carbon = self._carbon_options()
@@ -311,6 +323,7 @@ class ZeusTrainOperator(BaseOperator):
         from zeus_airflow.core.carbon.planner import StartPlan
 
         chosen = StartPlan.from_json(plan) if plan else None
+        self._check_rendered()
         config = self.job_config(self._resolve_job_id(context))
         self.job_id = config.job_id
         if chosen is not None:
@@ -351,7 +364,8 @@ class ZeusTrainOperator(BaseOperator):
                                 # structlog's logger takes the stdlib calls the engine makes
                                 log=cast(logging.Logger, self.log),
                                 check_return=_xcom_check if self.do_xcom_push else None,
-                                synchronize=self.synchronize, host_energy=host_energy)
+                                synchronize=self.synchronize, host_energy=host_energy,
+                                skip_errors=(AirflowSkipException,))
                 result = engine.run_recurrence(self._train_function(), key)
             except UnrecordedResultError as err:
                 self._publish_unrecorded(context, err, device.measurement)
@@ -480,11 +494,17 @@ class ZeusTrainOperator(BaseOperator):
         raise AirflowTaskTerminated("stopped by Airflow (on_kill): power limits restored")
 
     # --- internals ---------------------------------------------------------------------------
+    def _check_rendered(self) -> None:
+        """The templated strings as rendered, checked as at parse time, before the store or
+        a GPU is touched: a template that renders to '' (or a NUL byte) is refused naming
+        its parameter, never read as "not given" (the default job or store)."""
+        _check_arguments({name: getattr(self, name) for name in _TEMPLATED_STRINGS})
+
     def _resolve_job_id(self, context: Context) -> str:
         """The job this task instance feeds: ``job_id`` when given (rendered by now), else
         the task's default, one job per mapped instance."""
-        if self.job_id:
-            return self.job_id
+        if self.job_id is not None:
+            return check_job_id(self.job_id)
         map_index = context["ti"].map_index
         label = map_label(map_index, self._rendered_map_index(context, map_index))
         return default_job_id(self.dag_id, self.task_id, label)
@@ -606,15 +626,17 @@ def _check_train(value: object) -> None:
 
 
 def _check_conn_id(value: object, name: str = "zeus_conn_id") -> None:
-    if not isinstance(value, str) or not value.strip():
+    if is_blank(value):
         raise ConfigError(f"{name}={value!r} is invalid: expected the id of an Airflow "
-                          "connection (a non-empty string)")
+                          "connection (a non-empty string without NUL bytes)")
 
 
 def _check_traces_dir(value: object) -> None:
-    if value is not None and not isinstance(value, str | os.PathLike):
+    # '' (a template rendering to nothing) is missing, not "the default traces"
+    if value is not None and (not isinstance(value, str | os.PathLike)
+                              or (isinstance(value, str) and is_blank(value))):
         raise ConfigError(f"traces_dir={value!r} is invalid: expected None ($ZEUS_TRACES_DIR or "
-                          "the packaged traces) or the path of the traces folder")
+                          "the packaged traces) or the path of the traces folder (not empty)")
 
 
 def _check_carbon(values: Mapping[str, Any]) -> None:

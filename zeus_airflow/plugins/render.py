@@ -36,9 +36,13 @@ RUN_STATUS = {
                "a warning, the Airflow task still succeeded unless fail_on_missed_target=True"),
     "error": ("error", "the train function raised: the task failed with its traceback (task "
               "log); no batch size was judged"),
-    "invalid": ("invalid", "the train function broke its contract (no metric reported, nan, "
-                "run.epochs() not iterated, or a return value XCom cannot store): the task "
-                "failed with the reason in its log; no batch size was judged"),
+    "invalid": ("invalid", "no batch size was judged: the train function broke its contract "
+                "(no metric reported, nan, run.epochs() not iterated, or a return value XCom "
+                "cannot store: the task failed with the reason in its log), or trained an "
+                "epoch of no step, or its own cap (max_steps) ended it (a warning; the task "
+                "succeeded)"),
+    "skipped": ("skipped", "the train function raised AirflowSkipException: the task was "
+                "skipped; no batch size was judged"),
     "expired": ("expired", "the task stopped sending heartbeats (killed?): recorded as lost"),
 }
 """A run's status as the runs table shows it, and what it means (the title tooltip). A trial's

@@ -15,11 +15,13 @@ from typing import Literal
 from zeus_airflow.core.devices.base import Measurement
 from zeus_airflow.core.domain.phases import EXPLORATION_PHASES
 
-TrialStatus = Literal["running", "succeeded", "failed", "error", "invalid", "expired",
-                      "superseded", "abandoned"]
+TrialStatus = Literal["running", "succeeded", "failed", "error", "invalid", "skipped",
+                      "expired", "superseded", "abandoned"]
 """running: in flight. succeeded / failed: finished, target reached or not. error: the train
-function raised. invalid: it returned without keeping its contract (run.CONTRACT); its
-measurement is kept, its batch size not judged. expired: no heartbeat within its lease (a
+function raised. invalid: it returned without keeping its contract (run.CONTRACT), or kept it
+without a verdict on its size (too few steps, its own cap); its measurement is kept, its batch
+size not judged. skipped: the train function asked its scheduler to skip the task (Airflow's
+AirflowSkipException); likewise kept, not judged. expired: no heartbeat within its lease (a
 few missed heartbeats: its worker died). superseded: it had finished when a later try of the
 same Airflow task instance began; abandoned: it had not. Both are kept for history and never
 feed a posterior; a superseded exploration trial keeps its place in the pruning walk, which
@@ -29,9 +31,10 @@ STARTED: TrialStatus = "running"
 """The status a trial is inserted with."""
 LIVE_STATUSES: tuple[TrialStatus, ...] = ("running", "succeeded", "failed", "expired")
 """Trials that count, or may still count, for their Airflow task instance's try."""
-VOID_STATUSES: tuple[TrialStatus, ...] = ("error", "invalid")
-"""Tries that say nothing about their batch size: the train function raised (``error``) or
-returned without keeping its contract (``invalid``). Shown, never counted."""
+VOID_STATUSES: tuple[TrialStatus, ...] = ("error", "invalid", "skipped")
+"""Tries that say nothing about their batch size: the train function raised (``error``),
+returned without a verdict (``invalid``) or skipped its task (``skipped``). Shown, never
+counted."""
 REPLACED_STATUSES: tuple[TrialStatus, ...] = ("superseded", "abandoned")
 """Trials that a later try of the same Airflow task instance replaced: history only."""
 FINISHED_STATUSES: tuple[TrialStatus, ...] = ("succeeded", "failed")
@@ -53,6 +56,8 @@ SUPERSEDE: Mapping[TrialStatus, TrialStatus] = {
 """A later try of the same Airflow task instance began: live trials become history."""
 FAIL: Mapping[TrialStatus, TrialStatus] = {"running": "error"}
 """The train function raised."""
+SKIP: Mapping[TrialStatus, TrialStatus] = {"running": "skipped"}
+"""The train function raised its scheduler's skip (Airflow's AirflowSkipException)."""
 INVALIDATE: Mapping[TrialStatus, TrialStatus] = {"running": "invalid", "expired": "invalid"}
 """The train function returned without keeping its contract (a late one too)."""
 RESULT_TAKEN_FROM: tuple[TrialStatus, ...] = ("running", "succeeded", "failed")
@@ -72,7 +77,7 @@ def takes_result(status: str, phase: str) -> bool:
 
 def _transitions() -> dict[TrialStatus, frozenset[TrialStatus]]:
     moves: dict[TrialStatus, set[TrialStatus]] = {}
-    for event in (EXPIRE, SUPERSEDE, FAIL, INVALIDATE):
+    for event in (EXPIRE, SUPERSEDE, FAIL, SKIP, INVALIDATE):
         for old, new in event.items():
             moves.setdefault(old, set()).add(new)
     for old in (*RESULT_TAKEN_FROM, *LATE_RESULT_TAKEN_FROM):

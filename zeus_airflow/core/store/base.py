@@ -108,10 +108,12 @@ class Store(Protocol):
         never count it. Raises UnrecordedResultError when it cannot."""
         ...
 
-    def fail_trial(self, trial_id: int, error: str, measured: RunOutcome | None = None) -> None:
+    def fail_trial(self, trial_id: int, error: str, measured: RunOutcome | None = None, *,
+                   skipped: bool = False) -> None:
         """The train function raised: keep the trial for history, with what it measured up
         to the exception (``measured``; energy spent is never lost), and never count it. Best
-        effort: never raises, so that the train function's exception is the one seen."""
+        effort: never raises, so that the train function's exception is the one seen.
+        ``skipped``: the exception skips the task (``skipped``, not ``error``)."""
         ...
 
     def load_profile(self, job: JobRef, batch_size: int, device: DeviceInfo) -> PowerProfile:

@@ -149,10 +149,16 @@ _FINISH = update(trials).where(trials.c.id == bindparam("trial_key")).values(
     status=case((_takes_result, bindparam("new_status")), else_=trials.c.status),
     observed=and_(_takes_result, bindparam("counts")),
 ).returning(trials.c.status)
-_FAILS, _FAILED = _moving(status.FAIL)
-_FAIL = update(trials).where(trials.c.id == bindparam("trial_key")).values(
-    status=case((_FAILS, _FAILED), else_=trials.c.status),
-    error=bindparam("message"), finished_at=bindparam("now"))
+def _ending(event: Mapping[TrialStatus, TrialStatus]) -> Any:
+    """The statement that ends a trial whose train function raised, by ``event``."""
+    moves, new = _moving(event)
+    return update(trials).where(trials.c.id == bindparam("trial_key")).values(
+        status=case((moves, new), else_=trials.c.status),
+        error=bindparam("message"), finished_at=bindparam("now"))
+
+
+_FAIL = _ending(status.FAIL)
+_SKIP = _ending(status.SKIP)
 # An invalid try keeps its measurement (nothing is lost) but never counts.
 _INVALIDATES, _INVALID = _moving(status.INVALIDATE)
 _INVALIDATE = update(trials).where(trials.c.id == bindparam("trial_key"), _INVALIDATES
@@ -341,12 +347,15 @@ class SQLStore:
         except StoreError as err:
             raise UnrecordedResultError(trial_id, outcome, str(err)) from err
 
-    def fail_trial(self, trial_id: int, error: str, measured: RunOutcome | None = None) -> None:
+    def fail_trial(self, trial_id: int, error: str, measured: RunOutcome | None = None, *,
+                   skipped: bool = False) -> None:
         """Best effort: the train function's own exception is what the caller must see. A
         trial left ``running`` expires after the lease and never counts. ``measured``: the
-        figures up to the exception, kept without a verdict (no target, no stop reason)."""
+        figures up to the exception, kept without a verdict (no target, no stop reason).
+        ``skipped``: the exception skips the task (status ``skipped``, not ``error``)."""
+        ending = _SKIP if skipped else _FAIL
         # Built per call, unlike the other statements: a raising train function is rare.
-        statement = _FAIL if measured is None else _FAIL.values(
+        statement = ending if measured is None else ending.values(
             {**_measured(measured), "reached_target": None, "stop_reason": None})
 
         def record(conn: Connection) -> None:
