@@ -14,7 +14,13 @@ from jinja2 import Environment, PackageLoader
 from markupsafe import Markup
 from starlette.requests import Request
 
-from zeus_airflow.core.units import show_emissions, show_energy, show_kwh, show_time
+from zeus_airflow.core.units import (
+    show_cost,
+    show_emissions,
+    show_energy,
+    show_kwh,
+    show_time,
+)
 from zeus_airflow.plugins.urls import Urls
 
 DEFAULT_METHOD = (
@@ -58,10 +64,6 @@ def assets() -> Assets:
                   Markup(static.joinpath("theme.js").read_text()))
 
 
-def _cost(value: float | None) -> str:
-    return "—" if value is None else f"{show_energy(value)}-eq."
-
-
 def _share(part: float | None, whole: float | None) -> str:
     """``part`` as a percentage of ``whole``."""
     return "—" if part is None or not whole else f"{100 * part / whole:.1f} %"
@@ -75,7 +77,7 @@ def _when(moment: datetime | None) -> str:
 def environment() -> Environment:
     env = Environment(loader=PackageLoader("zeus_airflow.plugins", "templates"),
                       autoescape=True, trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(energy=show_energy, kwh=show_kwh, duration=show_time, cost=_cost,
+    env.filters.update(energy=show_energy, kwh=show_kwh, duration=show_time, cost=show_cost,
                        when=_when, share=_share, emissions=show_emissions)
     env.globals.update(measurement_help=MEASUREMENT_HELP, default_method=DEFAULT_METHOD,
                        run_status=RUN_STATUS)

@@ -10,15 +10,18 @@ from __future__ import annotations
 
 from sqlalchemy import Connection, select
 
-from zeus_airflow.core.domain import ArmStats, DeviceInfo, JobRef, JobSnapshot
+from zeus_airflow.core.domain import ArmStats, Decision, DeviceInfo, JobRef, JobSnapshot
 from zeus_airflow.core.fleet import job_snapshot
 from zeus_airflow.core.policy import (
     HistoryOutOfOrderError,
+    NoFeasibleBatchSizeError,
     best_known,
     best_success_size,
+    bound_for,
     job_phase,
     pruning_reasons,
     pruning_state,
+    within_budget,
 )
 from zeus_airflow.core.posterior import arm_posterior, pooled_cost_cv
 from zeus_airflow.core.reports.records import Arm, ProfilePoint, Version
@@ -58,15 +61,23 @@ def decision_state(conn: Connection, v: Version) -> tuple[str, int | None]:
 
 def upcoming_batch_size(conn: Connection, v: Version) -> tuple[str, int | None]:
     """The batch size the Zeus policy most likely decides next, and the job's phase: the
-    pruning walk's next step, else the best known size in play (what Thompson sampling
-    exploits most often), else the fallback's. None before any observation."""
+    pruning walk's next step (or, phase ``exploit``, the best known size when that step
+    would not fit in the exploration budget), else the best known size in play (what
+    Thompson sampling exploits most often), else the fallback's. None before any
+    observation."""
     snapshot = _snapshot(conn, v)
     try:
         state = pruning_state(snapshot.config, snapshot.exploration)
     except HistoryOutOfOrderError:  # another policy's history
         return decision_state(conn, v)
     if state.next_batch_size is not None:
-        return "pruning", state.next_batch_size
+        step = Decision(state.next_batch_size, "pruning",
+                        early_stop_cost=bound_for(snapshot)(state.next_batch_size))
+        try:
+            decided = within_budget(snapshot, step)
+        except NoFeasibleBatchSizeError:  # only inside a recurrence that already failed
+            return "pruning", step.batch_size
+        return decided.phase, decided.batch_size
     return decision_state(conn, v)
 
 

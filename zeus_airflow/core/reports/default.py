@@ -9,6 +9,7 @@ from sqlalchemy import Connection, select
 from zeus_airflow.core.cost import LimitMeasurement
 from zeus_airflow.core.reports.arms import profile_points
 from zeus_airflow.core.reports.records import DefaultEstimate, RunRecord, Version
+from zeus_airflow.core.store.snapshot import DEFAULT_COST
 from zeus_airflow.core.store.tables import trials
 from zeus_airflow.core.units import J_PER_KWH
 
@@ -17,11 +18,12 @@ def default_estimate(conn: Connection, v: Version) -> DefaultEstimate | None:
     """Mean energy and time of b0's successful runs, each scaled from the limit it trained at
     to b0's maximum profiled limit by the profile's energy and time per step. None until b0
     has succeeded once. Failed b0 runs are left out, which can only make Default look cheaper,
-    so the savings shown are conservative."""
+    so the savings shown are conservative. The cost is the mean of what those runs reckoned
+    Default would have paid for their steps (the exploration budget's figure)."""
     b0 = v.config.default_batch_size
     successes = conn.execute(
         select(trials.c.energy_j, trials.c.time_s, trials.c.power_limit_w, trials.c.gpu_model,
-               trials.c.gpu_count)
+               trials.c.gpu_count, DEFAULT_COST.label("default_cost"))
         .where(trials.c.job_pk == v.pk, trials.c.batch_size == b0,
                trials.c.status == "succeeded")).all()
     if not successes:
@@ -42,7 +44,9 @@ def default_estimate(conn: Connection, v: Version) -> DefaultEstimate | None:
         time += s.time_s * at_max.time_per_step_s / at.time_per_step_s
         scaled += 1
     n = len(successes)
-    return DefaultEstimate(b0, top, energy / n, time / n, n, scaled)
+    costs = [s.default_cost for s in successes if s.default_cost is not None]
+    return DefaultEstimate(b0, top, energy / n, time / n, n, scaled,
+                           sum(costs) / len(costs) if costs else None)
 
 
 def default_emissions_g(default: DefaultEstimate | None,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from datetime import datetime
 
 from sqlalchemy import Connection, Integer, case, func, select
 
@@ -85,23 +86,27 @@ def current(history: Sequence[Version]) -> Version:
 
 
 def summaries(conn: Connection, chosen: Sequence[Version],
-              history: dict[str, list[Version]]) -> list[JobSummary]:
-    """One summary per chosen version, in the order given."""
+              history: dict[str, list[Version]],
+              since: datetime | None = None) -> list[JobSummary]:
+    """One summary per chosen version, in the order given; with ``since``, of the tries
+    started at or after it only (the Default estimate still learns from every run)."""
     pks = [v.pk for v in chosen]
+    shown = (SHOWN,) if since is None else (SHOWN, trials.c.started_at >= since)
     observe = trials.c.would_save_energy_j.is_not(None)
     totals = {r.job_pk: r for r in conn.execute(
         select(trials.c.job_pk, func.coalesce(func.sum(trials.c.energy_j), 0.0).label("energy"),
                func.coalesce(func.sum(trials.c.time_s), 0.0).label("time"),
+               func.coalesce(func.sum(trials.c.cost), 0.0).label("cost"),
                func.sum(trials.c.would_save_energy_j).label("would_save_energy"),
                func.sum(trials.c.would_save_time_s).label("would_save_time"),
                func.sum(case((observe, trials.c.energy_j))).label("observed_energy"))
-        .where(trials.c.job_pk.in_(pks), SHOWN).group_by(trials.c.job_pk))}
+        .where(trials.c.job_pk.in_(pks), *shown).group_by(trials.c.job_pk))}
     # A run is finished once one of its tries has figures and none is still training: the
     # Default estimate counts one Default run per finished run.
     per_run = (select(trials.c.job_pk,
                       (func.max(trials.c.energy_j.is_not(None).cast(Integer))
                        * func.min((trials.c.status != "running").cast(Integer))).label("done"))
-               .where(trials.c.job_pk.in_(pks), SHOWN)
+               .where(trials.c.job_pk.in_(pks), *shown)
                .group_by(trials.c.job_pk, *_RUN_KEY).subquery())
     counts = {r.job_pk: r for r in conn.execute(
         select(per_run.c.job_pk, func.count().label("runs"),
@@ -110,7 +115,7 @@ def summaries(conn: Connection, chosen: Sequence[Version],
     places: dict[int, set[tuple[str, str, Measurement]]] = {}
     for r in conn.execute(select(trials.c.job_pk, trials.c.dag_id, trials.c.task_id,
                                  trials.c.measurement).distinct()
-                          .where(trials.c.job_pk.in_(pks), SHOWN)):
+                          .where(trials.c.job_pk.in_(pks), *shown)):
         places.setdefault(r.job_pk, set()).add((r.dag_id, r.task_id, r.measurement))
     result = []
     for v in chosen:
@@ -123,6 +128,7 @@ def summaries(conn: Connection, chosen: Sequence[Version],
             runs=count.runs if count else 0, finished_runs=int(count.done) if count else 0,
             energy_j=float(total.energy) if total else 0.0,
             time_s=float(total.time) if total else 0.0,
+            cost=float(total.cost) if total else 0.0,
             measurements=tuple(sorted({m for *_, m in seen})), phase=phase,
             best_batch_size=best, best_power_limit_w=_last_limit(conn, v.pk, best),
             default=default_estimate(conn, v),
@@ -130,7 +136,6 @@ def summaries(conn: Connection, chosen: Sequence[Version],
             would_save_time_s=total.would_save_time if total else None,
             observed_energy_j=total.observed_energy if total else None))
     return result
-
 
 
 def _last_limit(conn: Connection, job_pk: int, batch_size: int | None) -> int | None:
@@ -142,7 +147,6 @@ def _last_limit(conn: Connection, job_pk: int, batch_size: int | None) -> int | 
         .where(trials.c.job_pk == job_pk, trials.c.batch_size == batch_size,
                trials.c.energy_j.is_not(None), trials.c.power_limit_w.is_not(None))
         .order_by(trials.c.decision_seq.desc()).limit(1)).scalar()
-
 
 
 def detail(conn: Connection, summary: JobSummary) -> JobDetail:

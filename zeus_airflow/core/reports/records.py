@@ -76,6 +76,9 @@ class DefaultEstimate:
     """Successful runs of b0 averaged."""
     scaled_runs: int
     """Of those, the runs scaled to the maximum limit (the others count as measured)."""
+    cost: float | None = None
+    """Per run, in cost units: the mean of what those runs' steps would have cost at the
+    maximum limit; None when none of them said."""
 
 
 @dataclass(frozen=True)
@@ -105,6 +108,8 @@ class JobSummary:
     would_save_time_s: float | None = None
     observed_energy_j: float | None = None
     """The energy of those tries: what ``would_save_energy_j`` is a share of."""
+    cost: float = 0.0
+    """Cost units, every live try (as ``energy_j``)."""
 
     @property
     def job_id(self) -> str:
@@ -119,6 +124,36 @@ class JobSummary:
     def energy_saved_j(self) -> float | None:
         estimate = self.default_energy_j
         return None if estimate is None else estimate - self.energy_j
+
+    @property
+    def default_time_s(self) -> float | None:
+        return None if self.default is None else self.default.time_s * self.finished_runs
+
+    @property
+    def default_cost(self) -> float | None:
+        if self.default is None or self.default.cost is None:
+            return None
+        return self.default.cost * self.finished_runs
+
+    @property
+    def saved_energy_fraction(self) -> float | None:
+        return saved_fraction(self.energy_j, self.default_energy_j)
+
+    @property
+    def saved_time_fraction(self) -> float | None:
+        return saved_fraction(self.time_s, self.default_time_s)
+
+    @property
+    def saved_cost_fraction(self) -> float | None:
+        return saved_fraction(self.cost, self.default_cost)
+
+
+def saved_fraction(used: float | None, default: float | None) -> float | None:
+    """The share of Default's figure that was saved (negative: spent more than Default);
+    None without a Default figure to compare with."""
+    if used is None or not default:
+        return None
+    return (default - used) / default
 
 
 @dataclass(frozen=True, kw_only=True)
