@@ -250,7 +250,8 @@ def test_the_operators_link_opens_the_job_page(api_server: ApiServer, tokens: di
 def test_the_json_api_is_documented(api_server: ApiServer, tokens: dict[str, str]) -> None:
     spec = get(api_server, "/zeus/openapi.json", tokens["viewer"]).json()
     assert spec["servers"] == [{"url": "/zeus"}]
-    assert set(spec["paths"]) == {"/api/jobs", "/api/jobs/{job_id}/runs", "/api/jobs/{job_id}"}
+    assert set(spec["paths"]) == {"/api/jobs", "/api/jobs/{job_id}/runs", "/api/jobs/{job_id}",
+                                  "/api/report"}
     for path, methods in spec["paths"].items():
         op = methods["get"]
         assert op["summary"] and op["description"], path
@@ -260,6 +261,41 @@ def test_the_json_api_is_documented(api_server: ApiServer, tokens: dict[str, str
     assert "replayed" in record["measurement"]["description"]
     assert record["measurement"]["enum"] == ["measured", "replayed", "simulated"]
     assert "J-equivalents" in record["cost"]["description"]  # inherited, documented too
+    report = spec["components"]["schemas"]["JobReport"]["properties"]
+    assert "not a measurement" in report["measurement"]["description"]
     docs = get(api_server, "/zeus/docs", tokens["viewer"], cookie=True)
     assert docs.status_code == 200
     assert all(f"GET /zeus{p}" in docs.text for p in spec["paths"])
+
+
+def test_the_report_reads_as_the_cli_writes_it_and_keeps_to_the_user_s_dags(
+        api_server: ApiServer, tokens: dict[str, str], ui_data: UIData,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from zeus_airflow.cli import main
+
+    served = get(api_server, "/zeus/api/report", tokens["viewer"]).json()
+    assert main(["report", "--db", ui_data.store_url, "--format", "json"]) == 0
+    written = json.loads(capsys.readouterr().out)
+    assert [_moments(j) for j in served["jobs"]] == [_moments(j) for j in written["jobs"]]
+    assert served["fleet"] == written["fleet"]
+    jobs = {j["job_id"]: j for j in served["jobs"]}
+    assert set(jobs) == {ALPHA_JOB, BETA_JOB, CLI_JOB, *MAPPED_JOBS}
+    alpha = jobs[ALPHA_JOB]
+    assert (alpha["runs"], alpha["dags"], alpha["measurement"]) == \
+        (ALPHA_RUNS, [ALPHA_DAG], "replayed")
+    assert served["fleet"]["runs"] == sum(j["runs"] for j in jobs.values())
+    scoped = get(api_server, "/zeus/api/report", tokens["alpha"]).json()
+    assert [j["job_id"] for j in scoped["jobs"]] == [ALPHA_JOB]
+    assert scoped["jobs"][0] == alpha
+    assert scoped["fleet"]["energy_j"] == pytest.approx(alpha["energy_j"])
+    later = get(api_server, "/zeus/api/report", tokens["alpha"], since="2999-01-01").json()
+    assert (later["jobs"][0]["runs"], later["jobs"][0]["energy_j"]) == (0, 0.0)
+
+
+def _moments(job: dict[str, Any]) -> dict[str, Any]:
+    """A report's job with its date parsed: ``Z`` and ``+00:00`` say the same."""
+    from datetime import datetime
+
+    return {**job, "last_run_at": datetime.fromisoformat(job["last_run_at"])}

@@ -8,15 +8,17 @@ carry the raw figures in SI units (J, s, gCO2e) and cost units, under the field 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import textwrap
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, TextIO
 
 from zeus_airflow.cli.store import (
     FORMATS,
     add_location_options,
+    json_value,
     reporting_errors,
     store_from_args,
     write,
@@ -45,29 +47,32 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def since_date(text: str) -> datetime:
-    """``--since``: an ISO 8601 date or date and time, taken as UTC when it has no offset."""
+    """``--since``: an ISO 8601 date or date and time (the report takes it as UTC when it
+    has no offset)."""
     try:
-        moment = datetime.fromisoformat(text)
+        return datetime.fromisoformat(text)
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"{text!r} is invalid: expected an ISO 8601 date such as 2026-11-01 or "
             "2026-11-01T12:00 (UTC unless an offset is given)") from None
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
 def _report(args: argparse.Namespace) -> int:
     with store_from_args(args).reading() as conn:
-        jobs = [r.fields() for r in reports.report(conn, args.job, args.since)]
-    if args.job and not jobs:
+        found = reports.report(conn, sorted(reports.job_dags(conn, args.job)), args.since)
+    if args.job and not found:
         print(f"zeus-airflow report: error: no job {args.job!r} in the store", file=sys.stderr)
         return 1
-    fleet = reports.fleet_totals(jobs)
+    fleet = dataclasses.asdict(reports.fleet_totals(found))
+    jobs = [dataclasses.asdict(job) for job in found]
     if args.format == "json":
-        json.dump({"since": args.since.isoformat() if args.since else None, "jobs": jobs,
-                   "fleet": fleet}, sys.stdout, indent=2)
+        json.dump({"since": args.since, "jobs": jobs, "fleet": fleet}, sys.stdout, indent=2,
+                  default=json_value)
         sys.stdout.write("\n")
     elif args.format == "csv":
-        write(jobs, list(jobs[0]) if jobs else ["job_id"], "csv", sys.stdout)
+        columns = [f.name for f in dataclasses.fields(reports.JobReport)]
+        write([{**job, "dags": " ".join(job["dags"])} for job in jobs], columns, "csv",
+              sys.stdout)
     else:
         _table(jobs, fleet, sys.stdout)
     return 0

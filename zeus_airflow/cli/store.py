@@ -212,7 +212,7 @@ def write(rows: Sequence[dict[str, Any]], columns: Sequence[str], fmt: str, out:
     """Rows as an aligned table, a JSON array or CSV with a header."""
     if fmt == "json":
         json.dump([{c: row[c] for c in columns} for row in rows], out, indent=2,
-                  default=_json_value)
+                  default=json_value)
         out.write("\n")
     elif fmt == "csv":
         writer = csv.writer(out)
@@ -226,7 +226,7 @@ def write(rows: Sequence[dict[str, Any]], columns: Sequence[str], fmt: str, out:
                       .rstrip() + "\n")
 
 
-def _json_value(value: object) -> str:
+def json_value(value: object) -> str:
     if isinstance(value, datetime):
         return value.isoformat()
     raise TypeError(f"cannot write {type(value).__name__} as JSON")

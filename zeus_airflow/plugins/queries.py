@@ -46,6 +46,17 @@ def job_summaries(access: DagAccess, dag_id: str | None = None) -> list[JobSumma
         return reports.summaries(conn, [reports.current(history[j]) for j in ids], history)
 
 
+def job_reports(access: DagAccess, dag_id: str | None = None,
+                since: datetime | None = None) -> list[reports.JobReport]:
+    """``zeus-airflow report``'s figures for every job the user may see (of ``dag_id``
+    only, when given), by job id."""
+    with store().reading() as conn:
+        dags = reports.job_dags(conn)
+        ids = [j for j in access.visible(dags)
+               if dag_id is None or job_in_dag(j, dags[j], dag_id)]
+        return reports.report(conn, sorted(ids), since)
+
+
 def job_detail(access: DagAccess, job_id: str, version: int | None = None) -> JobDetail:
     """One version of a job (the current one by default), in full."""
     with store().reading() as conn:

@@ -28,11 +28,11 @@ from zeus_airflow.core.reports.records import (
     RunRecord,
     Version,
 )
-from zeus_airflow.core.reports.report import JobReport, fleet_totals, report
+from zeus_airflow.core.reports.report import FleetTotals, JobReport, fleet_totals, report
 from zeus_airflow.core.reports.runs import SHOWN_STATUSES, runs
 
-__all__ = ["SHOWN_STATUSES", "Arm", "DefaultEstimate", "JobDetail", "JobReport", "JobSummary",
-           "ProfilePoint", "RunRecord", "Version", "arms", "current", "default_emissions_g",
-           "default_estimate", "detail", "fleet_totals", "instance_job", "job_dags",
-           "job_map_indexes", "profile_points", "report", "runs", "summaries", "task_jobs",
-           "versions"]
+__all__ = ["SHOWN_STATUSES", "Arm", "DefaultEstimate", "FleetTotals", "JobDetail", "JobReport",
+           "JobSummary", "ProfilePoint", "RunRecord", "Version", "arms", "current",
+           "default_emissions_g", "default_estimate", "detail", "fleet_totals", "instance_job",
+           "job_dags", "job_map_indexes", "profile_points", "report", "runs", "summaries",
+           "task_jobs", "versions"]

@@ -39,7 +39,7 @@ def _document_inherited(schema: dict[str, Any], cls: type) -> None:
                 properties[name].setdefault("description", doc)
 
 
-_DOCUMENTED: dict[str, Any] = {"use_attribute_docstrings": True,
+DOCUMENTED: dict[str, Any] = {"use_attribute_docstrings": True,
                                "json_schema_extra": _document_inherited}
 """Records the UI's JSON API returns as they are: pydantic (which this package does not
 import) documents their fields from the attribute docstrings."""
@@ -63,7 +63,7 @@ class DefaultEstimate:
     estimated from this job's successful runs of b0, scaled to the maximum limit with b0's
     power profile where it has both limits (``scaled_runs`` of ``runs``)."""
 
-    __pydantic_config__: ClassVar[dict[str, Any]] = _DOCUMENTED
+    __pydantic_config__: ClassVar[dict[str, Any]] = DOCUMENTED
 
     batch_size: int
     power_limit_w: int | None
@@ -163,7 +163,7 @@ class RunRecord(TrainingFigures):
     here because the JSON API documents them: figures sum its finished tries (None while none
     has finished); batch size, power limit, phase and status are the last try's."""
 
-    __pydantic_config__: ClassVar[dict[str, Any]] = _DOCUMENTED
+    __pydantic_config__: ClassVar[dict[str, Any]] = DOCUMENTED
 
     index: int
     """1-based position among the version's runs, in decision order."""
@@ -242,7 +242,7 @@ class Arm:
     """One batch size as the policy sees it: its windowed observations and the posterior of
     its mean cost (``posterior_sd`` is the spread Thompson sampling draws from)."""
 
-    __pydantic_config__: ClassVar[dict[str, Any]] = _DOCUMENTED
+    __pydantic_config__: ClassVar[dict[str, Any]] = DOCUMENTED
 
     batch_size: int
     observations: int
@@ -261,7 +261,7 @@ class Arm:
 class ProfilePoint:
     """Power and speed measured at one limit for one batch size and GPU setup."""
 
-    __pydantic_config__: ClassVar[dict[str, Any]] = _DOCUMENTED
+    __pydantic_config__: ClassVar[dict[str, Any]] = DOCUMENTED
 
     batch_size: int
     gpu_model: str
