@@ -35,8 +35,13 @@ def test_the_demo_runs_days_through_airflow_and_reports(tmp_path: Path) -> None:
     assert (home / "airflow.db").exists() and (home / "zeus_airflow.db").exists()
     assert "2025-01-01  success" in out and "2025-01-02  success" in out
     assert "(replayed)" in out and "2 DAG runs" in out
-    table = out.split("$ zeus-airflow runs --job zeus_replay_daily.train\n")[1]
-    assert table.count("manual__2025-01-0") >= 2  # one row per try, named after its day
+    table, report = out.split("$ zeus-airflow runs --job zeus_replay_daily.train\n")[1].split(
+        "$ zeus-airflow report --job zeus_replay_daily.train\n")
+    assert table.count("2025-01-0") >= 2  # one row per try, named after its day
+    assert max(map(len, table.splitlines())) <= 120 and "replayed" in table
+    report = report.split("\nEnergy of ")[0]  # then the saving against the traces
+    assert report.startswith("job ") and "fleet: 1 jobs, 2 runs" in report
+    assert max(map(len, report.splitlines())) <= 120
     assert "Default:" in out and "Saved:" in out
     assert "api-server --host 127.0.0.1" in out and "/zeus/jobs/zeus_replay_daily.train" in out
 

@@ -3,8 +3,9 @@
 1. Airflow on SQLite in ``$AIRFLOW_HOME`` (``./.airflow`` when unset), migrated;
 2. the DAG ``zeus_replay_daily`` run for ``--days`` consecutive daily logical dates, one
    ``dag.test()`` per day (see ``demo_runs.py`` and docs/operator.md for why not a backfill);
-3. the store's per-run table (``zeus-airflow runs``), then the energy saved against the
-   Default configuration (b0 at the maximum power limit), and how to open the UI.
+3. the store's per-try table (``zeus-airflow runs``) and the job's report against Default's
+   estimate (``zeus-airflow report``), then the energy saved against the Default
+   configuration's expectation from the traces, and how to open the UI.
 
 Default's energy is the traces' expectation for b0 at the maximum limit (mean epochs to
 target over the traced seeds x energy per epoch), the same figure ``zeus-airflow simulate``
@@ -85,9 +86,10 @@ def _demo(args: argparse.Namespace) -> int:
             return done.returncode or 1
         results = json.loads(results_file.read_text())
     job_id = default_job_id(DAG_ID, TASK_ID)
-    print(f"\n$ zeus-airflow runs --job {job_id}", flush=True)
-    subprocess.run([sys.executable, "-P", "-m", "zeus_airflow.cli", "runs", "--job", job_id],
-                   env=env, check=False)
+    for command in (["runs", "--job", job_id], ["report", "--job", job_id]):
+        print(f"\n$ zeus-airflow {' '.join(command)}", flush=True)
+        subprocess.run([sys.executable, "-P", "-m", "zeus_airflow.cli", *command], env=env,
+                       check=False)
     print(energy_report(results, traces))
     print(ui_instructions(home, dags, traces, job_id))
     return done.returncode

@@ -14,6 +14,7 @@ from jinja2 import Environment, PackageLoader
 from markupsafe import Markup
 from starlette.requests import Request
 
+from zeus_airflow.core.domain import STATUS_SHOWN
 from zeus_airflow.core.units import (
     show_cost,
     show_emissions,
@@ -35,20 +36,6 @@ MEASUREMENT_HELP = {
     "simulated": "real training steps, with GPU power from a model fitted to the paper's traces",
 }
 
-RUN_STATUS = {
-    "running": ("running", "in flight: the figures sum the tries finished so far"),
-    "succeeded": ("succeeded", "the last try reached the target"),
-    "failed": ("target missed", "the last try missed the target (at max_epochs or early-stopped): "
-               "a warning, the Airflow task still succeeded unless fail_on_missed_target=True"),
-    "error": ("error", "the train function raised: the task failed with its traceback (task "
-              "log); no batch size was judged"),
-    "invalid": ("invalid", "the train function broke its contract (no metric reported, nan, "
-                "run.epochs() not iterated, or a return value XCom cannot store): the task "
-                "failed with the reason in its log; no batch size was judged"),
-    "expired": ("expired", "the task stopped sending heartbeats (killed?): recorded as lost"),
-}
-"""A run's status as the runs table shows it, and what it means (the title tooltip). A trial's
-``failed`` is its batch size failing; to a reader of a run it must not read as a failed task."""
 
 
 @dataclass(frozen=True)
@@ -80,7 +67,7 @@ def environment() -> Environment:
     env.filters.update(energy=show_energy, kwh=show_kwh, duration=show_time, cost=show_cost,
                        when=_when, share=_share, emissions=show_emissions)
     env.globals.update(measurement_help=MEASUREMENT_HELP, default_method=DEFAULT_METHOD,
-                       run_status=RUN_STATUS)
+                       run_status=STATUS_SHOWN)
     return env
 
 
