@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 from typing import Any
-from urllib.parse import parse_qs, quote, urlsplit
+from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 import httpx
 import pytest
@@ -299,3 +299,32 @@ def _moments(job: dict[str, Any]) -> dict[str, Any]:
     from datetime import datetime
 
     return {**job, "last_run_at": datetime.fromisoformat(job["last_run_at"])}
+
+
+def test_the_fleet_page_totals_filters_and_sorts_the_jobs_a_user_may_read(
+        api_server: ApiServer, tokens: dict[str, str]) -> None:
+    viewer, alpha = tokens["viewer"], tokens["alpha"]
+    report = get(api_server, "/zeus/api/report", viewer).json()
+    page = get(api_server, "/zeus/", viewer, cookie=True).text
+    assert "<h1>Zeus fleet</h1>" in page and 'id="chart-fleet-cumulative"' in page
+    listed = re.findall(r'<a href="/zeus/jobs/([^"]+)">', page)
+    assert sorted(listed) == sorted(quote(j["job_id"], safe="") for j in report["jobs"])
+    saved = re.search(r'id="saved-energy">.*?<div class="value (saved|lost)">(-?[\d.]+) %',
+                      page, re.S)
+    fleet = report["fleet"]
+    assert saved and float(saved.group(2)) == pytest.approx(
+        100 * fleet["saved_energy_fraction"], abs=0.05)  # the report's figure, on the page
+    assert "e-0" not in page and "e+0" not in page  # readable magnitudes
+    one_dag = get(api_server, "/zeus/jobs", viewer, cookie=True, dag=MAPPED_DAG).text
+    assert re.findall(r'<a href="/zeus/jobs/([^"]+)">', one_dag) == \
+        [quote(j, safe="") for j in MAPPED_JOBS]
+    by_energy = get(api_server, "/zeus/jobs", viewer, cookie=True, sort="energy", desc="1").text
+    energies = {j["job_id"]: j["energy_j"] for j in report["jobs"]}
+    order = [energies[unquote(j)] for j in re.findall(r'<a href="/zeus/jobs/([^"]+)">',
+                                                     by_energy)]
+    assert order == sorted(order, reverse=True) and 'aria-sort="descending"' in by_energy
+    falling = get(api_server, "/zeus/jobs", viewer, cookie=True, fallback="1").text
+    assert "No job matches these filters." in falling  # none of them falls back
+    scoped = get(api_server, "/zeus/", alpha, cookie=True).text
+    assert re.findall(r'<a href="/zeus/jobs/([^"]+)">', scoped) == [ALPHA_JOB]
+    assert BETA_DAG not in scoped  # not even as a filter's choice

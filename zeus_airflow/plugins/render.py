@@ -60,12 +60,21 @@ def _when(moment: datetime | None) -> str:
     return "—" if moment is None else moment.strftime("%Y-%m-%d %H:%M UTC")
 
 
+FIGURES = {"energy": show_energy, "cost": show_cost, "emissions": show_emissions}
+"""The ``figure(kind)`` filter: a figure shown by its kind, for templates that loop over
+kinds."""
+
+
+def _figure(value: float | None, kind: str) -> str:
+    return FIGURES[kind](value)
+
+
 @functools.cache
 def environment() -> Environment:
     env = Environment(loader=PackageLoader("zeus_airflow.plugins", "templates"),
                       autoescape=True, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(energy=show_energy, kwh=show_kwh, duration=show_time, cost=show_cost,
-                       when=_when, share=_share, emissions=show_emissions)
+                       when=_when, share=_share, emissions=show_emissions, figure=_figure)
     env.globals.update(measurement_help=MEASUREMENT_HELP, default_method=DEFAULT_METHOD,
                        run_status=STATUS_SHOWN)
     return env

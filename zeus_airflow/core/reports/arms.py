@@ -8,6 +8,9 @@ next decision most likely happens.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from sqlalchemy import Connection, select
 
 from zeus_airflow.core.domain import ArmStats, Decision, DeviceInfo, JobRef, JobSnapshot
@@ -28,6 +31,10 @@ from zeus_airflow.core.reports.records import Arm, ProfilePoint, Version
 from zeus_airflow.core.store.snapshot import read_state
 from zeus_airflow.core.store.tables import power_profiles, trials
 
+_POINT = (power_profiles.c.batch_size, power_profiles.c.gpu_model, power_profiles.c.gpu_count,
+          power_profiles.c.power_limit_w, power_profiles.c.avg_power_w,
+          power_profiles.c.steps_per_s)
+"""A profile point's columns, in ``ProfilePoint``'s order."""
 _LATEST_SETUP = (select(trials.c.gpu_model, trials.c.gpu_count, trials.c.measurement)
                  .order_by(trials.c.decision_seq.desc()).limit(1))
 
@@ -107,10 +114,18 @@ def profile_points(conn: Connection, job_pk: int,
     """Measured profile points, by batch size, GPU setup and limit (highest first); slices
     in progress are no points yet."""
     p = power_profiles.c
-    query = (select(p.batch_size, p.gpu_model, p.gpu_count, p.power_limit_w, p.avg_power_w,
-                    p.steps_per_s).where(p.job_pk == job_pk, p.measured_steps.is_(None))
+    query = (select(*_POINT).where(p.job_pk == job_pk, p.measured_steps.is_(None))
              .order_by(p.batch_size, p.gpu_model, p.gpu_count, p.power_limit_w.desc()))
     if batch_size is not None:
         query = query.where(p.batch_size == batch_size)
-    rows = conn.execute(query)
-    return tuple(ProfilePoint(*r) for r in rows)
+    return tuple(ProfilePoint(*r) for r in conn.execute(query))
+
+
+def profile_points_of(conn: Connection, sizes: Mapping[int, int]) -> list[Any]:
+    """The measured profile points of each job's batch size (job key -> size), with their
+    job key (``job_pk``), in one read."""
+    p = power_profiles.c
+    rows = conn.execute(select(p.job_pk, *_POINT).where(
+        p.job_pk.in_(list(sizes)), p.batch_size.in_(set(sizes.values())),
+        p.measured_steps.is_(None)))
+    return [r for r in rows if r[1] == sizes[r[0]]]  # (job_pk, batch_size, ...)

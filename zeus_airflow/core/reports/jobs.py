@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import fields
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import Connection, Integer, case, func, select
+from sqlalchemy import ColumnElement, Connection, Integer, Select, case, func, select
 
-from zeus_airflow.core.config import JobConfig
 from zeus_airflow.core.devices.base import Measurement
 from zeus_airflow.core.reports.arms import arms, decision_state, profile_points
-from zeus_airflow.core.reports.default import default_estimate
-from zeus_airflow.core.reports.records import JobDetail, JobSummary, Version
+from zeus_airflow.core.reports.default import default_estimates
+from zeus_airflow.core.reports.records import JobDetail, JobSummary, JobTotals, Version
 from zeus_airflow.core.reports.runs import SHOWN, runs
 from zeus_airflow.core.store.admin import as_utc as utc
 from zeus_airflow.core.store.tables import jobs, trials
@@ -75,8 +76,7 @@ def versions(conn: Connection, job_ids: Iterable[str]) -> dict[str, list[Version
     found: dict[str, list[Version]] = {}
     for r in rows:
         found.setdefault(r.job_id, []).append(Version(
-            r.id, r.job_id, r.version, bool(r.active), utc(r.created_at),
-            JobConfig.from_json(r.config_json)))
+            r.id, r.job_id, r.version, bool(r.active), utc(r.created_at), r.config_json))
     return found
 
 
@@ -85,29 +85,19 @@ def current(history: Sequence[Version]) -> Version:
     return next((v for v in history if v.active), history[-1])
 
 
-def summaries(conn: Connection, chosen: Sequence[Version],
-              history: dict[str, list[Version]],
-              since: datetime | None = None) -> list[JobSummary]:
-    """One summary per chosen version, in the order given; with ``since``, of the tries
-    started at or after it only (the Default estimate still learns from every run)."""
+def totals(conn: Connection, chosen: Sequence[Version],
+           since: datetime | None = None) -> dict[int, JobTotals]:
+    """Each chosen version's totals, by its key, in a few reads for them all; with
+    ``since``, of the tries started at or after it only (the Default estimate still learns
+    from every run)."""
     pks = [v.pk for v in chosen]
     shown = (SHOWN,) if since is None else (SHOWN, trials.c.started_at >= since)
-    observe = trials.c.would_save_energy_j.is_not(None)
-    totals = {r.job_pk: r for r in conn.execute(
+    sums = {r.job_pk: r for r in conn.execute(
         select(trials.c.job_pk, func.coalesce(func.sum(trials.c.energy_j), 0.0).label("energy"),
                func.coalesce(func.sum(trials.c.time_s), 0.0).label("time"),
-               func.coalesce(func.sum(trials.c.cost), 0.0).label("cost"),
-               func.sum(trials.c.would_save_energy_j).label("would_save_energy"),
-               func.sum(trials.c.would_save_time_s).label("would_save_time"),
-               func.sum(case((observe, trials.c.energy_j))).label("observed_energy"))
+               func.coalesce(func.sum(trials.c.cost), 0.0).label("cost"))
         .where(trials.c.job_pk.in_(pks), *shown).group_by(trials.c.job_pk))}
-    # A run is finished once one of its tries has figures and none is still training: the
-    # Default estimate counts one Default run per finished run.
-    per_run = (select(trials.c.job_pk,
-                      (func.max(trials.c.energy_j.is_not(None).cast(Integer))
-                       * func.min((trials.c.status != "running").cast(Integer))).label("done"))
-               .where(trials.c.job_pk.in_(pks), *shown)
-               .group_by(trials.c.job_pk, *_RUN_KEY).subquery())
+    per_run = run_figures(pks, shown).subquery()
     counts = {r.job_pk: r for r in conn.execute(
         select(per_run.c.job_pk, func.count().label("runs"),
                func.coalesce(func.sum(per_run.c.done), 0).label("done"))
@@ -117,24 +107,57 @@ def summaries(conn: Connection, chosen: Sequence[Version],
                                  trials.c.measurement).distinct()
                           .where(trials.c.job_pk.in_(pks), *shown)):
         places.setdefault(r.job_pk, set()).add((r.dag_id, r.task_id, r.measurement))
-    result = []
+    defaults = default_estimates(conn, chosen)
+    result = {}
     for v in chosen:
-        seen = places.get(v.pk, set())
-        total, count = totals.get(v.pk), counts.get(v.pk)
-        phase, best = decision_state(conn, v)
-        result.append(JobSummary(
-            version=v, versions=tuple(h.version for h in history[v.job_id]),
-            tasks=tuple(sorted({(d, t) for d, t, _ in seen})),
+        seen, total, count = places.get(v.pk, set()), sums.get(v.pk), counts.get(v.pk)
+        result[v.pk] = JobTotals(
+            version=v, tasks=tuple(sorted({(d, t) for d, t, _ in seen})),
             runs=count.runs if count else 0, finished_runs=int(count.done) if count else 0,
             energy_j=float(total.energy) if total else 0.0,
             time_s=float(total.time) if total else 0.0,
             cost=float(total.cost) if total else 0.0,
-            measurements=tuple(sorted({m for *_, m in seen})), phase=phase,
+            measurements=tuple(sorted({m for *_, m in seen})), default=defaults[v.pk])
+    return result
+
+
+def run_figures(pks: list[int], shown: tuple[ColumnElement[bool], ...]) -> Select[Any]:
+    """One row per run: its job, first start, energy and whether it is finished. A run is
+    finished once one of its tries has figures and none is still training: the Default
+    estimate counts one Default run per finished run."""
+    return (select(trials.c.job_pk, func.min(trials.c.started_at).label("started_at"),
+                   func.coalesce(func.sum(trials.c.energy_j), 0.0).label("energy"),
+                   (func.max(trials.c.energy_j.is_not(None).cast(Integer))
+                    * func.min((trials.c.status != "running").cast(Integer))).label("done"))
+            .where(trials.c.job_pk.in_(pks), *shown)
+            .group_by(trials.c.job_pk, *_RUN_KEY))
+
+
+def summaries(conn: Connection, chosen: Sequence[Version],
+              history: dict[str, list[Version]],
+              since: datetime | None = None) -> list[JobSummary]:
+    """One summary per chosen version, in the order given (``since``: as :func:`totals`)."""
+    pks = [v.pk for v in chosen]
+    observe = trials.c.would_save_energy_j.is_not(None)
+    shown = (SHOWN,) if since is None else (SHOWN, trials.c.started_at >= since)
+    observed = {r.job_pk: r for r in conn.execute(
+        select(trials.c.job_pk,
+               func.sum(trials.c.would_save_energy_j).label("would_save_energy"),
+               func.sum(trials.c.would_save_time_s).label("would_save_time"),
+               func.sum(case((observe, trials.c.energy_j))).label("observed_energy"))
+        .where(trials.c.job_pk.in_(pks), *shown).group_by(trials.c.job_pk))}
+    summed = totals(conn, chosen, since)
+    result = []
+    for v in chosen:
+        phase, best = decision_state(conn, v)
+        seen = observed.get(v.pk)
+        result.append(JobSummary(
+            **{f.name: getattr(summed[v.pk], f.name) for f in fields(JobTotals)},
+            versions=tuple(h.version for h in history[v.job_id]), phase=phase,
             best_batch_size=best, best_power_limit_w=_last_limit(conn, v.pk, best),
-            default=default_estimate(conn, v),
-            would_save_energy_j=total.would_save_energy if total else None,
-            would_save_time_s=total.would_save_time if total else None,
-            observed_energy_j=total.observed_energy if total else None))
+            would_save_energy_j=seen.would_save_energy if seen else None,
+            would_save_time_s=seen.would_save_time if seen else None,
+            observed_energy_j=seen.observed_energy if seen else None))
     return result
 
 

@@ -4,8 +4,10 @@ J-equivalents (``eta * energy_j + (1 - eta) * max_power_w * time_s``)."""
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import itertools
+import json
 import textwrap
 from dataclasses import dataclass
 from datetime import datetime
@@ -54,7 +56,18 @@ class Version:
     version: int
     active: bool
     created_at: datetime
-    config: JobConfig
+    config_json: str
+    """The configuration as stored: parsed (and checked) on first use of ``config``, which a
+    list of a thousand jobs does not need."""
+
+    @functools.cached_property
+    def config(self) -> JobConfig:
+        return JobConfig.from_json(self.config_json)
+
+    @functools.cached_property
+    def default_batch_size(self) -> int:
+        """b0, read without checking the whole configuration."""
+        return int(json.loads(self.config_json)["default_batch_size"])
 
 
 @dataclass(frozen=True)
@@ -82,11 +95,12 @@ class DefaultEstimate:
 
 
 @dataclass(frozen=True)
-class JobSummary:
-    """A job version at a glance. ``energy_j``/``time_s`` sum every live try."""
+class JobTotals:
+    """A job version's figures summed, beside Default's estimate for the same runs: what the
+    job page's cards, the fleet page and ``zeus-airflow report`` compare. ``energy_j``,
+    ``time_s`` and ``cost`` sum every live try."""
 
     version: Version
-    versions: tuple[int, ...]
     tasks: tuple[tuple[str, str], ...]
     """(dag_id, task_id) pairs that ran the job; ("", "") for runs outside Airflow."""
     runs: int
@@ -94,26 +108,19 @@ class JobSummary:
     """Runs with at least one finished try (the ones with energy figures)."""
     energy_j: float
     time_s: float
+    cost: float
+    """Cost units."""
     measurements: tuple[Measurement, ...]
     """measured / replayed / simulated: where the figures come from."""
-    phase: str
-    """pruning, sampling, infeasible (no size left in play: runs fall back to the best known
-    size, as without Zeus), or the last decision's phase for other policies."""
-    best_batch_size: int | None
-    best_power_limit_w: int | None
     default: DefaultEstimate | None
-    would_save_energy_j: float | None = None
-    """Observe mode: J training at the optimum would have saved, summed over the tries that
-    reported it; None when none did."""
-    would_save_time_s: float | None = None
-    observed_energy_j: float | None = None
-    """The energy of those tries: what ``would_save_energy_j`` is a share of."""
-    cost: float = 0.0
-    """Cost units, every live try (as ``energy_j``)."""
 
     @property
     def job_id(self) -> str:
         return self.version.job_id
+
+    @property
+    def dags(self) -> tuple[str, ...]:
+        return tuple(sorted({dag for dag, _ in self.tasks if dag}))
 
     @property
     def default_energy_j(self) -> float | None:
@@ -146,6 +153,24 @@ class JobSummary:
     @property
     def saved_cost_fraction(self) -> float | None:
         return saved_fraction(self.cost, self.default_cost)
+
+
+@dataclass(frozen=True)
+class JobSummary(JobTotals):
+    """A job version at a glance: its totals, and the policy's view of it."""
+
+    versions: tuple[int, ...]
+    phase: str
+    """pruning, sampling, infeasible (no size left in play: runs fall back to the best known
+    size, as without Zeus), or the last decision's phase for other policies."""
+    best_batch_size: int | None
+    best_power_limit_w: int | None
+    would_save_energy_j: float | None = None
+    """Observe mode: J training at the optimum would have saved, summed over the tries that
+    reported it; None when none did."""
+    would_save_time_s: float | None = None
+    observed_energy_j: float | None = None
+    """The energy of those tries: what ``would_save_energy_j`` is a share of."""
 
 
 def saved_fraction(used: float | None, default: float | None) -> float | None:

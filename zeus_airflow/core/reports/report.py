@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from sqlalchemy import Connection
 
@@ -20,6 +20,7 @@ from zeus_airflow.core.reports.default import default_emissions_g
 from zeus_airflow.core.reports.jobs import current, summaries, versions
 from zeus_airflow.core.reports.records import (
     DOCUMENTED,
+    DefaultEstimate,
     JobSummary,
     RunRecord,
     saved_fraction,
@@ -37,15 +38,14 @@ class Emissions:
     default_emissions_g: float | None
 
     @classmethod
-    def of(cls, summary: JobSummary, shown: Sequence[RunRecord]) -> Emissions:
-        defaults = default_emissions_g(summary.default, shown)
+    def of(cls, default: DefaultEstimate | None, shown: Sequence[RunRecord]) -> Emissions:
+        defaults = default_emissions_g(default, shown)
         pairs = [(r.emissions_g, d) for r, d in zip(shown, defaults, strict=True)
                  if r.emissions_g is not None]
         if not pairs:
             return cls(None, None)
-        default = None if any(d is None for _, d in pairs) else sum(d for _, d in pairs
-                                                                     if d is not None)
-        return cls(sum(e for e, _ in pairs), default)
+        known = [d for _, d in pairs if d is not None]
+        return cls(sum(e for e, _ in pairs), sum(known) if len(known) == len(pairs) else None)
 
 
 @dataclass(frozen=True)
@@ -172,8 +172,23 @@ _COMPARED = (("energy_j", "default_energy_j", "saved_energy_fraction"),
 """Each figure, Default's, and the fraction saved."""
 
 
-def fleet_totals(jobs: Sequence[JobReport]) -> FleetTotals:
-    """The fleet's totals from its jobs' reports."""
+class Compared(Protocol):
+    """What the fleet's totals read of a job (a :class:`JobReport`, a fleet page's row)."""
+
+    @property
+    def runs(self) -> int: ...
+    @property
+    def phase(self) -> str: ...
+    @property
+    def fallback(self) -> bool: ...
+    @property
+    def measurement(self) -> str: ...
+    @property
+    def emissions_g(self) -> float | None: ...
+
+
+def fleet_totals(jobs: Sequence[Compared]) -> FleetTotals:
+    """The fleet's totals from its jobs' figures (each of ``_COMPARED`` read by name)."""
     figures: dict[str, Any] = {}
     for figure, default, saved in _COMPARED:
         known = [j for j in jobs if getattr(j, figure) is not None]
@@ -192,7 +207,7 @@ def fleet_totals(jobs: Sequence[JobReport]) -> FleetTotals:
         **figures)
 
 
-def _total(jobs: Sequence[JobReport], figure: str) -> Any:
+def _total(jobs: Sequence[Compared], figure: str) -> Any:
     """The sum of ``figure`` over ``jobs``; None for no jobs (0.0 for energy, time, cost)."""
     if not jobs:
         return 0.0 if figure in ("energy_j", "time_s", "cost") else None
@@ -214,5 +229,5 @@ def report(conn: Connection, job_ids: Sequence[str],
         shown = [r for r in every if since is None or r.started_at >= since]
         phase, size = upcoming_batch_size(conn, summary.version)
         result.append(JobReport.of(summary, (phase, size), every[-1] if every else None,
-                                   Emissions.of(summary, shown)))
+                                   Emissions.of(summary.default, shown)))
     return result
