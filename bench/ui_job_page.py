@@ -120,7 +120,8 @@ def in_process_breakdown(runs: int, repeat: int = 5) -> dict[str, float]:
         marks.append(time.perf_counter())
         html = render.environment().get_template("job.html").render(
             urls=Urls(""), assets=render.assets(), detail=detail, charts=charts, page=page,
-            highlight=None, version_param=None)
+            highlight=None, highlight_map_index=None, is_run=queries.is_run,
+            version_param=None)
         marks.append(time.perf_counter())
         samples.append([(b - a) * 1e3 for a, b in pairwise(marks)])
     assert len(detail.runs) == runs and html
