@@ -85,6 +85,11 @@ def fleet_page(found: Fleet, every: Sequence[FleetJob], view: View) -> FleetPage
                      sorted({j.phase for j in every if j.phase}), view)
 
 
+TIME_TICKS = ((86400.0, "%m-%d"), (3600.0, "%H:00"), (60.0, "%H:%M"), (1.0, "%H:%M:%S"))
+"""The chart's time axis: ticks a whole number of days, hours, minutes or seconds apart (the
+largest of which the runs span two), and how they read."""
+
+
 def energy_chart(days: Sequence[tuple[datetime, float, float]]) -> Chart | None:
     """Cumulative energy of the jobs with a Default estimate, period by period, and
     Default's, against the time the runs started (hours since the first period)."""
@@ -94,11 +99,13 @@ def energy_chart(days: Sequence[tuple[datetime, float, float]]) -> Chart | None:
     default = list(accumulate(d[2] for d in days))
     unit = energy_unit(used + default)
     first = days[0][0]
-    x = [(d[0] - first).total_seconds() / 3600 for d in days]
-    axis = linear_axis("started (UTC)", x, zero=False)
-    fmt = "%m-%d" if x[-1] >= 48 else "%H:%M" if x[-1] >= 2 / 60 else "%H:%M:%S"
+    seconds = [(d[0] - first).total_seconds() for d in days]
+    step, fmt = next(((step, fmt) for step, fmt in TIME_TICKS if seconds[-1] >= 2 * step),
+                     TIME_TICKS[-1])
+    x = [t / step for t in seconds]
+    axis = linear_axis("started (UTC)", x, zero=False, integer=True)
     axis = Axis(axis.label, axis.lo, axis.hi, axis.ticks,
-                lambda h: (first + timedelta(hours=h)).strftime(fmt))
+                lambda v: (first + timedelta(seconds=v * step)).strftime(fmt))
     plot = Plot("Cumulative energy of the fleet", axis,
                 linear_axis(f"energy ({unit.name})", [v / unit.scale for v in used + default]))
     plot.line([(i, e / unit.scale) for i, e in zip(x, used, strict=True)], "s0")
