@@ -134,19 +134,32 @@ def energy_report(results: dict[str, Any], traces: Path) -> str:
     ])
 
 
+UI_PORT = 8080
+"""The port the printed UI command uses; any free port works (``$PORT`` in the command)."""
+
+
 def ui_instructions(home: Path, dags: Path, traces: Path, job_id: str) -> str:
-    venv_bin = Path(sys.executable).parent
+    """How to open the UI on the demo's Airflow. The Execution API URL follows the port:
+    Airflow's default names 8080, and on another port every task would fail with
+    "Connection refused"."""
+    airflow = Path(sys.executable).parent / "airflow"
+    job = f"http://127.0.0.1:$PORT{job_url(job_id)}"
     return "\n".join([
         "",
         "See the runs in the Airflow UI:",
-        f"  AIRFLOW_HOME={home} AIRFLOW__CORE__DAGS_FOLDER={dags} {TRACES_ENV}={traces} \\",
-        f"    {venv_bin / 'airflow'} api-server --host 127.0.0.1 --port 8080",
-        "  then open http://127.0.0.1:8080 and log in as admin with the password in",
+        f"  export PORT={UI_PORT}  # or any free port: the Execution API URL follows it",
+        f"  AIRFLOW_HOME={home} AIRFLOW__CORE__DAGS_FOLDER={dags} \\",
+        f"    {TRACES_ENV}={traces} \\",
+        "    AIRFLOW__CORE__EXECUTION_API_SERVER_URL=http://127.0.0.1:$PORT/execution/ \\",
+        f"    {airflow} api-server --host 127.0.0.1 --port $PORT",
+        "  then open http://127.0.0.1:$PORT and log in as admin with the password in",
         f"  {home / 'simple_auth_manager_passwords.json.generated'} (written when the server "
         "starts).",
-        f"  DAG {DAG_ID} > a run > task {TASK_ID}: XCom (energy_j, batch_size...), Rendered "
-        "Templates (zeus_summary), and the 'Zeus job' button to "
-        f"http://127.0.0.1:8080{job_url(job_id)}.",
+        "  Zeus energy in the navigation bar is the fleet page. DAG "
+        f"{DAG_ID} > a run > task {TASK_ID}:",
+        "  Rendered Templates (zeus_summary); Storage > XCom (energy_j, batch_size...; every "
+        "run's: Browse > XComs);",
+        f"  Details > Extra Links > Zeus job ({job}); the Zeus energy tab.",
     ])
 
 
