@@ -32,6 +32,10 @@ SORTS: dict[str, Callable[[FleetJob], Any]] = {
 """The columns the table sorts by (``?sort=``), each by its own figure."""
 
 
+def pages(rows: int) -> int:
+    return max(1, -(-rows // PER_PAGE))
+
+
 def _missing_last(value: float | None) -> float:
     return float("-inf") if value is None else value
 
@@ -45,6 +49,7 @@ class View:
     fallback: bool = False
     sort: str = ""
     desc: bool = False
+    page: int = 1
 
     def keeps(self, job: FleetJob) -> bool:
         return ((not self.dag or self.dag in job.totals.dags)
@@ -52,20 +57,30 @@ class View:
                 and (not self.fallback or job.fallback))
 
     def query(self, **changes: Any) -> str:
-        """This view's query string with ``changes``, for a link."""
+        """This view's query string with ``changes``, for a link (page 1 left out)."""
         chosen = {**self.__dict__, **changes}
         return "?" + "&".join(f"{k}={v if not isinstance(v, bool) else int(v)}"
-                              for k, v in chosen.items() if v)
+                              for k, v in chosen.items() if v and not (k == "page" and v == 1))
 
     def sort_link(self, key: str) -> str:
-        """The header link: sort by ``key``, the other way round when it already is."""
-        return self.query(sort=key, desc=self.sort == key and not self.desc)
+        """The header link: sort by ``key``, the other way round when it already is (from
+        the first page)."""
+        return self.query(sort=key, desc=self.sort == key and not self.desc, page=1)
+
+    def page_link(self, page: int) -> str:
+        return self.query(page=page)
+
+
+PER_PAGE = 100
+"""Rows a page shows; the totals and the chart are of every row the filters keep."""
 
 
 @dataclass(frozen=True)
 class FleetPage:
     jobs: list[FleetJob]
-    """The rows shown: filtered and sorted."""
+    """The rows shown: filtered, sorted, this page's."""
+    rows: int
+    """Every row the filters keep."""
     totals: FleetTotals
     """Of the rows shown."""
     chart: Chart | None
@@ -80,7 +95,9 @@ def fleet_page(found: Fleet, every: Sequence[FleetJob], view: View) -> FleetPage
     shown = list(found.jobs)
     if view.sort in SORTS:
         shown.sort(key=SORTS[view.sort], reverse=view.desc)
-    return FleetPage(shown, fleet_totals(shown), energy_chart(found.days),
+    start = (min(max(view.page, 1), pages(len(shown))) - 1) * PER_PAGE
+    return FleetPage(shown[start:start + PER_PAGE], len(shown), fleet_totals(shown),
+                     energy_chart(found.days),
                      sorted({d for j in every for d in j.totals.dags}),
                      sorted({j.phase for j in every if j.phase}), view)
 

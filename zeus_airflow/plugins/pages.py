@@ -9,7 +9,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from zeus_airflow.plugins import queries, render
 from zeus_airflow.plugins.access import DagAccess
 from zeus_airflow.plugins.auth import DagAccessDep
-from zeus_airflow.plugins.fleet_page import View, fleet_page
+from zeus_airflow.plugins.fleet_page import View, fleet_page, pages
 from zeus_airflow.plugins.job_charts import job_charts
 from zeus_airflow.plugins.urls import Urls
 
@@ -21,9 +21,10 @@ _READ_DAG = [Depends(requires_access_dag("GET"))]
 @router.get("/", response_class=HTMLResponse)
 @router.get("/jobs", response_class=HTMLResponse)
 def jobs_page(request: Request, access: DagAccessDep, dag: str = "", phase: str = "",
-              fallback: bool = False, sort: str = "", desc: bool = False) -> HTMLResponse:
+              fallback: bool = False, sort: str = "", desc: bool = False,
+              page: int = Query(1, ge=1)) -> HTMLResponse:
     """The fleet: every job the user may read, filtered by DAG, phase and falling back."""
-    return _jobs(request, access, View(dag, phase, fallback, sort, desc), None)
+    return _jobs(request, access, View(dag, phase, fallback, sort, desc, page), None)
 
 
 @router.get("/dags/{dag_id}", dependencies=_READ_DAG, response_model=None)
@@ -78,8 +79,10 @@ def job_page(request: Request, access: DagAccessDep, job_id: str, version: int |
 def _view(request: Request) -> View:
     """The fleet view a DAG's or task's tab was asked for (its links carry the same query)."""
     q = request.query_params
+    page = q.get("page", "1")
     return View(q.get("dag", ""), q.get("phase", ""), q.get("fallback", "") in ("1", "true"),
-                q.get("sort", ""), q.get("desc", "") in ("1", "true"))
+                q.get("sort", ""), q.get("desc", "") in ("1", "true"),
+                int(page) if page.isdigit() and int(page) > 0 else 1)
 
 
 def _jobs(request: Request, access: DagAccess, view: View, dag_id: str | None,
@@ -88,4 +91,5 @@ def _jobs(request: Request, access: DagAccess, view: View, dag_id: str | None,
     page = fleet_page(found, every, view)
     measurements = sorted({m for j in every for m in j.totals.measurements})
     return render.page(request, "jobs.html", fleet=page, dag_id=dag_id, task_id=task_id,
-                       all_measurements=measurements, any_jobs=bool(every))
+                       all_measurements=measurements, any_jobs=bool(every),
+                       pages=pages(page.rows))

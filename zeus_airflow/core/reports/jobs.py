@@ -92,31 +92,36 @@ def totals(conn: Connection, chosen: Sequence[Version],
     from every run)."""
     pks = [v.pk for v in chosen]
     shown = (SHOWN,) if since is None else (SHOWN, trials.c.started_at >= since)
-    sums = {r.job_pk: r for r in conn.execute(
-        select(trials.c.job_pk, func.coalesce(func.sum(trials.c.energy_j), 0.0).label("energy"),
-               func.coalesce(func.sum(trials.c.time_s), 0.0).label("time"),
-               func.coalesce(func.sum(trials.c.cost), 0.0).label("cost"))
-        .where(trials.c.job_pk.in_(pks), *shown).group_by(trials.c.job_pk))}
+    # Per job and place (DAG, task, measurement): the sums, added up per job below.
+    sums: dict[int, list[float]] = {}
+    places: dict[int, set[tuple[str, str, Measurement]]] = {}
+    for r in conn.execute(
+            select(trials.c.job_pk, trials.c.dag_id, trials.c.task_id, trials.c.measurement,
+                   func.coalesce(func.sum(trials.c.energy_j), 0.0),
+                   func.coalesce(func.sum(trials.c.time_s), 0.0),
+                   func.coalesce(func.sum(trials.c.cost), 0.0))
+            .where(trials.c.job_pk.in_(pks), *shown)
+            .group_by(trials.c.job_pk, trials.c.dag_id, trials.c.task_id,
+                      trials.c.measurement)):
+        pk, dag_id, task_id, measurement, *figures = r
+        places.setdefault(pk, set()).add((dag_id, task_id, measurement))
+        total = sums.setdefault(pk, [0.0, 0.0, 0.0])
+        for i, value in enumerate(figures):
+            total[i] += float(value)
     per_run = run_figures(pks, shown).subquery()
     counts = {r.job_pk: r for r in conn.execute(
         select(per_run.c.job_pk, func.count().label("runs"),
                func.coalesce(func.sum(per_run.c.done), 0).label("done"))
         .group_by(per_run.c.job_pk))}
-    places: dict[int, set[tuple[str, str, Measurement]]] = {}
-    for r in conn.execute(select(trials.c.job_pk, trials.c.dag_id, trials.c.task_id,
-                                 trials.c.measurement).distinct()
-                          .where(trials.c.job_pk.in_(pks), *shown)):
-        places.setdefault(r.job_pk, set()).add((r.dag_id, r.task_id, r.measurement))
     defaults = default_estimates(conn, chosen)
     result = {}
     for v in chosen:
-        seen, total, count = places.get(v.pk, set()), sums.get(v.pk), counts.get(v.pk)
+        seen, count = places.get(v.pk, set()), counts.get(v.pk)
+        energy_j, time_s, cost = sums.get(v.pk, (0.0, 0.0, 0.0))
         result[v.pk] = JobTotals(
             version=v, tasks=tuple(sorted({(d, t) for d, t, _ in seen})),
             runs=count.runs if count else 0, finished_runs=int(count.done) if count else 0,
-            energy_j=float(total.energy) if total else 0.0,
-            time_s=float(total.time) if total else 0.0,
-            cost=float(total.cost) if total else 0.0,
+            energy_j=energy_j, time_s=time_s, cost=cost,
             measurements=tuple(sorted({m for *_, m in seen})), default=defaults[v.pk])
     return result
 
