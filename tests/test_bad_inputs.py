@@ -109,6 +109,7 @@ BAD_PARAMETERS: list[tuple[dict[str, Any], str]] = [
     ({"heartbeat_s": "60"}, "heartbeat_s"),
     ({"fail_on_missed_target": "yes"}, "fail_on_missed_target"),
     ({"fail_on_missed_target": 1}, "fail_on_missed_target"),
+    ({"shared_job": "yes"}, "shared_job"),
     ({"fail_when_infeasible": "False"}, "fail_when_infeasible"),
     ({"fail_when_infeasible": None}, "fail_when_infeasible"),
     ({"synchronize": "cuda"}, "synchronize"),

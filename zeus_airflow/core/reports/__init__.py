@@ -14,7 +14,8 @@ from zeus_airflow.core.reports.jobs import (
     detail,
     instance_job,
     job_dags,
-    job_map_indexes,
+    job_instance_runs,
+    job_instances,
     summaries,
     task_jobs,
     versions,
@@ -34,5 +35,5 @@ from zeus_airflow.core.reports.runs import SHOWN_STATUSES, runs
 __all__ = ["SHOWN_STATUSES", "Arm", "DefaultEstimate", "FleetTotals", "JobDetail", "JobReport",
            "JobSummary", "ProfilePoint", "RunRecord", "Version", "arms", "current",
            "default_emissions_g", "default_estimate", "detail", "fleet_totals", "instance_job",
-           "job_dags", "job_map_indexes", "profile_points", "report", "runs", "summaries",
-           "task_jobs", "versions"]
+           "job_dags", "job_instance_runs", "job_instances", "profile_points", "report", "runs",
+           "summaries", "task_jobs", "versions"]
