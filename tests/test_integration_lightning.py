@@ -3,6 +3,7 @@ synthetic Gaussian clusters, a fake NVML GPU."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -73,7 +74,8 @@ def lightning_train(tmp_path: Path, *, metric: str = "val_acc", accumulation: in
                     **model_args: Any) -> Callable[[TrainingRun], Any]:
     def train(run: TrainingRun) -> Classifier:
         model = Classifier(run, **model_args)
-        trainer = pl.Trainer(accelerator="cpu", devices=1, max_epochs=100,
+        # No max_epochs: the operator's is the budget (the docs' Trainer sets none either).
+        trainer = pl.Trainer(accelerator="cpu", devices=1,
                              accumulate_grad_batches=accumulation,
                              callbacks=[ZeusLightningCallback(run, metric=metric)],
                              default_root_dir=tmp_path, logger=False,
@@ -172,3 +174,13 @@ def test_the_trainers_own_cap_is_the_users_not_a_verdict(
 def test_a_callback_without_its_run_is_named() -> None:
     with pytest.raises(TypeError, match=r"ZeusLightningCallback\(run=None\) is invalid"):
         ZeusLightningCallback(None, metric="val_acc")  # type: ignore[arg-type]
+
+
+def test_lightning_does_not_warn_that_max_epochs_was_not_set(tmp_path: Path) -> None:
+    """The Trainer sets no max_epochs, as the docs show: the operator's budget holds, and
+    Lightning has nothing to warn about."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        done = one_try(lightning_train(tmp_path), job(max_epochs=2), 8)
+    assert (done.outcome.epochs, done.outcome.stop_reason) == (2, "max_epochs")
+    assert not [w for w in caught if "max_epochs" in str(w.message)]

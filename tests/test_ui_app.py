@@ -296,3 +296,17 @@ def test_an_id_no_job_can_have_is_404_not_500(pg_client: tuple[TestClient, Store
     answer = client.get(route.format(job_id))
     assert answer.status_code == 404, answer.text[:300]
     assert "no job has such an id" in answer.text
+
+
+def test_the_fleet_page_pages_its_rows_and_totals_them_all(client: TestClient,
+                                                          store: SQLStore) -> None:
+    from zeus_airflow.plugins.fleet_page import PER_PAGE
+
+    for i in range(PER_PAGE + 1):
+        store.register_job(JobConfig(f"many_{i:03d}.train", (32, 64), 64, target_metric=0.9,
+                                     max_epochs=5))
+    first, second = client.get("/jobs").text, client.get("/jobs?page=2").text
+    rows = r'<tr>\s*<td><a href="/zeus/jobs/'
+    assert len(re.findall(rows, first)) == PER_PAGE and len(re.findall(rows, second)) == 1
+    assert f"{PER_PAGE + 1} jobs · page 1 of 2" in first and "many_100.train" in second
+    assert re.search(r'<div class="label">Jobs</div><div class="value">101</div>', second)

@@ -137,6 +137,9 @@ class ZeusTrainOperator(BaseOperator):
         as a plain training task that returns would).
     :param fail_when_infeasible: fail the task, before training, when no batch size is left
         to try (default: train the best known size as it would run without Zeus).
+    :param shared_job: the instances of this mapped task feed one job on purpose (one
+        ``job_id`` for all): no warning that they share it. Without it, the first time a
+        second instance feeds a job, its log says so once.
     :param carbon_zone: grid zone (e.g. ``DE``) whose carbon intensity and price the run's
         emissions (gCO2e) and energy cost are computed with; None: no carbon accounting.
         Templated.
@@ -202,6 +205,7 @@ class ZeusTrainOperator(BaseOperator):
         heartbeat_s: float = 60.0,
         fail_on_missed_target: bool = False,
         fail_when_infeasible: bool = False,
+        shared_job: bool = False,
         carbon_zone: str | None = None,
         carbon_source: str = DEFAULT_CARBON_SOURCE,
         carbon_conn_id: str = DEFAULT_CARBON_CONN_ID,
@@ -243,6 +247,7 @@ class ZeusTrainOperator(BaseOperator):
         self.heartbeat_s = heartbeat_s
         self.fail_on_missed_target = fail_on_missed_target
         self.fail_when_infeasible = fail_when_infeasible
+        self.shared_job = shared_job
         self.carbon_zone = carbon_zone
         self.carbon_source = carbon_source
         self.carbon_conn_id = carbon_conn_id
@@ -346,7 +351,6 @@ class ZeusTrainOperator(BaseOperator):
         ti = context["ti"]
         spec = parse_device(self.device)
         store = self._open_store()  # fails here, before any GPU setting changes
-        self._warn_if_instances_share_the_job(store, context, config.job_id)
         device = open_device(spec, self.traces_dir)
         # The host's CPU package and DRAM where readable, beside real GPUs only: a replayed or
         # simulated GPU's clock is not the host's, so their sum would mean nothing.
@@ -373,6 +377,7 @@ class ZeusTrainOperator(BaseOperator):
             finally:
                 self._guard = None
         footprint = None if carbon is None else self._account(carbon, plan, result, store)
+        self._warn_if_instances_share_the_job(store, context, config.job_id)
         self._publish(context, result, footprint)
         if not result.reached_target:
             self._missed_target(result)
@@ -530,37 +535,24 @@ class ZeusTrainOperator(BaseOperator):
 
     def _warn_if_instances_share_the_job(self, store: SQLStore, context: Context,
                                          job_id: str) -> None:
-        """A mapped task whose instances feed one job (an explicit job_id, or a
-        map_index_template that renders alike) trains one bandit on every instance's data;
-        that is allowed, but rarely meant, so it is said in every instance's log."""
-        from zeus_airflow.core.reports import job_map_indexes
+        """A mapped task whose instances feed one job (one job_id for all, or a
+        map_index_template that renders alike) trains one bandit on every instance's data.
+        Allowed, and meant with ``shared_job=True``; otherwise likely a mistake, said once
+        in the job's life, by the second instance to have fed it, after its run (its trial
+        is in the store then, whether the instances ran one after another or at once).
+        Every instance saying so on every run would fill a wide map's logs."""
+        from zeus_airflow.core.reports import job_instances
 
         ti = context["ti"]
-        if ti.map_index is None or ti.map_index == UNMAPPED:
+        if self.shared_job or ti.map_index is None or ti.map_index == UNMAPPED:
             return
         with store.reading() as conn:
-            others = [i for i in job_map_indexes(conn, job_id, ti.dag_id, ti.task_id)
-                      if i != ti.map_index]
-        literal = self._job_id_is_literal_for_every_instance()
-        if others or literal:
-            which = (f"instances {', '.join(map(str, others))} have fed it too" if others
-                     else "job_id is the same text for every instance")
+            joined = job_instances(conn, job_id, ti.dag_id, ti.task_id)
+        if joined[1:2] == [ti.map_index] and _first_run_in(store, job_id, ti):
             self.log.warning(
-                "Zeus: the mapped instances of task %s share one job, %r (%s): one bandit "
-                "learns from all their data. Leave job_id unset for a job per instance, or "
-                "template it per instance (e.g. \"{{ dag.dag_id }}.{{ "
-                "task.train_kwargs['region'] }}\"); if sharing is intended, ignore this.",
-                ti.task_id, job_id, which)
-
-    def _job_id_is_literal_for_every_instance(self) -> bool:
-        """Whether ``partial(job_id=...)`` gave every instance the same plain text: known
-        before any instance has run, unlike a template's renderings."""
-        mapped = self.dag.task_dict.get(self.task_id) if self.has_dag() else None
-        partial_kwargs = getattr(mapped, "partial_kwargs", None)
-        if not isinstance(partial_kwargs, Mapping):
-            return False
-        raw = partial_kwargs.get("job_id")
-        return isinstance(raw, str) and bool(raw) and not _is_template(raw)
+                "Zeus: mapped instances %s and %d of task %s share one job, %r. For a job "
+                "per instance leave job_id unset; if sharing is meant, set shared_job=True.",
+                joined[0], ti.map_index, ti.task_id, job_id)
 
     def _open_store(self) -> SQLStore:
         from zeus_airflow.hooks.store import ZeusStoreHook
@@ -639,6 +631,15 @@ def _check_traces_dir(value: object) -> None:
                           "the packaged traces) or the path of the traces folder (not empty)")
 
 
+def _first_run_in(store: SQLStore, job_id: str, ti: Any) -> bool:
+    """Whether a mapped task instance's run is its first in the job (later ones say
+    nothing)."""
+    from zeus_airflow.core.reports import job_instance_runs
+
+    with store.reading() as conn:
+        return job_instance_runs(conn, job_id, ti.dag_id, ti.task_id, ti.map_index) == 1
+
+
 def _check_carbon(values: Mapping[str, Any]) -> None:
     """A carbon-aware start needs a zone to read the forecast of."""
     if values.get("start_deadline") is not None and values.get("carbon_zone") is None:
@@ -663,6 +664,7 @@ _OPERATOR_CHECKS: dict[str, Callable[[Any], object]] = {
     "traces_dir": _check_traces_dir,
     "fail_on_missed_target": lambda v: check_bool("fail_on_missed_target", v),
     "fail_when_infeasible": lambda v: check_bool("fail_when_infeasible", v),
+    "shared_job": lambda v: check_bool("shared_job", v),
 }
 """A check for each of the operator's own parameters (Airflow checks BaseOperator's)."""
 

@@ -10,6 +10,7 @@ database here is allowed (Airflow 3 blocks the ORM in supervised task processes 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -18,6 +19,8 @@ from sqlalchemy import Connection
 from zeus_airflow.core import reports
 from zeus_airflow.core.config import JOB_ID_MAX_LENGTH, is_blank
 from zeus_airflow.core.reports import JobDetail, JobSummary, RunRecord
+from zeus_airflow.core.reports.fleet import Fleet, FleetJob
+from zeus_airflow.core.reports.fleet import fleet as fleet_rows
 from zeus_airflow.core.store.sql import SQLStore
 from zeus_airflow.plugins.access import DagAccess, job_in_dag
 
@@ -55,6 +58,32 @@ def job_summaries(access: DagAccess, dag_id: str | None = None) -> list[JobSumma
                if dag_id is None or job_in_dag(j, dags[j], dag_id)]
         history = reports.versions(conn, ids)
         return reports.summaries(conn, [reports.current(history[j]) for j in ids], history)
+
+
+def fleet(access: DagAccess, dag_id: str | None = None,
+          keep: Callable[[FleetJob], bool] = lambda job: True,
+          ids: Sequence[str] | None = None) -> tuple[Fleet, list[FleetJob]]:
+    """The fleet page's rows: of the jobs the user may see (of ``dag_id`` only, or ``ids``
+    in that order, when given), those ``keep`` keeps with their energy by day; and every
+    row the user may see."""
+    with store().reading() as conn:
+        dags = reports.job_dags(conn)
+        chosen_ids = [j for j in (ids if ids is not None else sorted(dags))
+                      if j in dags and access.may_see_job(j, dags[j])
+                      and (dag_id is None or job_in_dag(j, dags[j], dag_id))]
+        history = reports.versions(conn, chosen_ids)
+        return fleet_rows(conn, [reports.current(history[j]) for j in chosen_ids], keep)
+
+
+def job_reports(access: DagAccess, dag_id: str | None = None,
+                since: datetime | None = None) -> list[reports.JobReport]:
+    """``zeus-airflow report``'s figures for every job the user may see (of ``dag_id``
+    only, when given), by job id."""
+    with store().reading() as conn:
+        dags = reports.job_dags(conn)
+        ids = [j for j in access.visible(dags)
+               if dag_id is None or job_in_dag(j, dags[j], dag_id)]
+        return reports.report(conn, sorted(ids), since)
 
 
 def job_detail(access: DagAccess, job_id: str, version: int | None = None) -> JobDetail:

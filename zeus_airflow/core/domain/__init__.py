@@ -36,6 +36,7 @@ from zeus_airflow.core.domain.phases import EXPLORATION_PHASES, Phase, counts_as
 from zeus_airflow.core.domain.trials import (
     LIVE_STATUSES,
     REPLACED_STATUSES,
+    STATUS_SHOWN,
     TRANSITIONS,
     VOID_STATUSES,
     RecurrenceKey,
@@ -46,7 +47,8 @@ from zeus_airflow.core.domain.trials import (
     takes_result,
 )
 
-__all__ = ["EXPLORATION_PHASES", "LIVE_STATUSES", "REPLACED_STATUSES", "TRANSITIONS",
+__all__ = ["EXPLORATION_PHASES", "LIVE_STATUSES", "REPLACED_STATUSES", "STATUS_SHOWN",
+           "TRANSITIONS",
            "VOID_STATUSES", "ArmStats", "BudgetLedger", "BudgetStatus", "Decide", "Decision",
            "DeviceInfo", "DriftFound",
            "ExplorationStep", "FleetKey", "ForeignObservation", "JobRef", "JobSnapshot",

@@ -47,6 +47,31 @@ def finished_status(reached_target: bool) -> TrialStatus:
     return "succeeded" if reached_target else "failed"
 
 
+STATUS_SHOWN: Mapping[TrialStatus, tuple[str, str]] = {
+    "running": ("running", "in flight: the figures sum the tries finished so far"),
+    "succeeded": ("succeeded", "the last try reached the target"),
+    "failed": ("target missed", "the last try missed the target (at max_epochs or early-stopped): "
+               "a warning, the Airflow task still succeeded unless fail_on_missed_target=True"),
+    "error": ("error", "the train function raised: the task failed with its traceback (task "
+              "log); no batch size was judged"),
+    "invalid": ("invalid", "no batch size was judged: the train function broke its contract "
+                "(no metric reported, nan, run.epochs() not iterated, or a return value XCom "
+                "cannot store: the task failed with the reason in its log), or trained an "
+                "epoch of no step, or its own cap (max_steps) ended it (a warning; the task "
+                "succeeded)"),
+    "skipped": ("skipped", "the train function raised AirflowSkipException: the task was "
+                "skipped; no batch size was judged"),
+    "expired": ("expired", "the task stopped sending heartbeats (killed?): recorded as lost"),
+    "superseded": ("replaced", "a later Airflow try of the task began after it finished: "
+                   "history, never counted"),
+    "abandoned": ("abandoned", "a later Airflow try of the task began while it ran: history, "
+                  "never counted"),
+}
+"""A try's or run's status as people read it (the UI's runs table, the CLI), and what it
+means (the UI's tooltip). A trial's ``failed`` is its batch size missing the target; to a
+reader it must not read as a failed Airflow task."""
+
+
 # --- the events ---------------------------------------------------------------------------------
 EXPIRE: Mapping[TrialStatus, TrialStatus] = {"running": "expired"}
 """Its worker sent no heartbeat within the lease."""
