@@ -52,6 +52,10 @@ OBSERVE_COLUMNS = ("optimal_power_limit_w", "would_save_energy_j", "would_save_t
 """Added to the table when a trial ran in observe mode: the optimum it found, and what
 training there would have saved."""
 
+LATE_COLUMNS = ("recorded_late_at",)
+"""Added to the table when a listed trial's result reached the store late, from the outbox
+(the store could not take it when the try finished)."""
+
 Handler = Callable[[argparse.Namespace], int]
 
 
@@ -169,6 +173,8 @@ def _runs(args: argparse.Namespace) -> int:
     if any(row["budget_left_runs"] is not None for row in rows):
         at = columns.index("cost") + 1
         columns = (*columns[:at], *BUDGET_COLUMNS, *columns[at:])
+    if any(row["recorded_late_at"] is not None for row in rows):
+        columns = (*columns, *LATE_COLUMNS)
     observed = [row for row in rows if row["would_save_energy_j"] is not None]
     if observed:
         columns = (*columns, *OBSERVE_COLUMNS)

@@ -19,8 +19,9 @@ from __future__ import annotations
 import logging
 import threading
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -35,6 +36,7 @@ from zeus_airflow.core.domain import (
     DeviceInfo,
     JobRef,
     JobState,
+    PendingResult,
     PowerProfile,
     RecurrenceKey,
     RunOutcome,
@@ -44,7 +46,7 @@ from zeus_airflow.core.fleet import job_snapshot
 from zeus_airflow.core.monitor import HostEnergyMeter
 from zeus_airflow.core.policy import NoFeasibleBatchSizeError, Policy, ZeusPolicy
 from zeus_airflow.core.run import CONTRACT, TrainContractError, TrainingRun, open_run
-from zeus_airflow.core.store.base import Store
+from zeus_airflow.core.store.base import Store, StoreError, UnrecordedResultError
 
 TrainFunction = Callable[[TrainingRun], Any]
 ReturnCheck = Callable[[Any], None]
@@ -80,6 +82,9 @@ class RecurrenceResult:
     tries: tuple[TrialReport, ...]
     measurement: Measurement
     return_value: Any = None
+    unrecorded: tuple[PendingResult, ...] = ()
+    """Tries whose result the store could not take (``core/domain/outbox.py``): the caller
+    keeps them for a later run to record."""
 
     @property
     def final(self) -> TrialReport:
@@ -214,8 +219,12 @@ class Engine:
         self.log = log or logging.getLogger("zeus_airflow")
         self.device_info = DeviceInfo(device.model, device.count, device.measurement,
                                       device.candidate_power_limits_w())
+        self.unrecorded: list[PendingResult] = []
+        """The current recurrence's results the store could not take, for the outbox; read
+        it after a recurrence that raised too (an invalid try's measurement)."""
 
     def run_recurrence(self, train: TrainFunction, key: RecurrenceKey) -> RecurrenceResult:
+        self.unrecorded = []
         job = self.store.register_job(self.config, seed=self.seed)
         self._say_if_limits_are_fixed()
         failed: set[int] = set()
@@ -241,7 +250,7 @@ class Engine:
                 # The last allowed try must yield a model: it runs to the target or max epochs.
                 decision = replace(decision, early_stop_cost=None, final=True)
             self._say_why(decision)
-            report, value = self._run_trial(job, start.trial_id, decision, attempt, train)
+            report, value = self._run_trial(job, key, start.trial_id, decision, attempt, train)
             reports.append(report)
             if report.outcome.reached_target or decision.final:
                 break
@@ -254,7 +263,8 @@ class Engine:
                              "" if report.outcome.stop_reason == "early_stop" else
                              "; it is not tried again in this recurrence: on the same data it "
                              "would miss again")
-        return RecurrenceResult(job, tuple(reports), self.device.measurement, value)
+        return RecurrenceResult(job, tuple(reports), self.device.measurement, value,
+                                tuple(self.unrecorded))
 
     def _say_why(self, decision: Decision) -> None:
         """The log line of a decision that is not the usual one."""
@@ -265,8 +275,8 @@ class Engine:
         elif decision.reason:
             self.log.info("%s: batch size %d", decision.reason, decision.batch_size)
 
-    def _run_trial(self, job: JobRef, trial_id: int, decision: Decision, attempt: int,
-                   train: TrainFunction) -> tuple[TrialReport, Any]:
+    def _run_trial(self, job: JobRef, key: RecurrenceKey, trial_id: int, decision: Decision,
+                   attempt: int, train: TrainFunction) -> tuple[TrialReport, Any]:
         self.log.info("try %d: batch size %d (%s)%s", attempt, decision.batch_size,
                       decision.phase, f", early stop above training cost "
                       f"{decision.early_stop_cost:.4g}" if decision.early_stop_cost else "")
@@ -293,7 +303,10 @@ class Engine:
                     measured = _measured_so_far(run)  # the energy spent is kept, not judged
                     raise
         except TrainContractError as err:
-            self.store.invalidate_trial(trial_id, outcome, str(err))
+            reason = str(err)
+            self._record(PendingResult(trial_id, job.id, key, attempt, outcome, False,
+                                       datetime.now(UTC), "", reason),
+                         lambda: self.store.invalidate_trial(trial_id, outcome, reason))
             raise
         except BaseException as err:
             self.store.fail_trial(trial_id, traceback.format_exc(), measured)
@@ -309,15 +322,29 @@ class Engine:
                     and (len(profile.measurements), profile.partial) != profiled_before:
                 self.store.save_profile(job, profile)
         violation = run.contract_violation or self._unpublishable(value)
+        observed = counts_as_observation(decision.phase, outcome.reached_target)
+        pending = PendingResult(trial_id, job.id, key, attempt, outcome, observed,
+                                datetime.now(UTC), "", violation)
         if violation is not None:
-            self.store.invalidate_trial(trial_id, outcome, violation)
+            self._record(pending, lambda: self.store.invalidate_trial(trial_id, outcome,
+                                                                      violation))
             raise TrainContractError(
                 f"{violation}. The try (batch size {decision.batch_size}) is recorded as "
                 "invalid: it does not count against its batch size, and the job's learning "
                 "state is unchanged")
-        self.store.finish_trial(trial_id, outcome,
-                                counts_as_observation(decision.phase, outcome.reached_target))
+        self._record(pending, lambda: self.store.finish_trial(trial_id, outcome, observed))
         return TrialReport(trial_id, attempt, decision.phase, outcome, decision.budget), value
+
+    def _record(self, pending: PendingResult, write: Callable[[], None]) -> None:
+        """Write a returned try's result. The first rule puts the model first: a store that
+        cannot take it (an outage, a read-only or full database) fails nothing; the result
+        waits in the outbox for a later run to record (``core/domain/outbox.py``)."""
+        try:
+            write()
+        except UnrecordedResultError as err:
+            self.log.warning("%s; it is kept in the outbox and the next run records it late",
+                             err)
+            self.unrecorded.append(replace(pending, failure=str(err)))
 
     def _say_if_limits_are_fixed(self) -> None:
         """Once per recurrence (a task): the GPUs' limits cannot be changed (a MIG instance,
@@ -341,6 +368,31 @@ class Engine:
             return (f"the train function returned a value of type {type(value).__name__} that "
                     f"cannot be stored as an XCom ({err}); {CONTRACT}")
         return None
+
+
+def record_late(store: Store, pending: Sequence[PendingResult],
+                log: logging.Logger) -> list[PendingResult]:
+    """Record the results earlier recurrences could not (their outbox), before the next
+    decision, so that it sees them; touches no GPU. Returns those the store still cannot
+    take (a store that fails here has just answered, so it is rare)."""
+    left: list[PendingResult] = []
+    for result in pending:
+        try:
+            now = store.record_late(result)
+        except StoreError as err:
+            log.warning("the result of trial %d is still not in the store (%s); kept for the "
+                        "next run", result.trial_id, err)
+            left.append(replace(result, failure=str(err)))
+            continue
+        if now is None:
+            # Drained before (recorded at most once), or its trial is gone from the store.
+            log.info("trial %d's result is in the store already, or its trial is gone: "
+                     "nothing recorded", result.trial_id)
+        else:
+            log.warning("trial %d's result (batch size %d), which the store could not take "
+                        "when it finished (%s), is recorded late: %s", result.trial_id,
+                        result.outcome.batch_size, result.failure, now)
+    return left
 
 
 def _measured_so_far(run: TrainingRun) -> RunOutcome | None:

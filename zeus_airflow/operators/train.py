@@ -67,17 +67,19 @@ if TYPE_CHECKING:
 
     from zeus_airflow.core.carbon.options import CarbonOptions
     from zeus_airflow.core.carbon.planner import StartPlan
-    from zeus_airflow.core.devices.base import Measurement
-    from zeus_airflow.core.domain import RunCarbon
+    from zeus_airflow.core.devices.spec import DeviceSpec
+    from zeus_airflow.core.domain import PendingResult, RunCarbon
     from zeus_airflow.core.engine import RecurrenceResult
     from zeus_airflow.core.gpu_lease import PowerLimitGuard
     from zeus_airflow.core.run import TrainingRun
-    from zeus_airflow.core.store.base import UnrecordedResultError
     from zeus_airflow.core.store.sql import SQLStore
 
 DEFAULT_CONN_ID = "zeus_default"
 DEFAULT_CARBON_CONN_ID = "electricitymaps_default"
 PENDING_SUMMARY = "(set when the task has run)"
+OUTBOX_KEY = "zeus_outbox"
+"""The XCom every run pushes: the results the store could not take (core/domain/outbox.py),
+its own and those it could not record either; the next run of the task records them."""
 
 
 class ZeusTrainOperator(BaseOperator):
@@ -321,6 +323,28 @@ class ZeusTrainOperator(BaseOperator):
     def _train_and_publish(self, context: Context, config: JobConfig,
                            carbon: CarbonOptions | None, plan: StartPlan | None) -> Any:
         # Imported here, not at module level, so that parsing a DAG stays light.
+        from zeus_airflow.core.engine import record_late
+
+        spec = parse_device(self.device)
+        store = self._open_store()  # fails here, before any GPU setting changes
+        self._warn_if_instances_share_the_job(store, context, config.job_id)
+        log = cast(logging.Logger, self.log)  # structlog's logger takes the stdlib calls
+        backlog = record_late(store, self._outbox_of_earlier_runs(context), log)
+        unrecorded: list[PendingResult] = []
+        try:
+            result = self._train(context, config, store, spec, unrecorded)
+        finally:  # pushed even when training failed: the next run records what is in it
+            self._keep_outbox(context, [*backlog, *unrecorded])
+        footprint = None if carbon is None else self._account(carbon, plan, result, store)
+        self._publish(context, result, footprint)
+        if not result.reached_target:
+            self._missed_target(result)
+        return result.return_value
+
+    def _train(self, context: Context, config: JobConfig, store: SQLStore, spec: DeviceSpec,
+               unrecorded: list[PendingResult]) -> RecurrenceResult:
+        """One recurrence on the task's GPUs, their limits put back whatever happens;
+        ``unrecorded`` gets the results the store could not take."""
         from contextlib import closing, nullcontext
 
         from zeus_airflow.core.devices.rapl import RAPLReader
@@ -328,12 +352,9 @@ class ZeusTrainOperator(BaseOperator):
         from zeus_airflow.core.engine import Engine
         from zeus_airflow.core.gpu_lease import GPULeases, PowerLimitGuard
         from zeus_airflow.core.policy import ZeusPolicy
-        from zeus_airflow.core.store.base import RecurrenceKey, UnrecordedResultError
+        from zeus_airflow.core.store.base import RecurrenceKey
 
         ti = context["ti"]
-        spec = parse_device(self.device)
-        store = self._open_store()  # fails here, before any GPU setting changes
-        self._warn_if_instances_share_the_job(store, context, config.job_id)
         device = open_device(spec, self.traces_dir)
         # The host's CPU package and DRAM where readable, beside real GPUs only: a replayed or
         # simulated GPU's clock is not the host's, so their sum would mean nothing.
@@ -344,25 +365,49 @@ class ZeusTrainOperator(BaseOperator):
         with closing(device), closing(host_energy) if host_energy else nullcontext(), \
                 PowerLimitGuard(device, GPULeases(store), self.log) as guard:
             self._guard = guard
+            engine = Engine(store, guard.gpus, config,
+                            ZeusPolicy(fallback=not self.fail_when_infeasible),
+                            seed=self.seed, heartbeat_s=self.heartbeat_s,
+                            # structlog's logger takes the stdlib calls the engine makes
+                            log=cast(logging.Logger, self.log),
+                            check_return=_xcom_check if self.do_xcom_push else None,
+                            synchronize=self.synchronize, host_energy=host_energy)
             try:
-                engine = Engine(store, guard.gpus, config,
-                                ZeusPolicy(fallback=not self.fail_when_infeasible),
-                                seed=self.seed, heartbeat_s=self.heartbeat_s,
-                                # structlog's logger takes the stdlib calls the engine makes
-                                log=cast(logging.Logger, self.log),
-                                check_return=_xcom_check if self.do_xcom_push else None,
-                                synchronize=self.synchronize, host_energy=host_energy)
-                result = engine.run_recurrence(self._train_function(), key)
-            except UnrecordedResultError as err:
-                self._publish_unrecorded(context, err, device.measurement)
-                raise
+                return engine.run_recurrence(self._train_function(), key)
             finally:
                 self._guard = None
-        footprint = None if carbon is None else self._account(carbon, plan, result, store)
-        self._publish(context, result, footprint)
-        if not result.reached_target:
-            self._missed_target(result)
-        return result.return_value
+                unrecorded += engine.unrecorded
+
+    # --- the outbox --------------------------------------------------------------------------
+    def _outbox_of_earlier_runs(self, context: Context) -> list[PendingResult]:
+        """The latest earlier run's outbox (each run carries on what it could not record).
+        Unreadable: nothing, said, never a failed task."""
+        from zeus_airflow.core.domain import outbox_from_json
+
+        ti = context["ti"]
+        try:
+            value = ti.xcom_pull(task_ids=ti.task_id, key=OUTBOX_KEY, include_prior_dates=True,
+                                 map_indexes=UNMAPPED if ti.map_index is None
+                                 else ti.map_index)
+            return outbox_from_json(value)
+        except Exception as err:  # a value someone else wrote there, an XCom backend's error
+            self.log.warning("Zeus: the outbox of earlier runs (XCom %r) cannot be read, its "
+                             "results stay unrecorded: %s: %s", OUTBOX_KEY,
+                             type(err).__name__, err)
+            return []
+
+    def _keep_outbox(self, context: Context, pending: list[PendingResult]) -> None:
+        from zeus_airflow.core.domain import outbox_to_json
+
+        if pending:
+            self.log.warning("Zeus: %d result(s) not in the store yet are kept in the XCom %r; "
+                             "the next run of this task records them (trials %s)",
+                             len(pending), OUTBOX_KEY, [p.trial_id for p in pending])
+        try:
+            context["ti"].xcom_push(key=OUTBOX_KEY, value=outbox_to_json(pending))
+        except Exception as err:  # the first rule: the model is trained; say what is lost
+            self.log.error("Zeus: the outbox cannot be kept (%s: %s); results NOT in the "
+                           "store: %s", type(err).__name__, err, outbox_to_json(pending))
 
     # --- carbon ------------------------------------------------------------------------------
     def _carbon_options(self) -> CarbonOptions | None:
@@ -567,15 +612,6 @@ class ZeusTrainOperator(BaseOperator):
                       result.final.phase)
         emit_run_metrics(result, dag_id=ti.dag_id, task_id=ti.task_id, log=self.log)
 
-    def _publish_unrecorded(self, context: Context, error: UnrecordedResultError,
-                            measurement: Measurement) -> None:
-        """The store lost the result: keep it in Airflow, then fail the task loudly."""
-        from zeus_airflow.operators.summary import unrecorded_xcom_values
-
-        for key, value in unrecorded_xcom_values(error.outcome, measurement).items():
-            context["ti"].xcom_push(key=key, value=value)
-        self.zeus_summary = f"NOT RECORDED in the store: {error}"
-        self.log.error("Zeus: %s", error)
 
 
 def _xcom_check(value: Any) -> None:

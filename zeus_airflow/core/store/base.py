@@ -17,6 +17,7 @@ from zeus_airflow.core.domain import (
     Decision,
     DeviceInfo,
     JobRef,
+    PendingResult,
     PowerProfile,
     RecurrenceKey,
     RunOutcome,
@@ -112,6 +113,12 @@ class Store(Protocol):
         """The train function raised: keep the trial for history, with what it measured up
         to the exception (``measured``; energy spent is never lost), and never count it. Best
         effort: never raises, so that the train function's exception is the one seen."""
+        ...
+
+    def record_late(self, pending: PendingResult) -> str | None:
+        """Record a result the store could not take when its try finished (the outbox), once:
+        the trial's status after it, or None when it has a result already. Raises StoreError
+        when it cannot be written."""
         ...
 
     def load_profile(self, job: JobRef, batch_size: int, device: DeviceInfo) -> PowerProfile:
