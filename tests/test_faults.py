@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from fixtures_airflow import FAKE_ORIGINAL_LIMIT_MW, daily, sync_dag, task_state, xcoms
+from fixtures_grid import FakeElectricityMaps, Reply
 from fixtures_store import FAST_RETRY, StoreOutage, job_config
 from sqlalchemy import Engine, event
 from sqlalchemy.engine import make_url
@@ -189,6 +190,81 @@ def test_a_read_only_or_full_sqlite_store_at_the_end_fails_nothing(
         rows = run_through_a_fault(dag_id, sqlite_store, fault.cut, fault.heal, fake_gpus,
                                    capfd, failure)
     assert len(rows) == 3
+
+
+# --- the carbon source ----------------------------------------------------------------------
+def carbon_fault_run(dag_id: str, url: str, capfd: pytest.CaptureFixture[str],
+                     **carbon: Any) -> tuple[dict[str, Any], str]:
+    """Two daily runs with a carbon source that fails: both succeed, each labelled
+    ``fallback``; day 0's XComs and task log."""
+    dag = fault_dag(dag_id, carbon_zone="DE", **carbon)
+    first = dag.test(logical_date=daily(0))
+    log = capfd.readouterr().out
+    assert task_state(first, "train") == ("success", 1)
+    pushed = xcoms(dag_id, first.run_id, "train")
+    assert (pushed["carbon_provenance"], pushed["carbon_intensity_g_per_kwh"]) == \
+        ("fallback", pytest.approx(475.0))
+    assert pushed["emissions_g"] > 0 and pushed["return_value"] == "model.pt"
+    second = dag.test(logical_date=daily(1))  # the next run proceeds at once
+    assert task_state(second, "train") == ("success", 1)
+    store = SQLStore(url)
+    rows = list_trials(store)
+    store.engine.dispose()
+    assert [(r.status, r.observed, r.carbon_provenance) for r in rows] == \
+        [("succeeded", True, "fallback")] * 2
+    return pushed, log
+
+
+@pytest.mark.parametrize(("row", "problem"), [
+    (b"2026-01-01T01:00:00Z,DE,nan,80", "carbon intensity nan is not a finite number"),
+    (b"2026-01-01T01:00:00Z,DE,inf,80", "carbon intensity inf is not a finite number"),
+    (b"2026-01-01T01:00:00Z,DE,1e9,80", "is not a finite number in [0, 2000] gCO2e/kWh"),
+    (b"2026-01-01T01:00:00Z,DE,\xff\xfe,80", "not UTF-8 text (byte 0xff)")])
+def test_bad_carbon_csv_values_are_refused_before_training_and_fall_back(
+        zeus_store_url: str, fake_gpus: FakeNVML, tmp_path: Path,
+        capfd: pytest.CaptureFixture[str], row: bytes, problem: str) -> None:
+    trace = tmp_path / "grid.csv"
+    trace.write_bytes(b"datetime,zone,carbon_intensity_g_per_kwh,price_per_mwh\n"
+                      b"2026-01-01T00:00:00Z,DE,300,80\n" + row + b"\n")
+    _, log = carbon_fault_run("bad_csv", zeus_store_url, capfd, carbon_source=f"csv:{trace}")
+    said = log.index(f"{trace}, line 3: ")
+    assert problem in log[said:said + 300]
+    assert said < log.index("try 1: batch size")  # at plan time, before training
+    assert "fall back to 475 gCO2e/kWh (provenance fallback)" in log
+    assert fake_gpus.limits_mw() == [FAKE_ORIGINAL_LIMIT_MW]
+
+
+def test_an_intensity_server_answering_503_with_retries_40_holds_a_task_seconds(
+        zeus_store_url: str, fake_gpus: FakeNVML, electricity_maps: FakeElectricityMaps,
+        monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    """retries=40 once held a task 15 min 52 s: now the client's time budget (5 s by
+    default) ends the lookup after a few tries, and the run falls back, labelled."""
+    import json
+
+    monkeypatch.setenv("AIRFLOW_CONN_EM_503", json.dumps({
+        "conn_type": "electricitymaps", "password": "tok",
+        "extra": {"base_url": electricity_maps.url, "retries": 40, "cache_ttl_s": 0}}))
+    electricity_maps.script(*[Reply(503, {"error": "unavailable"})] * 100)
+    _, log = carbon_fault_run("em_503", zeus_store_url, capfd,
+                              carbon_conn_id="em_503")
+    # Backoff 1 s, 2 s, then 4 s would pass the 5 s budget: 3 tries a lookup, not 41.
+    assert len(electricity_maps.requests) == 2 * 3
+    assert "HTTP 503, 3 tries, no time left in the budget" in log
+    assert "the run's carbon intensity fell back to 475 gCO2e/kWh" in log
+
+
+def test_electricity_maps_extras_it_cannot_use_fall_back_instead_of_failing(
+        zeus_store_url: str, fake_gpus: FakeNVML, monkeypatch: pytest.MonkeyPatch,
+        capfd: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    monkeypatch.setenv("AIRFLOW_CONN_EM_MANY", json.dumps({
+        "conn_type": "electricitymaps", "password": "tok",
+        "extra": {"base_url": "http://127.0.0.1:9", "retries": "many"}}))
+    _, log = carbon_fault_run("em_many", zeus_store_url, capfd, carbon_conn_id="em_many")
+    said = log.index("connection 'em_many''s extras: retries='many' is invalid: expected an "
+                     "integer >= 0")
+    assert said < log.index("try 1: batch size")
 
 
 # --- clock skew between workers --------------------------------------------------------------

@@ -330,12 +330,15 @@ class ZeusTrainOperator(BaseOperator):
         self._warn_if_instances_share_the_job(store, context, config.job_id)
         log = cast(logging.Logger, self.log)  # structlog's logger takes the stdlib calls
         backlog = record_late(store, self._outbox_of_earlier_runs(context), log)
+        # Read and checked before training: a bad trace is said now, never after training.
+        grid = None if carbon is None else self._checked_grid(carbon)
         unrecorded: list[PendingResult] = []
         try:
             result = self._train(context, config, store, spec, unrecorded)
         finally:  # pushed even when training failed: the next run records what is in it
             self._keep_outbox(context, [*backlog, *unrecorded])
-        footprint = None if carbon is None else self._account(carbon, plan, result, store)
+        footprint = None if carbon is None or grid is None else self._account(
+            carbon, grid, plan, result, store)
         self._publish(context, result, footprint)
         if not result.reached_target:
             self._missed_target(result)
@@ -464,11 +467,28 @@ class ZeusTrainOperator(BaseOperator):
         return plan_start(now, deadline, expected, forecast,
                           cast("Any", carbon.objective), carbon.weight)
 
-    def _account(self, carbon: CarbonOptions, plan: StartPlan | None,
+    def _checked_grid(self, carbon: CarbonOptions) -> Any:
+        """The carbon source, or the error that stands for it (the run's figures then fall
+        back, labelled ``fallback``): any failure is a warning, never a failed task."""
+        from zeus_airflow.core.carbon.signal import SourceError
+
+        try:
+            return self._grid(carbon)
+        except Exception as err:  # any source's error: the first rule
+            fallback = carbon.fallback_g_per_kwh
+            self.log.warning("Zeus: the carbon source %r cannot be used (%s); the run's carbon "
+                             "figures fall back to %s", carbon.source, err,
+                             "no figure" if fallback is None else
+                             f"{fallback:g} gCO2e/kWh (provenance fallback)")
+            return err if isinstance(err, SourceError) else SourceError(
+                f"{type(err).__name__}: {err}")
+
+    def _account(self, carbon: CarbonOptions, grid: Any, plan: StartPlan | None,
                  result: RecurrenceResult, store: SQLStore) -> RunCarbon:
         """Each try's emissions over its own span, recorded with it; the run's, returned.
-        A failing source falls back, saying so; a failure to record them is a warning (the
-        measured run is recorded already)."""
+        ``grid``: the source checked before training, or the error standing for it. A failing
+        source falls back, saying so; a failure to record them is a warning (the measured run
+        is recorded already, or waits in the outbox)."""
         from zeus_airflow.core.carbon.recurrence import TrySpan, account
         from zeus_airflow.core.carbon.signal import SourceError
         from zeus_airflow.core.store.base import StoreError
@@ -482,10 +502,12 @@ class ZeusTrainOperator(BaseOperator):
         tries = [TrySpan(t.trial_id, t.outcome.energy_j + t.outcome.setup_energy_j,
                          *spans[t.trial_id]) for t in result.tries if t.trial_id in spans]
         try:
-            source: Any = self._grid(carbon)
-        except SourceError as err:
-            source = err
-        run, per_try = account(source, carbon.zone, tries, carbon.fallback, plan)
+            run, per_try = account(grid, carbon.zone, tries, carbon.fallback, plan)
+        except Exception as err:  # a source that broke mid-way: the first rule, fall back
+            self.log.warning("Zeus: the carbon figures cannot be computed from the source: "
+                             "%s: %s", type(err).__name__, err)
+            run, per_try = account(SourceError(f"{type(err).__name__}: {err}"), carbon.zone,
+                                   tries, carbon.fallback, plan)
         if run.provenance == "fallback":
             self.log.warning("Zeus: the run's carbon intensity fell back to %.4g gCO2e/kWh: %s",
                              run.intensity_g_per_kwh, run.note)
