@@ -192,6 +192,33 @@ def test_a_read_only_or_full_sqlite_store_at_the_end_fails_nothing(
     assert len(rows) == 3
 
 
+def test_a_store_still_read_only_at_the_next_start_fails_it_fast_and_keeps_the_outbox(
+        sqlite_store: str, fake_gpus: FakeNVML, capfd: pytest.CaptureFixture[str]) -> None:
+    """A fault before training still fails the task before any GPU change; the result it
+    could not record either is carried on, and the run after the repair records it once."""
+    with SQLiteFault(sqlite_store, "query_only") as fault:
+        dag = fault_dag("still_read_only", fault.cut)
+        first = dag.test(logical_date=daily(0))
+        (pending,) = outbox("still_read_only", first)
+        changes = len(fake_gpus.set_calls)
+        blocked = dag.test(logical_date=daily(1))  # the file is still read-only
+        assert task_state(blocked, "train")[0] == "failed"
+        assert len(fake_gpus.set_calls) == changes  # failed before any GPU change
+        assert [p.trial_id for p in outbox("still_read_only", blocked)] == [pending.trial_id]
+        assert "is still not in the store" in capfd.readouterr().out
+        fault.heal()
+        later = dag.test(logical_date=daily(2))
+    assert task_state(later, "train") == ("success", 1)
+    assert outbox("still_read_only", later) == []
+    store = SQLStore(sqlite_store)
+    rows = list_trials(store)
+    store.engine.dispose()
+    assert [(r.run_id, r.status, r.observed) for r in rows] == [
+        (first.run_id, "succeeded", True), (later.run_id, "succeeded", True)]
+    assert rows[0].recorded_late_at is not None and rows[1].recorded_late_at is None
+    assert fake_gpus.limits_mw() == [FAKE_ORIGINAL_LIMIT_MW]
+
+
 # --- the carbon source ----------------------------------------------------------------------
 def carbon_fault_run(dag_id: str, url: str, capfd: pytest.CaptureFixture[str],
                      **carbon: Any) -> tuple[dict[str, Any], str]:

@@ -341,10 +341,12 @@ class Engine:
         waits in the outbox for a later run to record (``core/domain/outbox.py``)."""
         try:
             write()
-        except UnrecordedResultError as err:
+        except Exception as err:  # any fault of the store; UnrecordedResultError says most
+            failure = str(err) if isinstance(err, UnrecordedResultError) else \
+                f"could not record trial {pending.trial_id}: {type(err).__name__}: {err}"
             self.log.warning("%s; it is kept in the outbox and the next run records it late",
-                             err)
-            self.unrecorded.append(replace(pending, failure=str(err)))
+                             failure)
+            self.unrecorded.append(replace(pending, failure=failure))
 
     def _say_if_limits_are_fixed(self) -> None:
         """Once per recurrence (a task): the GPUs' limits cannot be changed (a MIG instance,
