@@ -280,6 +280,26 @@ def test_an_intensity_server_answering_503_with_retries_40_holds_a_task_seconds(
     assert "the run's carbon intensity fell back to 475 gCO2e/kWh" in log
 
 
+def test_a_503_intensity_server_never_holds_a_carbon_aware_start_for_long(
+        zeus_store_url: str, fake_gpus: FakeNVML, electricity_maps: FakeElectricityMaps,
+        monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    """retries=12 once delayed a deferred start by 222 s: planning's lookups share the same
+    budget, so the run starts now, saying why."""
+    import json
+
+    monkeypatch.setenv("AIRFLOW_CONN_EM_503", json.dumps({
+        "conn_type": "electricitymaps", "password": "tok",
+        "extra": {"base_url": electricity_maps.url, "retries": 12, "cache_ttl_s": 0}}))
+    electricity_maps.script(*[Reply(503, {"error": "unavailable"})] * 100)
+    pushed, _ = carbon_fault_run("em_503_plan", zeus_store_url, capfd, carbon_conn_id="em_503",
+                                 start_deadline="8h", expected_duration="10min")
+    assert pushed["start_delay_s"] == 0.0
+    assert pushed["start_reason"].startswith("no forecast (Electricity Maps")
+    assert "no time left in the budget" in pushed["start_reason"]
+    # Two runs, each: planning (history and forecast) and accounting, a few tries each.
+    assert len(electricity_maps.requests) <= 2 * (3 + 3 + 3)
+
+
 def test_electricity_maps_extras_it_cannot_use_fall_back_instead_of_failing(
         zeus_store_url: str, fake_gpus: FakeNVML, monkeypatch: pytest.MonkeyPatch,
         capfd: pytest.CaptureFixture[str]) -> None:
