@@ -337,8 +337,8 @@ class ZeusTrainOperator(BaseOperator):
             result = self._train(context, config, store, spec, unrecorded)
         finally:  # pushed even when training failed: the next run records what is in it
             self._keep_outbox(context, [*backlog, *unrecorded])
-        footprint = None if carbon is None or grid is None else self._account(
-            carbon, grid, plan, result, store)
+        footprint = None if carbon is None else self._account(carbon, grid, plan, result,
+                                                              store)
         self._publish(context, result, footprint)
         if not result.reached_target:
             self._missed_target(result)
@@ -368,18 +368,20 @@ class ZeusTrainOperator(BaseOperator):
         with closing(device), closing(host_energy) if host_energy else nullcontext(), \
                 PowerLimitGuard(device, GPULeases(store), self.log) as guard:
             self._guard = guard
-            engine = Engine(store, guard.gpus, config,
-                            ZeusPolicy(fallback=not self.fail_when_infeasible),
-                            seed=self.seed, heartbeat_s=self.heartbeat_s,
-                            # structlog's logger takes the stdlib calls the engine makes
-                            log=cast(logging.Logger, self.log),
-                            check_return=_xcom_check if self.do_xcom_push else None,
-                            synchronize=self.synchronize, host_energy=host_energy)
             try:
-                return engine.run_recurrence(self._train_function(), key)
+                engine = Engine(store, guard.gpus, config,
+                                ZeusPolicy(fallback=not self.fail_when_infeasible),
+                                seed=self.seed, heartbeat_s=self.heartbeat_s,
+                                # structlog's logger takes the stdlib calls the engine makes
+                                log=cast(logging.Logger, self.log),
+                                check_return=_xcom_check if self.do_xcom_push else None,
+                                synchronize=self.synchronize, host_energy=host_energy)
+                try:
+                    return engine.run_recurrence(self._train_function(), key)
+                finally:  # an invalid try's measurement too, when the store failed
+                    unrecorded += engine.unrecorded
             finally:
                 self._guard = None
-                unrecorded += engine.unrecorded
 
     # --- the outbox --------------------------------------------------------------------------
     def _outbox_of_earlier_runs(self, context: Context) -> list[PendingResult]:
@@ -633,7 +635,6 @@ class ZeusTrainOperator(BaseOperator):
         self.log.info("Zeus: %s (job %s, %s phase)", self.zeus_summary, result.job.job_id,
                       result.final.phase)
         emit_run_metrics(result, dag_id=ti.dag_id, task_id=ti.task_id, log=self.log)
-
 
 
 def _xcom_check(value: Any) -> None:
