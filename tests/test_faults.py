@@ -18,19 +18,16 @@ from typing import Any
 import pytest
 from fixtures_airflow import FAKE_ORIGINAL_LIMIT_MW, daily, sync_dag, task_state, xcoms
 from fixtures_grid import FakeElectricityMaps, Reply
-from fixtures_store import FAST_RETRY, StoreOutage, job_config
+from fixtures_store import FAST_RETRY, StoreOutage
 from sqlalchemy import Engine, event
 from sqlalchemy.engine import make_url
 
-from zeus_airflow.core.devices.replay import ReplayGPU
 from zeus_airflow.core.domain import RecurrenceKey, TrialRecord, outbox_from_json
 from zeus_airflow.core.engine import Engine as ZeusEngine
-from zeus_airflow.core.replay_training import ReplayTraining
 from zeus_airflow.core.run import TrainingRun
 from zeus_airflow.core.store import sql
 from zeus_airflow.core.store.admin import list_trials
 from zeus_airflow.core.store.sql import SQLStore
-from zeus_airflow.core.traces import WorkloadTrace
 from zeus_airflow.operators.train import OUTBOX_KEY, ZeusTrainOperator
 from zeus_airflow.testing import FakeNVML
 
@@ -316,14 +313,22 @@ def test_electricity_maps_extras_it_cannot_use_fall_back_instead_of_failing(
 
 # --- clock skew between workers --------------------------------------------------------------
 def test_leases_are_judged_on_the_database_clock_so_skew_loses_nothing(
-        sql_store: SQLStore, cifar_trace: WorkloadTrace,
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """Worker B's clock runs 120 s ahead of worker A's. B decides while A trains, with a
-    lease (3 heartbeats of 30 s) shorter than the skew: A's live try must stay live."""
-    config = job_config(cifar_trace)
-    gpu_a, gpu_b = ReplayGPU(cifar_trace), ReplayGPU(cifar_trace)
-    replay_a, replay_b = ReplayTraining(gpu_a, seed=1), ReplayTraining(gpu_b, seed=2)
-    worker_b = ZeusEngine(sql_store, gpu_b, config, seed=1, heartbeat_s=30)
+        sql_store: SQLStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two workers, each with a fake GPU; worker B's clock runs 120 s ahead of worker A's.
+    B decides and trains while A's try is in flight, with a lease (3 heartbeats of 30 s)
+    shorter than the skew: A's live try must stay live, and both count."""
+    from zeus_airflow.core.config import JobConfig, ProfilerConfig
+    from zeus_airflow.core.devices.nvml import NVMLGPUs
+    from zeus_airflow.testing import FakeGPUSpec
+
+    config = JobConfig("skew.job", (16, 32), 32, 1.0, 1, exploration_budget=None,
+                       profiler=ProfilerConfig(warmup_steps=1, profile_steps=2, warmup_s=0.0,
+                                               profile_s=0.0))
+    fakes = [FakeNVML(1, FakeGPUSpec(default_limit_mw=FAKE_ORIGINAL_LIMIT_MW))
+             for _ in range(3)]
+    worker_a, worker_b, worker_c = (
+        ZeusEngine(sql_store, NVMLGPUs((0,), nvml=fake), config, seed=1, heartbeat_s=30)
+        for fake in fakes)
     ahead = [False]
     workers_clock = sql._now  # each worker's own clock, as the store used to read it
 
@@ -331,24 +336,28 @@ def test_leases_are_judged_on_the_database_clock_so_skew_loses_nothing(
         return workers_clock() + timedelta(seconds=120 if ahead[0] else 0)
     monkeypatch.setattr(sql, "_now", skewed)
 
-    def train_a(run: TrainingRun) -> object:
+    def steps(run: TrainingRun) -> str:
+        for _ in run.epochs():
+            for _ in run.steps(range(8)):
+                time.sleep(0.001)
+            run.report_metric(1.0)
+        return "model.pt"
+
+    def train_a(run: TrainingRun) -> str:
         ahead[0] = True  # worker B's recurrence runs while A's try is in flight
-        b = worker_b.run_recurrence(replay_b, RecurrenceKey("b", try_number=1))
+        b = worker_b.run_recurrence(steps, RecurrenceKey("b"))
         ahead[0] = False
         assert [t.outcome.reached_target for t in b.tries] == [True]
-        return replay_a(run)
+        return steps(run)
 
-    worker_a = ZeusEngine(sql_store, gpu_a, config, seed=1, heartbeat_s=30)
     a = worker_a.run_recurrence(train_a, RecurrenceKey("a"))
+    worker_c.run_recurrence(steps, RecurrenceKey("c"))  # the next run proceeds at once
     rows = {r.run_id: r for r in list_trials(sql_store)}
-    assert set(rows) == {"a", "b"}
-    assert [(rows[k].status, rows[k].observed) for k in "ab"] == [("succeeded", True)] * 2
+    assert sorted(rows) == ["a", "b", "c"]
+    assert [(rows[k].status, rows[k].observed) for k in "abc"] == [("succeeded", True)] * 3
     assert rows["a"].cost == pytest.approx(a.cost)
     # The leases were written on the database's clock: no worker's skew is in them.
     for row in rows.values():
         assert row.expires_at is not None
         assert abs((row.heartbeat_at - row.started_at).total_seconds()) < 60
-    after = ZeusEngine(sql_store, ReplayGPU(cifar_trace), config, seed=1, heartbeat_s=30)
-    nxt = after.run_recurrence(ReplayTraining(after.device, seed=3), RecurrenceKey("c"))
-    assert nxt.tries and list_trials(sql_store)[-1].status == "succeeded"
-
+    assert [fake.limits_mw() for fake in fakes] == [[FAKE_ORIGINAL_LIMIT_MW]] * 3
