@@ -380,20 +380,22 @@ def record_late(store: Store, pending: Sequence[PendingResult],
     left: list[PendingResult] = []
     for result in pending:
         try:
-            now = store.record_late(result)
+            done = store.record_late(result)
         except StoreError as err:
             log.warning("the result of trial %d is still not in the store (%s); kept for the "
                         "next run", result.trial_id, err)
             left.append(replace(result, failure=str(err)))
             continue
-        if now is None:
-            # Drained before (recorded at most once), or its trial is gone from the store.
-            log.info("trial %d's result is in the store already, or its trial is gone: "
-                     "nothing recorded", result.trial_id)
-        else:
+        if done.recorded:
             log.warning("trial %d's result (batch size %d), which the store could not take "
                         "when it finished (%s), is recorded late: %s", result.trial_id,
-                        result.outcome.batch_size, result.failure, now)
+                        result.outcome.batch_size, result.failure, done.status)
+        elif done.status is None:
+            log.warning("trial %d is no longer in the store: its result cannot be recorded "
+                        "(its run's XComs keep its figures): %s", result.trial_id,
+                        result.outcome)
+        else:  # drained before: recorded once at most
+            log.info("trial %d has its result already (%s)", result.trial_id, done.status)
     return left
 
 

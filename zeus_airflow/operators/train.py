@@ -23,6 +23,7 @@ put back on every exit path; see ``core/gpu_lease.py`` for the one Airflow canno
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import itertools
@@ -335,8 +336,13 @@ class ZeusTrainOperator(BaseOperator):
         unrecorded: list[PendingResult] = []
         try:
             result = self._train(context, config, store, spec, unrecorded)
-        finally:  # pushed even when training failed: the next run records what is in it
+        finally:
+            # Once more now: an outage shorter than the rest of the task leaves nothing behind
+            # (and the try's carbon figures find its span). What still fails is pushed, even
+            # when training failed, for the next run to record.
+            unrecorded[:] = record_late(store, unrecorded, log)
             self._keep_outbox(context, [*backlog, *unrecorded])
+        result = dataclasses.replace(result, unrecorded=tuple(unrecorded))
         footprint = None if carbon is None else self._account(carbon, grid, plan, result,
                                                               store)
         self._publish(context, result, footprint)

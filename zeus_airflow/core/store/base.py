@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from zeus_airflow.core.config import JobConfig
 from zeus_airflow.core.domain import (
@@ -68,6 +68,15 @@ class LeaseRequest:
     pid: int
 
 
+class LateRecord(NamedTuple):
+    """What recording a result from the outbox did."""
+
+    recorded: bool
+    """False: the trial had a result already (drained before), or is gone."""
+    status: str | None
+    """The trial's status now; None: the trial is no longer in the store."""
+
+
 @dataclass(frozen=True)
 class TrialStart:
     trial_id: int
@@ -115,10 +124,9 @@ class Store(Protocol):
         effort: never raises, so that the train function's exception is the one seen."""
         ...
 
-    def record_late(self, pending: PendingResult) -> str | None:
+    def record_late(self, pending: PendingResult) -> LateRecord:
         """Record a result the store could not take when its try finished (the outbox), once:
-        the trial's status after it, or None when it has a result already. Raises StoreError
-        when it cannot be written."""
+        only while its trial has no result. Raises StoreError when it cannot be written."""
         ...
 
     def load_profile(self, job: JobRef, batch_size: int, device: DeviceInfo) -> PowerProfile:

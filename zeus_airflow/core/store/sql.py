@@ -67,6 +67,7 @@ from zeus_airflow.core.domain import (
 from zeus_airflow.core.domain import trials as status
 from zeus_airflow.core.store import schema
 from zeus_airflow.core.store.base import (
+    LateRecord,
     Lease,
     LeaseRequest,
     StoreError,
@@ -366,24 +367,29 @@ class SQLStore:
         except StoreError as err:
             log.warning("%s (the trial will expire after the lease)", err)
 
-    def record_late(self, pending: PendingResult) -> str | None:
+    def record_late(self, pending: PendingResult) -> LateRecord:
         """Record a result from the outbox (``core/domain/outbox.py``), marked with when it
-        arrived: the trial's status after it, or None when the trial has a result already (or
-        is not the one it was measured for). Raises StoreError when it cannot be written."""
+        arrived, unless its trial has a result already or is gone. Raises StoreError when it
+        cannot be written."""
         outcome, key = pending.outcome, pending.key
 
-        def record(conn: Connection) -> str | None:
+        def record(conn: Connection) -> LateRecord:
             params = dict(trial_key=pending.trial_id, job_key=pending.job_pk,
                           ti_dag=key.dag_id, ti_task=key.task_id, ti_run=key.run_id,
                           ti_map_index=key.map_index, ti_try=key.try_number,
                           ti_attempt=pending.attempt, finished_at=pending.finished_at,
                           late_at=db_now(conn), **_measured(outcome))
             if pending.invalid_reason is not None:
-                return conn.execute(_INVALIDATE_LATE, dict(
+                now = conn.execute(_INVALIDATE_LATE, dict(
                     params, error=pending.invalid_reason[-4000:])).scalar()
-            return conn.execute(_FINISH_LATE, dict(
-                params, counts=pending.observed,
-                new_status=status.finished_status(outcome.reached_target))).scalar()
+            else:
+                now = conn.execute(_FINISH_LATE, dict(
+                    params, counts=pending.observed,
+                    new_status=status.finished_status(outcome.reached_target))).scalar()
+            if now is not None:
+                return LateRecord(True, now)
+            return LateRecord(False, conn.execute(select(trials.c.status).where(
+                trials.c.id == pending.trial_id, trials.c.job_pk == pending.job_pk)).scalar())
         return self._write(f"recording the late result of trial {pending.trial_id}", record)
 
     # --- carbon ------------------------------------------------------------------------------
