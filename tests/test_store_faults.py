@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from fixtures_store import FAST_RETRY, StoreOutage, job_config, unreachable_url
 
+from zeus_airflow.cli import main
 from zeus_airflow.core.devices.replay import ReplayGPU
 from zeus_airflow.core.domain import RecurrenceKey, outbox_from_json, outbox_to_json
 from zeus_airflow.core.engine import Engine, TrainFunction, record_late
@@ -88,7 +89,7 @@ def test_a_store_down_at_task_start_fails_before_any_gpu_change(
 
 def test_a_result_that_cannot_be_recorded_waits_in_the_outbox_and_is_recorded_late_once(
         store_outage: StoreOutage, cifar_trace: WorkloadTrace,
-        caplog: pytest.LogCaptureFixture) -> None:
+        caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]) -> None:
     store = SQLStore(store_outage.url, retry=FAST_RETRY, timeout_s=0.2)
     gpu = WatchedGPU(cifar_trace)
     engine = Engine(store, gpu, job_config(cifar_trace), seed=1, heartbeat_s=None)
@@ -121,6 +122,10 @@ def test_a_result_that_cannot_be_recorded_waits_in_the_outbox_and_is_recorded_la
     assert store.record_late(pending) == (False, "succeeded")  # had its result: untouched
     (again,) = list_trials(store)
     assert again == trial
+    capsys.readouterr()
+    assert main(["runs", "--db", store_outage.url]) == 0  # the table shows it came late
+    header, row = capsys.readouterr().out.splitlines()[:2]
+    assert header.split()[-1] == "recorded_late_at" and row.split()[-2].startswith("20")
 
 
 def test_a_brief_outage_while_recording_is_ridden_out(
