@@ -90,9 +90,9 @@ def assert_recorded_late_once(url: str, first: Any, runs: list[Any]) -> list[Tri
 
 def run_through_a_fault(dag_id: str, url: str, fault: AT_THE_END, heal: AT_THE_END,
                         fake: FakeNVML, capfd: pytest.CaptureFixture[str],
-                        failure: str) -> list[TrialRecord]:
+                        failure: str, **operator_args: Any) -> list[TrialRecord]:
     """Day 0 trains then meets the fault; the store heals; days 1 and 2 run."""
-    dag = fault_dag(dag_id, fault)
+    dag = fault_dag(dag_id, fault, **operator_args)
     first = dag.test(logical_date=daily(0))
     assert task_state(first, "train") == ("success", 1)  # the model comes first
     assert fake.limits_mw() == [FAKE_ORIGINAL_LIMIT_MW]  # restored
@@ -103,6 +103,8 @@ def run_through_a_fault(dag_id: str, url: str, fault: AT_THE_END, heal: AT_THE_E
     pushed = xcoms(dag_id, first.run_id, "train")
     assert pushed["energy_j"] == pytest.approx(pending.outcome.energy_j)
     assert pushed["return_value"] == "model.pt"
+    if "carbon_zone" in operator_args:  # over the span the worker saw
+        assert pushed["carbon_provenance"] == "fixed" and pushed["emissions_g"] > 0
     heal()
     later = [dag.test(logical_date=daily(day)) for day in (1, 2)]
     assert [task_state(r, "train") for r in later] == [("success", 1)] * 2
@@ -122,7 +124,8 @@ def test_a_store_outage_over_the_end_of_training_fails_nothing(
     monkeypatch.setenv("ZEUS_AIRFLOW_DB_URL", store_outage.url)
     backend = make_url(store_outage.url).get_backend_name()
     run_through_a_fault(f"outage_{backend}", store_outage.url, store_outage.cut,
-                        store_outage.restore, fake_gpus, capfd, "gave up after 3 tries")
+                        store_outage.restore, fake_gpus, capfd, "gave up after 3 tries",
+                        carbon_zone="DE", carbon_source="fixed:300")
 
 
 @pytest.fixture

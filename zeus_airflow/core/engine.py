@@ -287,6 +287,7 @@ class Engine:
                                    (decision.power_limit_w,))
         profiled_before = (len(profile.measurements), profile.partial)
         measured: RunOutcome | None = None
+        began = datetime.now(UTC)  # the span of a result the store cannot take (outbox)
         try:
             with open_run(self.config, decision.batch_size, self.device, profile=profile,
                           early_stop_cost=decision.early_stop_cost,
@@ -305,7 +306,7 @@ class Engine:
         except TrainContractError as err:
             reason = str(err)
             self._record(PendingResult(trial_id, job.id, key, attempt, outcome, False,
-                                       datetime.now(UTC), "", reason),
+                                       datetime.now(UTC), "", reason, began),
                          lambda: self.store.invalidate_trial(trial_id, outcome, reason))
             raise
         except BaseException as err:
@@ -324,7 +325,7 @@ class Engine:
         violation = run.contract_violation or self._unpublishable(value)
         observed = counts_as_observation(decision.phase, outcome.reached_target)
         pending = PendingResult(trial_id, job.id, key, attempt, outcome, observed,
-                                datetime.now(UTC), "", violation)
+                                datetime.now(UTC), "", violation, began)
         if violation is not None:
             self._record(pending, lambda: self.store.invalidate_trial(trial_id, outcome,
                                                                       violation))

@@ -507,6 +507,9 @@ class ZeusTrainOperator(BaseOperator):
             self.log.warning("Zeus: the tries' spans cannot be read, no carbon figures: %s",
                              err)
             spans = {}
+        # A try the store could not take: the span the worker saw (its clock).
+        spans |= {p.trial_id: (p.started_at, p.finished_at) for p in result.unrecorded
+                  if p.started_at is not None and p.trial_id not in spans}
         tries = [TrySpan(t.trial_id, t.outcome.energy_j + t.outcome.setup_energy_j,
                          *spans[t.trial_id]) for t in result.tries if t.trial_id in spans]
         try:

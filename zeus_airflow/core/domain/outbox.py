@@ -40,10 +40,14 @@ class PendingResult:
     """Why the store could not take it (the store's error)."""
     invalid_reason: str | None = None
     """Set when the try broke the train function's contract: recorded as ``invalid``."""
+    started_at: datetime | None = None
+    """When the try started (the worker's clock): with ``finished_at``, the span its carbon
+    figures are computed over while the store cannot say."""
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-compatible dict (an XCom value)."""
-        return {**asdict(self), "finished_at": self.finished_at.isoformat()}
+        return {**asdict(self), "finished_at": self.finished_at.isoformat(),
+                "started_at": self.started_at and self.started_at.isoformat()}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> PendingResult:
@@ -52,7 +56,9 @@ class PendingResult:
         return cls(**{**data, "key": RecurrenceKey(**data["key"]),
                       "outcome": RunOutcome(**outcome, observer=observer and
                                             ObserverReport(**observer)),
-                      "finished_at": datetime.fromisoformat(data["finished_at"])})
+                      "finished_at": datetime.fromisoformat(data["finished_at"]),
+                      "started_at": data.get("started_at") and datetime.fromisoformat(
+                          data["started_at"])})
 
 
 def outbox_to_json(pending: list[PendingResult]) -> list[dict[str, Any]]:
