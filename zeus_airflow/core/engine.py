@@ -3,9 +3,10 @@
 This is the whole product minus Airflow: the operator, the CLI, the simulator and the tests
 all call :meth:`Engine.run_recurrence`. Whatever happens inside the train function, the
 GPUs' power limits are put back and a started trial is recorded (finished, invalid or
-errored). Every domain call is made here: the store offers a unit of work
-(``Store.begin_trial``) and the engine's ``decide`` (:func:`decided_by`: the fleet translation,
-then the policy) runs inside it.
+errored); a result the store cannot take waits in the outbox (``core/domain/outbox.py``) for
+a later run to record, and never fails the recurrence. Every domain call is made here: the
+store offers a unit of work (``Store.begin_trial``) and the engine's ``decide``
+(:func:`decided_by`: the fleet translation, then the policy) runs inside it.
 
 The first rule (docs/algorithm.md): whatever state the optimizer is in, a recurrence whose
 train function works trains a model. With no batch size left in play the policy falls back to
