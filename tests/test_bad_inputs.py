@@ -131,6 +131,13 @@ BAD_PARAMETERS: list[tuple[dict[str, Any], str]] = [
     ({"cost_includes_cpu": None}, "cost_includes_cpu"),
     ({"synchronize": _train_with_lr}, "synchronize"),  # needs an argument
 ]
+BAD_CARBON_PARAMETERS: list[tuple[dict[str, Any], str]] = [
+    # Implausible intensities and prices (issue 27; docs/carbon.md, "Plausible values").
+    ({"carbon_zone": "DE", "carbon_fallback_g_per_kwh": 1e9}, "carbon_fallback_g_per_kwh"),
+    ({"carbon_zone": "DE", "carbon_fallback_g_per_kwh": 2001}, "carbon_fallback_g_per_kwh"),
+    ({"carbon_zone": "DE", "carbon_source": "fixed:1e9"}, "carbon_source"),
+    ({"carbon_zone": "DE", "carbon_source": "fixed:300:1e9"}, "carbon_source"),
+]
 
 
 @pytest.fixture
@@ -166,8 +173,9 @@ def _build(via: str, changes: dict[str, Any]) -> Any:
 
 
 @pytest.mark.parametrize("via", ["constructor", "partial"])
-@pytest.mark.parametrize(("changes", "name"), BAD_PARAMETERS,
-                         ids=[f"{n}-{i}" for i, (_, n) in enumerate(BAD_PARAMETERS)])
+@pytest.mark.parametrize(("changes", "name"), BAD_PARAMETERS + BAD_CARBON_PARAMETERS,
+                         ids=[f"{n}-{i}" for i, (_, n) in enumerate(
+                             BAD_PARAMETERS + BAD_CARBON_PARAMETERS)])
 def test_a_bad_operator_parameter_is_refused_by_name(via: str, changes: dict[str, Any],
                                                     name: str, untouched: Any) -> None:
     with pytest.raises(ConfigError) as err:
@@ -558,3 +566,63 @@ def test_a_template_rendering_blank_fails_the_task_by_name_before_any_work(
     with SQLStore(zeus_store_url).reading() as conn:  # nothing recorded, no job created
         assert conn.execute(text("SELECT count(*) FROM zeus_trials")).scalar() == 0
         assert conn.execute(text("SELECT count(*) FROM zeus_jobs")).scalar() == 0
+
+
+# --- carbon sources (issue 27): values refused before training, with where they came from ---
+BAD_CSV_ROWS: list[tuple[bytes, str]] = [
+    (b"2026-01-01T01:00:00Z,DE,nan,80\n", "carbon intensity nan is not a finite number"),
+    (b"2026-01-01T01:00:00Z,DE,inf,80\n", "carbon intensity inf is not a finite number"),
+    (b"2026-01-01T01:00:00Z,DE,-500,80\n", "carbon intensity -500.0 is not a finite number"),
+    (b"2026-01-01T01:00:00Z,DE,1e9,80\n", "in [0, 2000] gCO2e/kWh"),
+    (b"2026-01-01T01:00:00Z,DE,300,1e9\n", "price 1000000000.0 is not a finite number in "
+                                           "[-1000, 20000] per MWh"),
+    (b"2026-01-01T01:00:00Z,DE,300,nan\n", "price nan"),
+    (b"2026-01-01T01:00:00Z,DE,\xff\xfe30,80\n", "not UTF-8 text (byte 0xff)"),
+]
+
+
+@pytest.mark.parametrize(("row", "message"), BAD_CSV_ROWS,
+                         ids=[str(i) for i in range(len(BAD_CSV_ROWS))])
+def test_a_bad_carbon_csv_value_is_refused_with_its_file_and_line(
+        tmp_path: Path, row: bytes, message: str) -> None:
+    from zeus_airflow.core.carbon.csvtrace import CsvTrace
+    from zeus_airflow.core.carbon.signal import SourceError
+
+    trace = tmp_path / "grid.csv"
+    trace.write_bytes(b"datetime,zone,carbon_intensity_g_per_kwh,price_per_mwh\n"
+                      b"2026-01-01T00:00:00Z,DE,300,80\n" + row)
+    with pytest.raises(SourceError) as err:
+        CsvTrace.load(trace)
+    assert str(err.value).startswith(f"{trace}, line 3: ") and message in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+BAD_EM_EXTRAS: list[tuple[dict[str, Any], str]] = [
+    ({"timeout_s": -1}, "timeout_s=-1 is invalid: expected a finite number of seconds > 0"),
+    ({"timeout_s": 0}, "timeout_s=0 is invalid"),
+    ({"retries": "many"}, "retries='many' is invalid: expected an integer >= 0"),
+    ({"retries": 1.5}, "retries=1.5 is invalid"),
+    ({"retries": -2}, "retries=-2 is invalid"),
+    ({"backoff_s": "nan"}, "backoff_s='nan' is invalid"),
+    ({"cache_ttl_s": [1]}, "cache_ttl_s=[1] is invalid"),
+    ({"budget_s": 0}, "budget_s=0 is invalid: expected a finite number of seconds > 0"),
+]
+
+
+@pytest.mark.parametrize(("extra", "message"), BAD_EM_EXTRAS,
+                         ids=[next(iter(e)) + str(i) for i, (e, _) in enumerate(BAD_EM_EXTRAS)])
+def test_a_bad_electricity_maps_extra_is_refused_naming_the_connection(
+        monkeypatch: pytest.MonkeyPatch, extra: dict[str, Any], message: str) -> None:
+    """Refused as the source's error (the run's figures then fall back, labelled): a
+    connection's extras never fail a task."""
+    import json
+
+    from zeus_airflow.core.carbon.signal import SourceError
+    from zeus_airflow.hooks.carbon import ElectricityMapsHook
+
+    monkeypatch.setenv("AIRFLOW_CONN_EM_BAD", json.dumps({
+        "conn_type": "electricitymaps", "password": "tok", "extra": extra}))
+    with pytest.raises(SourceError) as err:
+        ElectricityMapsHook("em_bad").get_conn()
+    assert str(err.value).startswith("connection 'em_bad''s extras: ")
+    assert message in str(err.value)

@@ -310,3 +310,41 @@ def test_the_fleet_page_pages_its_rows_and_totals_them_all(client: TestClient,
     assert len(re.findall(rows, first)) == PER_PAGE and len(re.findall(rows, second)) == 1
     assert f"{PER_PAGE + 1} jobs · page 1 of 2" in first and "many_100.train" in second
     assert re.search(r'<div class="label">Jobs</div><div class="value">101</div>', second)
+
+
+def test_a_result_recorded_late_is_shown_as_such(client: TestClient, store: SQLStore) -> None:
+    """The store failed at the end of training (its write lock held elsewhere); the next run
+    recorded the result from the outbox: the job page and the API say it came late."""
+    import logging
+
+    from fixtures_store import FAST_RETRY, SQLiteWriteLock, job_config
+
+    from zeus_airflow.core.devices.replay import ReplayGPU
+    from zeus_airflow.core.domain import RecurrenceKey
+    from zeus_airflow.core.engine import Engine, record_late
+    from zeus_airflow.core.replay_training import ReplayTraining
+    from zeus_airflow.core.traces import load_workload_trace
+
+    trace = load_workload_trace(TRACES, "v100", "cifar100")
+    quick = SQLStore(store.engine.url, retry=FAST_RETRY, timeout_s=0.2)
+    lock = SQLiteWriteLock(str(store.engine.url.database))
+    gpu = ReplayGPU(trace)
+    replay = ReplayTraining(gpu, seed=1)
+
+    def train(run: object) -> object:
+        value = replay(run)  # type: ignore[arg-type]
+        lock.cut()
+        return value
+    config = job_config(trace, job_id="late.train")
+    result = Engine(quick, gpu, config, seed=1, heartbeat_s=None).run_recurrence(
+        train, RecurrenceKey("r1", dag_id="late", task_id="train"))
+    lock.restore()
+    lock.close()
+    assert record_late(store, list(result.unrecorded), logging.getLogger("t")) == []
+    quick.engine.dispose()
+
+    (shown,) = client.get("/api/jobs/late.train/runs").json()["runs"]
+    assert shown["run"]["recorded_late_at"] is not None
+    assert shown["run"]["status"] == "succeeded"
+    page = client.get("/jobs/late.train")
+    assert page.status_code == 200 and ">recorded late</span>" in page.text

@@ -79,6 +79,10 @@ CARBON_COLUMN: Column = ("CO2e", lambda r: _or_dash(show_emissions, r["emissions
 BUDGET_COLUMN: Column = ("budget", lambda r: _or_dash("{:.1f}".format, r["budget_left_runs"]))
 """After ``time`` once a listed try ran under an exploration budget: the budget left when it
 was decided, in Default runs' worth."""
+LATE_COLUMN: Column = ("late", lambda r: "-" if r["recorded_late_at"] is None
+                       else r["recorded_late_at"].isoformat(timespec="minutes")[:16])
+"""Last once a listed try's result reached the store late, from the outbox (the store could
+not take it when the try finished): when it was recorded."""
 OBSERVE_COLUMN: Column = ("would save",
                           lambda r: _or_dash(show_energy, r["would_save_energy_j"]))
 """Last once a listed try ran in observe mode: what training at its optimum would have
@@ -94,6 +98,8 @@ def run_columns(rows: Sequence[Row]) -> tuple[Column, ...]:
     columns = (*RUN_COLUMNS[:at], *extra, *RUN_COLUMNS[at:])
     if any(r["would_save_energy_j"] is not None for r in rows):
         columns = (*columns, OBSERVE_COLUMN)
+    if any(r["recorded_late_at"] is not None for r in rows):
+        columns = (*columns, LATE_COLUMN)
     return columns
 
 

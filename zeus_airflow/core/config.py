@@ -65,6 +65,28 @@ DEFAULT_FALLBACK_G_PER_KWH = 475.0
 """Used when the intensity source fails (provenance ``fallback``): the world's average grid
 intensity, about 475 gCO2e/kWh (IEA); set ``carbon_fallback_g_per_kwh`` to your grid's."""
 MAX_ZONE_LENGTH = 64
+INTENSITY_RANGE_G_PER_KWH = (0.0, 2000.0)
+"""Plausible grid carbon intensities, gCO2e/kWh: no grid emits less than nothing, and the
+dirtiest (lignite) stay below about 1,200 life-cycle; a figure outside is a unit error or
+garbage, refused wherever an intensity enters (a CSV row, the API, fixed:, the fallback)."""
+PRICE_RANGE_PER_MWH = (-1000.0, 20000.0)
+"""Plausible wholesale electricity prices per MWh (any currency): markets clear below zero
+(EU's floor -500 EUR, Australia's -1,000 AUD) and spike to their caps (EU 4,000 EUR,
+Australia 17,500 AUD)."""
+
+
+def grid_value_problem(intensity_g_per_kwh: object, price_per_mwh: object = None) -> str | None:
+    """Why an intensity (and a price, None: none) cannot be used; None when both can."""
+    for name, value, (low, high), unit in (
+            ("carbon intensity", intensity_g_per_kwh, INTENSITY_RANGE_G_PER_KWH, "gCO2e/kWh"),
+            ("price", price_per_mwh, PRICE_RANGE_PER_MWH, "per MWh")):
+        if value is None and name == "price":
+            continue
+        number = real_number(value)
+        if number is None or not math.isfinite(number) or not low <= number <= high:
+            return (f"{name} {value!r} is not a finite number in [{low:g}, {high:g}] {unit} "
+                    "(docs/carbon.md, \"Plausible values\")")
+    return None
 
 DB_INT_MAX = 2**31 - 1
 """The largest integer every store backend keeps: PostgreSQL's ``Integer`` columns are 32-bit
@@ -410,8 +432,11 @@ def check_carbon_source(value: object) -> str:
             numbers = [float(p) for p in parts]
         except ValueError:
             numbers = []
-        if 1 <= len(numbers) <= 2 and all(math.isfinite(n) and n >= 0 for n in numbers):
-            return value
+        if 1 <= len(numbers) <= 2:
+            problem = grid_value_problem(*numbers)
+            if problem is None:
+                return value
+            allowed = f"{problem}; expected one of {', '.join(CARBON_SOURCE_KINDS)}"
     raise ConfigError(f"carbon_source={value!r} is invalid: {allowed}")
 
 
@@ -467,7 +492,8 @@ PARAMETER_CHECKS: dict[str, Callable[[Any], object]] = {
     "carbon_source": check_carbon_source,
     "carbon_fallback_g_per_kwh": lambda v: None if v is None else check_number(
         "carbon_fallback_g_per_kwh", v, "None (no fallback) or a finite number of gCO2e/kWh "
-        ">= 0", lambda x: x >= 0),
+        f"in [{INTENSITY_RANGE_G_PER_KWH[0]:g}, {INTENSITY_RANGE_G_PER_KWH[1]:g}]",
+        lambda x: grid_value_problem(x) is None),
     "carbon_objective": lambda v: check_choice("carbon_objective", v, CARBON_OBJECTIVES),
     "carbon_weight": lambda v: check_number("carbon_weight", v, "a number in [0, 1] (the "
                                             "share of emissions in the mix)",

@@ -23,6 +23,7 @@ put back on every exit path; see ``core/gpu_lease.py`` for the one Airflow canno
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import itertools
@@ -74,17 +75,19 @@ if TYPE_CHECKING:
 
     from zeus_airflow.core.carbon.options import CarbonOptions
     from zeus_airflow.core.carbon.planner import StartPlan
-    from zeus_airflow.core.devices.base import Measurement
-    from zeus_airflow.core.domain import RunCarbon
+    from zeus_airflow.core.devices.spec import DeviceSpec
+    from zeus_airflow.core.domain import PendingResult, RunCarbon
     from zeus_airflow.core.engine import RecurrenceResult
     from zeus_airflow.core.gpu_lease import PowerLimitGuard
     from zeus_airflow.core.run import TrainingRun
-    from zeus_airflow.core.store.base import UnrecordedResultError
     from zeus_airflow.core.store.sql import SQLStore
 
 DEFAULT_CONN_ID = "zeus_default"
 DEFAULT_CARBON_CONN_ID = "electricitymaps_default"
 PENDING_SUMMARY = "(set when the task has run)"
+OUTBOX_KEY = "zeus_outbox"
+"""The XCom every run pushes: the results the store could not take (core/domain/outbox.py),
+its own and those it could not record either; the next run of the task records them."""
 
 
 class ZeusTrainOperator(BaseOperator):
@@ -339,6 +342,36 @@ class ZeusTrainOperator(BaseOperator):
     def _train_and_publish(self, context: Context, config: JobConfig,
                            carbon: CarbonOptions | None, plan: StartPlan | None) -> Any:
         # Imported here, not at module level, so that parsing a DAG stays light.
+        from zeus_airflow.core.engine import record_late
+
+        spec = parse_device(self.device)
+        store = self._open_store()  # fails here, before any GPU setting changes
+        log = cast(logging.Logger, self.log)  # structlog's logger takes the stdlib calls
+        backlog = record_late(store, self._outbox_of_earlier_runs(context), log)
+        # Read and checked before training: a bad trace is said now, never after training.
+        grid = None if carbon is None else self._checked_grid(carbon)
+        unrecorded: list[PendingResult] = []
+        try:
+            result = self._train(context, config, store, spec, unrecorded)
+        finally:
+            # Once more now: an outage shorter than the rest of the task leaves nothing behind
+            # (and the try's carbon figures find its span). What still fails is pushed, even
+            # when training failed, for the next run to record.
+            unrecorded[:] = record_late(store, unrecorded, log)
+            self._keep_outbox(context, [*backlog, *unrecorded])
+        result = dataclasses.replace(result, unrecorded=tuple(unrecorded))
+        footprint = None if carbon is None else self._account(carbon, grid, plan, result,
+                                                              store)
+        self._warn_if_instances_share_the_job(store, context, config.job_id)
+        self._publish(context, result, footprint)
+        if not result.reached_target:
+            self._missed_target(result)
+        return result.return_value
+
+    def _train(self, context: Context, config: JobConfig, store: SQLStore, spec: DeviceSpec,
+               unrecorded: list[PendingResult]) -> RecurrenceResult:
+        """One recurrence on the task's GPUs, their limits put back whatever happens;
+        ``unrecorded`` gets the results the store could not take."""
         from contextlib import closing, nullcontext
 
         from zeus_airflow.core.devices.rapl import RAPLReader
@@ -346,11 +379,9 @@ class ZeusTrainOperator(BaseOperator):
         from zeus_airflow.core.engine import Engine
         from zeus_airflow.core.gpu_lease import GPULeases, PowerLimitGuard
         from zeus_airflow.core.policy import ZeusPolicy
-        from zeus_airflow.core.store.base import RecurrenceKey, UnrecordedResultError
+        from zeus_airflow.core.store.base import RecurrenceKey
 
         ti = context["ti"]
-        spec = parse_device(self.device)
-        store = self._open_store()  # fails here, before any GPU setting changes
         device = open_device(spec, self.traces_dir)
         # The host's CPU package and DRAM where readable, beside real GPUs only: a replayed or
         # simulated GPU's clock is not the host's, so their sum would mean nothing.
@@ -370,18 +401,43 @@ class ZeusTrainOperator(BaseOperator):
                                 check_return=_xcom_check if self.do_xcom_push else None,
                                 synchronize=self.synchronize, host_energy=host_energy,
                                 skip_errors=(AirflowSkipException,))
-                result = engine.run_recurrence(self._train_function(), key)
-            except UnrecordedResultError as err:
-                self._publish_unrecorded(context, err, device.measurement)
-                raise
+                try:
+                    return engine.run_recurrence(self._train_function(), key)
+                finally:  # an invalid try's measurement too, when the store failed
+                    unrecorded += engine.unrecorded
             finally:
                 self._guard = None
-        footprint = None if carbon is None else self._account(carbon, plan, result, store)
-        self._warn_if_instances_share_the_job(store, context, config.job_id)
-        self._publish(context, result, footprint)
-        if not result.reached_target:
-            self._missed_target(result)
-        return result.return_value
+
+    # --- the outbox --------------------------------------------------------------------------
+    def _outbox_of_earlier_runs(self, context: Context) -> list[PendingResult]:
+        """The latest earlier run's outbox (each run carries on what it could not record).
+        Unreadable: nothing, said, never a failed task."""
+        from zeus_airflow.core.domain import outbox_from_json
+
+        ti = context["ti"]
+        try:
+            value = ti.xcom_pull(task_ids=ti.task_id, key=OUTBOX_KEY, include_prior_dates=True,
+                                 map_indexes=UNMAPPED if ti.map_index is None
+                                 else ti.map_index)
+            return outbox_from_json(value)
+        except Exception as err:  # a value someone else wrote there, an XCom backend's error
+            self.log.warning("Zeus: the outbox of earlier runs (XCom %r) cannot be read, its "
+                             "results stay unrecorded: %s: %s", OUTBOX_KEY,
+                             type(err).__name__, err)
+            return []
+
+    def _keep_outbox(self, context: Context, pending: list[PendingResult]) -> None:
+        from zeus_airflow.core.domain import outbox_to_json
+
+        if pending:
+            self.log.warning("Zeus: %d result(s) not in the store yet are kept in the XCom %r; "
+                             "the next run of this task records them (trials %s)",
+                             len(pending), OUTBOX_KEY, [p.trial_id for p in pending])
+        try:
+            context["ti"].xcom_push(key=OUTBOX_KEY, value=outbox_to_json(pending))
+        except Exception as err:  # the first rule: the model is trained; say what is lost
+            self.log.error("Zeus: the outbox cannot be kept (%s: %s); results NOT in the "
+                           "store: %s", type(err).__name__, err, outbox_to_json(pending))
 
     # --- carbon ------------------------------------------------------------------------------
     def _carbon_options(self) -> CarbonOptions | None:
@@ -438,11 +494,28 @@ class ZeusTrainOperator(BaseOperator):
         return plan_start(now, deadline, expected, forecast,
                           cast("Any", carbon.objective), carbon.weight)
 
-    def _account(self, carbon: CarbonOptions, plan: StartPlan | None,
+    def _checked_grid(self, carbon: CarbonOptions) -> Any:
+        """The carbon source, or the error that stands for it (the run's figures then fall
+        back, labelled ``fallback``): any failure is a warning, never a failed task."""
+        from zeus_airflow.core.carbon.signal import SourceError
+
+        try:
+            return self._grid(carbon)
+        except Exception as err:  # any source's error: the first rule
+            fallback = carbon.fallback_g_per_kwh
+            self.log.warning("Zeus: the carbon source %r cannot be used (%s); the run's carbon "
+                             "figures fall back to %s", carbon.source, err,
+                             "no figure" if fallback is None else
+                             f"{fallback:g} gCO2e/kWh (provenance fallback)")
+            return err if isinstance(err, SourceError) else SourceError(
+                f"{type(err).__name__}: {err}")
+
+    def _account(self, carbon: CarbonOptions, grid: Any, plan: StartPlan | None,
                  result: RecurrenceResult, store: SQLStore) -> RunCarbon:
         """Each try's emissions over its own span, recorded with it; the run's, returned.
-        A failing source falls back, saying so; a failure to record them is a warning (the
-        measured run is recorded already)."""
+        ``grid``: the source checked before training, or the error standing for it. A failing
+        source falls back, saying so; a failure to record them is a warning (the measured run
+        is recorded already, or waits in the outbox)."""
         from zeus_airflow.core.carbon.recurrence import TrySpan, account
         from zeus_airflow.core.carbon.signal import SourceError
         from zeus_airflow.core.store.base import StoreError
@@ -453,13 +526,18 @@ class ZeusTrainOperator(BaseOperator):
             self.log.warning("Zeus: the tries' spans cannot be read, no carbon figures: %s",
                              err)
             spans = {}
+        # A try the store could not take: the span the worker saw (its clock).
+        spans |= {p.trial_id: (p.started_at, p.finished_at) for p in result.unrecorded
+                  if p.started_at is not None and p.trial_id not in spans}
         tries = [TrySpan(t.trial_id, t.outcome.energy_j + t.outcome.setup_energy_j,
                          *spans[t.trial_id]) for t in result.tries if t.trial_id in spans]
         try:
-            source: Any = self._grid(carbon)
-        except SourceError as err:
-            source = err
-        run, per_try = account(source, carbon.zone, tries, carbon.fallback, plan)
+            run, per_try = account(grid, carbon.zone, tries, carbon.fallback, plan)
+        except Exception as err:  # a source that broke mid-way: the first rule, fall back
+            self.log.warning("Zeus: the carbon figures cannot be computed from the source: "
+                             "%s: %s", type(err).__name__, err)
+            run, per_try = account(SourceError(f"{type(err).__name__}: {err}"), carbon.zone,
+                                   tries, carbon.fallback, plan)
         if run.provenance == "fallback":
             self.log.warning("Zeus: the run's carbon intensity fell back to %.4g gCO2e/kWh: %s",
                              run.intensity_g_per_kwh, run.note)
@@ -546,9 +624,15 @@ class ZeusTrainOperator(BaseOperator):
         ti = context["ti"]
         if self.shared_job or ti.map_index is None or ti.map_index == UNMAPPED:
             return
-        with store.reading() as conn:
-            joined = job_instances(conn, job_id, ti.dag_id, ti.task_id)
-        if joined[1:2] == [ti.map_index] and _first_run_in(store, job_id, ti):
+        try:
+            with store.reading() as conn:
+                joined = job_instances(conn, job_id, ti.dag_id, ti.task_id)
+            first_run = joined[1:2] == [ti.map_index] and _first_run_in(store, job_id, ti)
+        except Exception as err:  # after training: a store fault must not fail the task
+            self.log.warning("Zeus: cannot check whether mapped instances share job %r: %s: %s",
+                             job_id, type(err).__name__, err)
+            return
+        if first_run:
             self.log.warning(
                 "Zeus: mapped instances %s and %d of task %s share one job, %r. For a job "
                 "per instance leave job_id unset; if sharing is meant, set shared_job=True.",
@@ -578,16 +662,6 @@ class ZeusTrainOperator(BaseOperator):
         self.log.info("Zeus: %s (job %s, %s phase)", self.zeus_summary, result.job.job_id,
                       result.final.phase)
         emit_run_metrics(result, dag_id=ti.dag_id, task_id=ti.task_id, log=self.log)
-
-    def _publish_unrecorded(self, context: Context, error: UnrecordedResultError,
-                            measurement: Measurement) -> None:
-        """The store lost the result: keep it in Airflow, then fail the task loudly."""
-        from zeus_airflow.operators.summary import unrecorded_xcom_values
-
-        for key, value in unrecorded_xcom_values(error.outcome, measurement).items():
-            context["ti"].xcom_push(key=key, value=value)
-        self.zeus_summary = f"NOT RECORDED in the store: {error}"
-        self.log.error("Zeus: %s", error)
 
 
 def _xcom_check(value: Any) -> None:

@@ -252,6 +252,9 @@ class RunRecord(TrainingFigures):
     unshifted_intensity_g_per_kwh: float | None = None
     """Forecast gCO2e/kWh over the run's expected span had it started when planned."""
     start_reason: str | None = None
+    recorded_late_at: datetime | None = None
+    """When a try's result reached the store from the outbox, the store having failed at the
+    end of its training (the latest such try's); None: every result recorded on time."""
 
     @property
     def batch_size(self) -> int:
