@@ -57,6 +57,43 @@ def fill_store(url: str, runs: int, workload: str, traces: str | None) -> float:
     return time.perf_counter() - started
 
 
+def add_workload_options(parser: argparse.ArgumentParser) -> None:
+    """``--workload`` and ``--traces``: the replayed paper workload that fills the store."""
+    parser.add_argument("--workload", default="cifar100")
+    parser.add_argument("--traces", default=None,
+                        help="default: $ZEUS_TRACES_DIR, else the traces shipped in the package")
+
+
+def bench_home(prefix: str) -> tuple[Path, str]:
+    """A fresh folder with AIRFLOW_HOME and the store's URL under it, set in the environment
+    (the api-server started later inherits them)."""
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    home, url = work / "airflow", f"sqlite:///{work / 'zeus.db'}"
+    os.environ.update({"AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+                       "ZEUS_AIRFLOW_DB_URL": url})
+    return work, url
+
+
+def migrate_airflow() -> None:
+    subprocess.run([str(Path(sys.executable).parent / "airflow"), "db", "migrate"], check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def timed_gets(url: str, headers: dict[str, str], requests: int) -> tuple[list[float], Any]:
+    """``WARMUP + requests`` GETs of ``url``; the client's milliseconds of the last
+    ``requests``, and the last answer."""
+    import httpx
+
+    client_ms = []
+    for i in range(WARMUP + requests):
+        started = time.perf_counter()
+        answer = httpx.get(url, headers=headers, timeout=60)
+        answer.raise_for_status()
+        if i >= WARMUP:
+            client_ms.append((time.perf_counter() - started) * 1e3)
+    return client_ms, answer
+
+
 def server_times_ms(log: str, path: str) -> list[float]:
     pattern = re.compile(r"duration_us=(\d+).*?method=GET path=(\S+)")
     return [int(us) / 1000 for us, seen in pattern.findall(log) if seen == path]
@@ -95,9 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=1000)
     parser.add_argument("--requests", type=int, default=30)
-    parser.add_argument("--workload", default="cifar100")
-    parser.add_argument("--traces", default=None,
-                        help="default: $ZEUS_TRACES_DIR, else the traces shipped in the package")
+    add_workload_options(parser)
     parser.add_argument("--quick", action="store_true",
                         help="30 runs, 3 requests, the target not checked: that the script runs "
                              "(the suite runs it)")
@@ -105,52 +140,42 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.runs, args.requests = 30, 3
 
-    work = Path(tempfile.mkdtemp(prefix="zeus-bench-ui-"))
-    home, url = work / "airflow", f"sqlite:///{work / 'zeus.db'}"
-    os.environ.update({"AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-                       "ZEUS_AIRFLOW_DB_URL": url})
+    work, url = bench_home("zeus-bench-ui-")
     fill_s = fill_store(url, args.runs, args.workload, args.traces)
     print(f"store: {args.runs} runs of {JOB_ID} ({args.workload}, replayed) in {fill_s:.1f} s")
-    subprocess.run([str(Path(sys.executable).parent / "airflow"), "db", "migrate"], check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    migrate_airflow()
 
     sys.path.insert(0, str(REPO / "tests"))
-    import httpx
     from fixtures_ui import start_api_server, stop_process_group
 
     server = start_api_server(work, {"admin": "admin"}, {})
     try:
         path = f"/zeus/jobs/{JOB_ID}"
         headers = {"Authorization": f"Bearer {server.token('admin')}"}
-        client_ms, size = [], 0
-        for i in range(WARMUP + args.requests):
-            started = time.perf_counter()
-            answer = httpx.get(server.url + path, headers=headers, timeout=60)
-            answer.raise_for_status()
-            if i >= WARMUP:
-                client_ms.append((time.perf_counter() - started) * 1e3)
-            size = len(answer.content)
+        client_ms, answer = timed_gets(server.url + path, headers, args.requests)
+        size = len(answer.content)
         time.sleep(0.5)  # the access log line is written after the response
         server_ms = server_times_ms(server.log_text(), path)[WARMUP:]
     finally:
         stop_process_group(server.process)
     assert len(server_ms) == args.requests, "access log lines missing"
     stages = in_process_breakdown(args.runs)
-    report(args.runs, server_ms, client_ms, size, stages)
+    report("job page", f"runs={args.runs}", server_ms, client_ms, size, stages)
     return 0 if statistics.median(server_ms) <= TARGET_MS or args.quick else 1
 
 
-def report(runs: int, server_ms: list[float], client_ms: list[float], size: int,
-           stages: dict[str, Any]) -> None:
+def report(page: str, count: str, server_ms: list[float], client_ms: list[float], size: int,
+           stages: dict[str, Any], extra: str = "") -> None:
+    """The figures, then the last line ``<count> server_p50_ms=... page_kb=...``."""
     def p95(values: list[float]) -> float:
         return sorted(values)[max(0, round(0.95 * len(values)) - 1)]
 
-    print(f"job page, {len(server_ms)} requests: server p50 {statistics.median(server_ms):.0f} "
+    print(f"{page}, {len(server_ms)} requests: server p50 {statistics.median(server_ms):.0f} "
           f"ms, p95 {p95(server_ms):.0f} ms, max {max(server_ms):.0f} ms; client p50 "
-          f"{statistics.median(client_ms):.0f} ms; {size / 1024:.0f} KiB of HTML")
+          f"{statistics.median(client_ms):.0f} ms; {size / 1024:.0f} KiB of HTML{extra}")
     print("in process (median): " + ", ".join(f"{k} {v:.0f} ms" for k, v in stages.items()))
     print(f"load average while measuring: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-    print(f"runs={runs} server_p50_ms={statistics.median(server_ms):.1f} "
+    print(f"{count} server_p50_ms={statistics.median(server_ms):.1f} "
           f"server_p95_ms={p95(server_ms):.1f} page_kb={size / 1024:.0f}")
 
 

@@ -12,8 +12,11 @@ from typing import Any
 
 from zeus_airflow.core.config import JobConfig, ProfilerConfig
 from zeus_airflow.core.devices.nvml import NVMLGPUs
-from zeus_airflow.core.domain import RunOutcome
+from zeus_airflow.core.domain import RecurrenceKey, RunOutcome, TrialRecord
+from zeus_airflow.core.engine import Engine, RecurrenceResult
 from zeus_airflow.core.run import TrainingRun, open_run
+from zeus_airflow.core.store.admin import list_trials
+from zeus_airflow.core.store.sql import SQLStore
 from zeus_airflow.testing import FakeGPUSpec, FakeNVML
 
 ORIGINAL_W = 250
@@ -63,3 +66,18 @@ def one_try(train: Callable[[TrainingRun], Any], config: JobConfig, batch_size: 
     finally:
         gpus.close()
     return attempt
+
+
+def one_recurrence(train: Callable[[TrainingRun], Any], config: JobConfig
+                   ) -> tuple[RecurrenceResult, list[TrialRecord], FakeNVML]:
+    """``train`` as a task runs it: the real engine (every try it makes) on a fake GPU and
+    an in-memory store; the result, the stored trials and the fake."""
+    fake = FakeNVML(1, FakeGPUSpec(default_limit_mw=ORIGINAL_W * 1000))
+    gpus = NVMLGPUs(nvml=fake)
+    store = SQLStore.in_memory()
+    try:
+        engine = Engine(store, gpus, config, seed=1, heartbeat_s=None)
+        result = engine.run_recurrence(train, RecurrenceKey("day1"))
+    finally:
+        gpus.close()
+    return result, list_trials(store), fake

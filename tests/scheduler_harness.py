@@ -22,6 +22,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import psutil
@@ -63,6 +64,16 @@ def airflow_home(home: Path, pristine_db: Path, dags_folder: Path | None = None,
         "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(32),  # one for every process
     })
     env.update(extra or {})
+    return env
+
+
+def catching_up_home(home: Path, pristine_db: Path, dag_file: str, dag_source: str,
+                     runs: int, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """:func:`airflow_home` with one daily DAG, ``dag_source`` with ``{start}`` filled in:
+    ``runs - 1`` days ago, so that the scheduler's catch-up makes ``runs`` runs up to now."""
+    env = airflow_home(home, pristine_db, extra=extra)
+    start = (datetime.now(UTC) - timedelta(days=runs - 1)).date().isoformat()
+    (home / "dags" / dag_file).write_text(dag_source.format(start=start))
     return env
 
 

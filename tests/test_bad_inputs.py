@@ -10,11 +10,16 @@ Train-function contract breaches are in tests/test_first_rule.py.
 
 from __future__ import annotations
 
+import json
 import time
+from datetime import timedelta
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
+import torch
 from fixtures_airflow import AIRFLOW_HOME, TRACES
 from fixtures_store import PG_SERVER
 from sqlalchemy import text
@@ -79,6 +84,7 @@ BAD_PARAMETERS: list[tuple[dict[str, Any], str]] = [
     ({"job_id": ""}, "job_id"),
     ({"job_id": "   "}, "job_id"),
     ({"job_id": 5}, "job_id"),
+    ({"job_id": "nightly\x00job"}, "job_id"),  # PostgreSQL refuses NUL: every run would fail
     ({"device": None}, "device"),
     ({"device": "gpu0"}, "device"),
     ({"device": "simulated:v100:mnist"}, "device"),
@@ -100,7 +106,15 @@ BAD_PARAMETERS: list[tuple[dict[str, Any], str]] = [
     ({"seed": 1.0}, "seed"),
     ({"zeus_conn_id": ""}, "zeus_conn_id"),
     ({"zeus_conn_id": None}, "zeus_conn_id"),
+    ({"zeus_conn_id": "zeus\x00"}, "zeus_conn_id"),
+    ({"carbon_conn_id": ""}, "carbon_conn_id"),
+    ({"carbon_zone": ""}, "carbon_zone"),
+    ({"carbon_zone": "DE\x00"}, "carbon_zone"),
+    ({"carbon_zone": "DE", "start_deadline": "99999999999999d"}, "start_deadline"),
+    ({"carbon_zone": "DE", "start_deadline": timedelta(days=999_999_999)}, "start_deadline"),
+    ({"carbon_zone": "DE", "start_deadline": 1e300}, "start_deadline"),
     ({"traces_dir": 5}, "traces_dir"),
+    ({"traces_dir": ""}, "traces_dir"),
     ({"heartbeat_s": INF}, "heartbeat_s"),
     ({"heartbeat_s": NAN}, "heartbeat_s"),
     ({"heartbeat_s": 0}, "heartbeat_s"),
@@ -109,12 +123,20 @@ BAD_PARAMETERS: list[tuple[dict[str, Any], str]] = [
     ({"heartbeat_s": "60"}, "heartbeat_s"),
     ({"fail_on_missed_target": "yes"}, "fail_on_missed_target"),
     ({"fail_on_missed_target": 1}, "fail_on_missed_target"),
+    ({"shared_job": "yes"}, "shared_job"),
     ({"fail_when_infeasible": "False"}, "fail_when_infeasible"),
     ({"fail_when_infeasible": None}, "fail_when_infeasible"),
     ({"synchronize": "cuda"}, "synchronize"),
     ({"cost_includes_cpu": "yes"}, "cost_includes_cpu"),
     ({"cost_includes_cpu": None}, "cost_includes_cpu"),
     ({"synchronize": _train_with_lr}, "synchronize"),  # needs an argument
+]
+BAD_CARBON_PARAMETERS: list[tuple[dict[str, Any], str]] = [
+    # Implausible intensities and prices (issue 27; docs/carbon.md, "Plausible values").
+    ({"carbon_zone": "DE", "carbon_fallback_g_per_kwh": 1e9}, "carbon_fallback_g_per_kwh"),
+    ({"carbon_zone": "DE", "carbon_fallback_g_per_kwh": 2001}, "carbon_fallback_g_per_kwh"),
+    ({"carbon_zone": "DE", "carbon_source": "fixed:1e9"}, "carbon_source"),
+    ({"carbon_zone": "DE", "carbon_source": "fixed:300:1e9"}, "carbon_source"),
 ]
 
 
@@ -151,8 +173,9 @@ def _build(via: str, changes: dict[str, Any]) -> Any:
 
 
 @pytest.mark.parametrize("via", ["constructor", "partial"])
-@pytest.mark.parametrize(("changes", "name"), BAD_PARAMETERS,
-                         ids=[f"{n}-{i}" for i, (_, n) in enumerate(BAD_PARAMETERS)])
+@pytest.mark.parametrize(("changes", "name"), BAD_PARAMETERS + BAD_CARBON_PARAMETERS,
+                         ids=[f"{n}-{i}" for i, (_, n) in enumerate(
+                             BAD_PARAMETERS + BAD_CARBON_PARAMETERS)])
 def test_a_bad_operator_parameter_is_refused_by_name(via: str, changes: dict[str, Any],
                                                     name: str, untouched: Any) -> None:
     with pytest.raises(ConfigError) as err:
@@ -167,6 +190,38 @@ def test_the_good_arguments_pass_both_ways(untouched: Any) -> None:
     assert _build("partial", {}) is not None
     assert _build("constructor", {"train": _train_with_lr, "train_kwargs": {"lr": 0.5}})
     untouched()
+
+
+REAL_NUMBERS: list[dict[str, Any]] = [
+    {"eta": np.float32(0.5)},
+    {"eta": Decimal("0.5")},
+    {"beta": np.float64(2.0)},
+    {"target_metric": np.float32(0.75)},
+    {"target_metric": torch.tensor(0.75)},
+    {"max_epochs": np.int64(5)},
+    {"batch_sizes": [np.int64(16), np.int32(32), 64], "default_batch_size": np.int64(32)},
+    {"window_size": np.int16(10), "max_tries": np.uint8(3), "seed": np.int64(7)},
+    {"warmup_steps": np.int64(2), "profile_s": Decimal("0.25")},
+    {"exploration_budget": np.float32(0.25), "heartbeat_s": np.float64(30)},
+]
+
+
+@pytest.mark.parametrize("via", ["constructor", "partial"])
+@pytest.mark.parametrize("changes", REAL_NUMBERS, ids=[",".join(c) for c in REAL_NUMBERS])
+def test_any_real_number_is_taken_where_numbers_go(via: str, changes: dict[str, Any],
+                                                   untouched: Any) -> None:
+    """numpy scalars, Decimal and 0-d tensors are numbers; the job keeps Python's."""
+    built = _build(via, changes)
+    untouched()
+    given = built.partial_kwargs if via == "partial" else vars(built)  # Airflow serialises it
+    for name, value in changes.items():
+        kept = given[name]
+        if isinstance(value, list):
+            assert kept == [int(b) for b in value] and {type(b) for b in kept} == {int}
+        else:
+            assert kept == pytest.approx(float(value)) and type(kept) in (int, float), name
+    if via == "constructor":
+        assert json.loads(built.job_config("j").to_json())  # no numpy type left
 
 
 BAD_EXPANSIONS: list[tuple[dict[str, Any], dict[str, list[Any]], str]] = [
@@ -366,6 +421,17 @@ STORE_ARGUMENTS: list[tuple[tuple[str, ...], str, str]] = [
     (("jobs", "--format", "xml"), "jobs", "argument --format: invalid choice"),
     (("jobs", "--no-such-option"), "", "unrecognized arguments: --no-such-option"),
     (("nosuchcommand",), "", "invalid choice: 'nosuchcommand'"),
+    # '' is missing, never the default store (or every job in it)
+    (("jobs", "--db", ""), "jobs", "argument --db: '' is invalid: expected a database URL"),
+    (("runs", "--db", ""), "runs", "argument --db: '' is invalid"),
+    (("reset", "--db", "", "--job", "j", "--yes"), "reset", "argument --db: '' is invalid"),
+    (("reset", "--job", "", "--yes"), "reset", "argument --job: '' is invalid"),
+    (("runs", "--job", ""), "runs", "argument --job: '' is invalid"),
+    (("report", "--job", ""), "report", "argument --job: '' is invalid"),
+    (("report", "--db", ""), "report", "argument --db: '' is invalid"),
+    (("runs", "--conn-id", ""), "runs", "argument --conn-id: '' is invalid"),
+    (("jobs", "--db", "sqlite:///zeus\x00.db"), "jobs", "argument --db: 'sqlite:///zeus\\x00"),
+    (("db", "upgrade", "--db", " "), "db upgrade", "argument --db: ' ' is invalid"),
 ]
 
 
@@ -440,3 +506,123 @@ def test_an_unwritable_output_csv_is_refused_before_the_simulation(
     _one_error_line(err, "simulate", f"output_csv={str(target)!r} is invalid")
     assert sorted(p.name for p in tmp_path.rglob("*")) == before
 
+
+
+GARBAGE_TRACES: dict[str, bytes] = {
+    "text": b"this is not a trace\n1,2,3\n",
+    "binary": bytes(range(256)) * 4,
+    "columns": b"dataset,batch_size\nsquad,32\n",
+    "numbers": (b"dataset,batch_size,target_metric,target_epoch,optimizer\n"
+                b"squad,many,84.0,3,adamw\n"),
+}
+
+
+@pytest.mark.parametrize("garbage", list(GARBAGE_TRACES))
+def test_a_traces_folder_of_garbage_is_one_line_naming_it(
+        garbage: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    (folder / "summary_train.csv").write_bytes(GARBAGE_TRACES[garbage])
+    (folder / "summary_power_v100.csv").write_bytes(GARBAGE_TRACES[garbage])
+    argv = simulate(tmp_path / "out.csv")
+    argv[argv.index("--traces") + 1] = str(folder)
+    code, out, err, _ = run_cli(capsys, *argv)
+    assert code == 2 and out == ""
+    _one_error_line(err, "simulate", f"traces={str(folder)!r} is invalid")
+    assert not (tmp_path / "out.csv").exists()
+
+
+# --- rendered values: a template that renders to '' is missing, never the default ----------
+RENDERED_BLANK: list[tuple[dict[str, Any], str]] = [
+    ({"job_id": "{{ '' }}"}, "job_id=''"),
+    ({"job_id": "{{ ' ' }}"}, "job_id=' '"),
+    ({"job_id": "nightly{{ '\x00' }}"}, "job_id='nightly\\x00'"),
+    ({"zeus_conn_id": "{{ '' }}"}, "zeus_conn_id=''"),
+    ({"traces_dir": "{{ '' }}"}, "traces_dir=''"),
+    ({"carbon_zone": "{{ '' }}"}, "carbon_zone=''"),
+    ({"carbon_zone": "DE", "carbon_source": "fixed:300", "carbon_conn_id": "{{ '' }}"},
+     "carbon_conn_id=''"),
+]
+
+
+@pytest.mark.parametrize(("changes", "named"), RENDERED_BLANK,
+                         ids=[n for _, n in RENDERED_BLANK])
+def test_a_template_rendering_blank_fails_the_task_by_name_before_any_work(
+        changes: dict[str, Any], named: str, dag_test: None, zeus_store_url: str,
+        capfd: pytest.CaptureFixture[str]) -> None:
+    from airflow.sdk import DAG
+    from fixtures_airflow import daily, sync_dag, task_state
+
+    from zeus_airflow import ZeusTrainOperator
+
+    dag_id = f"rendered_blank_{abs(hash(named))}"
+    with DAG(dag_id, schedule="@daily", start_date=daily(0), catchup=False) as dag:
+        ZeusTrainOperator(task_id="train", device="replay:v100:cifar100",
+                          **{**GOOD, "batch_sizes": [32, 64, 128], "default_batch_size": 64},
+                          **changes)
+    dag_run = sync_dag(dag).test(logical_date=daily(0))
+    assert task_state(dag_run, "train")[0] == "failed"
+    assert f"ConfigError: {named} is invalid" in capfd.readouterr().out
+    with SQLStore(zeus_store_url).reading() as conn:  # nothing recorded, no job created
+        assert conn.execute(text("SELECT count(*) FROM zeus_trials")).scalar() == 0
+        assert conn.execute(text("SELECT count(*) FROM zeus_jobs")).scalar() == 0
+
+
+# --- carbon sources (issue 27): values refused before training, with where they came from ---
+BAD_CSV_ROWS: list[tuple[bytes, str]] = [
+    (b"2026-01-01T01:00:00Z,DE,nan,80\n", "carbon intensity nan is not a finite number"),
+    (b"2026-01-01T01:00:00Z,DE,inf,80\n", "carbon intensity inf is not a finite number"),
+    (b"2026-01-01T01:00:00Z,DE,-500,80\n", "carbon intensity -500.0 is not a finite number"),
+    (b"2026-01-01T01:00:00Z,DE,1e9,80\n", "in [0, 2000] gCO2e/kWh"),
+    (b"2026-01-01T01:00:00Z,DE,300,1e9\n", "price 1000000000.0 is not a finite number in "
+                                           "[-1000, 20000] per MWh"),
+    (b"2026-01-01T01:00:00Z,DE,300,nan\n", "price nan"),
+    (b"2026-01-01T01:00:00Z,DE,\xff\xfe30,80\n", "not UTF-8 text (byte 0xff)"),
+]
+
+
+@pytest.mark.parametrize(("row", "message"), BAD_CSV_ROWS,
+                         ids=[str(i) for i in range(len(BAD_CSV_ROWS))])
+def test_a_bad_carbon_csv_value_is_refused_with_its_file_and_line(
+        tmp_path: Path, row: bytes, message: str) -> None:
+    from zeus_airflow.core.carbon.csvtrace import CsvTrace
+    from zeus_airflow.core.carbon.signal import SourceError
+
+    trace = tmp_path / "grid.csv"
+    trace.write_bytes(b"datetime,zone,carbon_intensity_g_per_kwh,price_per_mwh\n"
+                      b"2026-01-01T00:00:00Z,DE,300,80\n" + row)
+    with pytest.raises(SourceError) as err:
+        CsvTrace.load(trace)
+    assert str(err.value).startswith(f"{trace}, line 3: ") and message in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+BAD_EM_EXTRAS: list[tuple[dict[str, Any], str]] = [
+    ({"timeout_s": -1}, "timeout_s=-1 is invalid: expected a finite number of seconds > 0"),
+    ({"timeout_s": 0}, "timeout_s=0 is invalid"),
+    ({"retries": "many"}, "retries='many' is invalid: expected an integer >= 0"),
+    ({"retries": 1.5}, "retries=1.5 is invalid"),
+    ({"retries": -2}, "retries=-2 is invalid"),
+    ({"backoff_s": "nan"}, "backoff_s='nan' is invalid"),
+    ({"cache_ttl_s": [1]}, "cache_ttl_s=[1] is invalid"),
+    ({"budget_s": 0}, "budget_s=0 is invalid: expected a finite number of seconds > 0"),
+]
+
+
+@pytest.mark.parametrize(("extra", "message"), BAD_EM_EXTRAS,
+                         ids=[next(iter(e)) + str(i) for i, (e, _) in enumerate(BAD_EM_EXTRAS)])
+def test_a_bad_electricity_maps_extra_is_refused_naming_the_connection(
+        monkeypatch: pytest.MonkeyPatch, extra: dict[str, Any], message: str) -> None:
+    """Refused as the source's error (the run's figures then fall back, labelled): a
+    connection's extras never fail a task."""
+    import json
+
+    from zeus_airflow.core.carbon.signal import SourceError
+    from zeus_airflow.hooks.carbon import ElectricityMapsHook
+
+    monkeypatch.setenv("AIRFLOW_CONN_EM_BAD", json.dumps({
+        "conn_type": "electricitymaps", "password": "tok", "extra": extra}))
+    with pytest.raises(SourceError) as err:
+        ElectricityMapsHook("em_bad").get_conn()
+    assert str(err.value).startswith("connection 'em_bad''s extras: ")
+    assert message in str(err.value)

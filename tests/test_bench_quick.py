@@ -32,6 +32,7 @@ class Quick:
 
 QUICK: dict[str, Quick] = {
     "acceptance_calibration.py": Quick(("--quick",), "emea: cheapest b="),
+    "carbon_budget.py": Quick(("--quick",), "planning (a deadline 2 s away)"),
     "carbon_shift.py": Quick(("--quick", "--output", "{out}"), "Wall time",
                              (".md", ".csv", ".png")),
     "drift_capriccio.py": Quick(("--quick", "--output", "{out}"), "| options |",
@@ -55,6 +56,7 @@ QUICK: dict[str, Quick] = {
     "store_concurrency.py": Quick(("--quick", "--db", "sqlite:///{out}.db"),
                                   "trials=6 lost=0 duplicated=0 stuck=0"),
     "store_scale.py": Quick(("--quick", "--db", "sqlite:///{out}.db"), "plans=indexed"),
+    "ui_fleet_page.py": Quick(("--quick",), "jobs=30 server_p50_ms="),
     "ui_job_page.py": Quick(("--quick",), "runs=30 server_p50_ms="),
 }
 ELSEWHERE = {"gpu_check.py": "tests/test_gpu_check.py"}

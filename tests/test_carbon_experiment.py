@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -67,46 +68,73 @@ def test_a_real_export_can_be_dropped_in(tmp_path: Path) -> None:
         sum(synthetic.arms["default"].emissions_g) / 5, rel=0.25)
 
 
+class ReplayedJob:
+    """The simulator's Zeus job on a replayed V100, recurrence by recurrence, with what the
+    reports expect of its next run."""
+
+    def __init__(self, **changes: object) -> None:
+        from zeus_airflow.core.devices.replay import ReplayGPU
+        from zeus_airflow.core.engine import Engine
+        from zeus_airflow.core.store.sql import SQLStore
+        from zeus_airflow.core.traces import load_workload_trace
+        from zeus_airflow.sim.simulator import SimulationSpec, job_config
+
+        trace = load_workload_trace(Path(SPEC.traces_dir), "v100", "sentiment140")
+        self.config = replace(job_config(trace, SimulationSpec(
+            "zeus", "v100", "sentiment140", 1, SPEC.traces_dir)), **changes)
+        self.store, self.gpu = SQLStore.in_memory(), ReplayGPU(trace)
+        self.engine = Engine(self.store, self.gpu, self.config, seed=1, heartbeat_s=None)
+
+    def run(self, day: int) -> Any:
+        from zeus_airflow.core.domain import RecurrenceKey
+        from zeus_airflow.core.replay_training import ReplayTraining
+
+        return self.engine.run_recurrence(ReplayTraining(self.gpu, seed=1),
+                                          RecurrenceKey(f"day{day}"))
+
+    def upcoming(self) -> tuple[str, int | None, Any]:
+        """The next run's phase and batch size, and the carbon planner's expected run."""
+        from zeus_airflow.core.carbon.expected import expected_run
+        from zeus_airflow.core.reports.arms import upcoming_batch_size
+
+        with self.store.reading() as conn:
+            history = reports.versions(conn, [self.config.job_id])[self.config.job_id]
+            phase, size = upcoming_batch_size(conn, reports.current(history))
+            return phase, size, expected_run(conn, self.config.job_id, 7200.0)
+
+
 def test_the_expected_run_is_the_one_the_policy_is_about_to_choose() -> None:
     from zeus_airflow.core.carbon.expected import expected_run
-    from zeus_airflow.core.devices.replay import ReplayGPU
-    from zeus_airflow.core.domain import RecurrenceKey
-    from zeus_airflow.core.engine import Engine
-    from zeus_airflow.core.replay_training import ReplayTraining
-    from zeus_airflow.core.reports.arms import upcoming_batch_size
-    from zeus_airflow.core.store.sql import SQLStore
-    from zeus_airflow.core.traces import load_workload_trace
-    from zeus_airflow.sim.simulator import SimulationSpec, job_config
 
-    trace = load_workload_trace(Path(SPEC.traces_dir), "v100", "sentiment140")
-    config = job_config(trace, SimulationSpec("zeus", "v100", "sentiment140", 1,
-                                              SPEC.traces_dir))
-    store, gpu = SQLStore.in_memory(), ReplayGPU(trace)
-    engine = Engine(store, gpu, config, seed=1, heartbeat_s=None)
-    with store.reading() as conn:
-        assert expected_run(conn, config.job_id, None) is None
-        guessed = expected_run(conn, config.job_id, 7200.0)
+    job = ReplayedJob()
+    with job.store.reading() as conn:
+        assert expected_run(conn, job.config.job_id, None) is None
+        guessed = expected_run(conn, job.config.job_id, 7200.0)
     assert guessed is not None and (guessed.time_s, guessed.energy_j) == (7200.0, None)
 
-    first = engine.run_recurrence(ReplayTraining(gpu, seed=1), RecurrenceKey("day0"))
-    with store.reading() as conn:
-        version = reports.current(reports.versions(conn, [config.job_id])[config.job_id])
-        phase, upcoming = upcoming_batch_size(conn, version)
-        early = expected_run(conn, config.job_id, 7200.0)
-    # Pruning walks down from b0: the next size has no run yet, so every run counts.
-    assert phase == "pruning" and upcoming is not None and upcoming < first.batch_size
-    assert early is not None and "has no run yet" in early.basis
+    first = job.run(0)
+    phase, upcoming, early = job.upcoming()
+    # The exploration budget cannot pay for pruning's next step after one run: b0 again.
+    assert (phase, upcoming) == ("exploit", first.batch_size)
+    assert early is not None and f"b={upcoming}, next in exploit" in early.basis
     assert early.time_s == pytest.approx(first.time_s + first.setup_time_s)
     assert early.energy_j == pytest.approx(first.energy_j + first.setup_energy_j)
 
-    results = [engine.run_recurrence(ReplayTraining(gpu, seed=1), RecurrenceKey(f"day{i}"))
-               for i in range(1, 30)]
-    with store.reading() as conn:
-        version = reports.current(reports.versions(conn, [config.job_id])[config.job_id])
-        phase, upcoming = upcoming_batch_size(conn, version)
-        late = expected_run(conn, config.job_id, 7200.0)
+    results = [job.run(i) for i in range(1, 30)]
+    assert results[0].tries[0].outcome.batch_size == upcoming  # the policy's own choice
+    phase, upcoming, late = job.upcoming()
     at_size = [r for r in results if r.tries[0].outcome.batch_size == upcoming][-10:]
     assert phase == "sampling" and at_size and late is not None
     assert f"b={upcoming}, next in sampling" in late.basis
     assert late.time_s == pytest.approx(
         sum(r.time_s + r.setup_time_s for r in at_size) / len(at_size))
+
+
+def test_without_a_budget_the_expected_run_is_pruning_s_next_size() -> None:
+    job = ReplayedJob(exploration_budget=None)
+    first = job.run(0)
+    phase, upcoming, early = job.upcoming()
+    # Pruning walks down from b0: the next size has no run yet, so every run counts.
+    assert phase == "pruning" and upcoming is not None and upcoming < first.batch_size
+    assert early is not None and "has no run yet" in early.basis
+    assert job.run(1).tries[0].outcome.batch_size == upcoming

@@ -156,7 +156,13 @@ def test_a_fixed_source_gives_the_planner_nothing_to_wait_for() -> None:
     ("carbon_source", "fixed:-3", "expected one of electricitymaps"),
     ("carbon_objective", "cheapest", "expected one of emissions, cost, mix"),
     ("carbon_weight", 1.5, "carbon_weight=1.5 is invalid: expected a number in [0, 1]"),
-    ("carbon_fallback_g_per_kwh", -1, "gCO2e/kWh >= 0"),
+    ("carbon_fallback_g_per_kwh", -1, "gCO2e/kWh in [0, 2000]"),
+    ("carbon_fallback_g_per_kwh", 1e9, "gCO2e/kWh in [0, 2000]"),
+    ("carbon_source", "fixed:1e9", "carbon intensity 1000000000.0 is not a finite number in "
+                                   "[0, 2000] gCO2e/kWh"),
+    ("carbon_source", "fixed:300:1e7", "price 10000000.0 is not a finite number in "
+                                       "[-1000, 20000] per MWh"),
+    ("carbon_source", "fixed:nan", "carbon intensity nan is not a finite number"),
     ("start_deadline", "tomorrow", "start_deadline='tomorrow' is invalid: expected None, a "
                                    "timedelta"),
     ("start_deadline", -5, "start_deadline=-5 is invalid"),

@@ -16,6 +16,8 @@ from fixtures_airflow import (
     xcoms,
 )
 
+from zeus_airflow import ZeusTrainOperator
+
 pytestmark = pytest.mark.usefixtures("dag_test")
 DAGS = REPO / "dags"
 
@@ -26,16 +28,17 @@ def test_the_dags_folder_parses_without_errors(airflow_db: Any) -> None:
     bag = DagBag(dag_folder=str(DAGS))
     assert bag.import_errors == {}
     for dag_id in ("zeus_replay_daily", "hourly_retrain", "regional_retrain", "hf_finetune",
-                   "lightning_retrain", "ddp_retrain"):
+                   "lightning_retrain", "ddp_retrain", "taskflow_retrain"):
         dag = bag.get_dag(dag_id)
         assert dag is not None and dag.doc_md and "## Run it" in dag.doc_md
         task = dag.get_task("train")
-        assert task.__class__.__name__ == "ZeusTrainOperator" or \
+        assert isinstance(task, ZeusTrainOperator) or \
             task.operator_class.__name__ == "ZeusTrainOperator"  # a mapped task
 
 
 @pytest.mark.parametrize(("dag_id", "kind"), [
     ("zeus_replay_daily", "replayed"),
+    ("taskflow_retrain", "replayed"),
     ("hourly_retrain", "simulated"),
     ("hf_finetune", "simulated"),
     ("lightning_retrain", "simulated"),
@@ -84,3 +87,32 @@ def test_the_regional_dag_trains_a_job_per_region(zeus_store_url: str) -> None:
                    ("regional_retrain.train[us]", 1, "simulated"),
                    ("regional_retrain.train[asia]", 2, "simulated")}
     assert len(reached) == 3 and all(reached)  # each region's model reached the target
+
+
+def test_task_zeus_takes_the_train_function_s_arguments_by_keyword(airflow_db: Any) -> None:
+    from airflow.sdk import dag, task
+
+    from zeus_airflow.core.config import ConfigError
+    from zeus_airflow.operators.replay import replay_job_settings
+
+    settings = replay_job_settings("v100", "cifar100")
+
+    @dag(schedule=None)
+    def keywords() -> None:
+        @task.zeus(device="replay:v100:cifar100", **settings)
+        def train(run: Any, region: str) -> None: ...
+
+        train(region="eu")
+
+    made = keywords().get_task("train")
+    assert isinstance(made, ZeusTrainOperator) and made.train_kwargs == {"region": "eu"}
+
+    @dag(schedule=None)
+    def positional() -> None:
+        @task.zeus(device="replay:v100:cifar100", **settings)
+        def train(run: Any, region: str) -> None: ...
+
+        train("eu")
+
+    with pytest.raises(ConfigError, match="keyword arguments only"):
+        positional()

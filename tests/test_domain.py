@@ -38,13 +38,14 @@ LONG_S, SHORT_S = 3600.0, 0.005
 
 def test_the_transition_table() -> None:
     assert dict(TRANSITIONS) == {
-        "running": {"succeeded", "failed", "error", "invalid", "expired", "abandoned"},
+        "running": {"succeeded", "failed", "error", "invalid", "skipped", "expired",
+                    "abandoned"},
         "succeeded": {"succeeded", "failed", "superseded"},
         "failed": {"succeeded", "failed", "superseded"},
         "expired": {"succeeded", "failed", "invalid", "abandoned"},
     }
     final = set(get_args(TrialStatus)) - set(TRANSITIONS)
-    assert final == {"error", "invalid", "superseded", "abandoned"}
+    assert final == {"error", "invalid", "skipped", "superseded", "abandoned"}
     assert may_become("expired", "succeeded") and not may_become("superseded", "succeeded")
     assert not may_become("error", "running")
 
@@ -95,8 +96,8 @@ class Trials:
         self.store.invalidate_trial(trial_id, outcome(True), "broke its contract")
         self.check()
 
-    def fail(self, trial_id: int) -> None:
-        self.store.fail_trial(trial_id, "raised")
+    def fail(self, trial_id: int, *, skipped: bool = False) -> None:
+        self.store.fail_trial(trial_id, "raised", skipped=skipped)
         self.check()
 
     def expire(self) -> None:
@@ -121,6 +122,7 @@ def test_the_store_moves_a_trial_only_as_the_table_allows() -> None:
     t.finish(missed, False)
     t.begin("missed", try_number=2)
     t.fail(t.begin("raises"))
+    t.fail(t.begin("skips"), skipped=True)
     t.invalidate(t.begin("broken"))
     gone = t.begin("gone")
     t.begin("gone", try_number=2)  # the first never finished

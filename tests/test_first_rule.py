@@ -119,6 +119,27 @@ def returns(value: Any) -> Callable[[Rig], Callable[[TrainingRun], Any]]:
     return make
 
 
+def steps_by(count: Any) -> Callable[[Rig], Callable[[TrainingRun], Any]]:
+    """Reports ``count`` steps with end_step, as a hand-written loop or a framework would."""
+    def make(rig: Rig) -> Callable[[TrainingRun], Any]:
+        def train(run: TrainingRun) -> None:
+            for _ in run.epochs():
+                rig.clock.advance(1.0)
+                run.end_step(count)
+                run.report_metric(1.0)
+        return train
+    return make
+
+
+def loops_twice(rig: Rig) -> Callable[[TrainingRun], Any]:
+    """A second ``for _ in run.epochs()`` (a fine-tuning phase, say) would get no epoch."""
+    def train(run: TrainingRun) -> None:
+        reports(0.5)(rig)(run)
+        for _ in run.epochs():
+            run.report_metric(1.0)
+    return train
+
+
 def rejects_sets(value: Any) -> None:
     if isinstance(value, set):
         raise TypeError("Object of type set is not JSON serializable")
@@ -137,6 +158,10 @@ CONTRACT_BREACHES: dict[str, tuple[Callable[[Rig], Callable[[TrainingRun], Any]]
     "reports a bool": (reports(True), r"report_metric\(value=True\) is invalid"),
     "reports a list": (reports([0.9]), r"report_metric\(value=\[0.9\]\) is invalid"),
     "returns what no XCom can hold": (returns({1, 2}), "cannot be stored as an XCom"),
+    "steps a negative count": (steps_by(-1000), r"end_step\(steps=-1000\) is invalid"),
+    "steps a fractional count": (steps_by(2.5), r"end_step\(steps=2.5\) is invalid"),
+    "steps a text count": (steps_by("3"), r"end_step\(steps='3'\) is invalid"),
+    "loops over run.epochs() twice": (loops_twice, r"run.epochs\(\) was called a second"),
 }
 
 
@@ -173,6 +198,33 @@ def test_a_train_function_that_raises_records_an_error_and_judges_no_size() -> N
     fixed = engine.run_recurrence(train_after_setup(rig, 0.0), RecurrenceKey("r2"))
     assert [r.status for r in list_trials(store)] == ["error", "succeeded"]
     assert fixed.tries[0].phase == "pruning"  # the crash pruned nothing
+
+
+class SkipTask(Exception):
+    """Stands for the scheduler's skip (the operator passes Airflow's AirflowSkipException)."""
+
+
+def test_a_try_that_skips_its_task_is_recorded_skipped_not_as_an_error(
+        caplog: pytest.LogCaptureFixture) -> None:
+    rig = make_rig()
+    store = SQLStore.in_memory()
+    engine = rig.engine(store, skip_errors=(SkipTask,))
+
+    def skips(run: TrainingRun) -> None:
+        for _ in run.epochs():
+            for _ in run.steps(range(10)):
+                rig.clock.advance(0.1)
+            raise SkipTask("no new data today")
+
+    with pytest.raises(SkipTask):
+        engine.run_recurrence(skips, RecurrenceKey("r1"))
+    (row,) = list_trials(store)
+    assert row.status == "skipped" and not row.observed and "no new data" in (row.error or "")
+    assert row.energy_j is not None and row.energy_j > 0  # what it spent is kept
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]
+    assert rig.fake.limits_mw() == [ORIGINAL_W * 1000]
+    fixed = engine.run_recurrence(train_after_setup(rig, 0.0), RecurrenceKey("r2"))
+    assert fixed.tries[0].phase == "pruning"  # the skip judged nothing
 
 
 def test_a_try_that_raises_keeps_the_energy_it_spent_without_a_verdict() -> None:
@@ -255,3 +307,130 @@ def test_a_trial_without_heartbeats_keeps_the_flat_lease() -> None:
         from zeus_airflow.core.store.tables import trials
         running = conn.execute(select(func.count()).where(trials.c.status == "running"))
         assert running.scalar() == 2
+
+
+# --- tries the user's own training leaves unjudged (invalid, the task succeeds) -----------------
+def empty_loader(rig: Rig) -> Callable[[TrainingRun], Any]:
+    """Today's data slice is empty: every epoch trains nothing and evaluates at the target."""
+    def train(run: TrainingRun) -> str:
+        for _ in run.epochs():
+            for _ in run.steps([]):
+                rig.clock.advance(0.1)
+            rig.clock.advance(EVAL_S)
+            run.report_metric(1.0)
+        return "model.pt"
+    return train
+
+
+def one_empty_epoch(rig: Rig) -> Callable[[TrainingRun], Any]:
+    def train(run: TrainingRun) -> str:
+        for epoch in run.epochs():
+            for _ in run.steps(range(0 if epoch == 2 else 10)):
+                rig.clock.advance(0.1)
+            run.report_metric(epoch / 3)
+        return "model.pt"
+    return train
+
+
+def own_cap(rig: Rig) -> Callable[[TrainingRun], Any]:
+    """The user's own step cap ends training after 15 steps, as ``max_steps`` would."""
+    def train(run: TrainingRun) -> str:
+        for _ in run.epochs():
+            for _ in run.steps(range(10)):
+                rig.clock.advance(0.1)
+            run.report_metric(0.5)
+            if run.steps_trained >= 15:
+                break
+        return "model.pt"
+    return train
+
+
+NOT_JUDGED: dict[str, tuple[Callable[[Rig], Callable[[TrainingRun], Any]], str]] = {
+    "an empty DataLoader": (empty_loader, "1 of its 1 epoch(s) trained fewer than 1 step"),
+    "one epoch without a step": (one_empty_epoch, "1 of its 3 epoch(s) trained fewer"),
+    "the user's own cap": (own_cap, "training ended by the user's own cap"),
+}
+
+
+@pytest.mark.parametrize("case", list(NOT_JUDGED))
+def test_a_try_the_user_left_unjudged_is_invalid_and_the_task_succeeds(
+        case: str, caplog: pytest.LogCaptureFixture) -> None:
+    make_train, cause = NOT_JUDGED[case]
+    rig = make_rig()
+    store = SQLStore.in_memory()
+    sizes = (16, BATCH_SIZE)  # a second size the engine could (wrongly) go on to
+    config = JobConfig("unjudged", sizes, BATCH_SIZE, target_metric=1.0, max_epochs=3,
+                       profiler=job_config().profiler)
+    engine = rig.engine(store, config)
+    result = engine.run_recurrence(make_train(rig), RecurrenceKey("day1"))
+    assert result.return_value == "model.pt" and not result.final.judged
+    (row,) = list_trials(store)  # one try: the same data would leave a second unjudged too
+    assert row.status == "invalid" and not row.observed and cause in (row.error or "")
+    assert row.energy_j is not None  # what it measured is kept
+    assert any(cause in r.getMessage() and "invalid, not counted" in r.getMessage()
+               for r in caplog.records if r.levelname == "WARNING")
+    assert rig.fake.limits_mw() == [ORIGINAL_W * 1000]
+    # The learning state is untouched: the next day starts where a new job would.
+    fixed = engine.run_recurrence(train_after_setup(rig, 0.0), RecurrenceKey("day2"))
+    assert [(t.phase, t.outcome.batch_size) for t in fixed.tries] == [("pruning", BATCH_SIZE)]
+
+
+def test_an_epochs_metric_is_its_last_report() -> None:
+    """1.0 then 0.2 in one epoch: the epoch ends at 0.2, short of the target."""
+    rig = make_rig()
+
+    def train(run: TrainingRun) -> None:
+        for _ in run.epochs():
+            for _ in run.steps(range(10)):
+                rig.clock.advance(0.1)
+            run.report_metric(1.0)
+            run.report_metric(0.2)
+
+    with open_run(job_config(max_epochs=2), BATCH_SIZE, rig.gpus) as run:
+        train(run)
+        outcome = run.finish()
+    assert not outcome.reached_target and outcome.last_metric == 0.2
+    assert (outcome.stop_reason, outcome.epochs) == ("max_epochs", 2)
+
+
+def test_a_report_after_the_run_stopped_changes_no_verdict() -> None:
+    """A test-set evaluation after the loop is not the last epoch's metric."""
+    rig = make_rig()
+    with open_run(job_config(max_epochs=3), BATCH_SIZE, rig.gpus) as run:
+        reports(1.0)(rig)(run)
+        run.report_metric(0.2)
+        outcome = run.finish()
+    assert (outcome.stop_reason, outcome.reached_target, outcome.last_metric) == \
+        ("target", True, 1.0)
+    assert run.not_judged_because is None
+
+
+def test_a_target_taken_back_mid_epoch_does_not_stop_the_run() -> None:
+    rig = make_rig()
+    with open_run(job_config(max_epochs=1), BATCH_SIZE, rig.gpus) as run:
+        run.begin_epoch()
+        run.end_step()
+        run.report_metric(1.0)
+        assert run.should_stop() == "target"
+        run.report_metric(0.3)  # a later evaluation of the same epoch
+        assert run.should_stop() is None
+        run.end_epoch()
+        assert run.should_stop() == "max_epochs"
+
+
+def test_any_real_number_is_a_metric_and_a_step_count() -> None:
+    np = pytest.importorskip("numpy")
+    torch = pytest.importorskip("torch")
+    from decimal import Decimal
+    rig = make_rig()
+    with open_run(job_config(max_epochs=4), BATCH_SIZE, rig.gpus) as run:
+        for metric in (np.float32(0.25), Decimal("0.5"), torch.tensor(0.75), np.int64(1)):
+            run.begin_epoch()
+            run.end_step(np.int64(3))
+            run.report_metric(metric)
+            run.end_epoch()
+        outcome = run.finish()
+    assert outcome.reached_target and outcome.last_metric == 1.0
+    assert run.steps_trained == 12 and type(outcome.last_metric) is float
+    with pytest.raises(TrainContractError, match="report_metric"):
+        run.report_metric(torch.tensor([0.5, 0.6]))  # not one number

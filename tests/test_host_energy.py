@@ -103,7 +103,7 @@ def test_the_store_the_reports_and_the_cli_keep_them(
     assert main(["runs", "--db", url, "--format", "json"]) == 0
     (shown,) = json.loads(capsys.readouterr().out)
     assert shown["cpu_energy_j"] == pytest.approx(150.0)
-    assert main(["runs", "--db", url]) == 0
+    assert main(["runs", "--db", url, "--wide"]) == 0
     header, line = capsys.readouterr().out.splitlines()
     at = header.index("cpu_energy_j")  # the table is aligned: read the cells under it
     assert line[at:].split()[:2] == ["150", "30"]

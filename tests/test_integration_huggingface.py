@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import torch
 import transformers
-from fixtures_frameworks import CANDIDATES, ORIGINAL_W, Try, job, one_try
+from fixtures_frameworks import CANDIDATES, ORIGINAL_W, Try, job, one_recurrence, one_try
 
 from zeus_airflow.core.config import ConfigError
 from zeus_airflow.core.run import TrainContractError, TrainingRun
@@ -54,8 +54,8 @@ def tiny_bert() -> Any:
 
 def hf_train(tmp_path: Path, *, metrics: Callable[[int], dict[str, float]] | None = None,
              accumulation: int = 1, metric: str = "accuracy", eval_strategy: str = "epoch",
-             seen: list[int] | None = None, fail_at_step: int | None = None
-             ) -> Callable[[TrainingRun], Any]:
+             seen: list[int] | None = None, fail_at_step: int | None = None,
+             arguments: dict[str, Any] | None = None) -> Callable[[TrainingRun], Any]:
     """A train function as a user writes it around a Trainer. ``metrics(epoch)`` scripts the
     evaluation's metric (default: real accuracy); ``seen`` collects each micro-batch's size;
     ``fail_at_step`` makes the model's forward raise at that Trainer step."""
@@ -71,7 +71,7 @@ def hf_train(tmp_path: Path, *, metrics: Callable[[int], dict[str, float]] | Non
             str(tmp_path / "out"), eval_strategy=eval_strategy, eval_steps=2,
             gradient_accumulation_steps=accumulation, learning_rate=5e-3, report_to=[],
             save_strategy="no", logging_strategy="no", disable_tqdm=True, use_cpu=True,
-            per_device_eval_batch_size=SAMPLES, seed=0)
+            per_device_eval_batch_size=SAMPLES, seed=0, **(arguments or {}))
         zeus = ZeusTrainerCallback(run, args, metric=metric)
 
         def compute_metrics(prediction: Any) -> dict[str, float]:
@@ -188,3 +188,21 @@ def test_settings_zeus_cannot_work_with_fail_before_any_limit_changes(
         one_try(hf_train(tmp_path, **kwargs), job(), 16)
 
     assert raised.value.zeus_try.fake.set_calls == []  # type: ignore[attr-defined]
+
+
+def test_the_trainers_own_max_steps_is_the_users_cap_not_a_verdict(tmp_path: Path) -> None:
+    """max_steps=2 ends training in epoch 1 of 3: recorded invalid, no second size tried."""
+    result, rows, fake = one_recurrence(hf_train(tmp_path, arguments={"max_steps": 2}),
+                                        job(max_epochs=3))
+    assert result.return_value.state.global_step == 2  # the user's model, as asked
+    assert [(r.status, r.observed) for r in rows] == [("invalid", False)]
+    assert "the Trainer's max_steps=2" in (rows[0].error or "")
+    assert not result.final.judged and fake.limits_mw() == [ORIGINAL_W * 1000]
+
+
+def test_a_callback_without_its_run_is_named() -> None:
+    args = transformers.TrainingArguments("out", eval_strategy="epoch", report_to=[],
+                                          use_cpu=True)
+    with pytest.raises(TypeError, match=r"ZeusTrainerCallback\(run=None\) is invalid: "
+                                        "expected the TrainingRun"):
+        ZeusTrainerCallback(None, args, metric="accuracy")  # type: ignore[arg-type]

@@ -3,6 +3,7 @@ synthetic Gaussian clusters, a fake NVML GPU."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 import lightning.pytorch as pl
 import pytest
 import torch
-from fixtures_frameworks import CANDIDATES, ORIGINAL_W, Try, job, one_try
+from fixtures_frameworks import CANDIDATES, ORIGINAL_W, Try, job, one_recurrence, one_try
 
 from zeus_airflow.core.config import ConfigError
 from zeus_airflow.core.run import TrainContractError, TrainingRun
@@ -69,15 +70,17 @@ class Classifier(pl.LightningModule):
 
 
 def lightning_train(tmp_path: Path, *, metric: str = "val_acc", accumulation: int = 1,
+                    trainer_args: dict[str, Any] | None = None,
                     **model_args: Any) -> Callable[[TrainingRun], Any]:
     def train(run: TrainingRun) -> Classifier:
         model = Classifier(run, **model_args)
-        trainer = pl.Trainer(accelerator="cpu", devices=1, max_epochs=100,
+        # No max_epochs: the operator's is the budget (the docs' Trainer sets none either).
+        trainer = pl.Trainer(accelerator="cpu", devices=1,
                              accumulate_grad_batches=accumulation,
                              callbacks=[ZeusLightningCallback(run, metric=metric)],
                              default_root_dir=tmp_path, logger=False,
                              enable_checkpointing=False, enable_progress_bar=False,
-                             enable_model_summary=False)
+                             enable_model_summary=False, **(trainer_args or {}))
         trainer.fit(model)
         model.trainer_epochs = trainer.current_epoch  # type: ignore[attr-defined]
         return model
@@ -153,3 +156,31 @@ def test_a_batch_size_the_accumulation_does_not_divide_fails_before_any_limit_ch
         tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="multiple of accumulate_grad_batches"):
         one_try(lightning_train(tmp_path, accumulation=3), job(), 16)
+
+
+@pytest.mark.parametrize(("trainer_args", "cap"), [
+    ({"max_steps": 2}, "the Trainer's max_steps=2"),
+    ({"limit_train_batches": 0}, "the Trainer's limit_train_batches=0"),
+])
+def test_the_trainers_own_cap_is_the_users_not_a_verdict(
+        tmp_path: Path, trainer_args: dict[str, Any], cap: str) -> None:
+    result, rows, fake = one_recurrence(lightning_train(tmp_path, trainer_args=trainer_args),
+                                        job(max_epochs=3))
+    assert [(r.status, r.observed) for r in rows] == [("invalid", False)]  # no second size
+    assert cap in (rows[0].error or "") and not result.final.judged
+    assert fake.limits_mw() == [ORIGINAL_W * 1000]
+
+
+def test_a_callback_without_its_run_is_named() -> None:
+    with pytest.raises(TypeError, match=r"ZeusLightningCallback\(run=None\) is invalid"):
+        ZeusLightningCallback(None, metric="val_acc")  # type: ignore[arg-type]
+
+
+def test_lightning_does_not_warn_that_max_epochs_was_not_set(tmp_path: Path) -> None:
+    """The Trainer sets no max_epochs, as the docs show: the operator's budget holds, and
+    Lightning has nothing to warn about."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        done = one_try(lightning_train(tmp_path), job(max_epochs=2), 8)
+    assert (done.outcome.epochs, done.outcome.stop_reason) == (2, "max_epochs")
+    assert not [w for w in caught if "max_epochs" in str(w.message)]

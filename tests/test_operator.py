@@ -31,6 +31,7 @@ from zeus_airflow.core.run import TrainingRun
 from zeus_airflow.core.store.tables import gpu_leases, trials
 from zeus_airflow.operators.replay import replay_job_settings, replay_train
 from zeus_airflow.operators.summary import XCOM_KEYS
+from zeus_airflow.operators.train import OUTBOX_KEY
 from zeus_airflow.testing import FakeNVML
 
 pytestmark = pytest.mark.usefixtures("dag_test")
@@ -148,7 +149,10 @@ def test_a_user_exception_restores_the_limit_and_fails_with_its_traceback(
     def diverged(run: TrainingRun) -> None:
         raise FloatingPointError("loss is nan at step 10")
 
-    dag = fake_dag("user_error", lambda run: train_steps(run, 10, then=diverged))
+    # No budget: it would keep the first run's 10 steps at the maximum limit, and the subject
+    # is a limit profiling has changed.
+    dag = fake_dag("user_error", lambda run: train_steps(run, 10, then=diverged),
+                   exploration_budget=None)
     dag_run = dag.test(logical_date=daily(0))
 
     assert task_state(dag_run, "train")[0] == "failed"
@@ -216,7 +220,7 @@ def test_airflow_stopping_the_task_restores_the_limit(
     fake = fake_gpus
     LIMITS_WHEN_STOPPED.clear()
     dag = fake_dag(f"stopped_{stop.__name__}", lambda run: train_steps(run, 10, stop),
-                   **operator_args)
+                   exploration_budget=None, **operator_args)  # profiling at once, as above
     dag_run = dag.test(logical_date=daily(0))
 
     assert task_state(dag_run, "train")[0] == "failed"
@@ -339,7 +343,7 @@ def test_a_store_without_schema_fails_before_any_gpu_change(
     assert "zeus-airflow db upgrade" in capfd.readouterr().out
 
 
-def test_a_result_the_store_loses_fails_the_task_with_the_figures_in_xcom(
+def test_a_result_the_store_loses_fails_nothing_and_keeps_its_figures_in_xcom(
         zeus_store_url: str, capfd: pytest.CaptureFixture[str]) -> None:
     def train(run: TrainingRun) -> dict[str, float]:
         value = replay_train(run)
@@ -350,13 +354,14 @@ def test_a_result_the_store_loses_fails_the_task_with_the_figures_in_xcom(
     dag = replay_dag("lost_result", train)
     dag_run = dag.test(logical_date=daily(0))
 
-    assert task_state(dag_run, "train")[0] == "failed"
+    assert task_state(dag_run, "train")[0] == "success"  # the model comes first
     pushed = xcoms("lost_result", dag_run.run_id, "train")
     assert pushed["energy_j"] > 0 and pushed["measurement"] == "replayed"
-    assert "return_value" not in pushed
-    assert "NOT in the store" in capfd.readouterr().out
-    assert rendered_fields("lost_result", dag_run.run_id, "train")["zeus_summary"].startswith(
-        "NOT RECORDED")
+    assert "return_value" in pushed
+    assert pushed[OUTBOX_KEY] == []  # nothing to keep: the trial is gone for good
+    log = capfd.readouterr().out
+    assert "the trial is no longer there" in log and "is NOT in the store" in log
+    assert "is no longer in the store: its result cannot be recorded" in log
 
 
 def test_observe_mode_publishes_what_the_optimum_would_have_saved(
@@ -374,3 +379,19 @@ def test_observe_mode_publishes_what_the_optimum_would_have_saved(
     summary = rendered_fields("observing", run.run_id, "train")["zeus_summary"]
     assert f"observe: at {row.optimal_power_limit_w} W it would have saved" in summary
     assert f"Zeus: {summary}" in capfd.readouterr().out  # the task log (dag.test prints it)
+
+
+def test_a_train_function_that_skips_its_task_is_recorded_skipped(zeus_store_url: str) -> None:
+    """AirflowSkipException is the user's "nothing to train today": the task is skipped as
+    without Zeus, the try is kept as ``skipped`` (not an error) and judges no size."""
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    def no_data_today(run: TrainingRun) -> None:
+        raise AirflowSkipException("no new data today")
+
+    dag = replay_dag("skips", train=lambda run: train_steps(run, 3, then=no_data_today))
+    dag_run = dag.test(logical_date=daily(0))
+    assert task_state(dag_run, "train")[0] == "skipped"
+    (row,) = store_trials(zeus_store_url)
+    assert (row.status, row.observed) == ("skipped", False)
+    assert "no new data today" in row.error and row.energy_j is not None

@@ -35,8 +35,13 @@ def test_the_demo_runs_days_through_airflow_and_reports(tmp_path: Path) -> None:
     assert (home / "airflow.db").exists() and (home / "zeus_airflow.db").exists()
     assert "2025-01-01  success" in out and "2025-01-02  success" in out
     assert "(replayed)" in out and "2 DAG runs" in out
-    table = out.split("$ zeus-airflow runs --job zeus_replay_daily.train\n")[1]
-    assert table.count("manual__2025-01-0") >= 2  # one row per try, named after its day
+    table, report = out.split("$ zeus-airflow runs --job zeus_replay_daily.train\n")[1].split(
+        "$ zeus-airflow report --job zeus_replay_daily.train\n")
+    assert table.count("2025-01-0") >= 2  # one row per try, named after its day
+    assert max(map(len, table.splitlines())) <= 120 and "replayed" in table
+    report = report.split("\nEnergy of ")[0]  # then the saving against the traces
+    assert report.startswith("job ") and "fleet: 1 jobs, 2 runs" in report
+    assert max(map(len, report.splitlines())) <= 120
     assert "Default:" in out and "Saved:" in out
     assert "api-server --host 127.0.0.1" in out and "/zeus/jobs/zeus_replay_daily.train" in out
 
@@ -76,3 +81,28 @@ def test_bad_demo_arguments_are_named(args: list[str], named: str,
     with pytest.raises(SystemExit) as exited:
         main(["demo", "--traces", str(TRACES), *args])
     assert exited.value.code == 2 and named in capsys.readouterr().err
+
+
+def test_the_printed_ui_command_follows_any_port(tmp_path: Path) -> None:
+    """Run the printed lines with another port, a stand-in for ``airflow`` reporting what it
+    was given: the api-server's port and the Execution API URL its tasks call agree."""
+    from zeus_airflow.cli.demo import ui_instructions
+
+    lines = ui_instructions(tmp_path / "home", REPO / "dags", TRACES,
+                            "zeus_replay_daily.train").splitlines()
+    start = next(i for i, line in enumerate(lines) if "export PORT=" in line)
+    end = next(i for i, line in enumerate(lines) if " api-server " in line)
+    script = "\n".join(lines[start:end + 1]).replace("export PORT=8080", "export PORT=18777")
+    airflow = str(Path(sys.executable).parent / "airflow")
+    fake = tmp_path / "airflow"
+    fake.write_text('#!/bin/sh\necho "$AIRFLOW__CORE__EXECUTION_API_SERVER_URL $*"\n')
+    fake.chmod(0o755)
+    done = subprocess.run(["sh", "-c", script.replace(airflow, str(fake))],
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["http://127.0.0.1:18777/execution/", "api-server",
+                                   "--host", "127.0.0.1", "--port", "18777"]
+    shown = "\n".join(lines)
+    assert "Storage > XCom" in shown and "Browse > XComs" in shown
+    assert "Details > Extra Links > Zeus job" in shown
+    assert "task train: XCom" not in shown  # no such tab on Airflow 3.3's task page

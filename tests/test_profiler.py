@@ -16,10 +16,11 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
+from zeus_airflow.core.budget import ProfilingCredit
 from zeus_airflow.core.config import JobConfig, ProfilerConfig
 from zeus_airflow.core.devices.nvml import NVMLGPUs
 from zeus_airflow.core.domain import PowerProfile, RecurrenceKey, RunOutcome, SliceInProgress
-from zeus_airflow.core.engine import Engine
+from zeus_airflow.core.engine import Engine, RecurrenceResult
 from zeus_airflow.core.profiler import PowerLimitProfiler
 from zeus_airflow.core.reports.arms import profile_points
 from zeus_airflow.core.run import TrainingRun, open_run
@@ -90,13 +91,16 @@ def make_rig(count: int = 1, *, spec: FakeGPUSpec | None = None,
 
 
 def job_config(mode: str = "optimize", selector: str = "zeus", *, eta: float = 0.5,
-               max_slowdown: float = 1.1, max_epochs: int = 10) -> JobConfig:
+               max_slowdown: float = 1.1, max_epochs: int = 10,
+               exploration_budget: float | None = None) -> JobConfig:
     # Windows by steps only (no seconds), so that each slice's steps are known in advance.
+    # No budget unless a test is about it: the slices' order and length are the subject.
     profiler = ProfilerConfig(warmup_steps=WARMUP_STEPS, profile_steps=PROFILE_STEPS,
                               warmup_s=0.0, profile_s=0.0, mode=mode, selector=selector,  # type: ignore[arg-type]
                               max_slowdown=max_slowdown)
     return JobConfig("job", (BATCH_SIZE,), BATCH_SIZE, target_metric=1.0,
-                     max_epochs=max_epochs, eta=eta, profiler=profiler)
+                     max_epochs=max_epochs, eta=eta, profiler=profiler,
+                     exploration_budget=exploration_budget)
 
 
 @dataclass
@@ -529,3 +533,73 @@ def test_the_search_finds_the_swept_optimum_on_every_unimodal_traced_curve() -> 
                 else:
                     assert cost[found] <= 1.05 * cost[best], (gpu, workload, b)
     assert unimodal_curves > 20
+
+
+# --- slices within the exploration budget ----------------------------------------------------
+STEEP_STEP_TIME_S = {250: 0.100, 225: 0.105, 200: 0.106, 175: 0.115, 150: 0.165}
+"""A GPU that slows down almost as much as its limit falls (as much is the profiler's worst
+case): a step at 150 W costs (0.45 x 150 + 125) x 0.165 = 31.8 against 23.75 at 250 W, so a
+job of 20-step runs that profiled freely would spend 12 % over Default in its first run. The
+cheapest step is at 200 W."""
+
+
+def _step_cost(limit_w: int) -> float:
+    """The table's true cost per step (eta 0.5, MAXPOWER 250 W, the fake at 90 % of the limit)."""
+    time_s = STEEP_STEP_TIME_S[limit_w]
+    return 0.5 * 0.9 * limit_w * time_s + 0.5 * 250 * time_s
+
+
+def _steep_train(rig: Rig, steps: int, limits_seen: list[int]) -> Callable[[TrainingRun], None]:
+    """One epoch of ``steps`` at the table's speed, no evaluation: what Default would have
+    spent is exactly the steps at 250 W."""
+    def train(run: TrainingRun) -> None:
+        for _ in run.epochs():
+            for _ in run.steps(range(steps)):
+                limit_w = rig.fake.limits_mw()[0] // 1000
+                limits_seen.append(limit_w)
+                rig.clock.advance(STEEP_STEP_TIME_S[limit_w])
+            run.report_metric(1.0)
+    return train
+
+
+def test_a_slice_starts_only_once_the_run_has_earned_its_worst_case_extra_cost() -> None:
+    rig = make_rig()
+    limits: list[int] = []
+    with open_run(job_config(), BATCH_SIZE, rig.gpus,
+                  profiling_credit=ProfilingCredit(carried=0.0, fraction=0.1)) as run:
+        _steep_train(rig, 200, limits)(run)
+        run.finish()
+    # At every step, what profiling added over 250 W stays within 10 % of the steps' cost at
+    # 250 W: wherever the run ends, it is within its budget.
+    extra = list(itertools.accumulate(_step_cost(w) - _step_cost(250) for w in limits))
+    assert all(e <= 0.1 * (k + 1) * _step_cost(250) + 1e-9 for k, e in enumerate(extra))
+    first_low = limits.index(150)
+    # 7 steps at 250 W measure its cost; the 150 W slice (7 steps, planned at 33.3 per step)
+    # waits at 250 W until 0.1 x 23.75 per step has paid for it: 28.3 steps.
+    assert limits[:first_low] == [250] * 29
+    assert set(limits[first_low:first_low + SLICE_STEPS]) == {150}
+    assert run.profiler.optimal_power_limit_w is not None
+
+
+def test_short_runs_stay_within_the_budget_and_still_finish_the_profile() -> None:
+    """A job of 20-step runs: with the budget, every run's cumulative cost stays within 1.1 x
+    Default's; without it, the first run's slices break that."""
+    def cumulative_ratios(exploration_budget: float | None
+                          ) -> tuple[list[float], RecurrenceResult]:
+        rig = make_rig()
+        engine = rig.engine(config=job_config(exploration_budget=exploration_budget))
+        spent = default = 0.0
+        ratios = []
+        for day in range(12):
+            result = engine.run_recurrence(_steep_train(rig, 20, []), RecurrenceKey(f"r{day}"))
+            assert result.default_cost is not None
+            spent, default = spent + result.cost, default + result.default_cost
+            ratios.append(spent / default)
+        return ratios, result
+
+    unbounded, _ = cumulative_ratios(None)
+    assert unbounded[0] > 1.1
+    bounded, last = cumulative_ratios(0.1)
+    assert max(bounded) <= 1.1
+    assert last.final.outcome.optimal_power_limit_w == 200  # the table's cheapest step
+    assert bounded[-1] < 1.0  # and its saving has paid the slices back

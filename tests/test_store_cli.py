@@ -6,12 +6,14 @@ import csv
 import dataclasses
 import io
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
-from fixtures_store import job_config, unreachable_url
+from fixtures_store import job_config, replay_never_reaching, unreachable_url
 
 from zeus_airflow.cli import main
 from zeus_airflow.core.devices.replay import ReplayGPU
@@ -44,6 +46,13 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, s
     return code, captured.out, captured.err
 
 
+def table_row(header: str, line: str) -> dict[str, str]:
+    """A row of an aligned table by column name (cells may hold spaces: "V100 (replay)")."""
+    starts = [m.start() for m in re.finditer(r"(?:^|(?<=  ))\S", header)]
+    ends = [*starts[1:], None]
+    return {header[a:b].strip(): line[a:b].strip() for a, b in zip(starts, ends, strict=True)}
+
+
 class Terminal(io.StringIO):
     """Standard input as a person at a terminal types it."""
 
@@ -61,20 +70,61 @@ def test_runs_in_every_format(filled_url: str, capsys: pytest.CaptureFixture[str
     rows = list(csv.DictReader(io.StringIO(out)))
     assert [(int(r["id"]), float(r["cost"])) for r in rows] == \
         [(r["id"], r["cost"]) for r in runs]
-    _, out, _ = run_cli(capsys, "runs", "--db", filled_url, "--job", "other.job")
+    _, out, _ = run_cli(capsys, "runs", "--db", filled_url, "--job", "other.job", "--wide")
     header, *lines = out.splitlines()
     columns = header.split()
-    assert columns == ["id", "job_id", "version", "task_id", "map_index", "run_id",
-                       "try_number", "attempt", "status", "phase", "batch_size",
-                       "power_limit_w", "energy_j", "time_s", "setup_time_s", "cpu_energy_j",
-                       "dram_energy_j", "cost", "epochs", "reached_target", "stop_reason",
-                       "measurement", "started_at"]
-    assert len(lines) == 1
-    shown = dict(zip(columns, lines[0].split(), strict=True))
+    assert columns == ["id", "job_id", "version"] + [
+        f.name for f in dataclasses.fields(TrialRecord)
+        if f.name not in ("id", "job_id", "version")]  # every column
+    shown = table_row(header, lines[0])
     assert (shown["job_id"], shown["version"], shown["task_id"], shown["map_index"],
             shown["run_id"]) == ("other.job", "1", "other.job-task", "2", "run-0")
     assert (shown["reached_target"], shown["stop_reason"]) == ("True", "target")
     assert float(shown["setup_time_s"]) >= 0.0  # measured apart, beside training time
+
+
+def test_runs_reads_in_units_that_fit_within_120_columns(
+        filled_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    _, out, _ = run_cli(capsys, "runs", "--db", filled_url)
+    header, *lines = out.splitlines()
+    assert header.split() == ["id", "job", "run", "try", "outcome", "phase", "batch", "limit",
+                              "energy", "time", "data"]
+    assert max(map(len, out.splitlines())) <= 120
+    first = lines[0]
+    at = header.index("energy")
+    energy, unit = first[at:].split()[:2]
+    assert unit in ("kJ", "MJ") and float(energy) < 1000  # 90.7 kJ, not 90701.2
+    assert first[header.index("outcome"):].split()[0] == "succeeded"
+    assert first[header.index("limit"):].split()[1] == "W"
+    assert "e+0" not in out and "outcome: each try's own" in out
+
+
+def test_a_try_that_missed_its_target_inside_a_task_is_not_called_failed(
+        sql_store: SQLStore, cifar_trace: WorkloadTrace,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The task went on to another batch size and succeeded: the missed try says what it
+    missed, in both tables, never "failed"."""
+    gpu = ReplayGPU(cifar_trace)
+    engine = Engine(sql_store, gpu, job_config(cifar_trace, "hard.job"), seed=1,
+                    heartbeat_s=None)
+    reaching, never = ReplayTraining(gpu, seed=1), replay_never_reaching(gpu)
+    tries: list[int] = []
+
+    def first_try_misses(run: Any) -> None:
+        tries.append(run.batch_size)
+        (never if len(tries) == 1 else reaching)(run)
+
+    result = engine.run_recurrence(first_try_misses, RecurrenceKey("run-0"))
+    url = sql_store.engine.url.render_as_string(hide_password=False)
+    assert [t.outcome.reached_target for t in result.tries] == [False, True]
+    _, out, _ = run_cli(capsys, "runs", "--db", url)
+    header, *lines = out.splitlines()
+    outcomes = [table_row(header, line)["outcome"] for line in lines[:2]]
+    assert outcomes in (["target missed", "succeeded"], ["early-stopped", "succeeded"])
+    _, out, _ = run_cli(capsys, "jobs", "--db", url)
+    header, line = out.splitlines()[:2]
+    assert "failed" not in header and "target missed" in header
+    assert table_row(header, line)["target missed"] == "1"
 
 
 def test_jobs_shows_every_version(filled_url: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -90,8 +140,8 @@ def test_jobs_shows_every_version(filled_url: str, capsys: pytest.CaptureFixture
     _, out, _ = run_cli(capsys, "jobs", "--db", filled_url, "--format", "csv")
     assert json.loads(next(csv.DictReader(io.StringIO(out)))["config"])["eta"] == 0.5
     _, out, _ = run_cli(capsys, "jobs", "--db", filled_url)
-    assert [line.split()[:3] for line in out.splitlines()[1:]] == \
-        [["cli.job", "1", "False"], ["cli.job", "2", "True"], ["other.job", "1", "True"]]
+    assert [line.split()[:3] for line in out.splitlines()[1:4]] == \
+        [["cli.job", "1", "3"], ["cli.job", "2", "(active)"], ["other.job", "1", "(active)"]]
 
 
 def test_jobs_says_where_the_energy_comes_from(filled_url: str,
@@ -99,9 +149,11 @@ def test_jobs_says_where_the_energy_comes_from(filled_url: str,
     """A replayed job's energy total is labelled replayed, in the table and in json."""
     _, out, _ = run_cli(capsys, "jobs", "--db", filled_url)
     header, *lines = out.splitlines()
-    columns = header.split()
-    assert columns[-3:] == ["energy_j", "time_s", "measurement"]
-    assert [line.split()[-1] for line in lines] == ["replayed", "replayed"]
+    assert header.split()[-4:] == ["missed", "energy", "time", "data"]
+    assert [line.split()[-1] for line in lines[:2]] == ["replayed", "replayed"]
+    _, out, _ = run_cli(capsys, "jobs", "--db", filled_url, "--wide")
+    header, *lines = out.splitlines()
+    assert header.split()[-3:] == ["energy_j", "time_s", "measurement"]
     _, out, _ = run_cli(capsys, "jobs", "--db", filled_url, "--format", "json")
     assert [j["measurement"] for j in json.loads(out)] == ["replayed", "replayed"]
 
@@ -158,9 +210,12 @@ def test_runs_shows_carbon_columns_once_a_trial_has_them(
                                              start_reason="the midday dip")})
     store.engine.dispose()
     _, out, _ = run_cli(capsys, "runs", "--db", filled_url, "--job", "other.job")
+    header, line = out.splitlines()[:2]
+    assert header.split().index("CO2e") == header.split().index("time") + 1
+    assert line[header.index("CO2e"):].split()[:2] == ["12.5", "gCO2e"]
+    _, out, _ = run_cli(capsys, "runs", "--db", filled_url, "--job", "other.job", "--wide")
     header, line = out.splitlines()
-    shown = dict(zip(header.split(), line.split(), strict=True))
-    assert header.split().index("carbon_zone") == header.split().index("cost") + 1
+    shown = table_row(header, line)
     assert (shown["carbon_zone"], shown["emissions_g"], shown["carbon_provenance"],
             shown["start_delay_s"], shown["expected_emissions_g"]) == \
         ("DE", "12.5", "forecast", "5400", "11")

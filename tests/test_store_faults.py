@@ -1,6 +1,7 @@
 """Faults between the store and its database, on SQLite and PostgreSQL: unreachable at the
 start (a clear error before any GPU change), lost while a result is recorded (bounded retries,
-then an error carrying the measured result), and a brief outage ridden out."""
+then the result kept in the outbox and recorded late, once), and a brief outage ridden out.
+The whole fault suite, through Airflow, is tests/test_faults.py."""
 
 from __future__ import annotations
 
@@ -12,13 +13,14 @@ from typing import Any
 import pytest
 from fixtures_store import FAST_RETRY, StoreOutage, job_config, unreachable_url
 
+from zeus_airflow.cli import main
 from zeus_airflow.core.devices.replay import ReplayGPU
-from zeus_airflow.core.domain import RecurrenceKey
-from zeus_airflow.core.engine import Engine, TrainFunction
+from zeus_airflow.core.domain import RecurrenceKey, outbox_from_json, outbox_to_json
+from zeus_airflow.core.engine import Engine, TrainFunction, record_late
 from zeus_airflow.core.replay_training import ReplayTraining
 from zeus_airflow.core.run import TrainingRun
 from zeus_airflow.core.store.admin import list_trials
-from zeus_airflow.core.store.base import StoreError, UnrecordedResultError
+from zeus_airflow.core.store.base import StoreError
 from zeus_airflow.core.store.location import open_store
 from zeus_airflow.core.store.retry import RetryPolicy
 from zeus_airflow.core.store.sql import SQLStore
@@ -85,28 +87,45 @@ def test_a_store_down_at_task_start_fails_before_any_gpu_change(
     assert gpu.limit_changes == []
 
 
-def test_a_result_that_cannot_be_recorded_fails_loudly_with_its_figures(
+def test_a_result_that_cannot_be_recorded_waits_in_the_outbox_and_is_recorded_late_once(
         store_outage: StoreOutage, cifar_trace: WorkloadTrace,
-        caplog: pytest.LogCaptureFixture) -> None:
+        caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]) -> None:
     store = SQLStore(store_outage.url, retry=FAST_RETRY, timeout_s=0.2)
     gpu = WatchedGPU(cifar_trace)
     engine = Engine(store, gpu, job_config(cifar_trace), seed=1, heartbeat_s=None)
     train = cutting_after_training(store_outage, gpu)
-    with caplog.at_level(logging.WARNING), pytest.raises(UnrecordedResultError) as raised:
-        engine.run_recurrence(train, RecurrenceKey("r1"))
-    result, message = raised.value.outcome, str(raised.value)
-    for figure in (f"batch_size={result.batch_size} ", f"power_limit_w={result.power_limit_w} ",
-                   f"energy_j={result.energy_j:.6g} ", f"time_s={result.time_s:.6g} ",
-                   f"cost={result.cost:.6g} ", "reached_target=True"):
+    with caplog.at_level(logging.WARNING):
+        result = engine.run_recurrence(train, RecurrenceKey("r1"))  # the model comes first
+    (pending,) = result.unrecorded
+    assert pending.outcome == result.final.outcome and pending.observed
+    assert pending.trial_id == result.final.trial_id
+    message = pending.failure
+    for figure in (f"batch_size={result.batch_size} ", f"energy_j={result.energy_j:.6g} ",
+                   "reached_target=True"):
         assert figure in message
     assert "gave up after 3 tries" in message and "is NOT in the store" in message
-    assert caplog.text.count(f"recording trial {raised.value.trial_id}: the store is "
+    assert caplog.text.count(f"recording trial {pending.trial_id}: the store is "
                              "unavailable") == 2  # retried twice, with backoff
-    assert "saving the power profile of batch size" in caplog.text  # logged, not raised
+    assert "kept in the outbox" in caplog.text
     assert gpu.get_power_limits_w() == (max(cifar_trace.power_limits_w),)  # restored
     store_outage.restore()
     (trial,) = list_trials(store)
-    assert (trial.status, trial.cost) == ("running", None)  # will expire; nothing counted
+    assert (trial.status, trial.cost) == ("running", None)  # nothing counted yet
+    # Drained twice (two runs at once, or a run that failed after draining): recorded once.
+    outbox = outbox_from_json(outbox_to_json([pending]))
+    assert record_late(store, outbox, logging.getLogger("t")) == []
+    assert record_late(store, outbox, logging.getLogger("t")) == []
+    (trial,) = list_trials(store)
+    assert (trial.status, trial.cost, trial.observed) == ("succeeded", result.cost, True)
+    assert trial.recorded_late_at is not None and trial.recorded_late_at >= trial.started_at
+    assert "is recorded late: succeeded" in caplog.text
+    assert store.record_late(pending) == (False, "succeeded")  # had its result: untouched
+    (again,) = list_trials(store)
+    assert again == trial
+    capsys.readouterr()
+    assert main(["runs", "--db", store_outage.url]) == 0  # the table shows it came late
+    header, row = capsys.readouterr().out.splitlines()[:2]
+    assert header.split()[-1] == "late" and row.split()[-1].startswith("20")
 
 
 def test_a_brief_outage_while_recording_is_ridden_out(

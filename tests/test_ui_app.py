@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 from fixtures_airflow import TRACES
+from fixtures_store import StoreOutage
 
 from zeus_airflow.core.config import JobConfig
 from zeus_airflow.core.store.base import StoreError
@@ -238,3 +239,112 @@ def test_the_runs_table_shows_cpu_and_dram_beside_the_gpus(client: TestClient, s
     (run,) = client.get("/api/jobs/host/runs").json()["runs"]
     assert (run["run"]["cpu_energy_j"], run["run"]["dram_energy_j"]) == \
         (pytest.approx(result.cpu_energy_j), pytest.approx(result.dram_energy_j))
+
+
+# --- a store that goes down, ids no job can have --------------------------------------------
+@pytest.fixture
+def pg_client(airflow_db: Path, store_outage: StoreOutage,
+              monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[TestClient, StoreOutage]]:
+    """The app on a PostgreSQL store behind a TCP proxy that ``cut()`` takes down."""
+    from zeus_airflow.plugins.app import create_app
+    from zeus_airflow.plugins.auth import dag_access
+
+    store = SQLStore(store_outage.url, timeout_s=2)
+    store.register_job(JobConfig("pg.train", (32, 64), 64, target_metric=0.9, max_epochs=5))
+    app = create_app()
+    app.dependency_overrides[dag_access] = lambda: DagAccess(all_dags=True, dag_ids=frozenset())
+    monkeypatch.setattr(queries, "store", lambda: store)
+    yield TestClient(app, root_path="/zeus", raise_server_exceptions=False), store_outage
+    store.engine.dispose()
+
+
+ON_POSTGRESQL = pytest.mark.parametrize("db_backend", ["postgresql"], indirect=True)
+ROUTES = ["/jobs", "/jobs/pg.train", "/api/jobs", "/api/jobs/pg.train",
+          "/api/jobs/pg.train/runs"]
+
+
+@ON_POSTGRESQL
+def test_a_store_that_goes_down_after_it_was_opened_is_503_on_every_route(
+        pg_client: tuple[TestClient, StoreOutage]) -> None:
+    client, outage = pg_client
+    assert [client.get(path).status_code for path in ROUTES] == [200] * len(ROUTES)
+    outage.cut()
+    for path in ROUTES:
+        answer = client.get(path)
+        assert answer.status_code == 503, (path, answer.text[:300])
+        if path.startswith("/api/"):
+            detail = answer.json()["detail"]
+        else:
+            assert answer.headers["content-type"].startswith("text/html")
+            assert "The zeus-airflow store is unavailable" in answer.text
+            detail = answer.text
+        assert "the zeus-airflow store cannot be read" in detail
+        assert "SELECT" not in detail and "[SQL" not in detail  # readable, no statement
+    outage.restore()
+    assert client.get("/api/jobs").status_code == 200  # the next request reads again
+
+
+MALFORMED_IDS = ["a%00b", "%00", "j" * 251]
+
+
+@ON_POSTGRESQL
+@pytest.mark.parametrize("job_id", MALFORMED_IDS, ids=["nul", "only-nul", "too-long"])
+@pytest.mark.parametrize("route", ["/jobs/{}", "/api/jobs/{}", "/api/jobs/{}/runs"])
+def test_an_id_no_job_can_have_is_404_not_500(pg_client: tuple[TestClient, StoreOutage],
+                                              job_id: str, route: str) -> None:
+    client, _ = pg_client
+    answer = client.get(route.format(job_id))
+    assert answer.status_code == 404, answer.text[:300]
+    assert "no job has such an id" in answer.text
+
+
+def test_the_fleet_page_pages_its_rows_and_totals_them_all(client: TestClient,
+                                                          store: SQLStore) -> None:
+    from zeus_airflow.plugins.fleet_page import PER_PAGE
+
+    for i in range(PER_PAGE + 1):
+        store.register_job(JobConfig(f"many_{i:03d}.train", (32, 64), 64, target_metric=0.9,
+                                     max_epochs=5))
+    first, second = client.get("/jobs").text, client.get("/jobs?page=2").text
+    rows = r'<tr>\s*<td><a href="/zeus/jobs/'
+    assert len(re.findall(rows, first)) == PER_PAGE and len(re.findall(rows, second)) == 1
+    assert f"{PER_PAGE + 1} jobs · page 1 of 2" in first and "many_100.train" in second
+    assert re.search(r'<div class="label">Jobs</div><div class="value">101</div>', second)
+
+
+def test_a_result_recorded_late_is_shown_as_such(client: TestClient, store: SQLStore) -> None:
+    """The store failed at the end of training (its write lock held elsewhere); the next run
+    recorded the result from the outbox: the job page and the API say it came late."""
+    import logging
+
+    from fixtures_store import FAST_RETRY, SQLiteWriteLock, job_config
+
+    from zeus_airflow.core.devices.replay import ReplayGPU
+    from zeus_airflow.core.domain import RecurrenceKey
+    from zeus_airflow.core.engine import Engine, record_late
+    from zeus_airflow.core.replay_training import ReplayTraining
+    from zeus_airflow.core.traces import load_workload_trace
+
+    trace = load_workload_trace(TRACES, "v100", "cifar100")
+    quick = SQLStore(store.engine.url, retry=FAST_RETRY, timeout_s=0.2)
+    lock = SQLiteWriteLock(str(store.engine.url.database))
+    gpu = ReplayGPU(trace)
+    replay = ReplayTraining(gpu, seed=1)
+
+    def train(run: object) -> object:
+        value = replay(run)  # type: ignore[arg-type]
+        lock.cut()
+        return value
+    config = job_config(trace, job_id="late.train")
+    result = Engine(quick, gpu, config, seed=1, heartbeat_s=None).run_recurrence(
+        train, RecurrenceKey("r1", dag_id="late", task_id="train"))
+    lock.restore()
+    lock.close()
+    assert record_late(store, list(result.unrecorded), logging.getLogger("t")) == []
+    quick.engine.dispose()
+
+    (shown,) = client.get("/api/jobs/late.train/runs").json()["runs"]
+    assert shown["run"]["recorded_late_at"] is not None
+    assert shown["run"]["status"] == "succeeded"
+    page = client.get("/jobs/late.train")
+    assert page.status_code == 200 and ">recorded late</span>" in page.text

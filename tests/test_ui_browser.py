@@ -128,3 +128,44 @@ def test_inside_airflow_the_dag_tab_shows_the_job_in_airflows_theme(
     browser.wait_for(f"{frame}?.location.pathname === {json.dumps(job_path)} && "
                      f"{frame}.querySelectorAll('#runs-table tr.highlight').length === 1",
                      timeout_s=90, what="instance 0's job inside Airflow's task instance tab")
+
+
+def test_the_fleet_page_draws_its_totals_and_chart_and_filters_in_the_browser(
+        browser: Browser, api_server: ApiServer) -> None:
+    log_in(browser, api_server, "/zeus/", "viewer")
+    drawn = browser.evaluate(DRAWN)["fleet-cumulative"]
+    assert drawn["width"] > 300 and drawn["height"] > 100
+    assert len(drawn["lines"]) == 2 and all(length > 10 for length in drawn["lines"])
+    cards = browser.evaluate("[...document.querySelectorAll('#fleet-totals .card')]"
+                             ".map(c => c.innerText)")
+    assert any(c.startswith("Jobs") and "pruning" in c for c in cards)
+    saved = next(c for c in cards if c.startswith("Energy saved vs Default"))
+    assert "%" in saved and "J" in saved and "e-0" not in saved  # readable magnitudes
+    rows = "document.querySelectorAll('#jobs tbody tr').length"
+    every = browser.evaluate(rows)
+    assert every == 3 + len(MAPPED_JOBS)  # alpha, beta, the CLI's and the mapped ones
+    light = browser.evaluate(BACKGROUND)
+    assert luminance(light) > 0.8
+    browser.screenshot(ARTIFACTS / "ui-fleet-page.png")
+
+    # Filter by a DAG through the form, as a person would, then sort by energy.
+    browser.evaluate(f"""(() => {{
+      document.querySelector('select[name=dag]').value = {json.dumps(MAPPED_DAG)};
+      document.querySelector('#filters button[type=submit]').click();
+    }})()""")
+    browser.wait_for(f"location.search.includes('dag={MAPPED_DAG}') && "
+                     f"document.readyState === 'complete' && {rows} === {len(MAPPED_JOBS)}",
+                     what="the mapped DAG's jobs only")
+    browser.evaluate("[...document.querySelectorAll('#jobs thead a.sort')]"
+                     ".find(a => a.textContent.startsWith('Energy')).click()")
+    browser.wait_for("!!document.querySelector('#jobs thead th[aria-sort]')",
+                     what="the table sorted by energy")
+    assert f"dag={MAPPED_DAG}" in browser.evaluate("location.search")  # the filter stays
+
+    browser.send("Emulation.setEmulatedMedia",
+                 features=[{"name": "prefers-color-scheme", "value": "dark"}])
+    browser.goto(api_server.url + "/zeus/")
+    browser.wait_for(f"document.readyState === 'complete' && {BACKGROUND} !== "
+                     f"{json.dumps(light)}", what="the dark colour scheme")
+    assert luminance(browser.evaluate(BACKGROUND)) < 0.2
+    browser.screenshot(ARTIFACTS / "ui-fleet-page-dark.png")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 from typing import Any
-from urllib.parse import parse_qs, quote, urlsplit
+from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 import httpx
 import pytest
@@ -105,6 +105,26 @@ def test_every_page_and_endpoint_needs_a_login(api_server: ApiServer) -> None:
             assert urlsplit(parse_qs(login.query)["next"][0]).path == path
         forged = get(api_server, path, "not.a.token")
         assert forged.status_code in (401, 403, 307), path
+
+
+def test_the_login_pages_next_is_the_path_whatever_the_host_header_says(
+        api_server: ApiServer) -> None:
+    path = f"/zeus/jobs/{ALPHA_JOB}"
+    for host in ("evil.example", "evil.example:443", "127.0.0.1@evil.example"):
+        anonymous = httpx.get(api_server.url + path + "?page=2", headers={"Host": host},
+                              follow_redirects=False, timeout=60)
+        assert anonymous.status_code == 307
+        back = parse_qs(urlsplit(anonymous.headers["location"]).query)["next"][0]
+        assert back == f"{path}?page=2" and "evil" not in back, host
+
+
+def test_an_id_no_job_or_task_can_have_is_404(api_server: ApiServer,
+                                             tokens: dict[str, str]) -> None:
+    for path, params in ((f"/zeus/jobs/{quote(chr(0))}", {}),
+                         ("/zeus/api/jobs/a%00b/runs", {}),
+                         (f"/zeus/dags/{ALPHA_DAG}/tasks/train", {"run_id": chr(0)})):
+        answer = get(api_server, path, tokens["admin"], **params)
+        assert answer.status_code == 404, (path, answer.text[:300])
 
 
 def test_a_reader_of_every_dag_sees_every_job(api_server: ApiServer, tokens: dict[str, str],
@@ -250,7 +270,8 @@ def test_the_operators_link_opens_the_job_page(api_server: ApiServer, tokens: di
 def test_the_json_api_is_documented(api_server: ApiServer, tokens: dict[str, str]) -> None:
     spec = get(api_server, "/zeus/openapi.json", tokens["viewer"]).json()
     assert spec["servers"] == [{"url": "/zeus"}]
-    assert set(spec["paths"]) == {"/api/jobs", "/api/jobs/{job_id}/runs", "/api/jobs/{job_id}"}
+    assert set(spec["paths"]) == {"/api/jobs", "/api/jobs/{job_id}/runs", "/api/jobs/{job_id}",
+                                  "/api/report"}
     for path, methods in spec["paths"].items():
         op = methods["get"]
         assert op["summary"] and op["description"], path
@@ -260,6 +281,70 @@ def test_the_json_api_is_documented(api_server: ApiServer, tokens: dict[str, str
     assert "replayed" in record["measurement"]["description"]
     assert record["measurement"]["enum"] == ["measured", "replayed", "simulated"]
     assert "J-equivalents" in record["cost"]["description"]  # inherited, documented too
+    report = spec["components"]["schemas"]["JobReport"]["properties"]
+    assert "not a measurement" in report["measurement"]["description"]
     docs = get(api_server, "/zeus/docs", tokens["viewer"], cookie=True)
     assert docs.status_code == 200
     assert all(f"GET /zeus{p}" in docs.text for p in spec["paths"])
+
+
+def test_the_report_reads_as_the_cli_writes_it_and_keeps_to_the_user_s_dags(
+        api_server: ApiServer, tokens: dict[str, str], ui_data: UIData,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from zeus_airflow.cli import main
+
+    served = get(api_server, "/zeus/api/report", tokens["viewer"]).json()
+    assert main(["report", "--db", ui_data.store_url, "--format", "json"]) == 0
+    written = json.loads(capsys.readouterr().out)
+    assert [_moments(j) for j in served["jobs"]] == [_moments(j) for j in written["jobs"]]
+    assert served["fleet"] == written["fleet"]
+    jobs = {j["job_id"]: j for j in served["jobs"]}
+    assert set(jobs) == {ALPHA_JOB, BETA_JOB, CLI_JOB, *MAPPED_JOBS}
+    alpha = jobs[ALPHA_JOB]
+    assert (alpha["runs"], alpha["dags"], alpha["measurement"]) == \
+        (ALPHA_RUNS, [ALPHA_DAG], "replayed")
+    assert served["fleet"]["runs"] == sum(j["runs"] for j in jobs.values())
+    scoped = get(api_server, "/zeus/api/report", tokens["alpha"]).json()
+    assert [j["job_id"] for j in scoped["jobs"]] == [ALPHA_JOB]
+    assert scoped["jobs"][0] == alpha
+    assert scoped["fleet"]["energy_j"] == pytest.approx(alpha["energy_j"])
+    later = get(api_server, "/zeus/api/report", tokens["alpha"], since="2999-01-01").json()
+    assert (later["jobs"][0]["runs"], later["jobs"][0]["energy_j"]) == (0, 0.0)
+
+
+def _moments(job: dict[str, Any]) -> dict[str, Any]:
+    """A report's job with its date parsed: ``Z`` and ``+00:00`` say the same."""
+    from datetime import datetime
+
+    return {**job, "last_run_at": datetime.fromisoformat(job["last_run_at"])}
+
+
+def test_the_fleet_page_totals_filters_and_sorts_the_jobs_a_user_may_read(
+        api_server: ApiServer, tokens: dict[str, str]) -> None:
+    viewer, alpha = tokens["viewer"], tokens["alpha"]
+    report = get(api_server, "/zeus/api/report", viewer).json()
+    page = get(api_server, "/zeus/", viewer, cookie=True).text
+    assert "<h1>Zeus fleet</h1>" in page and 'id="chart-fleet-cumulative"' in page
+    listed = re.findall(r'<a href="/zeus/jobs/([^"]+)">', page)
+    assert sorted(listed) == sorted(quote(j["job_id"], safe="") for j in report["jobs"])
+    saved = re.search(r'id="saved-energy">.*?<div class="value (saved|lost)">(-?[\d.]+) %',
+                      page, re.S)
+    fleet = report["fleet"]
+    assert saved and float(saved.group(2)) == pytest.approx(
+        100 * fleet["saved_energy_fraction"], abs=0.05)  # the report's figure, on the page
+    assert "e-0" not in page and "e+0" not in page  # readable magnitudes
+    one_dag = get(api_server, "/zeus/jobs", viewer, cookie=True, dag=MAPPED_DAG).text
+    assert re.findall(r'<a href="/zeus/jobs/([^"]+)">', one_dag) == \
+        [quote(j, safe="") for j in MAPPED_JOBS]
+    by_energy = get(api_server, "/zeus/jobs", viewer, cookie=True, sort="energy", desc="1").text
+    energies = {j["job_id"]: j["energy_j"] for j in report["jobs"]}
+    order = [energies[unquote(j)] for j in re.findall(r'<a href="/zeus/jobs/([^"]+)">',
+                                                     by_energy)]
+    assert order == sorted(order, reverse=True) and 'aria-sort="descending"' in by_energy
+    falling = get(api_server, "/zeus/jobs", viewer, cookie=True, fallback="1").text
+    assert "No job matches these filters." in falling  # none of them falls back
+    scoped = get(api_server, "/zeus/", alpha, cookie=True).text
+    assert re.findall(r'<a href="/zeus/jobs/([^"]+)">', scoped) == [ALPHA_JOB]
+    assert BETA_DAG not in scoped  # not even as a filter's choice

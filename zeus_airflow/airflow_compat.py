@@ -99,9 +99,9 @@ check_airflow_version(airflow.__version__)
 # Only now: on an unsupported Airflow, the names below may not exist.
 from airflow.sdk.definitions._internal.mixins import ResolveMixin  # noqa: E402
 from airflow.sdk.definitions.mappedoperator import OperatorPartial  # noqa: E402
-from airflow.sdk.exceptions import AirflowTaskTerminated  # noqa: E402
+from airflow.sdk.exceptions import AirflowSkipException, AirflowTaskTerminated  # noqa: E402
 
-__all__ = ["MIN_AIRFLOW", "TESTED_AIRFLOW", "AirflowTaskTerminated", "OperatorPartial",
-           "ResolveMixin", "UnsupportedAirflowError", "auth_manager_login_url",
+__all__ = ["MIN_AIRFLOW", "TESTED_AIRFLOW", "AirflowSkipException", "AirflowTaskTerminated",
+           "OperatorPartial", "ResolveMixin", "UnsupportedAirflowError", "auth_manager_login_url",
            "check_airflow_version", "initialize_stats", "parse_airflow_version", "stats_gauge",
            "supported_versions_text"]

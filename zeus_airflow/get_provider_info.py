@@ -1,6 +1,6 @@
 """What Airflow's providers manager learns about zeus-airflow (``apache_airflow_provider``
-entry point): the store's and Electricity Maps' connection types and the task instance's "Zeus
-job" link.
+entry point): the store's and Electricity Maps' connection types, the task instance's "Zeus
+job" link and the ``@task.zeus`` decorator.
 
 The UI plugin is registered through the ``airflow.plugins`` entry point only: a ``plugins``
 key here is honoured only with ``[core] lazy_discover_providers = False`` and would register
@@ -25,4 +25,6 @@ def get_provider_info() -> dict[str, Any]:
                               "hook-class-name":
                                   "zeus_airflow.hooks.carbon.ElectricityMapsHook"}],
         "extra-links": ["zeus_airflow.operators.links.ZeusJobLink"],
+        "task-decorators": [{"name": "zeus",
+                             "class-name": "zeus_airflow.decorators.zeus.zeus_task"}],
     }

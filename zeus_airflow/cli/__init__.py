@@ -20,10 +20,10 @@ def _registrars() -> tuple[Register, ...]:
     A new subcommand module must be added here. The imports are inside the function so that
     ``python -m zeus_airflow.cli.demo_runs`` (run inside Airflow by the demo) does not load
     every subcommand's dependencies."""
-    from zeus_airflow.cli import capriccio, demo, drift, gpu, simulate, store
+    from zeus_airflow.cli import capriccio, demo, drift, gpu, report, simulate, store
 
-    return (capriccio.register, demo.register, drift.register, gpu.register, simulate.register,
-            store.register)
+    return (capriccio.register, demo.register, drift.register, gpu.register, report.register,
+            simulate.register, store.register)
 
 
 class _OneLineParser(argparse.ArgumentParser):

@@ -3,8 +3,9 @@
 1. Airflow on SQLite in ``$AIRFLOW_HOME`` (``./.airflow`` when unset), migrated;
 2. the DAG ``zeus_replay_daily`` run for ``--days`` consecutive daily logical dates, one
    ``dag.test()`` per day (see ``demo_runs.py`` and docs/operator.md for why not a backfill);
-3. the store's per-run table (``zeus-airflow runs``), then the energy saved against the
-   Default configuration (b0 at the maximum power limit), and how to open the UI.
+3. the store's per-try table (``zeus-airflow runs``) and the job's report against Default's
+   estimate (``zeus-airflow report``), then the energy saved against the Default
+   configuration's expectation from the traces, and how to open the UI.
 
 Default's energy is the traces' expectation for b0 at the maximum limit (mean epochs to
 target over the traced seeds x energy per epoch), the same figure ``zeus-airflow simulate``
@@ -85,9 +86,10 @@ def _demo(args: argparse.Namespace) -> int:
             return done.returncode or 1
         results = json.loads(results_file.read_text())
     job_id = default_job_id(DAG_ID, TASK_ID)
-    print(f"\n$ zeus-airflow runs --job {job_id}", flush=True)
-    subprocess.run([sys.executable, "-P", "-m", "zeus_airflow.cli", "runs", "--job", job_id],
-                   env=env, check=False)
+    for command in (["runs", "--job", job_id], ["report", "--job", job_id]):
+        print(f"\n$ zeus-airflow {' '.join(command)}", flush=True)
+        subprocess.run([sys.executable, "-P", "-m", "zeus_airflow.cli", *command], env=env,
+                       check=False)
     print(energy_report(results, traces))
     print(ui_instructions(home, dags, traces, job_id))
     return done.returncode
@@ -132,19 +134,32 @@ def energy_report(results: dict[str, Any], traces: Path) -> str:
     ])
 
 
+UI_PORT = 8080
+"""The port the printed UI command uses; any free port works (``$PORT`` in the command)."""
+
+
 def ui_instructions(home: Path, dags: Path, traces: Path, job_id: str) -> str:
-    venv_bin = Path(sys.executable).parent
+    """How to open the UI on the demo's Airflow. The Execution API URL follows the port:
+    Airflow's default names 8080, and on another port every task would fail with
+    "Connection refused"."""
+    airflow = Path(sys.executable).parent / "airflow"
+    job = f"http://127.0.0.1:$PORT{job_url(job_id)}"
     return "\n".join([
         "",
         "See the runs in the Airflow UI:",
-        f"  AIRFLOW_HOME={home} AIRFLOW__CORE__DAGS_FOLDER={dags} {TRACES_ENV}={traces} \\",
-        f"    {venv_bin / 'airflow'} api-server --host 127.0.0.1 --port 8080",
-        "  then open http://127.0.0.1:8080 and log in as admin with the password in",
+        f"  export PORT={UI_PORT}  # or any free port: the Execution API URL follows it",
+        f"  AIRFLOW_HOME={home} AIRFLOW__CORE__DAGS_FOLDER={dags} \\",
+        f"    {TRACES_ENV}={traces} \\",
+        "    AIRFLOW__CORE__EXECUTION_API_SERVER_URL=http://127.0.0.1:$PORT/execution/ \\",
+        f"    {airflow} api-server --host 127.0.0.1 --port $PORT",
+        "  then open http://127.0.0.1:$PORT and log in as admin with the password in",
         f"  {home / 'simple_auth_manager_passwords.json.generated'} (written when the server "
         "starts).",
-        f"  DAG {DAG_ID} > a run > task {TASK_ID}: XCom (energy_j, batch_size...), Rendered "
-        "Templates (zeus_summary), and the 'Zeus job' button to "
-        f"http://127.0.0.1:8080{job_url(job_id)}.",
+        "  Zeus energy in the navigation bar is the fleet page. DAG "
+        f"{DAG_ID} > a run > task {TASK_ID}:",
+        "  Rendered Templates (zeus_summary); Storage > XCom (energy_j, batch_size...; every "
+        "run's: Browse > XComs);",
+        f"  Details > Extra Links > Zeus job ({job}); the Zeus energy tab.",
     ])
 
 

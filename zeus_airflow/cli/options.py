@@ -5,10 +5,25 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+
+from zeus_airflow.core.config import is_blank
 
 TRACES_HELP = ("folder with summary_train.csv and summary_power_<gpu>.csv (default: "
                "$ZEUS_TRACES_DIR, else the paper's V100 and A40 traces shipped in the package)")
+
+
+def non_blank(what: str) -> Callable[[str], str]:
+    """An argparse ``type`` that refuses '' (and NUL bytes): an empty value is missing, and
+    must never mean the default (``--db ''`` would act on the default store)."""
+    def check(text: str) -> str:
+        if is_blank(text):
+            raise argparse.ArgumentTypeError(f"{text!r} is invalid: expected {what} (not "
+                                             "empty, no NUL bytes); leave the option out for "
+                                             "the default")
+        return text
+    return check
 
 
 def add_traces_option(parser: argparse.ArgumentParser) -> None:

@@ -13,10 +13,13 @@ import dataclasses
 import json
 import logging
 import sys
+import textwrap
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, TextIO
 
+from zeus_airflow.cli import views
+from zeus_airflow.cli.options import non_blank
 from zeus_airflow.core.domain import TrialRecord
 from zeus_airflow.core.store.admin import JobVersion, list_jobs, list_trials, reset_job
 from zeus_airflow.core.store.base import StoreError
@@ -30,27 +33,13 @@ from zeus_airflow.core.store.sql import SQLStore
 from zeus_airflow.core.units import observe_note
 
 FORMATS = ("table", "json", "csv")
-JOB_TABLE_COLUMNS = ("job_id", "version", "active", "created_at", "trials", "running",
-                     "succeeded", "failed", "counted", "energy_j", "time_s", "measurement")
-RUN_TABLE_COLUMNS = ("id", "job_id", "version", "task_id", "map_index", "run_id", "try_number",
-                     "attempt", "status", "phase", "batch_size", "power_limit_w", "energy_j",
-                     "time_s", "setup_time_s", "cpu_energy_j", "dram_energy_j", "cost",
-                     "epochs", "reached_target",
-                     "stop_reason", "measurement", "started_at")
-"""``--format table`` shows these columns (any field of ``TrialRecord`` can join them); json
-and csv carry every field."""
-CARBON_TABLE_COLUMNS = ("carbon_zone", "emissions_g", "carbon_provenance", "start_delay_s",
-                        "expected_emissions_g")
-"""Shown after ``cost`` when a listed trial has carbon figures (a task with a carbon_zone):
-gCO2e, where the intensity came from, the carbon-aware start's delay in s and the gCO2e it
-expected."""
-BUDGET_COLUMNS = ("default_cost", "budget_left_runs")
-"""Added after ``cost`` when a listed trial ran under an exploration budget: what its steps
-would have cost at the maximum power limit, and the budget left when it was decided (in
-Default runs' worth; phase ``exploit``: exploring did not fit)."""
-OBSERVE_COLUMNS = ("optimal_power_limit_w", "would_save_energy_j", "would_save_time_s")
-"""Added to the table when a trial ran in observe mode: the optimum it found, and what
-training there would have saved."""
+"""``table``: a few columns in units that fit each figure (``cli/views.py``), every column
+with ``--wide``; json and csv: every field, raw SI numbers."""
+
+_WHICH = ("id", "job_id", "version")
+WIDE_RUN_COLUMNS = (*_WHICH, *(f.name for f in dataclasses.fields(TrialRecord)
+                              if f.name not in _WHICH))
+"""Every field of a trial, which trial first (``--wide``, json, csv)."""
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -66,26 +55,31 @@ def register(commands: argparse._SubParsersAction) -> None:
     jobs = commands.add_parser("jobs", help="list the jobs in the store, every version")
     add_location_options(jobs)
     _format_option(jobs)
+    _wide_option(jobs)
     jobs.set_defaults(handler=reporting_errors(_jobs))
 
     runs = commands.add_parser("runs", help="list the trials (one per try) in the store")
     add_location_options(runs)
     _format_option(runs)
-    runs.add_argument("--job", metavar="ID", help="only this job's trials (all its versions)")
+    _wide_option(runs)
+    runs.add_argument("--job", metavar="ID", type=non_blank("a job id"),
+                      help="only this job's trials (all its versions)")
     runs.set_defaults(handler=reporting_errors(_runs))
 
     reset = commands.add_parser(
         "reset", help="start a job over as a new, empty version (its history stays visible)")
     add_location_options(reset)
-    reset.add_argument("--job", metavar="ID", required=True, help="the job to start over")
+    reset.add_argument("--job", metavar="ID", required=True, type=non_blank("a job id"),
+                       help="the job to start over")
     reset.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     reset.set_defaults(handler=reporting_errors(_reset))
 
 
 def add_location_options(parser: argparse.ArgumentParser) -> None:
     """``--db`` / ``--conn-id``: where the store is (shared by every subcommand that opens it)."""
-    parser.add_argument("--db", metavar="URL", help="SQLAlchemy URL of the store")
-    parser.add_argument("--conn-id", metavar="ID",
+    parser.add_argument("--db", metavar="URL", type=non_blank("a database URL"),
+                        help="SQLAlchemy URL of the store")
+    parser.add_argument("--conn-id", metavar="ID", type=non_blank("an Airflow connection id"),
                         help="Airflow connection of the store (default: zeus_default if it "
                              "exists)")
 
@@ -93,6 +87,12 @@ def add_location_options(parser: argparse.ArgumentParser) -> None:
 def _format_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=FORMATS, default="table",
                         help="output format (default: table)")
+
+
+def _wide_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--wide", action="store_true",
+                        help="table: every column, raw SI numbers (default: the columns that "
+                             "fit 120 characters, in units that fit)")
 
 
 def reporting_errors(handler: Handler) -> Handler:
@@ -109,7 +109,7 @@ def reporting_errors(handler: Handler) -> Handler:
 
 
 def _location(args: argparse.Namespace) -> StoreLocation:
-    if args.db:
+    if args.db is not None:
         return resolve_location(args.db)
     # Imported only here: Airflow takes seconds to import, and --db does not need it.
     from zeus_airflow.hooks.store import resolve_store_location
@@ -143,8 +143,12 @@ def _jobs(args: argparse.Namespace) -> int:
     kinds = _measurements(list_trials(store))
     rows = [{**dataclasses.asdict(job), "measurement": kinds.get((job.job_id, job.version), "")}
             for job in list_jobs(store)]
-    columns = (JOB_TABLE_COLUMNS if args.format == "table"
-               else (*_columns(JobVersion, JOB_TABLE_COLUMNS, args.format), "measurement"))
+    if args.format == "table" and not args.wide:
+        write(views.cells(rows, views.JOB_COLUMNS), [c for c, _ in views.JOB_COLUMNS], "table",
+              sys.stdout)
+        _notes(views.JOB_NOTE)
+        return 0
+    columns = (*(f.name for f in dataclasses.fields(JobVersion)), "measurement")
     write(rows, columns, args.format, sys.stdout)
     return 0
 
@@ -162,30 +166,29 @@ def _runs(args: argparse.Namespace) -> int:
     rows = [dataclasses.asdict(trial) for trial in list_trials(store_from_args(args), args.job)]
     if args.job and not rows:
         print(f"no trials of job {args.job!r}", file=sys.stderr)
-    columns: tuple[str, ...] = RUN_TABLE_COLUMNS
-    if any(row["carbon_zone"] for row in rows):
-        at = columns.index("cost") + 1
-        columns = (*columns[:at], *CARBON_TABLE_COLUMNS, *columns[at:])
-    if any(row["budget_left_runs"] is not None for row in rows):
-        at = columns.index("cost") + 1
-        columns = (*columns[:at], *BUDGET_COLUMNS, *columns[at:])
+    if args.format == "table" and not args.wide:
+        columns = views.run_columns(rows)
+        write(views.cells(rows, columns), [c for c, _ in columns], "table", sys.stdout)
+    else:
+        write(rows, WIDE_RUN_COLUMNS, args.format, sys.stdout)
+    if args.format != "table":
+        return 0
+    notes = [] if args.wide else [views.TRY_NOTE]
     observed = [row for row in rows if row["would_save_energy_j"] is not None]
     if observed:
-        columns = (*columns, *OBSERVE_COLUMNS)
-    write(rows, _columns(TrialRecord, columns, args.format), args.format, sys.stdout)
-    if observed and args.format == "table":
         energy_j = sum(row["energy_j"] or 0.0 for row in observed)
-        print("\n" + observe_note(None, energy_j,
+        notes.append(observe_note(None, energy_j,
                                   sum(row["would_save_energy_j"] for row in observed),
                                   sum(row["would_save_time_s"] or 0.0 for row in observed))
-              + f" (over the {len(observed)} tries above that trained in observe mode)")
+                     + f" (over the {len(observed)} tries above that trained in observe mode)")
+    _notes(*notes)
     return 0
 
 
-def _columns(record: type, table_columns: tuple[str, ...], fmt: str) -> tuple[str, ...]:
-    if fmt == "table":
-        return table_columns
-    return tuple(field.name for field in dataclasses.fields(record))
+def _notes(*notes: str) -> None:
+    """Notes under a table, wrapped to the width the default tables fit."""
+    if notes:
+        print("\n" + "\n".join(textwrap.fill(note, views.WIDTH) for note in notes))
 
 
 def _reset(args: argparse.Namespace) -> int:
@@ -212,7 +215,7 @@ def write(rows: Sequence[dict[str, Any]], columns: Sequence[str], fmt: str, out:
     """Rows as an aligned table, a JSON array or CSV with a header."""
     if fmt == "json":
         json.dump([{c: row[c] for c in columns} for row in rows], out, indent=2,
-                  default=_json_value)
+                  default=json_value)
         out.write("\n")
     elif fmt == "csv":
         writer = csv.writer(out)
@@ -226,7 +229,7 @@ def write(rows: Sequence[dict[str, Any]], columns: Sequence[str], fmt: str, out:
                       .rstrip() + "\n")
 
 
-def _json_value(value: object) -> str:
+def json_value(value: object) -> str:
     if isinstance(value, datetime):
         return value.isoformat()
     raise TypeError(f"cannot write {type(value).__name__} as JSON")

@@ -20,6 +20,7 @@ exploration, and its upper cost, is the policy's (``core/policy.py``, ``within_b
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from zeus_airflow.core.config import JobConfig
 from zeus_airflow.core.domain import ArmStats, BudgetLedger, BudgetStatus
@@ -63,3 +64,38 @@ def budget_status(config: JobConfig, ledger: BudgetLedger,
 def affords(status: BudgetStatus, upper_cost: float) -> bool:
     """Whether a try whose cost is at most ``upper_cost`` keeps the job within its budget."""
     return status.spent + upper_cost <= status.allowance
+
+
+@dataclass(frozen=True)
+class ProfilingCredit:
+    """What profiling power limits may add to a run's cost, over the same steps at the
+    maximum limit (Default's), in the job's cost units.
+
+    Measuring a low limit slows training, and on a job of a few dozen steps the slices alone
+    could take a run past its budget. So the profiler (``core/profiler.py``) starts a slice
+    only when its pessimistic extra cost fits ``carried`` (the job's credit before the run)
+    plus ``fraction`` of the cost at the maximum limit of every step run so far, less what
+    profiling added already. Until then it trains at the best limit measured."""
+
+    carried: float
+    fraction: float
+
+    def available(self, steps_run: int, max_limit_step_cost: float,
+                  extra_spent: float) -> float:
+        """The credit left after ``steps_run`` steps, ``extra_spent`` of it used."""
+        return self.carried + self.fraction * steps_run * max_limit_step_cost - extra_spent
+
+
+def profiling_credit(config: JobConfig, status: BudgetStatus | None) -> ProfilingCredit | None:
+    """The credit for profiling in a run whose cost nothing else bounds (the best known size,
+    the default size before the budget has a reference); None without a budget.
+
+    The run is expected to cost what Default's would (``status.default_cost``) and brings its
+    own share of the budget as it trains; what the books held beyond that is carried."""
+    if config.exploration_budget is None:
+        return None
+    carried = 0.0
+    if status is not None:
+        expected = (1.0 + config.exploration_budget) * status.default_cost
+        carried = max(status.allowance - status.spent - expected, 0.0)
+    return ProfilingCredit(carried, config.exploration_budget)

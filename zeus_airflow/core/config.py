@@ -11,11 +11,13 @@ import hashlib
 import inspect
 import json
 import math
+import numbers
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Literal, TypeGuard
+from decimal import Decimal
+from typing import Any, Literal
 
 PowerLimitMode = Literal["optimize", "observe", "measure"]
 """How the profiler treats GPU power limits.
@@ -63,6 +65,28 @@ DEFAULT_FALLBACK_G_PER_KWH = 475.0
 """Used when the intensity source fails (provenance ``fallback``): the world's average grid
 intensity, about 475 gCO2e/kWh (IEA); set ``carbon_fallback_g_per_kwh`` to your grid's."""
 MAX_ZONE_LENGTH = 64
+INTENSITY_RANGE_G_PER_KWH = (0.0, 2000.0)
+"""Plausible grid carbon intensities, gCO2e/kWh: no grid emits less than nothing, and the
+dirtiest (lignite) stay below about 1,200 life-cycle; a figure outside is a unit error or
+garbage, refused wherever an intensity enters (a CSV row, the API, fixed:, the fallback)."""
+PRICE_RANGE_PER_MWH = (-1000.0, 20000.0)
+"""Plausible wholesale electricity prices per MWh (any currency): markets clear below zero
+(EU's floor -500 EUR, Australia's -1,000 AUD) and spike to their caps (EU 4,000 EUR,
+Australia 17,500 AUD)."""
+
+
+def grid_value_problem(intensity_g_per_kwh: object, price_per_mwh: object = None) -> str | None:
+    """Why an intensity (and a price, None: none) cannot be used; None when both can."""
+    for name, value, (low, high), unit in (
+            ("carbon intensity", intensity_g_per_kwh, INTENSITY_RANGE_G_PER_KWH, "gCO2e/kWh"),
+            ("price", price_per_mwh, PRICE_RANGE_PER_MWH, "per MWh")):
+        if value is None and name == "price":
+            continue
+        number = real_number(value)
+        if number is None or not math.isfinite(number) or not low <= number <= high:
+            return (f"{name} {value!r} is not a finite number in [{low:g}, {high:g}] {unit} "
+                    "(docs/carbon.md, \"Plausible values\")")
+    return None
 
 DB_INT_MAX = 2**31 - 1
 """The largest integer every store backend keeps: PostgreSQL's ``Integer`` columns are 32-bit
@@ -100,7 +124,8 @@ class ProfilerConfig:
 
     def __post_init__(self) -> None:
         for name, parameter in _PROFILER_PARAMETERS.items():
-            PARAMETER_CHECKS[parameter](getattr(self, name))
+            # Kept as checked: a numpy or Decimal number becomes Python's int or float.
+            object.__setattr__(self, name, PARAMETER_CHECKS[parameter](getattr(self, name)))
 
 
 @dataclass(frozen=True)
@@ -138,8 +163,9 @@ class JobConfig:
 
     def __post_init__(self) -> None:
         for name in _JOB_PARAMETERS:
-            PARAMETER_CHECKS[name](getattr(self, name))
-        object.__setattr__(self, "batch_sizes", tuple(self.batch_sizes))
+            # Kept as checked: a numpy or Decimal number becomes Python's int or float, so
+            # the fingerprint and the stored JSON see the same value whatever type it came as.
+            object.__setattr__(self, name, PARAMETER_CHECKS[name](getattr(self, name)))
         _require(self.default_batch_size in self.batch_sizes, "default_batch_size",
                  self.default_batch_size, f"one of batch_sizes {list(self.batch_sizes)}")
         _require(isinstance(self.profiler, ProfilerConfig), "profiler", self.profiler,
@@ -185,6 +211,16 @@ class JobConfig:
         return cls(**data)
 
 
+def plain_numbers(value: Any) -> Any:
+    """``value`` with any real number that is not Python's (numpy's, Decimal, a 0-d tensor)
+    made Python's int or float, in a list or tuple too; anything else as it is. For values
+    kept or serialised as given (operator arguments, a store column)."""
+    if isinstance(value, list | tuple):
+        return [plain_numbers(v) for v in value]
+    number = real_number(value)
+    return value if number is None or type(value) in (int, float) else number
+
+
 def _require(ok: bool, name: str, value: object, allowed: str) -> None:
     if not ok:
         raise ConfigError(f"{name}={value!r} is invalid: expected {allowed}")
@@ -192,13 +228,25 @@ def _require(ok: bool, name: str, value: object, allowed: str) -> None:
 
 
 # --- reusable checks: every entry point (JobConfig, the operator, its partial()) uses these ---
-def _is_int(value: object) -> TypeGuard[int]:
-    # A bool is an int to Python: True would pass as 1.
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: object) -> TypeGuard[int | float]:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+def real_number(value: object) -> int | float | None:
+    """Python's int or float for any real number: Python's own, numpy's scalars, Decimal,
+    Fraction, a 0-d array or tensor (through ``.item()``); None for anything else (a bool,
+    a string, a container, a tensor of several values). Not checked for finiteness."""
+    if isinstance(value, bool):  # a bool is an int to Python: True would pass as 1
+        return None
+    if type(value) in (int, float):
+        return value  # type: ignore[return-value]
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real | Decimal):
+        try:
+            return float(value)
+        except ValueError:  # Decimal('sNaN')
+            return None
+    item = getattr(value, "item", None)
+    if callable(item) and getattr(value, "shape", None) in ((), []):
+        return real_number(item())  # a 0-d numpy array or torch tensor
+    return None
 
 
 def check_bool(name: str, value: object) -> bool:
@@ -213,8 +261,9 @@ def check_int(name: str, value: object, *, minimum: int, none: str = "") -> int 
     says what None means."""
     if value is None and none:
         return None
-    if _is_int(value) and minimum <= value <= DB_INT_MAX:
-        return value
+    number = real_number(value)
+    if isinstance(number, int) and minimum <= number <= DB_INT_MAX:
+        return number
     allowed = f"an integer >= {minimum} and <= {DB_INT_MAX} (the store's integer columns)"
     raise ConfigError(f"{name}={value!r} is invalid: expected "
                       f"{f'{none} or {allowed}' if none else allowed}")
@@ -223,18 +272,21 @@ def check_int(name: str, value: object, *, minimum: int, none: str = "") -> int 
 def check_int_below(name: str, value: object, *, minimum: int, bound: str, below: int) -> int:
     """An int in [minimum, below), where ``below`` is the value of the parameter ``bound``
     (a switch recurrence below the recurrences, a validation split below the slice)."""
-    if _is_int(value) and minimum <= value < below:
-        return value
+    number = real_number(value)
+    if isinstance(number, int) and minimum <= number < below:
+        return number
     raise ConfigError(f"{name}={value!r} is invalid: expected an integer in "
                       f"[{minimum}, {bound}={below})")
 
 
 def check_number(name: str, value: object, allowed: str,
                  within: Callable[[float], bool] | None = None) -> float:
-    """A finite int or float (not a bool, not a string) that also passes ``within``;
-    ``allowed`` says what is accepted, in words."""
-    if _is_number(value) and math.isfinite(value) and (within is None or within(value)):
-        return value
+    """A finite real number (not a bool, not a string; numpy's and Decimal too, returned as
+    Python's int or float) that also passes ``within``; ``allowed`` says what is accepted,
+    in words."""
+    number = real_number(value)
+    if number is not None and math.isfinite(number) and (within is None or within(number)):
+        return number
     raise ConfigError(f"{name}={value!r} is invalid: expected {allowed}")
 
 
@@ -243,18 +295,27 @@ def check_batch_sizes(value: object) -> tuple[int, ...]:
     if not isinstance(value, Sequence) or isinstance(value, str | bytes) or not value:
         raise ConfigError(f"batch_sizes={value!r} is invalid: expected a non-empty list of "
                           "integers > 0")
-    sizes = tuple(value)
-    _require(all(_is_int(b) and 0 < b <= DB_INT_MAX for b in sizes), "batch_sizes",
-             list(sizes), f"integers > 0 and <= {DB_INT_MAX}")
+    numbers = [real_number(b) for b in value]
+    _require(all(isinstance(b, int) and 0 < b <= DB_INT_MAX for b in numbers),
+             "batch_sizes", list(value), f"integers > 0 and <= {DB_INT_MAX}")
+    sizes = tuple(int(b) for b in numbers if b is not None)
     _require(list(sizes) == sorted(set(sizes)), "batch_sizes", list(sizes),
              "strictly increasing integers (sorted, no duplicates)")
     return sizes
 
 
+def is_blank(value: object) -> bool:
+    """Not a usable name: not a string, empty or white space only, or holding a NUL byte
+    (PostgreSQL refuses NUL in text, so it would fail every run at the store)."""
+    return not isinstance(value, str) or not value.strip() or "\x00" in value
+
+
 def check_job_id(value: object) -> str:
-    """A non-empty string that fits the store's ``job_id`` column."""
-    if not isinstance(value, str) or not value.strip():
-        raise ConfigError(f"job_id={value!r} is invalid: expected a non-empty string")
+    """A non-empty string without NUL bytes that fits the store's ``job_id`` column."""
+    if is_blank(value):
+        raise ConfigError(f"job_id={value!r} is invalid: expected a non-empty string without "
+                          "NUL bytes")
+    assert isinstance(value, str)
     if len(value) > JOB_ID_MAX_LENGTH:
         # The id itself may be hundreds of characters: show its start only.
         raise ConfigError(f"job_id={value[:40] + '...'!r} is invalid: expected at most "
@@ -293,20 +354,24 @@ def check_kwargs(name: str, value: object) -> dict[str, Any]:
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|min|h|d)\s*$")
 _DURATION_UNITS_S = {"s": 1.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
-DURATION_FORMS = "a timedelta, seconds (a number > 0) or a text such as '90min', '6h', '1d'"
+MAX_DURATION_S = 366 * 86400.0
+"""The longest duration accepted (a year): longer ones are mistakes, and past about 10**13 s
+they no longer fit a datetime."""
+DURATION_FORMS = ("a timedelta, seconds (a number > 0) or a text such as '90min', '6h', '1d', "
+                  "at most 366 days")
 
 
 def parse_duration_s(name: str, value: object) -> float:
     """Seconds > 0 from a timedelta, a number of seconds or ``<n>s|min|h|d``."""
     if isinstance(value, timedelta):
         seconds = value.total_seconds()
-    elif _is_number(value):
-        seconds = float(value)
+    elif (number := real_number(value)) is not None:
+        seconds = float(number)
     elif isinstance(value, str) and (match := _DURATION.match(value)):
         seconds = float(match.group(1)) * _DURATION_UNITS_S[match.group(2)]
     else:
         seconds = math.nan
-    if not math.isfinite(seconds) or seconds <= 0:
+    if not math.isfinite(seconds) or not 0 < seconds <= MAX_DURATION_S:
         raise ConfigError(f"{name}={value!r} is invalid: expected {DURATION_FORMS}")
     return seconds
 
@@ -344,11 +409,11 @@ def check_start_deadline(value: object) -> object:
 def check_carbon_zone(value: object) -> str | None:
     if value is None:
         return None
-    if not isinstance(value, str) or not value.strip() or len(value) > MAX_ZONE_LENGTH:
+    if is_blank(value) or len(value) > MAX_ZONE_LENGTH:  # type: ignore[arg-type]
         raise ConfigError(f"carbon_zone={value!r} is invalid: expected None (no carbon "
                           "accounting) or a grid zone such as 'DE', 'FR' or 'US-CAL-CISO' "
-                          f"(at most {MAX_ZONE_LENGTH} characters)")
-    return value
+                          f"(at most {MAX_ZONE_LENGTH} characters, no NUL bytes)")
+    return value  # type: ignore[return-value]
 
 
 def check_carbon_source(value: object) -> str:
@@ -367,8 +432,11 @@ def check_carbon_source(value: object) -> str:
             numbers = [float(p) for p in parts]
         except ValueError:
             numbers = []
-        if 1 <= len(numbers) <= 2 and all(math.isfinite(n) and n >= 0 for n in numbers):
-            return value
+        if 1 <= len(numbers) <= 2:
+            problem = grid_value_problem(*numbers)
+            if problem is None:
+                return value
+            allowed = f"{problem}; expected one of {', '.join(CARBON_SOURCE_KINDS)}"
     raise ConfigError(f"carbon_source={value!r} is invalid: {allowed}")
 
 
@@ -424,7 +492,8 @@ PARAMETER_CHECKS: dict[str, Callable[[Any], object]] = {
     "carbon_source": check_carbon_source,
     "carbon_fallback_g_per_kwh": lambda v: None if v is None else check_number(
         "carbon_fallback_g_per_kwh", v, "None (no fallback) or a finite number of gCO2e/kWh "
-        ">= 0", lambda x: x >= 0),
+        f"in [{INTENSITY_RANGE_G_PER_KWH[0]:g}, {INTENSITY_RANGE_G_PER_KWH[1]:g}]",
+        lambda x: grid_value_problem(x) is None),
     "carbon_objective": lambda v: check_choice("carbon_objective", v, CARBON_OBJECTIVES),
     "carbon_weight": lambda v: check_number("carbon_weight", v, "a number in [0, 1] (the "
                                             "share of emissions in the mix)",

@@ -3,9 +3,10 @@
 This is the whole product minus Airflow: the operator, the CLI, the simulator and the tests
 all call :meth:`Engine.run_recurrence`. Whatever happens inside the train function, the
 GPUs' power limits are put back and a started trial is recorded (finished, invalid or
-errored). Every domain call is made here: the store offers a unit of work
-(``Store.begin_trial``) and the engine's ``decide`` (:func:`decided_by`: the fleet translation,
-then the policy) runs inside it.
+errored); a result the store cannot take waits in the outbox (``core/domain/outbox.py``) for
+a later run to record, and never fails the recurrence. Every domain call is made here: the
+store offers a unit of work (``Store.begin_trial``) and the engine's ``decide``
+(:func:`decided_by`: the fleet translation, then the policy) runs inside it.
 
 The first rule (docs/algorithm.md): whatever state the optimizer is in, a recurrence whose
 train function works trains a model. With no batch size left in play the policy falls back to
@@ -19,12 +20,14 @@ from __future__ import annotations
 import logging
 import threading
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 
+from zeus_airflow.core.budget import ProfilingCredit, profiling_credit
 from zeus_airflow.core.config import JobConfig
 from zeus_airflow.core.devices.base import GPUGroup, Measurement
 from zeus_airflow.core.devices.sync import Synchronize
@@ -35,6 +38,7 @@ from zeus_airflow.core.domain import (
     DeviceInfo,
     JobRef,
     JobState,
+    PendingResult,
     PowerProfile,
     RecurrenceKey,
     RunOutcome,
@@ -44,7 +48,7 @@ from zeus_airflow.core.fleet import job_snapshot
 from zeus_airflow.core.monitor import HostEnergyMeter
 from zeus_airflow.core.policy import NoFeasibleBatchSizeError, Policy, ZeusPolicy
 from zeus_airflow.core.run import CONTRACT, TrainContractError, TrainingRun, open_run
-from zeus_airflow.core.store.base import Store
+from zeus_airflow.core.store.base import Store, StoreError, UnrecordedResultError
 
 TrainFunction = Callable[[TrainingRun], Any]
 ReturnCheck = Callable[[Any], None]
@@ -70,6 +74,9 @@ class TrialReport:
     outcome: RunOutcome
     budget: BudgetStatus | None = None
     """The exploration budget when the try was decided."""
+    judged: bool = True
+    """False: recorded ``invalid`` without failing the task (``TrainingRun.not_judged_because``:
+    too few steps, or the user's own cap)."""
 
 
 @dataclass(frozen=True)
@@ -80,6 +87,9 @@ class RecurrenceResult:
     tries: tuple[TrialReport, ...]
     measurement: Measurement
     return_value: Any = None
+    unrecorded: tuple[PendingResult, ...] = ()
+    """Tries whose result the store could not take (``core/domain/outbox.py``): the caller
+    keeps them for a later run to record."""
 
     @property
     def final(self) -> TrialReport:
@@ -200,8 +210,12 @@ class Engine:
                  heartbeat_s: float | None = 60.0, log: logging.Logger | None = None,
                  check_return: ReturnCheck | None = None,
                  synchronize: Synchronize | None = None,
-                 host_energy: HostEnergyMeter | None = None) -> None:
+                 host_energy: HostEnergyMeter | None = None,
+                 skip_errors: tuple[type[BaseException], ...] = ()) -> None:
         self.check_return = check_return
+        self.skip_errors = skip_errors
+        """Exceptions that skip the task (the scheduler's, e.g. AirflowSkipException): a try
+        ending by one is recorded ``skipped``, not ``error``."""
         self.synchronize = synchronize
         self.host_energy = host_energy
         self.store = store
@@ -214,8 +228,12 @@ class Engine:
         self.log = log or logging.getLogger("zeus_airflow")
         self.device_info = DeviceInfo(device.model, device.count, device.measurement,
                                       device.candidate_power_limits_w())
+        self.unrecorded: list[PendingResult] = []
+        """The current recurrence's results the store could not take, for the outbox; read
+        it after a recurrence that raised too (an invalid try's measurement)."""
 
     def run_recurrence(self, train: TrainFunction, key: RecurrenceKey) -> RecurrenceResult:
+        self.unrecorded = []
         job = self.store.register_job(self.config, seed=self.seed)
         self._say_if_limits_are_fixed()
         failed: set[int] = set()
@@ -241,10 +259,10 @@ class Engine:
                 # The last allowed try must yield a model: it runs to the target or max epochs.
                 decision = replace(decision, early_stop_cost=None, final=True)
             self._say_why(decision)
-            report, value = self._run_trial(job, start.trial_id, decision, attempt, train)
+            report, value = self._run_trial(job, key, start.trial_id, decision, attempt, train)
             reports.append(report)
-            if report.outcome.reached_target or decision.final:
-                break
+            if report.outcome.reached_target or decision.final or not report.judged:
+                break  # an unjudged try would be unjudged again on the same data
             failed.add(report.outcome.batch_size)
             if report.outcome.stop_reason != "early_stop":
                 missed.add(report.outcome.batch_size)
@@ -254,7 +272,8 @@ class Engine:
                              "" if report.outcome.stop_reason == "early_stop" else
                              "; it is not tried again in this recurrence: on the same data it "
                              "would miss again")
-        return RecurrenceResult(job, tuple(reports), self.device.measurement, value)
+        return RecurrenceResult(job, tuple(reports), self.device.measurement, value,
+                                tuple(self.unrecorded))
 
     def _say_why(self, decision: Decision) -> None:
         """The log line of a decision that is not the usual one."""
@@ -265,8 +284,8 @@ class Engine:
         elif decision.reason:
             self.log.info("%s: batch size %d", decision.reason, decision.batch_size)
 
-    def _run_trial(self, job: JobRef, trial_id: int, decision: Decision, attempt: int,
-                   train: TrainFunction) -> tuple[TrialReport, Any]:
+    def _run_trial(self, job: JobRef, key: RecurrenceKey, trial_id: int, decision: Decision,
+                   attempt: int, train: TrainFunction) -> tuple[TrialReport, Any]:
         self.log.info("try %d: batch size %d (%s)%s", attempt, decision.batch_size,
                       decision.phase, f", early stop above training cost "
                       f"{decision.early_stop_cost:.4g}" if decision.early_stop_cost else "")
@@ -277,11 +296,13 @@ class Engine:
                                    (decision.power_limit_w,))
         profiled_before = (len(profile.measurements), profile.partial)
         measured: RunOutcome | None = None
+        began = datetime.now(UTC)  # the span of a result the store cannot take (outbox)
         try:
             with open_run(self.config, decision.batch_size, self.device, profile=profile,
                           early_stop_cost=decision.early_stop_cost,
                           keep_power_limit=decision.keep_power_limit, log=self.log,
-                          synchronize=self.synchronize, host_energy=self.host_energy) as run:
+                          synchronize=self.synchronize, host_energy=self.host_energy,
+                          profiling_credit=self._profiling_credit(decision)) as run:
                 try:
                     with _Heartbeat(self.store, trial_id, self.heartbeat_s):
                         value = train(run)
@@ -293,11 +314,15 @@ class Engine:
                     measured = _measured_so_far(run)  # the energy spent is kept, not judged
                     raise
         except TrainContractError as err:
-            self.store.invalidate_trial(trial_id, outcome, str(err))
+            reason = str(err)
+            self._record(PendingResult(trial_id, job.id, key, attempt, outcome, False,
+                                       datetime.now(UTC), "", reason, began),
+                         lambda: self.store.invalidate_trial(trial_id, outcome, reason))
             raise
         except BaseException as err:
-            self.store.fail_trial(trial_id, traceback.format_exc(), measured)
-            if not isinstance(err, KeyboardInterrupt | SystemExit):
+            skipped = isinstance(err, self.skip_errors)
+            self.store.fail_trial(trial_id, traceback.format_exc(), measured, skipped=skipped)
+            if not isinstance(err, KeyboardInterrupt | SystemExit) and not skipped:
                 self.log.error("try %d (batch size %d) raised %s: recorded as an error, it does "
                                "not count against its batch size", attempt,
                                decision.batch_size, type(err).__name__)
@@ -309,15 +334,46 @@ class Engine:
                     and (len(profile.measurements), profile.partial) != profiled_before:
                 self.store.save_profile(job, profile)
         violation = run.contract_violation or self._unpublishable(value)
+        observed = counts_as_observation(decision.phase, outcome.reached_target)
+        pending = PendingResult(trial_id, job.id, key, attempt, outcome, observed,
+                                datetime.now(UTC), "", violation, began)
         if violation is not None:
-            self.store.invalidate_trial(trial_id, outcome, violation)
+            self._record(pending, lambda: self.store.invalidate_trial(trial_id, outcome,
+                                                                      violation))
             raise TrainContractError(
                 f"{violation}. The try (batch size {decision.batch_size}) is recorded as "
                 "invalid: it does not count against its batch size, and the job's learning "
                 "state is unchanged")
-        self.store.finish_trial(trial_id, outcome,
-                                counts_as_observation(decision.phase, outcome.reached_target))
-        return TrialReport(trial_id, attempt, decision.phase, outcome, decision.budget), value
+        unjudged = run.not_judged_because
+        if unjudged is not None:  # the user's model, but no verdict on the size
+            self._record(replace(pending, observed=False, invalid_reason=unjudged),
+                         lambda: self.store.invalidate_trial(trial_id, outcome, unjudged))
+            self.log.warning("try %d (batch size %d) is recorded as invalid, not counted: %s",
+                             attempt, decision.batch_size, unjudged)
+        else:
+            self._record(pending, lambda: self.store.finish_trial(trial_id, outcome, observed))
+        return TrialReport(trial_id, attempt, decision.phase, outcome, decision.budget,
+                           judged=unjudged is None), value
+
+    def _profiling_credit(self, decision: Decision) -> ProfilingCredit | None:
+        """What profiling may add to a try's cost: bounded by the budget's credit, unless an
+        early-stop bound already caps the whole try (the budget priced the try at it)."""
+        if decision.early_stop_cost is not None:
+            return None
+        return profiling_credit(self.config, decision.budget)
+
+    def _record(self, pending: PendingResult, write: Callable[[], None]) -> None:
+        """Write a returned try's result. The first rule puts the model first: a store that
+        cannot take it (an outage, a read-only or full database) fails nothing; the result
+        waits in the outbox for a later run to record (``core/domain/outbox.py``)."""
+        try:
+            write()
+        except Exception as err:  # any fault of the store; UnrecordedResultError says most
+            failure = str(err) if isinstance(err, UnrecordedResultError) else \
+                f"could not record trial {pending.trial_id}: {type(err).__name__}: {err}"
+            self.log.warning("%s; it is kept in the outbox and the next run records it late",
+                             failure)
+            self.unrecorded.append(replace(pending, failure=failure))
 
     def _say_if_limits_are_fixed(self) -> None:
         """Once per recurrence (a task): the GPUs' limits cannot be changed (a MIG instance,
@@ -341,6 +397,33 @@ class Engine:
             return (f"the train function returned a value of type {type(value).__name__} that "
                     f"cannot be stored as an XCom ({err}); {CONTRACT}")
         return None
+
+
+def record_late(store: Store, pending: Sequence[PendingResult],
+                log: logging.Logger) -> list[PendingResult]:
+    """Record the results earlier recurrences could not (their outbox), before the next
+    decision, so that it sees them; touches no GPU. Returns those the store still cannot
+    take (a store that fails here has just answered, so it is rare)."""
+    left: list[PendingResult] = []
+    for result in pending:
+        try:
+            done = store.record_late(result)
+        except StoreError as err:
+            log.warning("the result of trial %d is still not in the store (%s); kept for the "
+                        "next run", result.trial_id, err)
+            left.append(replace(result, failure=str(err)))
+            continue
+        if done.recorded:
+            log.warning("trial %d's result (batch size %d), which the store could not take "
+                        "when it finished (%s), is recorded late: %s", result.trial_id,
+                        result.outcome.batch_size, result.failure, done.status)
+        elif done.status is None:
+            log.warning("trial %d is no longer in the store: its result cannot be recorded "
+                        "(its run's XComs keep its figures): %s", result.trial_id,
+                        result.outcome)
+        else:  # drained before: recorded once at most
+            log.info("trial %d has its result already (%s)", result.trial_id, done.status)
+    return left
 
 
 def _measured_so_far(run: TrainingRun) -> RunOutcome | None:

@@ -29,7 +29,7 @@ from zeus_airflow.core.devices.base import (
     Measurement,
     PowerLimitUnavailableError,
 )
-from zeus_airflow.core.store.base import Lease, LeaseRequest
+from zeus_airflow.core.store.base import Lease, LeaseRequest, StoreError
 from zeus_airflow.core.store.sql import SQLStore
 
 _PID_START_SLACK_S = 1.0
@@ -42,6 +42,12 @@ class LeasableGPUs(GPUGroup, Protocol):
     """Real GPUs, which have UUIDs: the only ones whose limits outlive the task."""
 
     uuids: tuple[str, ...]
+
+
+_LEFT_BEHIND: set[tuple[str, int]] = set()
+"""(store, lease id) of the leases this process's guards could not delete (the store failed
+at the task's end): their holder is alive but holds them no more, so a later task in this
+process clears them (in another process, the holder is dead)."""
 
 
 def holder_alive(lease: Lease) -> bool:
@@ -103,7 +109,8 @@ def restore_host_leases(leases: GPULeases, log: Any, *, own: LeasableGPUs | None
     done = Restored()
     with ExitStack() as opened:
         for lease in leases.on_host():
-            if holder_alive(lease) and not include_live:
+            left = (leases.store.where, lease.id) in _LEFT_BEHIND
+            if holder_alive(lease) and not left and not include_live:
                 continue
             try:
                 gpus = own if own is not None and lease.gpu_uuid in own.uuids \
@@ -115,6 +122,7 @@ def restore_host_leases(leases: GPULeases, log: Any, *, own: LeasableGPUs | None
                 done.failed.append((lease, str(err)))
                 continue
             leases.release([lease.id])
+            _LEFT_BEHIND.discard((leases.store.where, lease.id))
             log.warning("GPU %d (%s): power limit restored to %d W, left by process %d on %s",
                         lease.gpu_index, lease.gpu_uuid, lease.original_limit_w, lease.pid,
                         lease.host)
@@ -221,8 +229,18 @@ class PowerLimitGuard:
             self.restore("the task ended")
         finally:
             if self._lease_ids:
-                self.leases.release(self._lease_ids)
-                self._lease_ids = []
+                self._release()
+
+    def _release(self) -> None:
+        """Delete the leases; a store that cannot fails nothing (the limits are back
+        already): the next task on this host finds the lease's holder dead and deletes it."""
+        try:
+            self.leases.release(self._lease_ids)
+        except StoreError as err:
+            _LEFT_BEHIND.update((self.leases.store.where, i) for i in self._lease_ids)
+            self.log.warning("Zeus: the GPUs' limits are restored but their leases are still "
+                             "in the store (%s); the next task on this host clears them", err)
+        self._lease_ids = []
 
     def restore(self, because: str) -> None:
         """Put the original limits back now and refuse any later change of real GPUs'."""

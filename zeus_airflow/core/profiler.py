@@ -32,8 +32,9 @@ import logging
 import math
 from dataclasses import dataclass
 
+from zeus_airflow.core.budget import ProfilingCredit
 from zeus_airflow.core.config import ProfilerConfig
-from zeus_airflow.core.cost import LimitMeasurement
+from zeus_airflow.core.cost import LimitMeasurement, zeus_cost
 from zeus_airflow.core.devices.base import (
     GPUGroup,
     PowerLimitPermissionError,
@@ -80,7 +81,8 @@ class PowerLimitProfiler:
     """Drives the power limit of one training run. Call the ``on_*`` hooks from the run."""
 
     def __init__(self, device: GPUGroup, monitor: EnergyMonitor, config: ProfilerConfig,
-                 eta: float, profile: PowerProfile, log: logging.Logger | None = None) -> None:
+                 eta: float, profile: PowerProfile, log: logging.Logger | None = None,
+                 credit: ProfilingCredit | None = None) -> None:
         self.device = device
         self.monitor = monitor
         self.config = config
@@ -104,6 +106,13 @@ class PowerLimitProfiler:
         """The open slice window as of the last step's end: what an epoch's end banks, so
         that the evaluation run between the last step and the epoch's end stays out."""
         self._said_outside = False
+        self.credit = credit
+        """What slices may add to the run's cost (``core/budget.py``); None: no limit."""
+        self._waiting = False
+        """Profiling is paused until the credit affords the next slice."""
+        self._steps_run = 0
+        self._steps_at: dict[int, int] = {}
+        """Steps run while profiling, per limit (W): what the slices have added so far."""
 
     # --- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -116,18 +125,14 @@ class PowerLimitProfiler:
             self.log.info("power-limit mode 'measure': training at the GPUs' current limits %s W",
                           list(self._original_w))
             return
-        next_w = self._next_w()
-        if next_w is None:
-            self._apply_optimum()
-        else:
-            self._profiling = True
-            self._begin_slice(next_w)
+        self._profiling = True
+        self._go_to(self._next_w())
 
     def restore(self) -> None:
         """Put back the limits found at start. Safe to call twice and on any exit path."""
         if self._original_w is None or self._current_w is None:
             return
-        if self._profiling:  # the run ends mid-slice: keep what it measured for the next run
+        if self._profiling and not self._waiting:  # mid-slice: keep it for the next run
             self._bank_open_slice()
         self._cancel_windows()
         if self.device.get_power_limits_w() != self._original_w:
@@ -157,11 +162,19 @@ class PowerLimitProfiler:
         """Steps that may run before the profiler must be told; None once it is done."""
         if not self._profiling:
             return None
+        if self._waiting:
+            return self._steps_until_affordable()
         return (self._warmup or self._slice).steps_left()
 
     def on_steps_done(self, steps: int) -> None:
         """``steps`` training steps finished (at most ``steps_until_transition()``)."""
         if not self._profiling:
+            return
+        self._count_steps(steps)
+        if self._waiting:
+            next_w = self._next_w()
+            if next_w is None or self._affordable(next_w):
+                self._go_to(next_w)
             return
         if self._warmup is not None:
             self._warmup.steps += steps
@@ -180,7 +193,7 @@ class PowerLimitProfiler:
     def on_epoch_end(self) -> None:
         """An epoch ended mid-slice: bank what the slice measured, and warm up again before
         measuring on, so that evaluation and the data loader's restart stay out of it."""
-        if not self._profiling or self._current_w is None:
+        if not self._profiling or self._waiting or self._current_w is None:
             return
         self._bank_open_slice()
         # The limit is unchanged, so no settling time: only the pipeline's restart (data
@@ -314,12 +327,19 @@ class PowerLimitProfiler:
         )
         self.log.debug("profiled %d W: %.1f W average, %.3f s/step", self._current_w,
                        measured.avg_power_w, measured.time_s / steps)
-        next_w = self._next_w()
-        if next_w is not None:
+        self._go_to(self._next_w())
+
+    def _go_to(self, next_w: int | None) -> None:
+        """Measure ``next_w`` when the credit affords it, else wait at the best limit measured
+        so far; apply the optimum once the search has converged (``next_w`` None)."""
+        if next_w is None:
+            self._profiling = self._waiting = False
+            self._apply_optimum()
+        elif self._affordable(next_w):
+            self._waiting = False
             self._begin_slice(next_w)
         else:
-            self._profiling = False
-            self._apply_optimum()
+            self._wait_for_credit(next_w)
 
     def _apply_optimum(self) -> None:
         if not self.profile.measurements:  # every candidate lay outside this GPU's range
@@ -333,3 +353,90 @@ class PowerLimitProfiler:
             self.log.info("batch size %d: optimal power limit %d W (%s), training at %d W",
                           self.profile.batch_size, optimum, self.config.selector, train_at)
             self.monitor.begin_window(_TRAIN_WINDOW)
+
+    # --- the credit: slices that fit the exploration budget ----------------------------------
+    def _count_steps(self, steps: int) -> None:
+        self._steps_run += steps
+        if self._current_w is not None:
+            self._steps_at[self._current_w] = self._steps_at.get(self._current_w, 0) + steps
+
+    def _top(self) -> LimitMeasurement | None:
+        """The measurement at the highest candidate (Default's limit), once it exists."""
+        measured = self.profile.measurements
+        return measured.get(max(self.profile.candidates_w)) if self.profile.candidates_w \
+            else None
+
+    def _step_cost(self, measurement: LimitMeasurement) -> float:
+        return measurement.cost_per_step(self.eta, self._objective.max_power_w)
+
+    def _extra_per_step(self, limit_w: int, top: LimitMeasurement) -> float:
+        """What a step at ``limit_w`` costs over one at the top limit: measured, or at most
+        the dearer of the measured neighbours (the cost is close to unimodal over the
+        limit), or with no neighbour below, as if time grew as the limit fell."""
+        measured = self.profile.measurements
+        if limit_w in measured:
+            return self._step_cost(measured[limit_w]) - self._step_cost(top)
+        below = [w for w in measured if w < limit_w]
+        above = [w for w in measured if w > limit_w]
+        if below and above:
+            dearer = max(self._step_cost(measured[max(below)]),
+                         self._step_cost(measured[min(above)]))
+            return dearer - self._step_cost(top)
+        top_w = top.power_limit_w
+        time_s = top.time_per_step_s * top_w / limit_w
+        energy_j = self.device.count * top_w * top.time_per_step_s
+        return zeus_cost(energy_j, time_s, self.eta, self._objective.max_power_w) \
+            - self._step_cost(top)
+
+    def _slice_steps_bound(self, limit_w: int, top: LimitMeasurement) -> int:
+        """Most steps a warm-up and slice at ``limit_w`` take (a step there is never faster
+        than at the top limit), less what an earlier run measured of the slice."""
+        per_step_s = top.time_per_step_s
+        measured_steps, measured_s = 0, 0.0
+        partial = self.profile.partial
+        if partial is not None and partial.power_limit_w == limit_w:
+            measured_steps, measured_s = partial.steps, partial.time_s
+        warmup = max(self.config.warmup_steps, math.ceil(self.config.warmup_s / per_step_s))
+        measure = max(self.config.profile_steps - measured_steps,
+                      math.ceil(max(self.config.profile_s - measured_s, 0.0) / per_step_s))
+        return warmup + max(measure, 0)
+
+    def _credit_left(self, top: LimitMeasurement) -> float:
+        assert self.credit is not None
+        spent = sum(steps * self._extra_per_step(w, top) for w, steps in self._steps_at.items())
+        return self.credit.available(self._steps_run, self._step_cost(top), spent)
+
+    def _affordable(self, limit_w: int) -> bool:
+        top = self._top()
+        if self.credit is None or top is None or limit_w == top.power_limit_w:
+            return True
+        needed = self._slice_steps_bound(limit_w, top) * self._extra_per_step(limit_w, top)
+        return needed <= self._credit_left(top)
+
+    def _steps_until_affordable(self) -> int | None:
+        """Steps until the credit affords the next slice; None when it never grows."""
+        top, next_w = self._top(), self._next_w()
+        if top is None or next_w is None or self.credit is None or self._current_w is None:
+            return 1
+        gain = self.credit.fraction * self._step_cost(top) \
+            - self._extra_per_step(self._current_w, top)
+        if gain <= 0:
+            return None
+        needed = self._slice_steps_bound(next_w, top) * self._extra_per_step(next_w, top)
+        return max(1, math.ceil((needed - self._credit_left(top)) / gain))
+
+    def _wait_for_credit(self, next_w: int) -> None:
+        """Train at the best limit measured so far (observe mode: the maximum) until the
+        credit affords ``next_w``."""
+        self._warmup = None
+        self._cancel_windows()
+        self._slice = _Phase(self.config.profile_steps, self.config.profile_s)
+        self._banked = Measurement(0.0, 0.0)
+        train_at = self.profile.optimum_w(self.config, self.eta, self._objective.max_power_w) \
+            if self.mode == "optimize" else self.device.power_limit_range_w()[1]
+        if not self._waiting:
+            self.log.info("power limit %d W is profiled once the exploration budget affords "
+                          "its slice: training at %d W meanwhile", next_w, train_at)
+        self._waiting = True
+        if self._current_w != train_at:
+            self._set_limit(train_at)

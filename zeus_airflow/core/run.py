@@ -18,9 +18,15 @@ first ``run.epochs()`` step, or at :meth:`TrainingRun.start_training` for code t
 use it. Only training counts in the try's cost and in the early-stop comparison, so a slow
 setup on a busy machine never gets a good batch size early-stopped.
 
-The contract a train function keeps: it iterates ``run.epochs()`` and reports a finite metric
-with ``run.report_metric`` in each epoch. A try that breaks it is *invalid*
-(:attr:`TrainingRun.contract_violation`): it says nothing about its batch size.
+The contract a train function keeps: it iterates ``run.epochs()`` once, trains at least
+:data:`MIN_STEPS_PER_EPOCH` step in each epoch through ``run.steps()`` (or ``end_step``) and
+reports a finite metric with ``run.report_metric`` in each epoch; an epoch's metric is its
+last report. A try that breaks it is *invalid* (:attr:`TrainingRun.contract_violation`): it
+says nothing about its batch size. Two kinds of try are invalid without failing the task
+(:attr:`TrainingRun.not_judged_because`): one that trained fewer steps than the floor (an
+empty DataLoader: its cost is no cost of training), and one whose own cap (a ``break``, a
+framework's ``max_steps``) ended it before the target, ``max_epochs`` or the early-stop bound:
+the model is the one the user asked for, but it says nothing about the batch size.
 
 Code that does not own its loop (a Hugging Face or Lightning ``Trainer``, a DDP launcher)
 drives the same run through its step/epoch API, from the framework's hooks:
@@ -38,7 +44,8 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import TypeVar
 
-from zeus_airflow.core.config import JobConfig
+from zeus_airflow.core.budget import ProfilingCredit
+from zeus_airflow.core.config import JobConfig, real_number
 from zeus_airflow.core.cost import zeus_cost
 from zeus_airflow.core.devices.base import GPUGroup, max_power_w
 from zeus_airflow.core.devices.sync import Synchronize
@@ -52,9 +59,13 @@ _SETUP_WINDOW = "zeus.setup"
 _RUN_WINDOW = "zeus.run"
 _EPOCH_WINDOW = "zeus.epoch"
 
-CONTRACT = ("a train function iterates run.epochs(), calls run.report_metric(value) with a "
-            "finite number in each epoch, and returns a value Airflow can store as an XCom "
-            "(or None)")
+MIN_STEPS_PER_EPOCH = 1
+"""The floor: an epoch that trained fewer steps trained nothing its cost could be judged by."""
+
+CONTRACT = ("a train function iterates run.epochs() once, trains at least one step in each "
+            "epoch through run.steps() or run.end_step(n), calls run.report_metric(value) "
+            "with a finite number in each epoch (the epoch's last report counts), and returns "
+            "a value Airflow can store as an XCom (or None)")
 """What the engine expects of a train function; quoted by every error about breaking it."""
 
 
@@ -94,6 +105,12 @@ class TrainingRun:
         self._in_epoch = False
         self._setup: Measurement | None = None
         """Set when training starts: the setup window's measurement."""
+        self._epochs_iterated = False
+        self.empty_epochs = 0
+        """Epochs that trained fewer than MIN_STEPS_PER_EPOCH steps."""
+        self.own_cap: str | None = None
+        """What ended training before the run said stop, when a framework's callback knows
+        (e.g. "the Trainer's max_steps=2"); see :meth:`capped_by`."""
 
     # --- what the train function uses --------------------------------------------------------
     @property
@@ -119,7 +136,16 @@ class TrainingRun:
         """Yield epoch numbers (1-based) until the target, max epochs or the early-stop bound.
 
         Built on the public step/epoch API below (:meth:`begin_epoch`, :meth:`end_epoch`,
-        :meth:`should_stop`), which a framework's callback drives instead."""
+        :meth:`should_stop`), which a framework's callback drives instead. A run's epochs are
+        one loop: a second call raises (it would silently get no epoch)."""
+        if self._epochs_iterated:
+            raise TrainContractError(
+                f"run.epochs() was called a second time (after {self.epoch} epoch(s)): a "
+                f"run's epochs are one loop, which ends when the run says stop ({CONTRACT})")
+        self._epochs_iterated = True
+        return self._epochs()
+
+    def _epochs(self) -> Iterator[int]:
         self.start_training()
         while True:
             if self.in_epoch:
@@ -138,8 +164,8 @@ class TrainingRun:
     def run_steps(self, count: int, work: Callable[[int], None]) -> None:
         """Run ``count`` steps by calling ``work(k)`` for chunks of k steps; chunks end where
         the profiler must switch limits. For workloads that step in bulk (trace replay)."""
+        left = _step_count("run_steps", count)
         self.start_training()
-        left = count
         while left > 0:
             chunk = self.profiler.steps_until_transition() or left
             chunk = min(chunk, left)
@@ -173,7 +199,9 @@ class TrainingRun:
         return self.epoch
 
     def end_step(self, steps: int = 1) -> None:
-        """``steps`` training steps finished (the profiler may switch the limit here)."""
+        """``steps`` training steps finished (the profiler may switch the limit here): an
+        integer >= 0 (a negative or fractional count raises TrainContractError)."""
+        steps = _step_count("end_step", steps)
         self._steps_this_epoch += steps
         self.steps_trained += steps
         if self.profiler.is_profiling:
@@ -187,6 +215,8 @@ class TrainingRun:
         self._in_epoch = False
         self._last_epoch = self.monitor.end_window(_EPOCH_WINDOW)
         self._last_epoch_steps = self._steps_this_epoch
+        if self._steps_this_epoch < MIN_STEPS_PER_EPOCH:
+            self.empty_epochs += 1
         self._last_epoch_profiled = self._this_epoch_profiled
         self.profiler.on_epoch_end()
 
@@ -206,14 +236,28 @@ class TrainingRun:
         return stop
 
     def report_metric(self, value: float) -> None:
-        """Report the validation metric of the epoch just trained (a finite number)."""
-        if isinstance(value, bool) or not isinstance(value, int | float) \
-                or not math.isfinite(value):
+        """Report the validation metric of the epoch just trained: a finite real number
+        (numpy's and Decimal too, a 0-d tensor through ``.item()``). The epoch's last report
+        is its metric: a later report of the same epoch replaces an earlier one, so a
+        target reached and then lost again within an epoch is not reached. A report after
+        the run stopped between epochs (a test-set evaluation after the loop) changes
+        nothing: the verdict was taken at the last epoch's end."""
+        number = real_number(value)
+        if number is None or not math.isfinite(number):
             raise TrainContractError(f"report_metric(value={value!r}) is invalid: expected a "
                                      f"finite number ({CONTRACT})")
-        self.last_metric = float(value)
-        if self.config.reached(value):
-            self.reached_target = True
+        if self.stop_reason is not None and not self._in_epoch:
+            return
+        self.last_metric = float(number)
+        self.reached_target = self.config.reached(number)
+        if self.stop_reason == "target" and not self.reached_target:
+            self.stop_reason = None  # the report that stopped the run was taken back
+
+    def capped_by(self, cap: str) -> None:
+        """A framework's own cap (``cap`` names it, e.g. "the Trainer's max_steps=2") is
+        ending training before the run said stop: the try is then the user's, not judged
+        against its batch size (see :attr:`not_judged_because`)."""
+        self.own_cap = cap
 
     # --- engine side -------------------------------------------------------------------------
     def begin(self) -> None:
@@ -223,6 +267,8 @@ class TrainingRun:
     @property
     def contract_violation(self) -> str | None:
         """How the finished train function broke :data:`CONTRACT`, or None."""
+        if self.own_cap is not None:
+            return None  # a framework's cap ended training before an epoch, or its metric
         if self.epoch == 0:
             return f"the train function returned without iterating run.epochs() ({CONTRACT})"
         if self.last_metric is None:
@@ -230,11 +276,35 @@ class TrainingRun:
                     f"run.report_metric ({CONTRACT})")
         return None
 
+    @property
+    def not_judged_because(self) -> str | None:
+        """Why the finished try says nothing about its batch size although the train function
+        kept its contract, or None: it trained fewer steps than the floor (its cost is no
+        cost of training), or its own cap ended it before the run said stop (the target,
+        ``max_epochs``, the early-stop bound). Recorded ``invalid``, the task succeeds."""
+        capped = self.stop_reason == "returned" and not self.reached_target
+        if capped and self.own_cap is not None:
+            return self._capped_message(self.own_cap)
+        if self.empty_epochs:
+            return (f"{self.empty_epochs} of its {self.epoch} epoch(s) trained fewer than "
+                    f"{MIN_STEPS_PER_EPOCH} step ({self.steps_trained} steps in all: an empty "
+                    "DataLoader, or steps not reported through run.steps())")
+        if capped:
+            return self._capped_message("the train function returned from inside "
+                                        "run.epochs()")
+        return None
+
+    def _capped_message(self, cap: str) -> str:
+        return (f"training ended by the user's own cap ({cap}) after {self.epoch} of "
+                f"max_epochs={self.config.max_epochs} epoch(s), before the target")
+
     def finish(self) -> RunOutcome:
         """Close the run's windows and summarise it (the limits are restored by the engine).
         A run that never started training is all setup: zero training energy and time."""
         if self.monitor.is_open(_EPOCH_WINDOW):
             self.monitor.end_window(_EPOCH_WINDOW)
+            if self._in_epoch and self._steps_this_epoch < MIN_STEPS_PER_EPOCH:
+                self.empty_epochs += 1  # an epoch left open counts by the same floor
         if self._setup is None:
             setup, total = self.monitor.end_window(_SETUP_WINDOW), Measurement(0.0, 0.0)
         else:
@@ -314,12 +384,31 @@ class TrainingRun:
         return self.cost_of(self._last_epoch)
 
 
+def check_run(run: object, caller: str) -> TrainingRun:
+    """``run`` is the TrainingRun a framework's callback is built on (not None, not the
+    Trainer): refused at once, before any training, naming the callback."""
+    if not isinstance(run, TrainingRun):
+        raise TypeError(f"{caller}(run={run!r}) is invalid: expected the TrainingRun the "
+                        "operator handed to the train function (def train(run): ...)")
+    return run
+
+
+def _step_count(name: str, steps: object) -> int:
+    """A count of steps: an integer >= 0 (numpy's too); anything else breaks the contract."""
+    count = real_number(steps)
+    if not isinstance(count, int) or count < 0:
+        raise TrainContractError(f"{name}(steps={steps!r}) is invalid: expected an integer "
+                                 f">= 0, the number of training steps just done ({CONTRACT})")
+    return count
+
+
 @contextmanager
 def open_run(config: JobConfig, batch_size: int, device: GPUGroup, *,
              profile: PowerProfile | None = None, early_stop_cost: float | None = None,
              keep_power_limit: bool = False, log: logging.Logger | None = None,
              synchronize: Synchronize | None = None,
-             host_energy: HostEnergyMeter | None = None) -> Iterator[TrainingRun]:
+             host_energy: HostEnergyMeter | None = None,
+             profiling_credit: ProfilingCredit | None = None) -> Iterator[TrainingRun]:
     """One try of ``batch_size`` on ``device``, wired as the engine runs it: its energy
     monitor and power-limit profiler, its setup window open. Hand the run to a train function,
     then call :meth:`TrainingRun.finish`; leaving the block puts the GPUs' limits back.
@@ -328,14 +417,16 @@ def open_run(config: JobConfig, batch_size: int, device: GPUGroup, *,
     profiles every candidate limit). ``keep_power_limit``: change no setting (the profiler
     measures at the current limits). ``early_stop_cost``: the bound (None: unbounded).
     ``synchronize``: waits for the GPUs' queued work at each window edge (None: the device's
-    own hook). ``host_energy``: the host's CPU and DRAM meter (RAPL), None: not measured."""
+    own hook). ``host_energy``: the host's CPU and DRAM meter (RAPL), None: not measured.
+    ``profiling_credit``: what profiling may add to the run's cost (None: no limit)."""
     if profile is None:
         profile = PowerProfile(batch_size, device.model, device.count,
                                device.candidate_power_limits_w())
     profiler_config = replace(config.profiler, mode="measure") if keep_power_limit \
         else config.profiler
     monitor = EnergyMonitor(device, synchronize=synchronize, host=host_energy)
-    profiler = PowerLimitProfiler(device, monitor, profiler_config, config.eta, profile, log)
+    profiler = PowerLimitProfiler(device, monitor, profiler_config, config.eta, profile, log,
+                                  profiling_credit)
     run = TrainingRun(config, batch_size, device, monitor, profiler, early_stop_cost)
     try:
         run.begin()

@@ -123,7 +123,18 @@ def load_workload_trace(traces_dir: str | Path, gpu: str, workload: str) -> Work
     if workload not in WORKLOADS:
         raise ConfigError(f"workload={workload!r} is invalid: expected one of "
                           f"{', '.join(sorted(WORKLOADS))}")
-    return _load(traces_dir.resolve(), gpu, workload)
+    try:
+        return _load(traces_dir.resolve(), gpu, workload)
+    except (KeyError, ValueError, UnicodeDecodeError, csv.Error) as err:
+        if isinstance(err, ConfigError):
+            raise
+        # A file that is not a trace: one line naming it, never a parser's traceback.
+        problem = f"no column {err}" if isinstance(err, KeyError) else str(err)
+        raise ConfigError(f"traces={str(traces_dir)!r} is invalid: its summary_train.csv or "
+                          f"summary_power_{gpu}.csv is not one of the paper's traces "
+                          f"({type(err).__name__}: {problem}); expected their columns (dataset, "
+                          "batch_size, target_metric, target_epoch, optimizer, power_limit, "
+                          "time_per_epoch, average_power)") from None
 
 
 @cache

@@ -69,6 +69,16 @@ def show_time(time_s: float | None) -> str:
     return time_unit([time_s or 0.0]).show(time_s)
 
 
+def show_cost(cost: float | None) -> str:
+    """A cost in the paper's J-equivalents, e.g. ``812 kJ-eq.``."""
+    return "—" if cost is None else f"{show_energy(cost)}-eq."
+
+
+def show_share(fraction: float | None) -> str:
+    """A fraction as a percentage with one decimal, e.g. ``24.6 %``."""
+    return "—" if fraction is None else f"{100 * fraction:.1f} %"
+
+
 def observe_note(optimal_w: int | None, energy_j: float, would_save_energy_j: float,
                  would_save_time_s: float) -> str:
     """Observe mode's finding, e.g. ``observe: at 175 W it would have saved 97 kJ (12%),

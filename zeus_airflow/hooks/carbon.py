@@ -2,15 +2,17 @@
 
 The Connection's password is the API token (sent as the ``auth-token`` header). Its extra
 ``base_url`` (or its host) replaces the API's base URL (``https://api.electricitymaps.com/v3``),
-e.g. for a proxy; its extras may also set ``timeout_s``, ``retries``, ``backoff_s`` and
-``cache_ttl_s``.
+e.g. for a proxy; its extras may also set ``timeout_s``, ``retries``, ``backoff_s``,
+``cache_ttl_s`` and ``budget_s`` (``electricitymaps.SETTINGS``; a value it does not accept
+makes the source fail, and the run's figures fall back, saying which extra and what it
+accepts).
 Answers are cached for the whole worker process, so that planning a start and accounting
 for the run that follows ask the API once.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowNotFoundException
@@ -19,13 +21,12 @@ from zeus_airflow.core.carbon.electricitymaps import (
     DEFAULT_BASE_URL,
     ElectricityMapsClient,
     ResponseCache,
+    check_settings,
 )
 from zeus_airflow.core.carbon.signal import SourceError
 
 DEFAULT_CONN_ID = "electricitymaps_default"
 CONN_TYPE = "electricitymaps"
-_CLIENT_SETTINGS = {"timeout_s": float, "retries": int, "backoff_s": float,
-                    "cache_ttl_s": float}
 _CACHE = ResponseCache()
 """One per worker process."""
 
@@ -60,8 +61,9 @@ class ElectricityMapsHook(BaseHook):
             raise SourceError(f"connection {self.carbon_conn_id!r} has no password: put the "
                               "Electricity Maps API token there")
         extra = conn.extra_dejson or {}
-        settings = {k: cast(extra[k]) for k, cast in _CLIENT_SETTINGS.items() if k in extra}
+        settings = check_settings(extra, f"connection {self.carbon_conn_id!r}'s extras")
         base = extra.get("base_url") or conn.host or DEFAULT_BASE_URL
         if "://" not in base:
             base = f"https://{base}"
-        return ElectricityMapsClient(conn.password, base_url=base, cache=_CACHE, **settings)
+        return ElectricityMapsClient(conn.password, base_url=base, cache=_CACHE,
+                                     **cast(dict[str, Any], settings))

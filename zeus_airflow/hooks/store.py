@@ -16,6 +16,7 @@ from airflow.sdk.exceptions import AirflowNotFoundException
 from sqlalchemy.engine import URL
 
 from zeus_airflow import airflow_compat  # noqa: F401  (an unsupported Airflow: a clear error)
+from zeus_airflow.core.config import is_blank
 from zeus_airflow.core.store.base import StoreError
 from zeus_airflow.core.store.connect import normalize_url
 from zeus_airflow.core.store.location import StoreLocation, open_store, resolve_location
@@ -58,9 +59,13 @@ def url_from_connection(conn: Any) -> URL:
 
 def resolve_store_location(conn_id: str | None = None, url: str | URL | None = None
                            ) -> StoreLocation:
-    """The store's location with the Connection step in the chain."""
-    if url:
+    """The store's location with the Connection step in the chain. An empty ``url`` or
+    ``conn_id`` is refused: '' is missing, never the default."""
+    if url is not None:
         return resolve_location(url)
+    if conn_id is not None and is_blank(conn_id):
+        raise StoreError(f"zeus_conn_id={conn_id!r} is invalid: expected the id of an Airflow "
+                         f"connection (not empty, no NUL bytes), or {DEFAULT_CONN_ID!r}")
     try:
         conn = BaseHook.get_connection(conn_id or DEFAULT_CONN_ID)
     except AirflowNotFoundException:

@@ -27,7 +27,9 @@ size's first run. The metric is the evaluation metric named ``metric`` (``accura
 ``eval_accuracy``); the Trainer must evaluate (``eval_strategy="epoch"`` is the natural choice;
 ``"steps"`` works too). Training stops through ``control.should_training_stop``: at the target
 as soon as an evaluation reaches it, and at an epoch's end (after its evaluation, with
-``eval_strategy="epoch"``) at the epoch budget or at the early-stop bound.
+``eval_strategy="epoch"``) at the epoch budget or at the early-stop bound. A ``max_steps``
+of the Trainer's that ends training first is the user's own cap: the try is recorded
+``invalid`` (not judged against its batch size) and the task succeeds.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from typing import Any
 
 from zeus_airflow.core.config import ConfigError
 from zeus_airflow.core.extras import raise_naming_extra
-from zeus_airflow.core.run import CONTRACT, TrainContractError, TrainingRun
+from zeus_airflow.core.run import CONTRACT, TrainContractError, TrainingRun, check_run
 
 try:
     from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
@@ -71,6 +73,7 @@ class ZeusTrainerCallback(TrainerCallback):
     """
 
     def __init__(self, run: TrainingRun, args: TrainingArguments, metric: str) -> None:
+        check_run(run, "ZeusTrainerCallback")
         if args.eval_strategy == "no":
             raise ConfigError(
                 "the Trainer never evaluates (eval_strategy='no'): Zeus needs the metric "
@@ -109,6 +112,14 @@ class ZeusTrainerCallback(TrainerCallback):
         self.run.end_epoch()
         if not self._evaluates_per_epoch:  # else the evaluation that follows decides
             self._stop_if_told(control)
+
+    def on_train_end(self, args: TrainingArguments, state: TrainerState,
+                     control: TrainerControl, **kwargs: Any) -> None:
+        """The Trainer's own ``max_steps`` ended training before Zeus said stop: the user's
+        cap, not a verdict on the batch size (``TrainingRun.capped_by``)."""
+        if self.run.stop_reason is None and args.max_steps > 0 \
+                and state.global_step >= args.max_steps:
+            self.run.capped_by(f"the Trainer's max_steps={args.max_steps}")
 
     def on_evaluate(self, args: TrainingArguments, state: TrainerState,
                     control: TrainerControl, metrics: dict[str, float] | None = None,

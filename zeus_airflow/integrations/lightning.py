@@ -27,13 +27,16 @@ candidate that this does not divide is refused before training starts. The modul
 ``train_dataloader`` must read that attribute; at the start of training the callback checks
 that the DataLoader really has that size.
 
-**Epochs, steps, stopping.** The Trainer's epoch budget becomes the operator's ``max_epochs``.
+**Epochs, steps, stopping.** The Trainer's epoch budget becomes the operator's ``max_epochs``
+(leave the Trainer's unset: Lightning does not warn about it, the callback being a Timer).
 Each training batch is one step for the power-limit profiler. The metric is the logged value
 named ``metric`` (``self.log(...)`` in ``validation_step``), read from
 ``trainer.callback_metrics``; the sanity check's validation is ignored. Training stops through
 ``trainer.should_stop``: at the target as soon as a validation reaches it, and at an epoch's
 end (after its validation) at the epoch budget or the early-stop bound. (Lightning still
-honours its own ``min_epochs``/``min_steps``: leave them unset.)
+honours its own ``min_epochs``/``min_steps``: leave them unset.) A ``max_steps`` or
+``limit_train_batches=0`` of the Trainer's that ends training first is the user's own cap:
+the try is recorded ``invalid`` (not judged against its batch size) and the task succeeds.
 """
 
 from __future__ import annotations
@@ -42,11 +45,12 @@ from typing import Any
 
 from zeus_airflow.core.config import ConfigError
 from zeus_airflow.core.extras import raise_naming_extra
-from zeus_airflow.core.run import CONTRACT, TrainContractError, TrainingRun
+from zeus_airflow.core.run import CONTRACT, TrainContractError, TrainingRun, check_run
 
 try:
     import lightning  # noqa: F401  (first: a missing install is then named 'lightning')
     import lightning.pytorch as pl
+    from lightning.pytorch.callbacks import Timer
     from lightning.pytorch.utilities.parsing import lightning_hasattr, lightning_setattr
 except ModuleNotFoundError as _err:
     raise_naming_extra(_err, "zeus_airflow.integrations.lightning")
@@ -54,8 +58,13 @@ except ModuleNotFoundError as _err:
 __all__ = ["ZeusLightningCallback"]
 
 
-class ZeusLightningCallback(pl.Callback):
+class ZeusLightningCallback(Timer):
     """Drives ``run`` from a Lightning ``Trainer``'s hooks (see the module's doc).
+
+    A :class:`~lightning.pytorch.callbacks.Timer` without a duration (so it never stops
+    training itself): Lightning leaves the epoch budget to a Trainer with a Timer instead of
+    warning that ``max_epochs`` was not set and taking 1000, before any callback hook could
+    set it; ``setup`` then sets the budget to the operator's ``max_epochs``.
 
     :param run: the run the operator handed to the train function.
     :param metric: the logged validation metric compared with ``target_metric``.
@@ -65,6 +74,8 @@ class ZeusLightningCallback(pl.Callback):
 
     def __init__(self, run: TrainingRun, metric: str,
                  batch_size_attr: str = "batch_size") -> None:
+        check_run(run, "ZeusLightningCallback")
+        super().__init__(duration=None)
         self.run = run
         self.metric = metric
         self.batch_size_attr = batch_size_attr
@@ -98,6 +109,7 @@ class ZeusLightningCallback(pl.Callback):
                 f"the training DataLoader has batch_size={size}, not the "
                 f"{self.per_device_batch_size} per device Zeus set in "
                 f"{self.batch_size_attr!r}: build it from that attribute in train_dataloader()")
+        super().on_train_start(trainer, pl_module)
         self.run.start_training()
 
     def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -105,10 +117,12 @@ class ZeusLightningCallback(pl.Callback):
 
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule,
                            outputs: Any, batch: Any, batch_idx: int) -> None:
+        super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
         self.run.end_step()
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         """A validation inside an epoch (``val_check_interval`` < 1) may reach the target."""
+        super().on_validation_end(trainer, pl_module)
         if trainer.sanity_checking or not self.run.in_epoch:
             return
         self.run.report_metric(self._metric(trainer))
@@ -116,11 +130,24 @@ class ZeusLightningCallback(pl.Callback):
             trainer.should_stop = True
 
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        """Lightning validates before this hook: the epoch's metric is in."""
-        self.run.report_metric(self._metric(trainer))
+        """Lightning validates before this hook: the epoch's metric is in, unless the
+        Trainer's own cap (``max_steps``) cut the epoch short of its validation."""
+        super().on_train_epoch_end(trainer, pl_module)
+        cap = _own_cap(trainer)
+        if cap is not None and self.metric not in trainer.callback_metrics:
+            self.run.capped_by(cap)
+        else:
+            self.run.report_metric(self._metric(trainer))
         self.run.end_epoch()
         if self.run.should_stop() is not None:
             trainer.should_stop = True
+
+    def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        """The Trainer's own cap ended training before Zeus said stop: the user's, not a
+        verdict on the batch size (``TrainingRun.capped_by``)."""
+        cap = _own_cap(trainer)
+        if cap is not None and self.run.stop_reason is None:
+            self.run.capped_by(cap)
 
     # --- internals ---------------------------------------------------------------------------
     def _metric(self, trainer: pl.Trainer) -> float:
@@ -131,3 +158,13 @@ class ZeusLightningCallback(pl.Callback):
                 f"log it with self.log({self.metric!r}, ...) in validation_step ({CONTRACT})")
         value = metrics[self.metric]
         return float(value.item()) if hasattr(value, "item") else float(value)
+
+
+def _own_cap(trainer: pl.Trainer) -> str | None:
+    """The Trainer setting that ended training, if one did: ``max_steps`` reached, or
+    ``limit_train_batches=0`` (no training at all)."""
+    if trainer.max_steps not in (None, -1) and trainer.global_step >= trainer.max_steps:
+        return f"the Trainer's max_steps={trainer.max_steps}"
+    if trainer.limit_train_batches == 0:
+        return "the Trainer's limit_train_batches=0"
+    return None

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from zeus_airflow.core.devices.base import Measurement
-from zeus_airflow.core.domain import RunCarbon, RunOutcome
+from zeus_airflow.core.domain import RunCarbon
 from zeus_airflow.core.engine import RecurrenceResult
 from zeus_airflow.core.units import observe_note, show_emissions, show_energy, show_time
 
@@ -75,28 +74,6 @@ def carbon_xcom_values(footprint: RunCarbon) -> dict[str, Any]:
     }
 
 
-def unrecorded_xcom_values(outcome: RunOutcome, measurement: Measurement) -> dict[str, Any]:
-    """The figures of a try the store failed to record, so that they survive in Airflow."""
-    return {
-        "batch_size": outcome.batch_size,
-        "power_limit_w": outcome.power_limit_w,
-        "energy_j": outcome.energy_j,
-        "time_s": outcome.time_s,
-        "cost": outcome.cost,
-        "epochs": outcome.epochs,
-        "reached_target": outcome.reached_target,
-        "measurement": measurement,
-        "setup_energy_j": outcome.setup_energy_j,
-        "setup_time_s": outcome.setup_time_s,
-        "optimal_power_limit_w": outcome.optimal_power_limit_w,
-        "would_save_energy_j": outcome.observer and outcome.observer.would_save_energy_j,
-        "would_save_time_s": outcome.observer and outcome.observer.would_save_time_s,
-        "cpu_energy_j": outcome.cpu_energy_j,
-        "dram_energy_j": outcome.dram_energy_j,
-        "default_cost": outcome.default_cost,
-    }
-
-
 def summary_line(result: RecurrenceResult, footprint: RunCarbon | None = None) -> str:
     """E.g. ``812 kJ · 114 min · b=64 · 175 W``, then what else a reader must know; figures in
     the units the UI shows them in (``core/units.py``)."""
@@ -121,6 +98,9 @@ def summary_line(result: RecurrenceResult, footprint: RunCarbon | None = None) -
     if result.profile_unfinished:
         parts.append(f"power profile unfinished: trained at the limits being profiled, "
                      f"{result.power_limit_w} W last; it goes on next run")
+    if result.unrecorded:
+        parts.append(f"NOT in the store yet ({len(result.unrecorded)} tries): the store "
+                     "failed at the end of training; the next run records it late")
     if result.would_save_energy_j is not None and result.would_save_time_s is not None:
         parts.append(observe_note(result.optimal_power_limit_w, result.energy_j,
                                   result.would_save_energy_j, result.would_save_time_s))

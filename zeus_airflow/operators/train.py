@@ -23,6 +23,7 @@ put back on every exit path; see ``core/gpu_lease.py`` for the one Airflow canno
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import itertools
@@ -33,7 +34,12 @@ from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from airflow.sdk import BaseOperator
 
-from zeus_airflow.airflow_compat import AirflowTaskTerminated, OperatorPartial, ResolveMixin
+from zeus_airflow.airflow_compat import (
+    AirflowSkipException,
+    AirflowTaskTerminated,
+    OperatorPartial,
+    ResolveMixin,
+)
 from zeus_airflow.core.config import (
     DEFAULT_BETA,
     DEFAULT_CARBON_SOURCE,
@@ -55,6 +61,8 @@ from zeus_airflow.core.config import (
     check_bool,
     check_job_id,
     check_kwargs,
+    is_blank,
+    plain_numbers,
 )
 from zeus_airflow.core.devices.spec import parse_device
 from zeus_airflow.operators.links import ZeusJobLink
@@ -67,17 +75,19 @@ if TYPE_CHECKING:
 
     from zeus_airflow.core.carbon.options import CarbonOptions
     from zeus_airflow.core.carbon.planner import StartPlan
-    from zeus_airflow.core.devices.base import Measurement
-    from zeus_airflow.core.domain import RunCarbon
+    from zeus_airflow.core.devices.spec import DeviceSpec
+    from zeus_airflow.core.domain import PendingResult, RunCarbon
     from zeus_airflow.core.engine import RecurrenceResult
     from zeus_airflow.core.gpu_lease import PowerLimitGuard
     from zeus_airflow.core.run import TrainingRun
-    from zeus_airflow.core.store.base import UnrecordedResultError
     from zeus_airflow.core.store.sql import SQLStore
 
 DEFAULT_CONN_ID = "zeus_default"
 DEFAULT_CARBON_CONN_ID = "electricitymaps_default"
 PENDING_SUMMARY = "(set when the task has run)"
+OUTBOX_KEY = "zeus_outbox"
+"""The XCom every run pushes: the results the store could not take (core/domain/outbox.py),
+its own and those it could not record either; the next run of the task records them."""
 
 
 class ZeusTrainOperator(BaseOperator):
@@ -130,6 +140,9 @@ class ZeusTrainOperator(BaseOperator):
         as a plain training task that returns would).
     :param fail_when_infeasible: fail the task, before training, when no batch size is left
         to try (default: train the best known size as it would run without Zeus).
+    :param shared_job: the instances of this mapped task feed one job on purpose (one
+        ``job_id`` for all): no warning that they share it. Without it, the first time a
+        second instance feeds a job, its log says so once.
     :param carbon_zone: grid zone (e.g. ``DE``) whose carbon intensity and price the run's
         emissions (gCO2e) and energy cost are computed with; None: no carbon accounting.
         Templated.
@@ -195,6 +208,7 @@ class ZeusTrainOperator(BaseOperator):
         heartbeat_s: float = 60.0,
         fail_on_missed_target: bool = False,
         fail_when_infeasible: bool = False,
+        shared_job: bool = False,
         carbon_zone: str | None = None,
         carbon_source: str = DEFAULT_CARBON_SOURCE,
         carbon_conn_id: str = DEFAULT_CARBON_CONN_ID,
@@ -236,6 +250,7 @@ class ZeusTrainOperator(BaseOperator):
         self.heartbeat_s = heartbeat_s
         self.fail_on_missed_target = fail_on_missed_target
         self.fail_when_infeasible = fail_when_infeasible
+        self.shared_job = shared_job
         self.carbon_zone = carbon_zone
         self.carbon_source = carbon_source
         self.carbon_conn_id = carbon_conn_id
@@ -249,6 +264,8 @@ class ZeusTrainOperator(BaseOperator):
         self.zeus_summary = PENDING_SUMMARY
         self._guard: PowerLimitGuard | None = None
         self._validate()
+        for name in _OPERATOR_CHECKS:  # numpy's or Decimal numbers kept as Python's
+            setattr(self, name, plain_numbers(getattr(self, name)))
 
     # --- parse time: checks only -------------------------------------------------------------
     @classmethod
@@ -262,6 +279,8 @@ class ZeusTrainOperator(BaseOperator):
         """
         _check_arguments(kwargs)
         _check_job(kwargs)
+        kwargs = {name: plain_numbers(value) if name in _OPERATOR_CHECKS else value
+                  for name, value in kwargs.items()}
         made = super().partial(**kwargs)
         checked = _CheckedPartial(operator_class=made.operator_class, kwargs=made.kwargs,
                                   params=made.params)
@@ -289,6 +308,7 @@ class ZeusTrainOperator(BaseOperator):
 
     # --- run time ----------------------------------------------------------------------------
     def execute(self, context: Context) -> Any:
+        self._check_rendered()
         config = self.job_config(self._resolve_job_id(context))
         self.job_id = config.job_id  # shown resolved in the Rendered Templates tab
         carbon = self._carbon_options()
@@ -311,6 +331,7 @@ class ZeusTrainOperator(BaseOperator):
         from zeus_airflow.core.carbon.planner import StartPlan
 
         chosen = StartPlan.from_json(plan) if plan else None
+        self._check_rendered()
         config = self.job_config(self._resolve_job_id(context))
         self.job_id = config.job_id
         if chosen is not None:
@@ -321,6 +342,36 @@ class ZeusTrainOperator(BaseOperator):
     def _train_and_publish(self, context: Context, config: JobConfig,
                            carbon: CarbonOptions | None, plan: StartPlan | None) -> Any:
         # Imported here, not at module level, so that parsing a DAG stays light.
+        from zeus_airflow.core.engine import record_late
+
+        spec = parse_device(self.device)
+        store = self._open_store()  # fails here, before any GPU setting changes
+        log = cast(logging.Logger, self.log)  # structlog's logger takes the stdlib calls
+        backlog = record_late(store, self._outbox_of_earlier_runs(context), log)
+        # Read and checked before training: a bad trace is said now, never after training.
+        grid = None if carbon is None else self._checked_grid(carbon)
+        unrecorded: list[PendingResult] = []
+        try:
+            result = self._train(context, config, store, spec, unrecorded)
+        finally:
+            # Once more now: an outage shorter than the rest of the task leaves nothing behind
+            # (and the try's carbon figures find its span). What still fails is pushed, even
+            # when training failed, for the next run to record.
+            unrecorded[:] = record_late(store, unrecorded, log)
+            self._keep_outbox(context, [*backlog, *unrecorded])
+        result = dataclasses.replace(result, unrecorded=tuple(unrecorded))
+        footprint = None if carbon is None else self._account(carbon, grid, plan, result,
+                                                              store)
+        self._warn_if_instances_share_the_job(store, context, config.job_id)
+        self._publish(context, result, footprint)
+        if not result.reached_target:
+            self._missed_target(result)
+        return result.return_value
+
+    def _train(self, context: Context, config: JobConfig, store: SQLStore, spec: DeviceSpec,
+               unrecorded: list[PendingResult]) -> RecurrenceResult:
+        """One recurrence on the task's GPUs, their limits put back whatever happens;
+        ``unrecorded`` gets the results the store could not take."""
         from contextlib import closing, nullcontext
 
         from zeus_airflow.core.devices.rapl import RAPLReader
@@ -328,12 +379,9 @@ class ZeusTrainOperator(BaseOperator):
         from zeus_airflow.core.engine import Engine
         from zeus_airflow.core.gpu_lease import GPULeases, PowerLimitGuard
         from zeus_airflow.core.policy import ZeusPolicy
-        from zeus_airflow.core.store.base import RecurrenceKey, UnrecordedResultError
+        from zeus_airflow.core.store.base import RecurrenceKey
 
         ti = context["ti"]
-        spec = parse_device(self.device)
-        store = self._open_store()  # fails here, before any GPU setting changes
-        self._warn_if_instances_share_the_job(store, context, config.job_id)
         device = open_device(spec, self.traces_dir)
         # The host's CPU package and DRAM where readable, beside real GPUs only: a replayed or
         # simulated GPU's clock is not the host's, so their sum would mean nothing.
@@ -351,18 +399,45 @@ class ZeusTrainOperator(BaseOperator):
                                 # structlog's logger takes the stdlib calls the engine makes
                                 log=cast(logging.Logger, self.log),
                                 check_return=_xcom_check if self.do_xcom_push else None,
-                                synchronize=self.synchronize, host_energy=host_energy)
-                result = engine.run_recurrence(self._train_function(), key)
-            except UnrecordedResultError as err:
-                self._publish_unrecorded(context, err, device.measurement)
-                raise
+                                synchronize=self.synchronize, host_energy=host_energy,
+                                skip_errors=(AirflowSkipException,))
+                try:
+                    return engine.run_recurrence(self._train_function(), key)
+                finally:  # an invalid try's measurement too, when the store failed
+                    unrecorded += engine.unrecorded
             finally:
                 self._guard = None
-        footprint = None if carbon is None else self._account(carbon, plan, result, store)
-        self._publish(context, result, footprint)
-        if not result.reached_target:
-            self._missed_target(result)
-        return result.return_value
+
+    # --- the outbox --------------------------------------------------------------------------
+    def _outbox_of_earlier_runs(self, context: Context) -> list[PendingResult]:
+        """The latest earlier run's outbox (each run carries on what it could not record).
+        Unreadable: nothing, said, never a failed task."""
+        from zeus_airflow.core.domain import outbox_from_json
+
+        ti = context["ti"]
+        try:
+            value = ti.xcom_pull(task_ids=ti.task_id, key=OUTBOX_KEY, include_prior_dates=True,
+                                 map_indexes=UNMAPPED if ti.map_index is None
+                                 else ti.map_index)
+            return outbox_from_json(value)
+        except Exception as err:  # a value someone else wrote there, an XCom backend's error
+            self.log.warning("Zeus: the outbox of earlier runs (XCom %r) cannot be read, its "
+                             "results stay unrecorded: %s: %s", OUTBOX_KEY,
+                             type(err).__name__, err)
+            return []
+
+    def _keep_outbox(self, context: Context, pending: list[PendingResult]) -> None:
+        from zeus_airflow.core.domain import outbox_to_json
+
+        if pending:
+            self.log.warning("Zeus: %d result(s) not in the store yet are kept in the XCom %r; "
+                             "the next run of this task records them (trials %s)",
+                             len(pending), OUTBOX_KEY, [p.trial_id for p in pending])
+        try:
+            context["ti"].xcom_push(key=OUTBOX_KEY, value=outbox_to_json(pending))
+        except Exception as err:  # the first rule: the model is trained; say what is lost
+            self.log.error("Zeus: the outbox cannot be kept (%s: %s); results NOT in the "
+                           "store: %s", type(err).__name__, err, outbox_to_json(pending))
 
     # --- carbon ------------------------------------------------------------------------------
     def _carbon_options(self) -> CarbonOptions | None:
@@ -419,11 +494,28 @@ class ZeusTrainOperator(BaseOperator):
         return plan_start(now, deadline, expected, forecast,
                           cast("Any", carbon.objective), carbon.weight)
 
-    def _account(self, carbon: CarbonOptions, plan: StartPlan | None,
+    def _checked_grid(self, carbon: CarbonOptions) -> Any:
+        """The carbon source, or the error that stands for it (the run's figures then fall
+        back, labelled ``fallback``): any failure is a warning, never a failed task."""
+        from zeus_airflow.core.carbon.signal import SourceError
+
+        try:
+            return self._grid(carbon)
+        except Exception as err:  # any source's error: the first rule
+            fallback = carbon.fallback_g_per_kwh
+            self.log.warning("Zeus: the carbon source %r cannot be used (%s); the run's carbon "
+                             "figures fall back to %s", carbon.source, err,
+                             "no figure" if fallback is None else
+                             f"{fallback:g} gCO2e/kWh (provenance fallback)")
+            return err if isinstance(err, SourceError) else SourceError(
+                f"{type(err).__name__}: {err}")
+
+    def _account(self, carbon: CarbonOptions, grid: Any, plan: StartPlan | None,
                  result: RecurrenceResult, store: SQLStore) -> RunCarbon:
         """Each try's emissions over its own span, recorded with it; the run's, returned.
-        A failing source falls back, saying so; a failure to record them is a warning (the
-        measured run is recorded already)."""
+        ``grid``: the source checked before training, or the error standing for it. A failing
+        source falls back, saying so; a failure to record them is a warning (the measured run
+        is recorded already, or waits in the outbox)."""
         from zeus_airflow.core.carbon.recurrence import TrySpan, account
         from zeus_airflow.core.carbon.signal import SourceError
         from zeus_airflow.core.store.base import StoreError
@@ -434,13 +526,18 @@ class ZeusTrainOperator(BaseOperator):
             self.log.warning("Zeus: the tries' spans cannot be read, no carbon figures: %s",
                              err)
             spans = {}
+        # A try the store could not take: the span the worker saw (its clock).
+        spans |= {p.trial_id: (p.started_at, p.finished_at) for p in result.unrecorded
+                  if p.started_at is not None and p.trial_id not in spans}
         tries = [TrySpan(t.trial_id, t.outcome.energy_j + t.outcome.setup_energy_j,
                          *spans[t.trial_id]) for t in result.tries if t.trial_id in spans]
         try:
-            source: Any = self._grid(carbon)
-        except SourceError as err:
-            source = err
-        run, per_try = account(source, carbon.zone, tries, carbon.fallback, plan)
+            run, per_try = account(grid, carbon.zone, tries, carbon.fallback, plan)
+        except Exception as err:  # a source that broke mid-way: the first rule, fall back
+            self.log.warning("Zeus: the carbon figures cannot be computed from the source: "
+                             "%s: %s", type(err).__name__, err)
+            run, per_try = account(SourceError(f"{type(err).__name__}: {err}"), carbon.zone,
+                                   tries, carbon.fallback, plan)
         if run.provenance == "fallback":
             self.log.warning("Zeus: the run's carbon intensity fell back to %.4g gCO2e/kWh: %s",
                              run.intensity_g_per_kwh, run.note)
@@ -480,11 +577,17 @@ class ZeusTrainOperator(BaseOperator):
         raise AirflowTaskTerminated("stopped by Airflow (on_kill): power limits restored")
 
     # --- internals ---------------------------------------------------------------------------
+    def _check_rendered(self) -> None:
+        """The templated strings as rendered, checked as at parse time, before the store or
+        a GPU is touched: a template that renders to '' (or a NUL byte) is refused naming
+        its parameter, never read as "not given" (the default job or store)."""
+        _check_arguments({name: getattr(self, name) for name in _TEMPLATED_STRINGS})
+
     def _resolve_job_id(self, context: Context) -> str:
         """The job this task instance feeds: ``job_id`` when given (rendered by now), else
         the task's default, one job per mapped instance."""
-        if self.job_id:
-            return self.job_id
+        if self.job_id is not None:
+            return check_job_id(self.job_id)
         map_index = context["ti"].map_index
         label = map_label(map_index, self._rendered_map_index(context, map_index))
         return default_job_id(self.dag_id, self.task_id, label)
@@ -510,37 +613,30 @@ class ZeusTrainOperator(BaseOperator):
 
     def _warn_if_instances_share_the_job(self, store: SQLStore, context: Context,
                                          job_id: str) -> None:
-        """A mapped task whose instances feed one job (an explicit job_id, or a
-        map_index_template that renders alike) trains one bandit on every instance's data;
-        that is allowed, but rarely meant, so it is said in every instance's log."""
-        from zeus_airflow.core.reports import job_map_indexes
+        """A mapped task whose instances feed one job (one job_id for all, or a
+        map_index_template that renders alike) trains one bandit on every instance's data.
+        Allowed, and meant with ``shared_job=True``; otherwise likely a mistake, said once
+        in the job's life, by the second instance to have fed it, after its run (its trial
+        is in the store then, whether the instances ran one after another or at once).
+        Every instance saying so on every run would fill a wide map's logs."""
+        from zeus_airflow.core.reports import job_instances
 
         ti = context["ti"]
-        if ti.map_index is None or ti.map_index == UNMAPPED:
+        if self.shared_job or ti.map_index is None or ti.map_index == UNMAPPED:
             return
-        with store.reading() as conn:
-            others = [i for i in job_map_indexes(conn, job_id, ti.dag_id, ti.task_id)
-                      if i != ti.map_index]
-        literal = self._job_id_is_literal_for_every_instance()
-        if others or literal:
-            which = (f"instances {', '.join(map(str, others))} have fed it too" if others
-                     else "job_id is the same text for every instance")
+        try:
+            with store.reading() as conn:
+                joined = job_instances(conn, job_id, ti.dag_id, ti.task_id)
+            first_run = joined[1:2] == [ti.map_index] and _first_run_in(store, job_id, ti)
+        except Exception as err:  # after training: a store fault must not fail the task
+            self.log.warning("Zeus: cannot check whether mapped instances share job %r: %s: %s",
+                             job_id, type(err).__name__, err)
+            return
+        if first_run:
             self.log.warning(
-                "Zeus: the mapped instances of task %s share one job, %r (%s): one bandit "
-                "learns from all their data. Leave job_id unset for a job per instance, or "
-                "template it per instance (e.g. \"{{ dag.dag_id }}.{{ "
-                "task.train_kwargs['region'] }}\"); if sharing is intended, ignore this.",
-                ti.task_id, job_id, which)
-
-    def _job_id_is_literal_for_every_instance(self) -> bool:
-        """Whether ``partial(job_id=...)`` gave every instance the same plain text: known
-        before any instance has run, unlike a template's renderings."""
-        mapped = self.dag.task_dict.get(self.task_id) if self.has_dag() else None
-        partial_kwargs = getattr(mapped, "partial_kwargs", None)
-        if not isinstance(partial_kwargs, Mapping):
-            return False
-        raw = partial_kwargs.get("job_id")
-        return isinstance(raw, str) and bool(raw) and not _is_template(raw)
+                "Zeus: mapped instances %s and %d of task %s share one job, %r. For a job "
+                "per instance leave job_id unset; if sharing is meant, set shared_job=True.",
+                joined[0], ti.map_index, ti.task_id, job_id)
 
     def _open_store(self) -> SQLStore:
         from zeus_airflow.hooks.store import ZeusStoreHook
@@ -566,16 +662,6 @@ class ZeusTrainOperator(BaseOperator):
         self.log.info("Zeus: %s (job %s, %s phase)", self.zeus_summary, result.job.job_id,
                       result.final.phase)
         emit_run_metrics(result, dag_id=ti.dag_id, task_id=ti.task_id, log=self.log)
-
-    def _publish_unrecorded(self, context: Context, error: UnrecordedResultError,
-                            measurement: Measurement) -> None:
-        """The store lost the result: keep it in Airflow, then fail the task loudly."""
-        from zeus_airflow.operators.summary import unrecorded_xcom_values
-
-        for key, value in unrecorded_xcom_values(error.outcome, measurement).items():
-            context["ti"].xcom_push(key=key, value=value)
-        self.zeus_summary = f"NOT RECORDED in the store: {error}"
-        self.log.error("Zeus: %s", error)
 
 
 def _xcom_check(value: Any) -> None:
@@ -606,15 +692,26 @@ def _check_train(value: object) -> None:
 
 
 def _check_conn_id(value: object, name: str = "zeus_conn_id") -> None:
-    if not isinstance(value, str) or not value.strip():
+    if is_blank(value):
         raise ConfigError(f"{name}={value!r} is invalid: expected the id of an Airflow "
-                          "connection (a non-empty string)")
+                          "connection (a non-empty string without NUL bytes)")
 
 
 def _check_traces_dir(value: object) -> None:
-    if value is not None and not isinstance(value, str | os.PathLike):
+    # '' (a template rendering to nothing) is missing, not "the default traces"
+    if value is not None and (not isinstance(value, str | os.PathLike)
+                              or (isinstance(value, str) and is_blank(value))):
         raise ConfigError(f"traces_dir={value!r} is invalid: expected None ($ZEUS_TRACES_DIR or "
-                          "the packaged traces) or the path of the traces folder")
+                          "the packaged traces) or the path of the traces folder (not empty)")
+
+
+def _first_run_in(store: SQLStore, job_id: str, ti: Any) -> bool:
+    """Whether a mapped task instance's run is its first in the job (later ones say
+    nothing)."""
+    from zeus_airflow.core.reports import job_instance_runs
+
+    with store.reading() as conn:
+        return job_instance_runs(conn, job_id, ti.dag_id, ti.task_id, ti.map_index) == 1
 
 
 def _check_carbon(values: Mapping[str, Any]) -> None:
@@ -641,6 +738,7 @@ _OPERATOR_CHECKS: dict[str, Callable[[Any], object]] = {
     "traces_dir": _check_traces_dir,
     "fail_on_missed_target": lambda v: check_bool("fail_on_missed_target", v),
     "fail_when_infeasible": lambda v: check_bool("fail_when_infeasible", v),
+    "shared_job": lambda v: check_bool("shared_job", v),
 }
 """A check for each of the operator's own parameters (Airflow checks BaseOperator's)."""
 

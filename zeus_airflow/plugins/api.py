@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from fastapi import APIRouter, Query, Request
 
+from zeus_airflow.core import reports
 from zeus_airflow.plugins import queries
 from zeus_airflow.plugins.auth import API_PREFIX, DagAccessDep
 from zeus_airflow.plugins.schemas import (
     JobDetailOut,
     JobList,
+    ReportOut,
     RunPageOut,
     job_detail_out,
     job_out,
@@ -23,6 +27,8 @@ ERRORS: dict[int | str, dict[str, str]] = {
     503: {"description": "the zeus-airflow store cannot be read"},
 }
 VERSION = Query(None, description="the job version; default: the current one")
+SINCE = Query(None, description="only the tries started at or after it (ISO 8601; UTC "
+                                "unless it says)")
 
 router = APIRouter(prefix=API_PREFIX.rstrip("/"), tags=["Zeus energy"], responses=ERRORS)
 
@@ -33,6 +39,17 @@ def list_jobs(request: Request, access: DagAccessDep, dag_id: str | None = Query
     """The current version of every job of a DAG the user may read, as on the jobs page."""
     urls = Urls.of(request)
     return JobList(jobs=[job_out(s, urls) for s in queries.job_summaries(access, dag_id)])
+
+
+@router.get("/report", summary="What each job and the fleet saved against Default")
+def report(access: DagAccessDep,
+           dag_id: str | None = Query(None, description="only the jobs of this DAG"),
+           since: datetime | None = SINCE) -> ReportOut:
+    """``zeus-airflow report --format json`` for the jobs the user may read: energy, time,
+    cost and emissions against Default's estimate, the phase and the next run, and the
+    totals of the jobs listed."""
+    found = queries.job_reports(access, dag_id, since)
+    return ReportOut(since=since, jobs=found, fleet=reports.fleet_totals(found))
 
 
 @router.get("/jobs/{job_id:path}/runs", summary="A job's runs, a page at a time")

@@ -56,8 +56,12 @@ def is_page(request: Request) -> bool:
 
 
 def login_url(request: Request) -> str:
-    """The auth manager's login page, coming back to this request's page afterwards."""
-    return auth_manager_login_url(get_auth_manager(), str(request.url))
+    """The auth manager's login page, coming back to this request's page afterwards: its
+    path and query only, so a forged Host header never reaches the login page's ``next=``
+    (and a path of leading slashes never becomes another host's URL)."""
+    path = "/" + request.url.path.lstrip("/")
+    back = f"{path}?{request.url.query}" if request.url.query else path
+    return auth_manager_login_url(get_auth_manager(), back)
 
 
 def login_redirect(request: Request) -> RedirectResponse:

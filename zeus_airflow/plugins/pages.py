@@ -7,7 +7,9 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 
 from zeus_airflow.plugins import queries, render
+from zeus_airflow.plugins.access import DagAccess
 from zeus_airflow.plugins.auth import DagAccessDep
+from zeus_airflow.plugins.fleet_page import View, fleet_page, pages
 from zeus_airflow.plugins.job_charts import job_charts
 from zeus_airflow.plugins.urls import Urls
 
@@ -18,8 +20,11 @@ _READ_DAG = [Depends(requires_access_dag("GET"))]
 
 @router.get("/", response_class=HTMLResponse)
 @router.get("/jobs", response_class=HTMLResponse)
-def jobs_page(request: Request, access: DagAccessDep) -> HTMLResponse:
-    return _jobs(request, queries.job_summaries(access), None)
+def jobs_page(request: Request, access: DagAccessDep, dag: str = "", phase: str = "",
+              fallback: bool = False, sort: str = "", desc: bool = False,
+              page: int = Query(1, ge=1)) -> HTMLResponse:
+    """The fleet: every job the user may read, filtered by DAG, phase and falling back."""
+    return _jobs(request, access, View(dag, phase, fallback, sort, desc, page), None)
 
 
 @router.get("/dags/{dag_id}", dependencies=_READ_DAG, response_model=None)
@@ -29,7 +34,7 @@ def dag_page(request: Request, access: DagAccessDep,
     summaries = queries.job_summaries(access, dag_id)
     if len(summaries) == 1:
         return RedirectResponse(Urls.of(request).job(summaries[0].job_id))
-    return _jobs(request, summaries, dag_id)
+    return _jobs(request, access, _view(request), dag_id)
 
 
 @router.get("/dags/{dag_id}/tasks/{task_id}", dependencies=_READ_DAG, response_model=None)
@@ -43,7 +48,8 @@ def task_page(request: Request, access: DagAccessDep, dag_id: str, task_id: str,
     if run_id is None and index is None:
         summaries = queries.task_jobs(access, dag_id, task_id)
         if len(summaries) > 1:
-            return _jobs(request, summaries, dag_id, task_id)
+            return _jobs(request, access, _view(request), dag_id, task_id,
+                         [s.job_id for s in summaries])
         return RedirectResponse(Urls.of(request).job(summaries[0].job_id))
     job_id = queries.instance_job(access, dag_id, task_id, index, run_id)
     return RedirectResponse(Urls.of(request).job(job_id, run_id=run_id, map_index=index))
@@ -70,8 +76,20 @@ def job_page(request: Request, access: DagAccessDep, job_id: str, version: int |
                        is_run=queries.is_run, version_param=version)
 
 
-def _jobs(request: Request, summaries: list[queries.JobSummary], dag_id: str | None,
-          task_id: str | None = None) -> HTMLResponse:
-    measurements = sorted({m for s in summaries for m in s.measurements})
-    return render.page(request, "jobs.html", jobs=summaries, dag_id=dag_id, task_id=task_id,
-                       all_measurements=measurements)
+def _view(request: Request) -> View:
+    """The fleet view a DAG's or task's tab was asked for (its links carry the same query)."""
+    q = request.query_params
+    page = q.get("page", "1")
+    return View(q.get("dag", ""), q.get("phase", ""), q.get("fallback", "") in ("1", "true"),
+                q.get("sort", ""), q.get("desc", "") in ("1", "true"),
+                int(page) if page.isdigit() and int(page) > 0 else 1)
+
+
+def _jobs(request: Request, access: DagAccess, view: View, dag_id: str | None,
+          task_id: str | None = None, ids: list[str] | None = None) -> HTMLResponse:
+    found, every = queries.fleet(access, dag_id, view.keeps, ids)
+    page = fleet_page(found, every, view)
+    measurements = sorted({m for j in every for m in j.totals.measurements})
+    return render.page(request, "jobs.html", fleet=page, dag_id=dag_id, task_id=task_id,
+                       all_measurements=measurements, any_jobs=bool(every),
+                       pages=pages(page.rows))

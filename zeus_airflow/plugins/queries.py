@@ -10,13 +10,17 @@ database here is allowed (Airflow 3 blocks the ORM in supervised task processes 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import Connection
 
 from zeus_airflow.core import reports
+from zeus_airflow.core.config import JOB_ID_MAX_LENGTH, is_blank
 from zeus_airflow.core.reports import JobDetail, JobSummary, RunRecord
+from zeus_airflow.core.reports.fleet import Fleet, FleetJob
+from zeus_airflow.core.reports.fleet import fleet as fleet_rows
 from zeus_airflow.core.store.sql import SQLStore
 from zeus_airflow.plugins.access import DagAccess, job_in_dag
 
@@ -26,6 +30,15 @@ MAX_PER_PAGE = 500
 
 class JobNotFoundError(LookupError):
     """No such job, or none the user may see (the two look the same on purpose)."""
+
+
+def _well_formed(**ids: str | None) -> None:
+    """Ids from a URL that no job can have (empty, a NUL byte, longer than the store's
+    column) are not found, as an unknown id is: never sent to the store, where PostgreSQL
+    would refuse a NUL with an error (a 500)."""
+    for name, value in ids.items():
+        if value is not None and (is_blank(value) or len(value) > JOB_ID_MAX_LENGTH):
+            raise JobNotFoundError(f"no job for {name}={value[:40]!r}: no job has such an id")
 
 
 @functools.cache
@@ -38,6 +51,7 @@ def store() -> SQLStore:
 
 def job_summaries(access: DagAccess, dag_id: str | None = None) -> list[JobSummary]:
     """The current version of every job the user may see (of ``dag_id`` only, when given)."""
+    _well_formed(dag_id=dag_id)
     with store().reading() as conn:
         dags = reports.job_dags(conn)
         ids = [j for j in access.visible(dags)
@@ -46,8 +60,35 @@ def job_summaries(access: DagAccess, dag_id: str | None = None) -> list[JobSumma
         return reports.summaries(conn, [reports.current(history[j]) for j in ids], history)
 
 
+def fleet(access: DagAccess, dag_id: str | None = None,
+          keep: Callable[[FleetJob], bool] = lambda job: True,
+          ids: Sequence[str] | None = None) -> tuple[Fleet, list[FleetJob]]:
+    """The fleet page's rows: of the jobs the user may see (of ``dag_id`` only, or ``ids``
+    in that order, when given), those ``keep`` keeps with their energy by day; and every
+    row the user may see."""
+    with store().reading() as conn:
+        dags = reports.job_dags(conn)
+        chosen_ids = [j for j in (ids if ids is not None else sorted(dags))
+                      if j in dags and access.may_see_job(j, dags[j])
+                      and (dag_id is None or job_in_dag(j, dags[j], dag_id))]
+        history = reports.versions(conn, chosen_ids)
+        return fleet_rows(conn, [reports.current(history[j]) for j in chosen_ids], keep)
+
+
+def job_reports(access: DagAccess, dag_id: str | None = None,
+                since: datetime | None = None) -> list[reports.JobReport]:
+    """``zeus-airflow report``'s figures for every job the user may see (of ``dag_id``
+    only, when given), by job id."""
+    with store().reading() as conn:
+        dags = reports.job_dags(conn)
+        ids = [j for j in access.visible(dags)
+               if dag_id is None or job_in_dag(j, dags[j], dag_id)]
+        return reports.report(conn, sorted(ids), since)
+
+
 def job_detail(access: DagAccess, job_id: str, version: int | None = None) -> JobDetail:
     """One version of a job (the current one by default), in full."""
+    _well_formed(job_id=job_id)
     with store().reading() as conn:
         return reports.detail(conn, _summary(conn, access, job_id, version))
 
@@ -55,6 +96,7 @@ def job_detail(access: DagAccess, job_id: str, version: int | None = None) -> Jo
 def job_runs(access: DagAccess, job_id: str, version: int | None = None
              ) -> tuple[JobSummary, tuple[RunRecord, ...]]:
     """One version of a job with its runs, oldest first."""
+    _well_formed(job_id=job_id)
     with store().reading() as conn:
         summary = _summary(conn, access, job_id, version)
         return summary, reports.runs(conn, summary.version.pk)
@@ -78,6 +120,7 @@ def instance_job(access: DagAccess, dag_id: str, task_id: str, map_index: int | 
                  run_id: str | None = None) -> str:
     """The job a task instance fed (in ``run_id`` when it ran there, else lately);
     ``map_index`` None: any instance of the task."""
+    _well_formed(dag_id=dag_id, task_id=task_id, run_id=run_id)
     with store().reading() as conn:
         job_id = reports.instance_job(conn, dag_id, task_id, map_index, run_id)
         if job_id is None:
@@ -91,6 +134,7 @@ def instance_job(access: DagAccess, dag_id: str, task_id: str, map_index: int | 
 def task_jobs(access: DagAccess, dag_id: str, task_id: str) -> list[JobSummary]:
     """The jobs the task's instances fed lately (one per mapped instance, by default), in
     map index order, those the user may see."""
+    _well_formed(dag_id=dag_id, task_id=task_id)
     with store().reading() as conn:
         ids = list(dict.fromkeys(reports.task_jobs(conn, dag_id, task_id).values()))
         dags = reports.job_dags(conn)

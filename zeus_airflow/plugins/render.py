@@ -14,7 +14,14 @@ from jinja2 import Environment, PackageLoader
 from markupsafe import Markup
 from starlette.requests import Request
 
-from zeus_airflow.core.units import show_emissions, show_energy, show_kwh, show_time
+from zeus_airflow.core.domain import STATUS_SHOWN
+from zeus_airflow.core.units import (
+    show_cost,
+    show_emissions,
+    show_energy,
+    show_kwh,
+    show_time,
+)
 from zeus_airflow.plugins.urls import Urls
 
 DEFAULT_METHOD = (
@@ -29,20 +36,6 @@ MEASUREMENT_HELP = {
     "simulated": "real training steps, with GPU power from a model fitted to the paper's traces",
 }
 
-RUN_STATUS = {
-    "running": ("running", "in flight: the figures sum the tries finished so far"),
-    "succeeded": ("succeeded", "the last try reached the target"),
-    "failed": ("target missed", "the last try missed the target (at max_epochs or early-stopped): "
-               "a warning, the Airflow task still succeeded unless fail_on_missed_target=True"),
-    "error": ("error", "the train function raised: the task failed with its traceback (task "
-              "log); no batch size was judged"),
-    "invalid": ("invalid", "the train function broke its contract (no metric reported, nan, "
-                "run.epochs() not iterated, or a return value XCom cannot store): the task "
-                "failed with the reason in its log; no batch size was judged"),
-    "expired": ("expired", "the task stopped sending heartbeats (killed?): recorded as lost"),
-}
-"""A run's status as the runs table shows it, and what it means (the title tooltip). A trial's
-``failed`` is its batch size failing; to a reader of a run it must not read as a failed task."""
 
 
 @dataclass(frozen=True)
@@ -58,10 +51,6 @@ def assets() -> Assets:
                   Markup(static.joinpath("theme.js").read_text()))
 
 
-def _cost(value: float | None) -> str:
-    return "—" if value is None else f"{show_energy(value)}-eq."
-
-
 def _share(part: float | None, whole: float | None) -> str:
     """``part`` as a percentage of ``whole``."""
     return "—" if part is None or not whole else f"{100 * part / whole:.1f} %"
@@ -71,14 +60,23 @@ def _when(moment: datetime | None) -> str:
     return "—" if moment is None else moment.strftime("%Y-%m-%d %H:%M UTC")
 
 
+FIGURES = {"energy": show_energy, "cost": show_cost, "emissions": show_emissions}
+"""The ``figure(kind)`` filter: a figure shown by its kind, for templates that loop over
+kinds."""
+
+
+def _figure(value: float | None, kind: str) -> str:
+    return FIGURES[kind](value)
+
+
 @functools.cache
 def environment() -> Environment:
     env = Environment(loader=PackageLoader("zeus_airflow.plugins", "templates"),
                       autoescape=True, trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(energy=show_energy, kwh=show_kwh, duration=show_time, cost=_cost,
-                       when=_when, share=_share, emissions=show_emissions)
+    env.filters.update(energy=show_energy, kwh=show_kwh, duration=show_time, cost=show_cost,
+                       when=_when, share=_share, emissions=show_emissions, figure=_figure)
     env.globals.update(measurement_help=MEASUREMENT_HELP, default_method=DEFAULT_METHOD,
-                       run_status=RUN_STATUS)
+                       run_status=STATUS_SHOWN)
     return env
 
 

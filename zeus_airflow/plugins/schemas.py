@@ -70,6 +70,15 @@ class JobList(BaseModel):
     jobs: list[JobOut]
 
 
+class ReportOut(BaseModel):
+    """``zeus-airflow report`` as JSON: each job the user may read against Default, and
+    their totals."""
+
+    since: datetime | None = Field(description="only the tries started at or after it")
+    jobs: list[reports.JobReport]
+    fleet: reports.FleetTotals = Field(description="the totals of the jobs listed")
+
+
 class JobDetailOut(BaseModel):
     job: JobOut
     arms: list[reports.Arm]

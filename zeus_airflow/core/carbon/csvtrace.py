@@ -15,12 +15,14 @@ before it (an hour for a single row). Times without a zone are UTC.
 from __future__ import annotations
 
 import csv
+import io
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from zeus_airflow.core.carbon.signal import GridPoint, SourceError
+from zeus_airflow.core.config import grid_value_problem
 
 ANY_ZONE = "*"
 _TIME_COLUMNS = ("datetime", "datetime (utc)", "time", "timestamp")
@@ -61,11 +63,9 @@ class CsvTrace:
 
     @classmethod
     def load(cls, path: str | Path) -> CsvTrace:
-        try:
-            with open(path, newline="", encoding="utf-8-sig") as f:
-                rows = list(csv.reader(f))
-        except OSError as err:
-            raise SourceError(f"cannot read the intensity trace {path}: {err}") from err
+        """The trace, every row checked: a value that is not a finite number in the plausible
+        range (``config.grid_value_problem``) is refused with its file and line."""
+        rows = _rows(path)
         if not rows:
             raise SourceError(f"the intensity trace {path} is empty")
         header, body = rows[0], [r for r in rows[1:] if any(c.strip() for c in r)]
@@ -80,11 +80,13 @@ class CsvTrace:
             try:
                 zone = row[zone_at].strip() if zone_at is not None else ANY_ZONE
                 price = row[price_at].strip() if price_at is not None else ""
-                starts.setdefault(zone, []).append(
-                    (parse_time(row[time_at]), float(row[value_at]),
-                     float(price) if price else None))
+                values = (float(row[value_at]), float(price) if price else None)
+                starts.setdefault(zone, []).append((parse_time(row[time_at]), *values))
             except (ValueError, IndexError) as err:
                 raise SourceError(f"{path}, line {line}: {err}") from None
+            problem = grid_value_problem(*values)
+            if problem is not None:
+                raise SourceError(f"{path}, line {line}: {problem}")
         return cls(str(path), {z: tuple(_intervals(r, str(path))) for z, r in starts.items()})
 
     def points(self, zone: str, start: datetime, end: datetime) -> list[GridPoint]:
@@ -93,6 +95,26 @@ class CsvTrace:
             raise SourceError(f"the intensity trace {self.path} has no zone {zone!r} (it has "
                               f"{', '.join(sorted(self.zones))})")
         return [p for p in series if p.overlap_s(start, end) > 0]
+
+
+def _rows(path: str | Path) -> list[list[str]]:
+    """The file's rows; bytes that are not UTF-8 text (or a NUL) are refused with their line."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError as err:
+        raise SourceError(f"cannot read the intensity trace {path}: {err}") from err
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = raw.count(b"\n", 0, err.start) + 1
+        raise SourceError(f"{path}, line {line}: not UTF-8 text (byte {raw[err.start]:#04x}); "
+                          "expected a CSV file") from None
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        return list(reader)
+    except csv.Error as err:  # e.g. a NUL byte
+        raise SourceError(f"{path}, line {reader.line_num}: {err}") from None
 
 
 def _intervals(rows: list[tuple[datetime, float, float | None]],

@@ -4,9 +4,13 @@ Standard library only (``urllib``). The token goes in the ``auth-token`` header;
 layer finds it in a Connection (``hooks/carbon.py``), this client never looks for it.
 Requests time out after ``timeout_s``; a 429 (rate limit), a 5xx or a network error is tried
 again after ``backoff_s``, doubling each time (or the server's ``Retry-After``, capped at
-``max_backoff_s``), up to ``retries`` times; a 401/403 is not retried. Answers are cached for
-``cache_ttl_s`` per URL. Any failure raises :class:`SourceError` saying what went wrong: the
-caller falls back and records the provenance ``fallback`` with that reason.
+``max_backoff_s``), up to ``retries`` times; a 401/403 is not retried. All the requests and
+waits of one ``points`` call fit in ``budget_s`` (default 5 s) and never run past the end of
+the span asked for when it is in the future (a start deadline): however many ``retries``, a
+failing API holds a task a few seconds, not minutes. Answers are cached for ``cache_ttl_s``
+per URL. Any failure raises :class:`SourceError` saying what went wrong: the caller falls back
+and records the provenance ``fallback`` with that reason. A figure outside the plausible range
+(``config.INTENSITY_RANGE_G_PER_KWH``) is such a failure.
 
 Response shapes read (fields the client does not use are ignored)::
 
@@ -29,18 +33,30 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from zeus_airflow.core.carbon.csvtrace import parse_time
 from zeus_airflow.core.carbon.signal import GridPoint, Provenance, SourceError, clip
+from zeus_airflow.core.config import grid_value_problem
 
 DEFAULT_BASE_URL = "https://api.electricitymaps.com/v3"
 GRANULARITY = {"5_minutes": timedelta(minutes=5), "15_minutes": timedelta(minutes=15),
                "hourly": timedelta(hours=1), "daily": timedelta(days=1)}
 RETRIED_STATUSES = (429, 500, 502, 503, 504)
+DEFAULT_BUDGET_S = 5.0
+"""All of one ``points`` call's requests and waits, in seconds."""
+SETTINGS: dict[str, tuple[str, Callable[[float], bool]]] = {
+    "timeout_s": ("a finite number of seconds > 0", lambda v: v > 0),
+    "retries": ("an integer >= 0", lambda v: v >= 0 and float(v).is_integer()),
+    "backoff_s": ("a finite number of seconds >= 0", lambda v: v >= 0),
+    "cache_ttl_s": ("a finite number of seconds >= 0", lambda v: v >= 0),
+    "budget_s": ("a finite number of seconds > 0 (all of a lookup's requests and waits)",
+                 lambda v: v > 0),
+}
+"""The client's settings a Connection's extras may set, and what each accepts."""
 
 log = logging.getLogger("zeus_airflow")
 
@@ -72,21 +88,25 @@ class ElectricityMapsClient:
     backoff_s: float = 1.0
     max_backoff_s: float = 30.0
     cache_ttl_s: float = 300.0
+    budget_s: float = DEFAULT_BUDGET_S
     cache: ResponseCache = field(default_factory=ResponseCache)
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
     sleep: Callable[[float], None] = time.sleep
 
-    # --- the three endpoints ------------------------------------------------------------------
-    def latest(self, zone: str) -> GridPoint:
-        body = self._get("carbon-intensity/latest", zone)
+    def __post_init__(self) -> None:
+        check_settings({name: getattr(self, name) for name in SETTINGS}, "the client")
+
+    # --- the three endpoints (``until``: a time.monotonic() deadline; default the budget) --
+    def latest(self, zone: str, until: float | None = None) -> GridPoint:
+        body = self._get("carbon-intensity/latest", zone, until)
         return _point(body, "live", body)
 
-    def history(self, zone: str) -> list[GridPoint]:
-        body = self._get("carbon-intensity/history", zone)
+    def history(self, zone: str, until: float | None = None) -> list[GridPoint]:
+        body = self._get("carbon-intensity/history", zone, until)
         return [_point(item, "live", body) for item in _items(body, "history")]
 
-    def forecast(self, zone: str) -> list[GridPoint]:
-        body = self._get("carbon-intensity/forecast", zone)
+    def forecast(self, zone: str, until: float | None = None) -> list[GridPoint]:
+        body = self._get("carbon-intensity/forecast", zone, until)
         return [_point(item, "forecast", body) for item in _items(body, "forecast")]
 
     # --- GridSource ---------------------------------------------------------------------------
@@ -95,11 +115,15 @@ class ElectricityMapsClient:
         the rest; measured figures win over forecast ones where both exist. When one part
         fails the other is still used (the caller fills the gap); when all fail, it raises."""
         now = self.clock()
+        budget_s = self.budget_s
+        if end > now:  # a start deadline: never wait past it
+            budget_s = min(budget_s, (end - now).total_seconds())
+        until = time.monotonic() + budget_s
         parts: list[Callable[[str], list[GridPoint]]] = []
         if start < now:
-            parts.append(lambda z: [*self.history(z), self.latest(z)])
+            parts.append(lambda z: [*self.history(z, until), self.latest(z, until)])
         if end > now:
-            parts.append(self.forecast)
+            parts.append(lambda z: self.forecast(z, until))
         found: list[GridPoint] = []
         errors: list[SourceError] = []
         for part in parts:
@@ -114,21 +138,29 @@ class ElectricityMapsClient:
         return clip(found, start, end)
 
     # --- HTTP ---------------------------------------------------------------------------------
-    def _get(self, path: str, zone: str) -> Any:
+    def _get(self, path: str, zone: str, until: float | None = None) -> Any:
         url = f"{self.base_url.rstrip('/')}/{path}?{urllib.parse.urlencode({'zone': zone})}"
         cached = self.cache.get(url, time.monotonic())
         if cached is not None:
             return cached
+        until = time.monotonic() + self.budget_s if until is None else until
         wait = self.backoff_s
         for attempt in range(self.retries + 1):
+            left_s = until - time.monotonic()
+            if left_s <= 0:
+                raise SourceError(f"Electricity Maps {path} for zone {zone!r}: no answer "
+                                  f"within the time budget ({self.budget_s:g} s, or the start "
+                                  f"deadline), {attempt} tries")
             try:
-                body = self._fetch(url)
+                body = self._fetch(url, min(self.timeout_s, left_s))
             except _Retry as err:
-                if attempt == self.retries:
-                    raise SourceError(f"Electricity Maps {path} for zone {zone!r}: "
-                                      f"{err.reason}, {self.retries + 1} tries") from None
                 delay = min(err.retry_after_s if err.retry_after_s is not None else wait,
                             self.max_backoff_s)
+                if attempt == self.retries or delay >= until - time.monotonic():
+                    # Out of tries, or the next one would start past the time budget.
+                    why = "" if attempt == self.retries else ", no time left in the budget"
+                    raise SourceError(f"Electricity Maps {path} for zone {zone!r}: "
+                                      f"{err.reason}, {attempt + 1} tries{why}") from None
                 log.warning("Electricity Maps %s: %s; trying again in %.3g s", path,
                             err.reason, delay)
                 self.sleep(delay)
@@ -138,11 +170,11 @@ class ElectricityMapsClient:
             return body
         raise AssertionError("unreachable")
 
-    def _fetch(self, url: str) -> Any:
+    def _fetch(self, url: str, timeout_s: float) -> Any:
         request = urllib.request.Request(url, headers={"auth-token": self.token,
                                                        "Accept": "application/json"})
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+            with urllib.request.urlopen(request, timeout=timeout_s) as response:
                 raw = response.read()
         except urllib.error.HTTPError as err:
             if err.code in RETRIED_STATUSES:
@@ -197,7 +229,35 @@ def _point(item: Any, provenance: Provenance, body: Any) -> GridPoint:
     except (KeyError, TypeError, ValueError, AttributeError) as err:
         raise SourceError(f"Electricity Maps sent a malformed figure ({type(err).__name__}: "
                           f"{err}): {str(item)[:120]}") from None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(
-            value) or value < 0:
-        raise SourceError(f"Electricity Maps sent a malformed carbonIntensity: {value!r}")
+    problem = grid_value_problem(value)
+    if problem is not None:
+        raise SourceError(f"Electricity Maps sent an unusable carbonIntensity: {problem}")
     return GridPoint(start, start + length, float(value), provenance)
+
+
+def check_settings(settings: Mapping[str, object], where: str) -> dict[str, float]:
+    """The client settings in ``settings`` (a Connection's extras), each checked against
+    :data:`SETTINGS`; others are ignored. Raises SourceError naming the setting, where it
+    came from and what it accepts, so that the caller falls back instead of failing."""
+    checked: dict[str, float] = {}
+    for name, (allowed, within) in SETTINGS.items():
+        if name not in settings:
+            continue
+        value = settings[name]
+        number = _number(value)
+        if number is None or not math.isfinite(number) or not within(number):
+            raise SourceError(f"{where}: {name}={value!r} is invalid: expected {allowed}")
+        checked[name] = int(number) if name == "retries" else number
+    return checked
+
+
+def _number(value: object) -> float | None:
+    """A number, or text that is one (JSON extras typed in the UI); None otherwise."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    try:
+        return float(value) if isinstance(value, str) else None
+    except ValueError:
+        return None

@@ -25,6 +25,7 @@ from zeus_airflow.core.domain.job import (
     Observed,
     Successes,
 )
+from zeus_airflow.core.domain.outbox import PendingResult, outbox_from_json, outbox_to_json
 from zeus_airflow.core.domain.outcome import (
     ObserverReport,
     PowerProfile,
@@ -36,6 +37,7 @@ from zeus_airflow.core.domain.phases import EXPLORATION_PHASES, Phase, counts_as
 from zeus_airflow.core.domain.trials import (
     LIVE_STATUSES,
     REPLACED_STATUSES,
+    STATUS_SHOWN,
     TRANSITIONS,
     VOID_STATUSES,
     RecurrenceKey,
@@ -46,11 +48,14 @@ from zeus_airflow.core.domain.trials import (
     takes_result,
 )
 
-__all__ = ["EXPLORATION_PHASES", "LIVE_STATUSES", "REPLACED_STATUSES", "TRANSITIONS",
+__all__ = ["EXPLORATION_PHASES", "LIVE_STATUSES", "REPLACED_STATUSES", "STATUS_SHOWN",
+           "TRANSITIONS",
            "VOID_STATUSES", "ArmStats", "BudgetLedger", "BudgetStatus", "Decide", "Decision",
            "DeviceInfo", "DriftFound",
            "ExplorationStep", "FleetKey", "ForeignObservation", "JobRef", "JobSnapshot",
-           "JobState", "Observed", "ObserverReport", "Phase", "PowerProfile", "RecurrenceKey",
+           "JobState", "Observed", "ObserverReport", "PendingResult", "Phase", "PowerProfile",
+           "RecurrenceKey",
            "RunCarbon", "RunOutcome", "SizeEvidence", "SliceInProgress", "StopReason",
            "Successes", "TrainingFigures", "TrialRecord",
-           "TrialStatus", "counts_as_observation", "may_become", "takes_result"]
+           "TrialStatus", "counts_as_observation", "may_become", "outbox_from_json",
+           "outbox_to_json", "takes_result"]

@@ -15,11 +15,13 @@ from typing import Literal
 from zeus_airflow.core.devices.base import Measurement
 from zeus_airflow.core.domain.phases import EXPLORATION_PHASES
 
-TrialStatus = Literal["running", "succeeded", "failed", "error", "invalid", "expired",
-                      "superseded", "abandoned"]
+TrialStatus = Literal["running", "succeeded", "failed", "error", "invalid", "skipped",
+                      "expired", "superseded", "abandoned"]
 """running: in flight. succeeded / failed: finished, target reached or not. error: the train
-function raised. invalid: it returned without keeping its contract (run.CONTRACT); its
-measurement is kept, its batch size not judged. expired: no heartbeat within its lease (a
+function raised. invalid: it returned without keeping its contract (run.CONTRACT), or kept it
+without a verdict on its size (too few steps, its own cap); its measurement is kept, its batch
+size not judged. skipped: the train function asked its scheduler to skip the task (Airflow's
+AirflowSkipException); likewise kept, not judged. expired: no heartbeat within its lease (a
 few missed heartbeats: its worker died). superseded: it had finished when a later try of the
 same Airflow task instance began; abandoned: it had not. Both are kept for history and never
 feed a posterior; a superseded exploration trial keeps its place in the pruning walk, which
@@ -29,9 +31,10 @@ STARTED: TrialStatus = "running"
 """The status a trial is inserted with."""
 LIVE_STATUSES: tuple[TrialStatus, ...] = ("running", "succeeded", "failed", "expired")
 """Trials that count, or may still count, for their Airflow task instance's try."""
-VOID_STATUSES: tuple[TrialStatus, ...] = ("error", "invalid")
-"""Tries that say nothing about their batch size: the train function raised (``error``) or
-returned without keeping its contract (``invalid``). Shown, never counted."""
+VOID_STATUSES: tuple[TrialStatus, ...] = ("error", "invalid", "skipped")
+"""Tries that say nothing about their batch size: the train function raised (``error``),
+returned without a verdict (``invalid``) or skipped its task (``skipped``). Shown, never
+counted."""
 REPLACED_STATUSES: tuple[TrialStatus, ...] = ("superseded", "abandoned")
 """Trials that a later try of the same Airflow task instance replaced: history only."""
 FINISHED_STATUSES: tuple[TrialStatus, ...] = ("succeeded", "failed")
@@ -44,6 +47,31 @@ def finished_status(reached_target: bool) -> TrialStatus:
     return "succeeded" if reached_target else "failed"
 
 
+STATUS_SHOWN: Mapping[TrialStatus, tuple[str, str]] = {
+    "running": ("running", "in flight: the figures sum the tries finished so far"),
+    "succeeded": ("succeeded", "the last try reached the target"),
+    "failed": ("target missed", "the last try missed the target (at max_epochs or early-stopped): "
+               "a warning, the Airflow task still succeeded unless fail_on_missed_target=True"),
+    "error": ("error", "the train function raised: the task failed with its traceback (task "
+              "log); no batch size was judged"),
+    "invalid": ("invalid", "no batch size was judged: the train function broke its contract "
+                "(no metric reported, nan, run.epochs() not iterated, or a return value XCom "
+                "cannot store: the task failed with the reason in its log), or trained an "
+                "epoch of no step, or its own cap (max_steps) ended it (a warning; the task "
+                "succeeded)"),
+    "skipped": ("skipped", "the train function raised AirflowSkipException: the task was "
+                "skipped; no batch size was judged"),
+    "expired": ("expired", "the task stopped sending heartbeats (killed?): recorded as lost"),
+    "superseded": ("replaced", "a later Airflow try of the task began after it finished: "
+                   "history, never counted"),
+    "abandoned": ("abandoned", "a later Airflow try of the task began while it ran: history, "
+                  "never counted"),
+}
+"""A try's or run's status as people read it (the UI's runs table, the CLI), and what it
+means (the UI's tooltip). A trial's ``failed`` is its batch size missing the target; to a
+reader it must not read as a failed Airflow task."""
+
+
 # --- the events ---------------------------------------------------------------------------------
 EXPIRE: Mapping[TrialStatus, TrialStatus] = {"running": "expired"}
 """Its worker sent no heartbeat within the lease."""
@@ -53,6 +81,8 @@ SUPERSEDE: Mapping[TrialStatus, TrialStatus] = {
 """A later try of the same Airflow task instance began: live trials become history."""
 FAIL: Mapping[TrialStatus, TrialStatus] = {"running": "error"}
 """The train function raised."""
+SKIP: Mapping[TrialStatus, TrialStatus] = {"running": "skipped"}
+"""The train function raised its scheduler's skip (Airflow's AirflowSkipException)."""
 INVALIDATE: Mapping[TrialStatus, TrialStatus] = {"running": "invalid", "expired": "invalid"}
 """The train function returned without keeping its contract (a late one too)."""
 RESULT_TAKEN_FROM: tuple[TrialStatus, ...] = ("running", "succeeded", "failed")
@@ -72,7 +102,7 @@ def takes_result(status: str, phase: str) -> bool:
 
 def _transitions() -> dict[TrialStatus, frozenset[TrialStatus]]:
     moves: dict[TrialStatus, set[TrialStatus]] = {}
-    for event in (EXPIRE, SUPERSEDE, FAIL, INVALIDATE):
+    for event in (EXPIRE, SUPERSEDE, FAIL, SKIP, INVALIDATE):
         for old, new in event.items():
             moves.setdefault(old, set()).add(new)
     for old in (*RESULT_TAKEN_FROM, *LATE_RESULT_TAKEN_FROM):
@@ -182,3 +212,6 @@ class TrialRecord(TrainingFigures):
     budget_left_runs: float | None = None
     """The exploration budget left when it was decided, in Default runs' worth (None: no
     budget, or no estimate of Default's cost yet)."""
+    recorded_late_at: datetime | None = None
+    """When its result reached the store from the outbox (``core/outbox.py``): the store
+    failed at the end of training and a later run recorded it. None: recorded on time."""

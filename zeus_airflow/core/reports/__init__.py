@@ -14,7 +14,8 @@ from zeus_airflow.core.reports.jobs import (
     detail,
     instance_job,
     job_dags,
-    job_map_indexes,
+    job_instance_runs,
+    job_instances,
     summaries,
     task_jobs,
     versions,
@@ -28,10 +29,11 @@ from zeus_airflow.core.reports.records import (
     RunRecord,
     Version,
 )
+from zeus_airflow.core.reports.report import FleetTotals, JobReport, fleet_totals, report
 from zeus_airflow.core.reports.runs import SHOWN_STATUSES, runs
 
-__all__ = ["SHOWN_STATUSES", "Arm", "DefaultEstimate", "JobDetail", "JobSummary",
-           "ProfilePoint", "RunRecord", "Version", "arms", "current", "default_emissions_g",
-           "default_estimate",
-           "detail", "instance_job", "job_dags", "job_map_indexes", "profile_points", "runs",
+__all__ = ["SHOWN_STATUSES", "Arm", "DefaultEstimate", "FleetTotals", "JobDetail", "JobReport",
+           "JobSummary", "ProfilePoint", "RunRecord", "Version", "arms", "current",
+           "default_emissions_g", "default_estimate", "detail", "fleet_totals", "instance_job",
+           "job_dags", "job_instance_runs", "job_instances", "profile_points", "report", "runs",
            "summaries", "task_jobs", "versions"]

@@ -8,23 +8,33 @@ next decision most likely happens.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from sqlalchemy import Connection, select
 
-from zeus_airflow.core.domain import ArmStats, DeviceInfo, JobRef, JobSnapshot
+from zeus_airflow.core.domain import ArmStats, Decision, DeviceInfo, JobRef, JobSnapshot
 from zeus_airflow.core.fleet import job_snapshot
 from zeus_airflow.core.policy import (
     HistoryOutOfOrderError,
+    NoFeasibleBatchSizeError,
     best_known,
     best_success_size,
+    bound_for,
     job_phase,
     pruning_reasons,
     pruning_state,
+    within_budget,
 )
 from zeus_airflow.core.posterior import arm_posterior, pooled_cost_cv
 from zeus_airflow.core.reports.records import Arm, ProfilePoint, Version
 from zeus_airflow.core.store.snapshot import read_state
 from zeus_airflow.core.store.tables import power_profiles, trials
 
+_POINT = (power_profiles.c.batch_size, power_profiles.c.gpu_model, power_profiles.c.gpu_count,
+          power_profiles.c.power_limit_w, power_profiles.c.avg_power_w,
+          power_profiles.c.steps_per_s)
+"""A profile point's columns, in ``ProfilePoint``'s order."""
 _LATEST_SETUP = (select(trials.c.gpu_model, trials.c.gpu_count, trials.c.measurement)
                  .order_by(trials.c.decision_seq.desc()).limit(1))
 
@@ -58,15 +68,23 @@ def decision_state(conn: Connection, v: Version) -> tuple[str, int | None]:
 
 def upcoming_batch_size(conn: Connection, v: Version) -> tuple[str, int | None]:
     """The batch size the Zeus policy most likely decides next, and the job's phase: the
-    pruning walk's next step, else the best known size in play (what Thompson sampling
-    exploits most often), else the fallback's. None before any observation."""
+    pruning walk's next step (or, phase ``exploit``, the best known size when that step
+    would not fit in the exploration budget), else the best known size in play (what
+    Thompson sampling exploits most often), else the fallback's. None before any
+    observation."""
     snapshot = _snapshot(conn, v)
     try:
         state = pruning_state(snapshot.config, snapshot.exploration)
     except HistoryOutOfOrderError:  # another policy's history
         return decision_state(conn, v)
     if state.next_batch_size is not None:
-        return "pruning", state.next_batch_size
+        step = Decision(state.next_batch_size, "pruning",
+                        early_stop_cost=bound_for(snapshot)(state.next_batch_size))
+        try:
+            decided = within_budget(snapshot, step)
+        except NoFeasibleBatchSizeError:  # only inside a recurrence that already failed
+            return "pruning", step.batch_size
+        return decided.phase, decided.batch_size
     return decision_state(conn, v)
 
 
@@ -96,10 +114,18 @@ def profile_points(conn: Connection, job_pk: int,
     """Measured profile points, by batch size, GPU setup and limit (highest first); slices
     in progress are no points yet."""
     p = power_profiles.c
-    query = (select(p.batch_size, p.gpu_model, p.gpu_count, p.power_limit_w, p.avg_power_w,
-                    p.steps_per_s).where(p.job_pk == job_pk, p.measured_steps.is_(None))
+    query = (select(*_POINT).where(p.job_pk == job_pk, p.measured_steps.is_(None))
              .order_by(p.batch_size, p.gpu_model, p.gpu_count, p.power_limit_w.desc()))
     if batch_size is not None:
         query = query.where(p.batch_size == batch_size)
-    rows = conn.execute(query)
-    return tuple(ProfilePoint(*r) for r in rows)
+    return tuple(ProfilePoint(*r) for r in conn.execute(query))
+
+
+def profile_points_of(conn: Connection, sizes: Mapping[int, int]) -> list[Any]:
+    """The measured profile points of each job's batch size (job key -> size), with their
+    job key (``job_pk``), in one read."""
+    p = power_profiles.c
+    rows = conn.execute(select(p.job_pk, *_POINT).where(
+        p.job_pk.in_(list(sizes)), p.batch_size.in_(set(sizes.values())),
+        p.measured_steps.is_(None)))
+    return [r for r in rows if r[1] == sizes[r[0]]]  # (job_pk, batch_size, ...)

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import fields
+from datetime import datetime
+from typing import Any
 
-from sqlalchemy import Connection, Integer, case, func, select
+from sqlalchemy import ColumnElement, Connection, Integer, Select, case, func, select
 
-from zeus_airflow.core.config import JobConfig
 from zeus_airflow.core.devices.base import Measurement
 from zeus_airflow.core.reports.arms import arms, decision_state, profile_points
-from zeus_airflow.core.reports.default import default_estimate
-from zeus_airflow.core.reports.records import JobDetail, JobSummary, Version
+from zeus_airflow.core.reports.default import default_estimates
+from zeus_airflow.core.reports.records import JobDetail, JobSummary, JobTotals, Version
 from zeus_airflow.core.reports.runs import SHOWN, runs
 from zeus_airflow.core.store.admin import as_utc as utc
 from zeus_airflow.core.store.tables import jobs, trials
@@ -58,13 +60,24 @@ def task_jobs(conn: Connection, dag_id: str, task_id: str) -> dict[int, str]:
     return dict(sorted(latest.items()))
 
 
-def job_map_indexes(conn: Connection, job_id: str, dag_id: str, task_id: str
-                    ) -> tuple[int, ...]:
-    """The map indexes of the task whose trials fed the job, over all its versions."""
-    return tuple(conn.execute(
-        select(trials.c.map_index).distinct().join(jobs, trials.c.job_pk == jobs.c.id)
+def job_instances(conn: Connection, job_id: str, dag_id: str, task_id: str) -> list[int]:
+    """The map indexes of the task that fed the job, over all its versions, in the order
+    they first did."""
+    first = func.min(trials.c.id)
+    return list(conn.execute(
+        select(trials.c.map_index).join(jobs, trials.c.job_pk == jobs.c.id)
         .where(jobs.c.job_id == job_id, trials.c.dag_id == dag_id,
-               trials.c.task_id == task_id).order_by(trials.c.map_index)).scalars())
+               trials.c.task_id == task_id)
+        .group_by(trials.c.map_index).order_by(first)).scalars())
+
+
+def job_instance_runs(conn: Connection, job_id: str, dag_id: str, task_id: str,
+                      map_index: int) -> int:
+    """How many DAG runs a task instance fed the job in."""
+    return int(conn.execute(
+        select(func.count(trials.c.run_id.distinct())).join(jobs, trials.c.job_pk == jobs.c.id)
+        .where(jobs.c.job_id == job_id, trials.c.dag_id == dag_id, trials.c.task_id == task_id,
+               trials.c.map_index == map_index)).scalar() or 0)
 
 
 def versions(conn: Connection, job_ids: Iterable[str]) -> dict[str, list[Version]]:
@@ -74,8 +87,7 @@ def versions(conn: Connection, job_ids: Iterable[str]) -> dict[str, list[Version
     found: dict[str, list[Version]] = {}
     for r in rows:
         found.setdefault(r.job_id, []).append(Version(
-            r.id, r.job_id, r.version, bool(r.active), utc(r.created_at),
-            JobConfig.from_json(r.config_json)))
+            r.id, r.job_id, r.version, bool(r.active), utc(r.created_at), r.config_json))
     return found
 
 
@@ -84,53 +96,85 @@ def current(history: Sequence[Version]) -> Version:
     return next((v for v in history if v.active), history[-1])
 
 
-def summaries(conn: Connection, chosen: Sequence[Version],
-              history: dict[str, list[Version]]) -> list[JobSummary]:
-    """One summary per chosen version, in the order given."""
+def totals(conn: Connection, chosen: Sequence[Version],
+           since: datetime | None = None) -> dict[int, JobTotals]:
+    """Each chosen version's totals, by its key, in a few reads for them all; with
+    ``since``, of the tries started at or after it only (the Default estimate still learns
+    from every run)."""
     pks = [v.pk for v in chosen]
-    observe = trials.c.would_save_energy_j.is_not(None)
-    totals = {r.job_pk: r for r in conn.execute(
-        select(trials.c.job_pk, func.coalesce(func.sum(trials.c.energy_j), 0.0).label("energy"),
-               func.coalesce(func.sum(trials.c.time_s), 0.0).label("time"),
-               func.sum(trials.c.would_save_energy_j).label("would_save_energy"),
-               func.sum(trials.c.would_save_time_s).label("would_save_time"),
-               func.sum(case((observe, trials.c.energy_j))).label("observed_energy"))
-        .where(trials.c.job_pk.in_(pks), SHOWN).group_by(trials.c.job_pk))}
-    # A run is finished once one of its tries has figures and none is still training: the
-    # Default estimate counts one Default run per finished run.
-    per_run = (select(trials.c.job_pk,
-                      (func.max(trials.c.energy_j.is_not(None).cast(Integer))
-                       * func.min((trials.c.status != "running").cast(Integer))).label("done"))
-               .where(trials.c.job_pk.in_(pks), SHOWN)
-               .group_by(trials.c.job_pk, *_RUN_KEY).subquery())
+    shown = (SHOWN,) if since is None else (SHOWN, trials.c.started_at >= since)
+    # Per job and place (DAG, task, measurement): the sums, added up per job below.
+    sums: dict[int, list[float]] = {}
+    places: dict[int, set[tuple[str, str, Measurement]]] = {}
+    for r in conn.execute(
+            select(trials.c.job_pk, trials.c.dag_id, trials.c.task_id, trials.c.measurement,
+                   func.coalesce(func.sum(trials.c.energy_j), 0.0),
+                   func.coalesce(func.sum(trials.c.time_s), 0.0),
+                   func.coalesce(func.sum(trials.c.cost), 0.0))
+            .where(trials.c.job_pk.in_(pks), *shown)
+            .group_by(trials.c.job_pk, trials.c.dag_id, trials.c.task_id,
+                      trials.c.measurement)):
+        pk, dag_id, task_id, measurement, *figures = r
+        places.setdefault(pk, set()).add((dag_id, task_id, measurement))
+        total = sums.setdefault(pk, [0.0, 0.0, 0.0])
+        for i, value in enumerate(figures):
+            total[i] += float(value)
+    per_run = run_figures(pks, shown).subquery()
     counts = {r.job_pk: r for r in conn.execute(
         select(per_run.c.job_pk, func.count().label("runs"),
                func.coalesce(func.sum(per_run.c.done), 0).label("done"))
         .group_by(per_run.c.job_pk))}
-    places: dict[int, set[tuple[str, str, Measurement]]] = {}
-    for r in conn.execute(select(trials.c.job_pk, trials.c.dag_id, trials.c.task_id,
-                                 trials.c.measurement).distinct()
-                          .where(trials.c.job_pk.in_(pks), SHOWN)):
-        places.setdefault(r.job_pk, set()).add((r.dag_id, r.task_id, r.measurement))
-    result = []
+    defaults = default_estimates(conn, chosen)
+    result = {}
     for v in chosen:
-        seen = places.get(v.pk, set())
-        total, count = totals.get(v.pk), counts.get(v.pk)
-        phase, best = decision_state(conn, v)
-        result.append(JobSummary(
-            version=v, versions=tuple(h.version for h in history[v.job_id]),
-            tasks=tuple(sorted({(d, t) for d, t, _ in seen})),
+        seen, count = places.get(v.pk, set()), counts.get(v.pk)
+        energy_j, time_s, cost = sums.get(v.pk, (0.0, 0.0, 0.0))
+        result[v.pk] = JobTotals(
+            version=v, tasks=tuple(sorted({(d, t) for d, t, _ in seen})),
             runs=count.runs if count else 0, finished_runs=int(count.done) if count else 0,
-            energy_j=float(total.energy) if total else 0.0,
-            time_s=float(total.time) if total else 0.0,
-            measurements=tuple(sorted({m for *_, m in seen})), phase=phase,
-            best_batch_size=best, best_power_limit_w=_last_limit(conn, v.pk, best),
-            default=default_estimate(conn, v),
-            would_save_energy_j=total.would_save_energy if total else None,
-            would_save_time_s=total.would_save_time if total else None,
-            observed_energy_j=total.observed_energy if total else None))
+            energy_j=energy_j, time_s=time_s, cost=cost,
+            measurements=tuple(sorted({m for *_, m in seen})), default=defaults[v.pk])
     return result
 
+
+def run_figures(pks: list[int], shown: tuple[ColumnElement[bool], ...]) -> Select[Any]:
+    """One row per run: its job, first start, energy and whether it is finished. A run is
+    finished once one of its tries has figures and none is still training: the Default
+    estimate counts one Default run per finished run."""
+    return (select(trials.c.job_pk, func.min(trials.c.started_at).label("started_at"),
+                   func.coalesce(func.sum(trials.c.energy_j), 0.0).label("energy"),
+                   (func.max(trials.c.energy_j.is_not(None).cast(Integer))
+                    * func.min((trials.c.status != "running").cast(Integer))).label("done"))
+            .where(trials.c.job_pk.in_(pks), *shown)
+            .group_by(trials.c.job_pk, *_RUN_KEY))
+
+
+def summaries(conn: Connection, chosen: Sequence[Version],
+              history: dict[str, list[Version]],
+              since: datetime | None = None) -> list[JobSummary]:
+    """One summary per chosen version, in the order given (``since``: as :func:`totals`)."""
+    pks = [v.pk for v in chosen]
+    observe = trials.c.would_save_energy_j.is_not(None)
+    shown = (SHOWN,) if since is None else (SHOWN, trials.c.started_at >= since)
+    observed = {r.job_pk: r for r in conn.execute(
+        select(trials.c.job_pk,
+               func.sum(trials.c.would_save_energy_j).label("would_save_energy"),
+               func.sum(trials.c.would_save_time_s).label("would_save_time"),
+               func.sum(case((observe, trials.c.energy_j))).label("observed_energy"))
+        .where(trials.c.job_pk.in_(pks), *shown).group_by(trials.c.job_pk))}
+    summed = totals(conn, chosen, since)
+    result = []
+    for v in chosen:
+        phase, best = decision_state(conn, v)
+        seen = observed.get(v.pk)
+        result.append(JobSummary(
+            **{f.name: getattr(summed[v.pk], f.name) for f in fields(JobTotals)},
+            versions=tuple(h.version for h in history[v.job_id]), phase=phase,
+            best_batch_size=best, best_power_limit_w=_last_limit(conn, v.pk, best),
+            would_save_energy_j=seen.would_save_energy if seen else None,
+            would_save_time_s=seen.would_save_time if seen else None,
+            observed_energy_j=seen.observed_energy if seen else None))
+    return result
 
 
 def _last_limit(conn: Connection, job_pk: int, batch_size: int | None) -> int | None:
@@ -142,7 +186,6 @@ def _last_limit(conn: Connection, job_pk: int, batch_size: int | None) -> int | 
         .where(trials.c.job_pk == job_pk, trials.c.batch_size == batch_size,
                trials.c.energy_j.is_not(None), trials.c.power_limit_w.is_not(None))
         .order_by(trials.c.decision_seq.desc()).limit(1)).scalar()
-
 
 
 def detail(conn: Connection, summary: JobSummary) -> JobDetail:

@@ -4,8 +4,10 @@ J-equivalents (``eta * energy_j + (1 - eta) * max_power_w * time_s``)."""
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import itertools
+import json
 import textwrap
 from dataclasses import dataclass
 from datetime import datetime
@@ -39,7 +41,7 @@ def _document_inherited(schema: dict[str, Any], cls: type) -> None:
                 properties[name].setdefault("description", doc)
 
 
-_DOCUMENTED: dict[str, Any] = {"use_attribute_docstrings": True,
+DOCUMENTED: dict[str, Any] = {"use_attribute_docstrings": True,
                                "json_schema_extra": _document_inherited}
 """Records the UI's JSON API returns as they are: pydantic (which this package does not
 import) documents their fields from the attribute docstrings."""
@@ -54,7 +56,18 @@ class Version:
     version: int
     active: bool
     created_at: datetime
-    config: JobConfig
+    config_json: str
+    """The configuration as stored: parsed (and checked) on first use of ``config``, which a
+    list of a thousand jobs does not need."""
+
+    @functools.cached_property
+    def config(self) -> JobConfig:
+        return JobConfig.from_json(self.config_json)
+
+    @functools.cached_property
+    def default_batch_size(self) -> int:
+        """b0, read without checking the whole configuration."""
+        return int(json.loads(self.config_json)["default_batch_size"])
 
 
 @dataclass(frozen=True)
@@ -63,7 +76,7 @@ class DefaultEstimate:
     estimated from this job's successful runs of b0, scaled to the maximum limit with b0's
     power profile where it has both limits (``scaled_runs`` of ``runs``)."""
 
-    __pydantic_config__: ClassVar[dict[str, Any]] = _DOCUMENTED
+    __pydantic_config__: ClassVar[dict[str, Any]] = DOCUMENTED
 
     batch_size: int
     power_limit_w: int | None
@@ -76,14 +89,18 @@ class DefaultEstimate:
     """Successful runs of b0 averaged."""
     scaled_runs: int
     """Of those, the runs scaled to the maximum limit (the others count as measured)."""
+    cost: float | None = None
+    """Per run, in cost units: the mean of what those runs' steps would have cost at the
+    maximum limit; None when none of them said."""
 
 
 @dataclass(frozen=True)
-class JobSummary:
-    """A job version at a glance. ``energy_j``/``time_s`` sum every live try."""
+class JobTotals:
+    """A job version's figures summed, beside Default's estimate for the same runs: what the
+    job page's cards, the fleet page and ``zeus-airflow report`` compare. ``energy_j``,
+    ``time_s`` and ``cost`` sum every live try."""
 
     version: Version
-    versions: tuple[int, ...]
     tasks: tuple[tuple[str, str], ...]
     """(dag_id, task_id) pairs that ran the job; ("", "") for runs outside Airflow."""
     runs: int
@@ -91,24 +108,19 @@ class JobSummary:
     """Runs with at least one finished try (the ones with energy figures)."""
     energy_j: float
     time_s: float
+    cost: float
+    """Cost units."""
     measurements: tuple[Measurement, ...]
     """measured / replayed / simulated: where the figures come from."""
-    phase: str
-    """pruning, sampling, infeasible (no size left in play: runs fall back to the best known
-    size, as without Zeus), or the last decision's phase for other policies."""
-    best_batch_size: int | None
-    best_power_limit_w: int | None
     default: DefaultEstimate | None
-    would_save_energy_j: float | None = None
-    """Observe mode: J training at the optimum would have saved, summed over the tries that
-    reported it; None when none did."""
-    would_save_time_s: float | None = None
-    observed_energy_j: float | None = None
-    """The energy of those tries: what ``would_save_energy_j`` is a share of."""
 
     @property
     def job_id(self) -> str:
         return self.version.job_id
+
+    @property
+    def dags(self) -> tuple[str, ...]:
+        return tuple(sorted({dag for dag, _ in self.tasks if dag}))
 
     @property
     def default_energy_j(self) -> float | None:
@@ -120,6 +132,54 @@ class JobSummary:
         estimate = self.default_energy_j
         return None if estimate is None else estimate - self.energy_j
 
+    @property
+    def default_time_s(self) -> float | None:
+        return None if self.default is None else self.default.time_s * self.finished_runs
+
+    @property
+    def default_cost(self) -> float | None:
+        if self.default is None or self.default.cost is None:
+            return None
+        return self.default.cost * self.finished_runs
+
+    @property
+    def saved_energy_fraction(self) -> float | None:
+        return saved_fraction(self.energy_j, self.default_energy_j)
+
+    @property
+    def saved_time_fraction(self) -> float | None:
+        return saved_fraction(self.time_s, self.default_time_s)
+
+    @property
+    def saved_cost_fraction(self) -> float | None:
+        return saved_fraction(self.cost, self.default_cost)
+
+
+@dataclass(frozen=True)
+class JobSummary(JobTotals):
+    """A job version at a glance: its totals, and the policy's view of it."""
+
+    versions: tuple[int, ...]
+    phase: str
+    """pruning, sampling, infeasible (no size left in play: runs fall back to the best known
+    size, as without Zeus), or the last decision's phase for other policies."""
+    best_batch_size: int | None
+    best_power_limit_w: int | None
+    would_save_energy_j: float | None = None
+    """Observe mode: J training at the optimum would have saved, summed over the tries that
+    reported it; None when none did."""
+    would_save_time_s: float | None = None
+    observed_energy_j: float | None = None
+    """The energy of those tries: what ``would_save_energy_j`` is a share of."""
+
+
+def saved_fraction(used: float | None, default: float | None) -> float | None:
+    """The share of Default's figure that was saved (negative: spent more than Default);
+    None without a Default figure to compare with."""
+    if used is None or not default:
+        return None
+    return (default - used) / default
+
 
 @dataclass(frozen=True, kw_only=True)
 class RunRecord(TrainingFigures):
@@ -128,7 +188,7 @@ class RunRecord(TrainingFigures):
     here because the JSON API documents them: figures sum its finished tries (None while none
     has finished); batch size, power limit, phase and status are the last try's."""
 
-    __pydantic_config__: ClassVar[dict[str, Any]] = _DOCUMENTED
+    __pydantic_config__: ClassVar[dict[str, Any]] = DOCUMENTED
 
     index: int
     """1-based position among the version's runs, in decision order."""
@@ -192,6 +252,9 @@ class RunRecord(TrainingFigures):
     unshifted_intensity_g_per_kwh: float | None = None
     """Forecast gCO2e/kWh over the run's expected span had it started when planned."""
     start_reason: str | None = None
+    recorded_late_at: datetime | None = None
+    """When a try's result reached the store from the outbox, the store having failed at the
+    end of its training (the latest such try's); None: every result recorded on time."""
 
     @property
     def batch_size(self) -> int:
@@ -207,7 +270,7 @@ class Arm:
     """One batch size as the policy sees it: its windowed observations and the posterior of
     its mean cost (``posterior_sd`` is the spread Thompson sampling draws from)."""
 
-    __pydantic_config__: ClassVar[dict[str, Any]] = _DOCUMENTED
+    __pydantic_config__: ClassVar[dict[str, Any]] = DOCUMENTED
 
     batch_size: int
     observations: int
@@ -226,7 +289,7 @@ class Arm:
 class ProfilePoint:
     """Power and speed measured at one limit for one batch size and GPU setup."""
 
-    __pydantic_config__: ClassVar[dict[str, Any]] = _DOCUMENTED
+    __pydantic_config__: ClassVar[dict[str, Any]] = DOCUMENTED
 
     batch_size: int
     gpu_model: str

@@ -27,13 +27,14 @@ SUMMED = ("energy_j", "time_s", "cost", "epochs", "setup_energy_j", "setup_time_
 """A run's figures: the sum over its finished tries."""
 SUMMED_WHERE_KNOWN = ("would_save_energy_j", "would_save_time_s")
 """Observe mode's estimates: the sum over the tries that made one (None when none did)."""
-_OWN = ("index", "batch_sizes", "started_at", "finished_at", "reached_target")
+_OWN = ("index", "batch_sizes", "started_at", "finished_at", "reached_target",
+        "recorded_late_at")
 """Fields a run computes itself (first start, last finish, ...); all others are its last
 try's."""
 _LAST = tuple(f.name for f in fields(RunRecord)
               if f.name not in (*SUMMED, *SUMMED_WHERE_KNOWN, *_OWN))
-_COLUMNS = ("batch_size", "started_at", "finished_at", "reached_target", *_LAST, *SUMMED,
-            *SUMMED_WHERE_KNOWN)
+_COLUMNS = ("batch_size", "started_at", "finished_at", "reached_target", "recorded_late_at",
+            *_LAST, *SUMMED, *SUMMED_WHERE_KNOWN)
 _TRY_COLUMNS = select(*(trials.c[name] for name in dict.fromkeys(_COLUMNS)))
 
 
@@ -54,10 +55,12 @@ def _run(index: int, tries: list[Row[Any]]) -> RunRecord:
     last = tries[-1]
     done = [t for t in tries if t.energy_j is not None]
     finished = [t.finished_at for t in tries if t.finished_at is not None]
+    late = [t.recorded_late_at for t in tries if t.recorded_late_at is not None]
     return RunRecord(
         index=index, batch_sizes=tuple(t.batch_size for t in tries),
         started_at=utc(tries[0].started_at),
         finished_at=utc(max(finished)) if finished else None,
+        recorded_late_at=utc(max(late)) if late else None,
         # Unknown while the last try trains (earlier tries missing it say nothing yet) and
         # when it raised (its figures are kept, without a verdict).
         reached_target=None if not done or last.reached_target is None

@@ -80,7 +80,9 @@ def list_trials(store: SQLStore, job_id: str | None = None) -> list[TrialRecord]
     return [TrialRecord(**{**row, "started_at": as_utc(row["started_at"]),
                            "heartbeat_at": as_utc(row["heartbeat_at"]),
                            "finished_at": row["finished_at"] and as_utc(row["finished_at"]),
-                           "expires_at": row["expires_at"] and as_utc(row["expires_at"])})
+                           "expires_at": row["expires_at"] and as_utc(row["expires_at"]),
+                           "recorded_late_at": row["recorded_late_at"]
+                           and as_utc(row["recorded_late_at"])})
             for row in rows]
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from zeus_airflow.core.config import JobConfig
 from zeus_airflow.core.domain import (
@@ -17,6 +17,7 @@ from zeus_airflow.core.domain import (
     Decision,
     DeviceInfo,
     JobRef,
+    PendingResult,
     PowerProfile,
     RecurrenceKey,
     RunOutcome,
@@ -67,6 +68,15 @@ class LeaseRequest:
     pid: int
 
 
+class LateRecord(NamedTuple):
+    """What recording a result from the outbox did."""
+
+    recorded: bool
+    """False: the trial had a result already (drained before), or is gone."""
+    status: str | None
+    """The trial's status now; None: the trial is no longer in the store."""
+
+
 @dataclass(frozen=True)
 class TrialStart:
     trial_id: int
@@ -108,10 +118,17 @@ class Store(Protocol):
         never count it. Raises UnrecordedResultError when it cannot."""
         ...
 
-    def fail_trial(self, trial_id: int, error: str, measured: RunOutcome | None = None) -> None:
+    def fail_trial(self, trial_id: int, error: str, measured: RunOutcome | None = None, *,
+                   skipped: bool = False) -> None:
         """The train function raised: keep the trial for history, with what it measured up
         to the exception (``measured``; energy spent is never lost), and never count it. Best
-        effort: never raises, so that the train function's exception is the one seen."""
+        effort: never raises, so that the train function's exception is the one seen.
+        ``skipped``: the exception skips the task (``skipped``, not ``error``)."""
+        ...
+
+    def record_late(self, pending: PendingResult) -> LateRecord:
+        """Record a result the store could not take when its try finished (the outbox), once:
+        only while its trial has no result. Raises StoreError when it cannot be written."""
         ...
 
     def load_profile(self, job: JobRef, batch_size: int, device: DeviceInfo) -> PowerProfile:

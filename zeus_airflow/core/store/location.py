@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from sqlalchemy.engine import URL
 
+from zeus_airflow.core.config import is_blank
 from zeus_airflow.core.store import schema
 from zeus_airflow.core.store.base import StoreError
 from zeus_airflow.core.store.connect import display_url, make_engine, normalize_url
@@ -53,6 +54,9 @@ def resolve_location(url: str | URL | None = None,
                      environ: Mapping[str, str] | None = None) -> StoreLocation:
     """Apply the resolution chain (without the Airflow Connection step)."""
     env = os.environ if environ is None else environ
+    if isinstance(url, str) and is_blank(url):  # '' is missing, never the default
+        raise StoreError(f"the store URL {url!r} is invalid: expected a database URL (not "
+                         "empty, no NUL bytes), or None for the default location")
     if url:
         return StoreLocation(normalize_url(url), "explicit")
     if env.get(URL_ENV):

@@ -76,10 +76,12 @@ _IN_RECURRENCE = select(trials.c.id).where(
 _DEFAULT_RUN = (trials.c.job_pk == _job, *_HERE, trials.c.batch_size == bindparam("b0"),
                 trials.c.stop_reason.in_(("target", "max_epochs")),
                 trials.c.status.in_(WALK_STATUSES))
-_DEFAULT_COST = func.coalesce(trials.c.default_cost, trials.c.cost)
-_DEFAULT_COSTS = (select(_DEFAULT_COST).where(*_DEFAULT_RUN)
+DEFAULT_COST = func.coalesce(trials.c.default_cost, trials.c.cost)
+"""What Default would have paid for a try (its steps at the maximum limit), by the try's own
+reckoning; a try that did not say (older ones, measure mode) paid Default's price."""
+_DEFAULT_COSTS = (select(DEFAULT_COST).where(*_DEFAULT_RUN)
                   .order_by(trials.c.id.desc()).limit(DRIFT_MEMORY))
-_KNOWN_DEFAULT = select(func.coalesce(func.sum(_DEFAULT_COST), 0.0), func.count()).where(
+_KNOWN_DEFAULT = select(func.coalesce(func.sum(DEFAULT_COST), 0.0), func.count()).where(
     *_DEFAULT_RUN)
 _SUCCESS_COST = case((trials.c.reached_target, trials.c.cost))
 _ARM_TOTALS = select(

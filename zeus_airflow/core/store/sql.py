@@ -56,6 +56,7 @@ from zeus_airflow.core.domain import (
     Decide,
     DeviceInfo,
     JobRef,
+    PendingResult,
     PowerProfile,
     RecurrenceKey,
     RunCarbon,
@@ -66,6 +67,7 @@ from zeus_airflow.core.domain import (
 from zeus_airflow.core.domain import trials as status
 from zeus_airflow.core.store import schema
 from zeus_airflow.core.store.base import (
+    LateRecord,
     Lease,
     LeaseRequest,
     StoreError,
@@ -149,15 +151,28 @@ _FINISH = update(trials).where(trials.c.id == bindparam("trial_key")).values(
     status=case((_takes_result, bindparam("new_status")), else_=trials.c.status),
     observed=and_(_takes_result, bindparam("counts")),
 ).returning(trials.c.status)
-_FAILS, _FAILED = _moving(status.FAIL)
-_FAIL = update(trials).where(trials.c.id == bindparam("trial_key")).values(
-    status=case((_FAILS, _FAILED), else_=trials.c.status),
-    error=bindparam("message"), finished_at=bindparam("now"))
+def _ending(event: Mapping[TrialStatus, TrialStatus]) -> Any:
+    """The statement that ends a trial whose train function raised, by ``event``."""
+    moves, new = _moving(event)
+    return update(trials).where(trials.c.id == bindparam("trial_key")).values(
+        status=case((moves, new), else_=trials.c.status),
+        error=bindparam("message"), finished_at=bindparam("now"))
+
+
+_FAIL = _ending(status.FAIL)
+_SKIP = _ending(status.SKIP)
 # An invalid try keeps its measurement (nothing is lost) but never counts.
 _INVALIDATES, _INVALID = _moving(status.INVALIDATE)
 _INVALIDATE = update(trials).where(trials.c.id == bindparam("trial_key"), _INVALIDATES
                                    ).values(status=_INVALID, observed=False
                                             ).returning(trials.c.status)
+# A late result (the outbox) is taken once, by the trial it was measured for and only while
+# that trial has no result: draining an outbox twice records nothing the second time.
+_STILL_UNRECORDED = and_(_same_ti, trials.c.attempt == bindparam("ti_attempt"),
+                         trials.c.finished_at.is_(None), trials.c.recorded_late_at.is_(None))
+_FINISH_LATE = _FINISH.where(_STILL_UNRECORDED).values(recorded_late_at=bindparam("late_at"))
+_INVALIDATE_LATE = _INVALIDATE.where(_STILL_UNRECORDED).values(
+    recorded_late_at=bindparam("late_at"))
 _HEARTBEAT = update(trials).where(trials.c.id == bindparam("trial_key"),
                                   trials.c.status == status.STARTED
                                   ).values(heartbeat_at=bindparam("now"),
@@ -274,7 +289,7 @@ class SQLStore:
                     heartbeat_s: float | None = None, *,
                     missed: frozenset[int] = frozenset()) -> TrialStart:
         def begin(conn: Connection) -> TrialStart:
-            now = _now()
+            now = db_now(conn)
             claimed = conn.execute(_CLAIM_DECISION, dict(job_key=job.id)).first()
             if claimed is None:
                 raise StoreError(f"job {job.id} is not in the zeus-airflow store at "
@@ -305,8 +320,8 @@ class SQLStore:
     def heartbeat(self, trial_id: int, heartbeat_s: float | None = None) -> None:
         """One try only: the next beat comes soon, and the lease spans several beats."""
         def beat() -> None:
-            now = _now()
             with self.single_statement() as conn:
+                now = db_now(conn)
                 conn.execute(_HEARTBEAT, dict(trial_key=trial_id, now=now,
                                               expires_at=now + self._lease(heartbeat_s)))
         self._call(f"heartbeat of trial {trial_id}", beat, retry=RetryPolicy(attempts=1))
@@ -316,7 +331,7 @@ class SQLStore:
             return conn.execute(_FINISH, dict(
                 trial_key=trial_id, counts=observed,
                 new_status=status.finished_status(outcome.reached_target),
-                finished_at=_now(), **_measured(outcome))).scalar()
+                finished_at=db_now(conn), **_measured(outcome))).scalar()
 
         try:
             now = self._write(f"recording trial {trial_id}", record, single_statement=True)
@@ -334,28 +349,57 @@ class SQLStore:
         cannot be written."""
         def record(conn: Connection) -> str | None:
             return conn.execute(_INVALIDATE, dict(
-                trial_key=trial_id, error=reason[-4000:], finished_at=_now(),
+                trial_key=trial_id, error=reason[-4000:], finished_at=db_now(conn),
                 **_measured(outcome))).scalar()
         try:
             self._write(f"recording invalid trial {trial_id}", record, single_statement=True)
         except StoreError as err:
             raise UnrecordedResultError(trial_id, outcome, str(err)) from err
 
-    def fail_trial(self, trial_id: int, error: str, measured: RunOutcome | None = None) -> None:
+    def fail_trial(self, trial_id: int, error: str, measured: RunOutcome | None = None, *,
+                   skipped: bool = False) -> None:
         """Best effort: the train function's own exception is what the caller must see. A
         trial left ``running`` expires after the lease and never counts. ``measured``: the
-        figures up to the exception, kept without a verdict (no target, no stop reason)."""
+        figures up to the exception, kept without a verdict (no target, no stop reason).
+        ``skipped``: the exception skips the task (status ``skipped``, not ``error``)."""
+        ending = _SKIP if skipped else _FAIL
         # Built per call, unlike the other statements: a raising train function is rare.
-        statement = _FAIL if measured is None else _FAIL.values(
+        statement = ending if measured is None else ending.values(
             {**_measured(measured), "reached_target": None, "stop_reason": None})
 
         def record(conn: Connection) -> None:
-            conn.execute(statement, dict(trial_key=trial_id, message=error[-4000:], now=_now()))
+            conn.execute(statement, dict(trial_key=trial_id, message=error[-4000:],
+                                         now=db_now(conn)))
         try:
             self._write(f"recording the failure of trial {trial_id}", record,
                         single_statement=True)
         except StoreError as err:
             log.warning("%s (the trial will expire after the lease)", err)
+
+    def record_late(self, pending: PendingResult) -> LateRecord:
+        """Record a result from the outbox (``core/domain/outbox.py``), marked with when it
+        arrived, unless its trial has a result already or is gone. Raises StoreError when it
+        cannot be written."""
+        outcome, key = pending.outcome, pending.key
+
+        def record(conn: Connection) -> LateRecord:
+            params = dict(trial_key=pending.trial_id, job_key=pending.job_pk,
+                          ti_dag=key.dag_id, ti_task=key.task_id, ti_run=key.run_id,
+                          ti_map_index=key.map_index, ti_try=key.try_number,
+                          ti_attempt=pending.attempt, finished_at=pending.finished_at,
+                          late_at=db_now(conn), **_measured(outcome))
+            if pending.invalid_reason is not None:
+                now = conn.execute(_INVALIDATE_LATE, dict(
+                    params, error=pending.invalid_reason[-4000:])).scalar()
+            else:
+                now = conn.execute(_FINISH_LATE, dict(
+                    params, counts=pending.observed,
+                    new_status=status.finished_status(outcome.reached_target))).scalar()
+            if now is not None:
+                return LateRecord(True, now)
+            return LateRecord(False, conn.execute(select(trials.c.status).where(
+                trials.c.id == pending.trial_id, trials.c.job_pk == pending.job_pk)).scalar())
+        return self._write(f"recording the late result of trial {pending.trial_id}", record)
 
     # --- carbon ------------------------------------------------------------------------------
     def trial_spans(self, trial_ids: Sequence[int]) -> dict[int, tuple[datetime, datetime]]:
@@ -571,7 +615,28 @@ def lock_job_versions(conn: Connection, job_id: str) -> None:
 
 
 def _now() -> datetime:
+    """This worker's clock: for what only this host compares (a job's creation, a GPU
+    lease's age against its holder's start). A trial's times are the database's."""
     return datetime.now(UTC)
+
+
+_DB_NOW = {
+    # The time the statement runs, not the transaction's start: a decision retried after a
+    # wait must not write a lease that began before the wait.
+    "postgresql": "SELECT clock_timestamp()",
+    "sqlite": "SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')",
+}
+
+
+def db_now(conn: Connection) -> datetime:
+    """The database server's clock (UTC): the one clock every worker shares, so that a
+    lease written by one worker and expired by another is judged on one clock, whatever
+    the skew between them (SQLite's is its host's, where every writer runs)."""
+    value = conn.exec_driver_sql(_DB_NOW[conn.dialect.name]).scalar()
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    assert isinstance(value, datetime)
+    return as_utc(value).astimezone(UTC)
 
 
 def as_utc(moment: datetime) -> datetime:

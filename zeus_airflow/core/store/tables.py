@@ -24,7 +24,7 @@ from sqlalchemy import (
 from zeus_airflow.core.config import JOB_ID_MAX_LENGTH
 from zeus_airflow.core.domain.trials import LIVE_STATUSES
 
-SCHEMA_VERSION = "0007"
+SCHEMA_VERSION = "0008"
 """Alembic revision the code expects; bump it with every migration."""
 
 metadata = MetaData()
@@ -117,6 +117,9 @@ trials = Table(
            comment="what the try's training steps would have cost at the maximum power limit"),
     Column("budget_left_runs", Float,
            comment="exploration budget left when the try was decided, in Default runs"),
+    Column("recorded_late_at", DateTime(timezone=True),
+           comment="when a result the store could not take at the end of training reached "
+                   "it from the outbox; NULL: recorded on time"),
     UniqueConstraint("job_pk", "decision_seq", name="uq_zeus_trials_decision"),
 )
 _LIVE = trials.c.status.in_(LIVE_STATUSES)

@@ -1,0 +1,111 @@
+"""`zeus-airflow report`: per job and for the fleet, against Default, on real stores."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from fixtures_store import job_config
+
+from zeus_airflow.cli import main
+from zeus_airflow.core import reports
+from zeus_airflow.core.devices.replay import ReplayGPU
+from zeus_airflow.core.domain import RecurrenceKey
+from zeus_airflow.core.engine import Engine
+from zeus_airflow.core.replay_training import ReplayTraining
+from zeus_airflow.core.store.sql import SQLStore
+from zeus_airflow.core.traces import WorkloadTrace
+
+REQUIRED = {"job_id", "runs", "phase", "energy_j", "default_energy_j", "saved_energy_fraction",
+            "cost", "default_cost", "saved_cost_fraction", "emissions_g", "measurement"}
+
+
+@pytest.fixture
+def filled_url(sql_store: SQLStore, cifar_trace: WorkloadTrace) -> str:
+    """Twelve daily recurrences of ``daily.job`` (with the exploration budget, so Default
+    runs first) and two of ``young.job``."""
+    for job_id, days in (("daily.job", 12), ("young.job", 2)):
+        gpu = ReplayGPU(cifar_trace)
+        config = job_config(cifar_trace, job_id, exploration_budget=0.1)
+        engine = Engine(sql_store, gpu, config, seed=3, heartbeat_s=None)
+        train = ReplayTraining(gpu, seed=3)
+        for day in range(days):
+            engine.run_recurrence(train, RecurrenceKey(f"day-{day}", "dag", f"{job_id}-task"))
+    return sql_store.engine.url.render_as_string(hide_password=False)
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_json_has_every_job_and_the_fleet(filled_url: str, sql_store: SQLStore,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "report", "--db", filled_url, "--format", "json")
+    found = json.loads(out)
+    jobs = {j["job_id"]: j for j in found["jobs"]}
+    assert code == 0 and set(jobs) == {"daily.job", "young.job"}
+    daily = jobs["daily.job"]
+    assert set(daily) >= REQUIRED and daily["runs"] == 12
+    assert daily["measurement"] == "replayed"  # never passed off as measured
+    # The same figures the UI's summary shows: one formula for the savings.
+    with sql_store.reading() as conn:
+        history = reports.versions(conn, ["daily.job"])
+        summary = reports.summaries(conn, [reports.current(history["daily.job"])], history)[0]
+    assert daily["energy_j"] == pytest.approx(summary.energy_j)
+    assert daily["default_energy_j"] == pytest.approx(summary.default_energy_j)
+    assert daily["saved_energy_fraction"] == pytest.approx(
+        summary.energy_saved_j / summary.default_energy_j)
+    assert daily["default_cost"] > 0
+    assert daily["saved_cost_fraction"] == pytest.approx(
+        1 - daily["cost"] / daily["default_cost"])
+    assert daily["emissions_g"] is None  # no carbon_zone: no emissions, not zero
+    fleet = found["fleet"]
+    assert fleet["jobs"] == 2 and fleet["runs"] == 14
+    assert fleet["energy_j"] == pytest.approx(sum(j["energy_j"] for j in jobs.values()))
+    compared = [j for j in jobs.values() if j["default_energy_j"] is not None]
+    assert fleet["saved_energy_fraction"] == pytest.approx(
+        1 - sum(j["energy_j"] for j in compared) / sum(j["default_energy_j"] for j in compared))
+    assert fleet["measurement"] == "replayed"
+
+
+def test_since_counts_the_later_tries_only(filled_url: str,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    _, out, _ = run_cli(capsys, "report", "--db", filled_url, "--format", "json")
+    everything = json.loads(out)["jobs"]
+    future = (datetime.now(UTC) + timedelta(days=1)).date().isoformat()
+    code, out, _ = run_cli(capsys, "report", "--db", filled_url, "--format", "json",
+                           "--job", "daily.job", "--since", future)
+    (later,) = json.loads(out)["jobs"]
+    assert code == 0 and everything[0]["runs"] == 12
+    assert (later["runs"], later["energy_j"], later["default_energy_j"]) == (0, 0.0, 0.0)
+
+
+def test_table_is_readable_and_csv_keeps_raw_numbers(
+        filled_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    _, out, _ = run_cli(capsys, "report", "--db", filled_url)
+    lines = out.splitlines()
+    assert lines[0].split()[:4] == ["job", "runs", "phase", "next"]
+    daily = next(line for line in lines if line.startswith("daily.job"))
+    assert " MJ " in daily or " kJ " in daily
+    assert "%" in daily and "e+0" not in out
+    assert any(line.startswith("fleet: 2 jobs, 14 runs") for line in lines)
+    assert "replayed (the paper's traces)" in out
+    assert max(map(len, lines)) <= 120
+    _, out, _ = run_cli(capsys, "report", "--db", filled_url, "--format", "csv")
+    rows = {r["job_id"]: r for r in csv.DictReader(io.StringIO(out))}
+    assert float(rows["daily.job"]["energy_j"]) > 1e3  # J, not a rounded "1.2 MJ"
+
+
+def test_bad_input_names_the_option(filled_url: str,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stop:
+        main(["report", "--db", filled_url, "--since", "last tuesday"])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "--since" in err and "ISO 8601" in err
+    code, _, err = run_cli(capsys, "report", "--db", filled_url, "--job", "nope")
+    assert code == 1 and "no job 'nope'" in err

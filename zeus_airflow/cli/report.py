@@ -1,0 +1,132 @@
+"""``zeus-airflow report``: what Zeus saved, per job and for the fleet, against Default.
+
+The table is for people (units that fit, percentages; a line for the fleet); JSON and CSV
+carry the raw figures in SI units (J, s, gCO2e) and cost units, under the field names
+``core/reports/report.py`` gives them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import textwrap
+from datetime import datetime
+from typing import Any, TextIO
+
+from zeus_airflow.cli.options import non_blank
+from zeus_airflow.cli.store import (
+    FORMATS,
+    add_location_options,
+    json_value,
+    reporting_errors,
+    store_from_args,
+    write,
+)
+from zeus_airflow.core import reports
+from zeus_airflow.core.units import show_cost, show_emissions, show_energy, show_share, show_time
+
+TABLE_COLUMNS = ("job", "runs", "phase", "next", "energy", "saved", "cost saved", "time",
+                 "time saved", "emissions", "budget", "data")
+"""The table's columns (``emissions`` only when a job has carbon figures); ``saved``: energy
+saved against Default, as a share of Default's."""
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "report", help="what each job and the fleet saved against Default (energy, time, "
+                       "cost, emissions), and what each job's next run will do")
+    add_location_options(parser)
+    parser.add_argument("--job", metavar="ID", type=non_blank("a job id"), help="only this job")
+    parser.add_argument("--since", metavar="DATE", type=since_date,
+                        help="only the tries started at or after DATE (ISO 8601, e.g. "
+                             "2026-11-01 or 2026-11-01T12:00; UTC unless it says)")
+    parser.add_argument("--format", choices=FORMATS, default="table",
+                        help="output format (default: table)")
+    parser.set_defaults(handler=reporting_errors(_report))
+
+
+def since_date(text: str) -> datetime:
+    """``--since``: an ISO 8601 date or date and time (the report takes it as UTC when it
+    has no offset)."""
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is invalid: expected an ISO 8601 date such as 2026-11-01 or "
+            "2026-11-01T12:00 (UTC unless an offset is given)") from None
+
+
+def _report(args: argparse.Namespace) -> int:
+    with store_from_args(args).reading() as conn:
+        found = reports.report(conn, sorted(reports.job_dags(conn, args.job)), args.since)
+    if args.job and not found:
+        print(f"zeus-airflow report: error: no job {args.job!r} in the store", file=sys.stderr)
+        return 1
+    fleet = dataclasses.asdict(reports.fleet_totals(found))
+    jobs = [dataclasses.asdict(job) for job in found]
+    if args.format == "json":
+        json.dump({"since": args.since, "jobs": jobs, "fleet": fleet}, sys.stdout, indent=2,
+                  default=json_value)
+        sys.stdout.write("\n")
+    elif args.format == "csv":
+        columns = [f.name for f in dataclasses.fields(reports.JobReport)]
+        write([{**job, "dags": " ".join(job["dags"])} for job in jobs], columns, "csv",
+              sys.stdout)
+    else:
+        _table(jobs, fleet, sys.stdout)
+    return 0
+
+
+NOTES = ("saved: the share of Default's estimate (the default batch size at the maximum power "
+         "limit) saved; negative: spent more. budget: the exploration budget left when the "
+         "last run was decided, in Default runs' worth. next: what the next run most likely "
+         "does.")
+NOT_MEASURED = ("data: replayed (the paper's traces) and simulated (a power model) figures "
+                "are not measurements of a GPU.")
+WIDTH = 120
+"""Columns of the terminal the notes are wrapped to."""
+
+
+def _table(jobs: list[dict[str, Any]], fleet: dict[str, Any], out: TextIO) -> None:
+    rows = [dict(zip(TABLE_COLUMNS, _cells(j), strict=True)) for j in jobs]
+    carbon = any(j["emissions_g"] is not None for j in jobs)
+    write(rows, [c for c in TABLE_COLUMNS if carbon or c != "emissions"], "table", out)
+    notes = [_fleet_line(fleet), NOTES]
+    if any(j["measurement"] != "measured" for j in jobs if j["measurement"]):
+        notes.append(NOT_MEASURED)
+    out.write("\n" + "\n".join(textwrap.fill(note, WIDTH) for note in notes) + "\n")
+
+
+def _cells(j: dict[str, Any]) -> tuple[str, ...]:
+    size = j["next_batch_size"]
+    next_run = "-" if size is None else f"{j['next_phase']} b={size}"
+    budget = "-" if j["budget_left_runs"] is None else f"{j['budget_left_runs']:.1f}"
+    return (j["job_id"], str(j["runs"]), j["phase"], next_run, show_energy(j["energy_j"]),
+            _share(j["saved_energy_fraction"]), _share(j["saved_cost_fraction"]),
+            show_time(j["time_s"]), _share(j["saved_time_fraction"]),
+            _or_dash(show_emissions, j["emissions_g"]), budget, j["measurement"] or "-")
+
+
+def _fleet_line(fleet: dict[str, Any]) -> str:
+    saved = ("no Default estimate yet" if fleet["default_energy_j"] is None else
+             f"saved {_share(fleet['saved_energy_fraction'])} of Default's energy "
+             f"({show_energy(fleet['compared_energy_j'])} against "
+             f"{show_energy(fleet['default_energy_j'])}), "
+             f"{_share(fleet['saved_cost_fraction'])} of its cost "
+             f"({show_cost(fleet['compared_cost'])} against {show_cost(fleet['default_cost'])})")
+    emissions = ("" if fleet["emissions_g"] is None else
+                 f"; emitted {show_emissions(fleet['emissions_g'])}")
+    return (f"fleet: {fleet['jobs']} jobs, {fleet['runs']} runs, "
+            f"{show_energy(fleet['energy_j'])} over {show_time(fleet['time_s'])}; {saved}"
+            f"{emissions}; {fleet['learning_jobs']} still pruning, "
+            f"{fleet['falling_back_jobs']} falling back ({fleet['measurement'] or 'no runs'})")
+
+
+def _share(fraction: float | None) -> str:
+    return "-" if fraction is None else show_share(fraction)
+
+
+def _or_dash(show: Any, value: float | None) -> str:
+    return "-" if value is None else str(show(value))

@@ -1,0 +1,122 @@
+"""The default tables of ``zeus-airflow runs`` and ``jobs``: a few columns in units that
+fit each figure (kJ/MJ, s/min/h, gCO2e/kgCO2e), made to fit a 120-column terminal.
+
+``--wide`` shows every field with its SI unit in its name, and JSON and CSV carry the raw
+numbers. A try's outcome is named as the UI names it (``domain.STATUS_SHOWN``): a try that
+missed its target inside a task that then succeeded must not read as a failed task.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from zeus_airflow.core.domain import STATUS_SHOWN
+from zeus_airflow.core.units import show_emissions, show_energy, show_time
+
+Row = Mapping[str, Any]
+Column = tuple[str, Callable[[Row], str]]
+
+WIDTH = 120
+"""The terminal the default tables are made for (job ids up to about 24 characters)."""
+TRY_NOTE = ("outcome: each try's own (target missed: that batch size missed the target, and "
+            "the task went on to another; the Airflow task's state is in Airflow). run: the DAG "
+            "run's date or id [map index]. try: Airflow's try number.Zeus's attempt within it. "
+            "--wide: every column, in SI units.")
+JOB_NOTE = ("tries: every try of every run (task instance); a run goes on to another batch "
+            "size after a try misses its target, so its task can succeed with tries that "
+            "missed. --wide: every column.")
+
+
+def _or_dash(show: Callable[[float], str], value: float | None) -> str:
+    return "-" if value is None else show(value)
+
+
+def outcome(row: Row) -> str:
+    """A try's result as people read it; early-stopped tries say so."""
+    if row["status"] == "failed" and row["stop_reason"] == "early_stop":
+        return "early-stopped"
+    return STATUS_SHOWN.get(row["status"], (row["status"], ""))[0]
+
+
+_RUN_TYPES = ("scheduled__", "manual__", "backfill__", "asset_triggered__")
+"""Airflow's run id prefixes (what started the DAG run); the run column shows the date."""
+RUN_ID_CHARS = 20
+
+
+def short_run_id(run_id: str) -> str:
+    """Airflow's ``manual__2025-01-01T00:00:00+00:00`` as ``2025-01-01T00:00``; other ids
+    as they are, cut to ``RUN_ID_CHARS`` (``--wide`` shows them whole)."""
+    for prefix in _RUN_TYPES:
+        if run_id.startswith(prefix):
+            run_id = run_id.removeprefix(prefix).removesuffix("+00:00").removesuffix(":00")
+            break
+    return run_id if len(run_id) <= RUN_ID_CHARS else run_id[:RUN_ID_CHARS - 1] + "…"
+
+
+def _watts(value: int | None) -> str:
+    return "-" if value is None else f"{value} W"
+
+
+RUN_COLUMNS: tuple[Column, ...] = (
+    ("id", lambda r: str(r["id"])),
+    ("job", lambda r: str(r["job_id"])),
+    ("run", lambda r: short_run_id(r["run_id"]) + ("" if r["map_index"] < 0
+                                                   else f"[{r['map_index']}]")),
+    ("try", lambda r: f"{r['try_number']}.{r['attempt']}"),
+    ("outcome", outcome),
+    ("phase", lambda r: str(r["phase"])),
+    ("batch", lambda r: str(r["batch_size"])),
+    ("limit", lambda r: _watts(r["power_limit_w"])),
+    ("energy", lambda r: _or_dash(show_energy, r["energy_j"])),
+    ("time", lambda r: _or_dash(show_time, r["time_s"])),
+    ("data", lambda r: str(r["measurement"])),
+)
+"""Every try: which (the DAG run, its map index when mapped), how it ended, at what size and
+limit, what it used, where the figures come from (measured, replayed, simulated)."""
+CARBON_COLUMN: Column = ("CO2e", lambda r: _or_dash(show_emissions, r["emissions_g"]))
+"""After ``time`` once a listed try has carbon figures."""
+BUDGET_COLUMN: Column = ("budget", lambda r: _or_dash("{:.1f}".format, r["budget_left_runs"]))
+"""After ``time`` once a listed try ran under an exploration budget: the budget left when it
+was decided, in Default runs' worth."""
+LATE_COLUMN: Column = ("late", lambda r: "-" if r["recorded_late_at"] is None
+                       else r["recorded_late_at"].isoformat(timespec="minutes")[:16])
+"""Last once a listed try's result reached the store late, from the outbox (the store could
+not take it when the try finished): when it was recorded."""
+OBSERVE_COLUMN: Column = ("would save",
+                          lambda r: _or_dash(show_energy, r["would_save_energy_j"]))
+"""Last once a listed try ran in observe mode: what training at its optimum would have
+saved."""
+
+
+def run_columns(rows: Sequence[Row]) -> tuple[Column, ...]:
+    """The default table's columns for these tries."""
+    extra = [column for column, shown in (
+        (CARBON_COLUMN, any(r["emissions_g"] is not None for r in rows)),
+        (BUDGET_COLUMN, any(r["budget_left_runs"] is not None for r in rows))) if shown]
+    at = [name for name, _ in RUN_COLUMNS].index("time") + 1
+    columns = (*RUN_COLUMNS[:at], *extra, *RUN_COLUMNS[at:])
+    if any(r["would_save_energy_j"] is not None for r in rows):
+        columns = (*columns, OBSERVE_COLUMN)
+    if any(r["recorded_late_at"] is not None for r in rows):
+        columns = (*columns, LATE_COLUMN)
+    return columns
+
+
+JOB_COLUMNS: tuple[Column, ...] = (
+    ("job", lambda r: str(r["job_id"])),
+    ("version", lambda r: f"{r['version']}{' (active)' if r['active'] else ''}"),
+    ("tries", lambda r: str(r["trials"])),
+    ("running", lambda r: str(r["running"])),
+    ("target reached", lambda r: str(r["succeeded"])),
+    ("target missed", lambda r: str(r["failed"])),
+    ("energy", lambda r: show_energy(r["energy_j"])),
+    ("time", lambda r: show_time(r["time_s"])),
+    ("data", lambda r: str(r["measurement"] or "-")),
+)
+"""Every version of every job: its tries by outcome, and the energy and time they used."""
+
+
+def cells(rows: Sequence[Row], columns: Sequence[Column]) -> list[dict[str, str]]:
+    """The rows as the table's cells, by column name."""
+    return [{name: show(row) for name, show in columns} for row in rows]

@@ -1,0 +1,233 @@
+"""The results at a glance (``zeus-airflow report``): per job, what it did, what Default
+would have done and what the next run will do; and the fleet's totals.
+
+Built on the job summaries (``summaries``: one source for the figures and the savings the
+UI shows too); what a summary lacks (the next run, the budget, the emissions against
+Default) comes from the job's runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, ClassVar, Protocol
+
+from sqlalchemy import Connection
+
+from zeus_airflow.core.reports.arms import upcoming_batch_size
+from zeus_airflow.core.reports.default import default_emissions_g
+from zeus_airflow.core.reports.jobs import current, summaries, versions
+from zeus_airflow.core.reports.records import (
+    DOCUMENTED,
+    DefaultEstimate,
+    JobSummary,
+    RunRecord,
+    saved_fraction,
+)
+from zeus_airflow.core.reports.runs import runs
+from zeus_airflow.core.store.admin import as_utc
+
+
+@dataclass(frozen=True)
+class Emissions:
+    """gCO2e of the runs with carbon figures, and of Default over the same runs (None
+    where there is no Default estimate yet)."""
+
+    emissions_g: float | None
+    default_emissions_g: float | None
+
+    @classmethod
+    def of(cls, default: DefaultEstimate | None, shown: Sequence[RunRecord]) -> Emissions:
+        defaults = default_emissions_g(default, shown)
+        pairs = [(r.emissions_g, d) for r, d in zip(shown, defaults, strict=True)
+                 if r.emissions_g is not None]
+        if not pairs:
+            return cls(None, None)
+        known = [d for _, d in pairs if d is not None]
+        return cls(sum(e for e, _ in pairs), sum(known) if len(known) == len(pairs) else None)
+
+
+@dataclass(frozen=True)
+class JobReport:
+    """One job (its current version) at a glance, against Default. Energy in J, time in s,
+    cost in the paper's J-equivalents, emissions in gCO2e; each ``saved_*_fraction`` is
+    ``(default - used) / default`` (negative: spent more; None without a Default figure)."""
+
+    __pydantic_config__: ClassVar[dict[str, Any]] = DOCUMENTED
+
+    job_id: str
+    version: int
+    dags: tuple[str, ...]
+    """The DAGs whose tasks ran the job (none for runs outside Airflow)."""
+    runs: int
+    finished_runs: int
+    """Runs with a finished try: the runs Default is counted for."""
+    phase: str
+    """pruning, sampling, infeasible (no size left in play: runs fall back to the best
+    known size), or the last decision's phase for other policies."""
+    next_phase: str
+    """What the next run most likely does: pruning (the walk's next size), exploit (the
+    best known size, as that step would not fit in the exploration budget), sampling, or
+    the fallback's phase."""
+    next_batch_size: int | None
+    best_batch_size: int | None
+    best_power_limit_w: int | None
+    last_run_at: datetime | None
+    last_status: str | None
+    """The latest run's last try: running, succeeded, failed (target missed), error,
+    invalid or expired."""
+    fallback: bool
+    """No size is left in play, or the latest run fell back to the best known one."""
+    energy_j: float
+    """Every live try."""
+    default_energy_j: float | None
+    """Default's estimate per run times ``finished_runs``."""
+    saved_energy_fraction: float | None
+    time_s: float
+    default_time_s: float | None
+    saved_time_fraction: float | None
+    cost: float
+    default_cost: float | None
+    """The mean of what the default batch size's successful runs' steps would have cost at
+    the maximum limit, times ``finished_runs``."""
+    saved_cost_fraction: float | None
+    emissions_g: float | None
+    """The runs with carbon figures; None when none has them (no carbon_zone)."""
+    default_emissions_g: float | None
+    """Default over the same runs, started on schedule."""
+    saved_emissions_fraction: float | None
+    budget_left_runs: float | None
+    """The exploration budget left when the latest run was decided, in Default runs'
+    worth; None without a budget."""
+    measurement: str
+    """measured (a real GPU), replayed (the paper's traces) or simulated (a power model),
+    ``+``-joined when mixed: a replayed or simulated figure is not a measurement."""
+
+    @classmethod
+    def of(cls, s: JobSummary, upcoming: tuple[str, int | None], last: RunRecord | None,
+           e: Emissions) -> JobReport:
+        return cls(
+            job_id=s.job_id, version=s.version.version,
+            dags=tuple(sorted({dag for dag, _ in s.tasks if dag})), runs=s.runs,
+            finished_runs=s.finished_runs, phase=s.phase, next_phase=upcoming[0],
+            next_batch_size=upcoming[1], best_batch_size=s.best_batch_size,
+            best_power_limit_w=s.best_power_limit_w,
+            last_run_at=last.started_at if last else None,
+            last_status=last.status if last else None,
+            fallback=s.phase == "infeasible" or bool(last and last.phase == "fallback"),
+            energy_j=s.energy_j, default_energy_j=s.default_energy_j,
+            saved_energy_fraction=s.saved_energy_fraction, time_s=s.time_s,
+            default_time_s=s.default_time_s, saved_time_fraction=s.saved_time_fraction,
+            cost=s.cost, default_cost=s.default_cost, saved_cost_fraction=s.saved_cost_fraction,
+            emissions_g=e.emissions_g, default_emissions_g=e.default_emissions_g,
+            saved_emissions_fraction=saved_fraction(e.emissions_g, e.default_emissions_g),
+            budget_left_runs=last.budget_left_runs if last else None,
+            measurement=measurement_label(s.measurements))
+
+
+@dataclass(frozen=True)
+class FleetTotals:
+    """The jobs' figures summed. Default's are summed over the jobs that have a Default
+    figure, and the fraction saved compares them with those jobs' own figures
+    (``compared_*``): like with like."""
+
+    __pydantic_config__: ClassVar[dict[str, Any]] = DOCUMENTED
+
+    jobs: int
+    runs: int
+    learning_jobs: int
+    """Jobs still pruning (trying batch sizes)."""
+    falling_back_jobs: int
+    measurement: str
+    energy_j: float
+    compared_energy_j: float | None
+    default_energy_j: float | None
+    saved_energy_fraction: float | None
+    time_s: float
+    compared_time_s: float | None
+    default_time_s: float | None
+    saved_time_fraction: float | None
+    cost: float
+    compared_cost: float | None
+    default_cost: float | None
+    saved_cost_fraction: float | None
+    emissions_g: float | None
+    """None when no job has carbon figures."""
+    compared_emissions_g: float | None
+    default_emissions_g: float | None
+    saved_emissions_fraction: float | None
+
+
+def measurement_label(kinds: Sequence[str]) -> str:
+    """measured, replayed or simulated (``+``-joined when mixed), so that a simulated figure
+    is never read as measured; "" before any run."""
+    return "+".join(sorted(set(kinds)))
+
+
+_COMPARED = (("energy_j", "default_energy_j", "saved_energy_fraction"),
+             ("time_s", "default_time_s", "saved_time_fraction"),
+             ("cost", "default_cost", "saved_cost_fraction"),
+             ("emissions_g", "default_emissions_g", "saved_emissions_fraction"))
+"""Each figure, Default's, and the fraction saved."""
+
+
+class Compared(Protocol):
+    """What the fleet's totals read of a job (a :class:`JobReport`, a fleet page's row)."""
+
+    @property
+    def runs(self) -> int: ...
+    @property
+    def phase(self) -> str: ...
+    @property
+    def fallback(self) -> bool: ...
+    @property
+    def measurement(self) -> str: ...
+    @property
+    def emissions_g(self) -> float | None: ...
+
+
+def fleet_totals(jobs: Sequence[Compared]) -> FleetTotals:
+    """The fleet's totals from its jobs' figures (each of ``_COMPARED`` read by name)."""
+    figures: dict[str, Any] = {}
+    for figure, default, saved in _COMPARED:
+        known = [j for j in jobs if getattr(j, figure) is not None]
+        compared = [j for j in known if getattr(j, default) is not None]
+        used = _total(compared, figure)
+        figures.update({figure: _total(known, figure), f"compared_{figure}": used,
+                        default: _total(compared, default)})
+        figures[saved] = saved_fraction(used, figures[default])
+    if not any(j.emissions_g is not None for j in jobs):
+        figures["emissions_g"] = None
+    return FleetTotals(
+        jobs=len(jobs), runs=sum(j.runs for j in jobs),
+        learning_jobs=sum(j.phase == "pruning" for j in jobs),
+        falling_back_jobs=sum(j.fallback for j in jobs),
+        measurement=measurement_label([k for j in jobs for k in j.measurement.split("+") if k]),
+        **figures)
+
+
+def _total(jobs: Sequence[Compared], figure: str) -> Any:
+    """The sum of ``figure`` over ``jobs``; None for no jobs (0.0 for energy, time, cost)."""
+    if not jobs:
+        return 0.0 if figure in ("energy_j", "time_s", "cost") else None
+    return sum(getattr(j, figure) for j in jobs)
+
+
+def report(conn: Connection, job_ids: Sequence[str],
+           since: datetime | None = None) -> list[JobReport]:
+    """The current version of each of ``job_ids`` (in that order); with ``since`` (UTC
+    unless it says), of the tries started at or after it."""
+    if since is not None:  # the store compares UTC; SQLite compares the text as written
+        since = as_utc(since).astimezone(UTC)
+    ids = list(job_ids)
+    history = versions(conn, ids)
+    chosen = [current(history[j]) for j in ids]
+    result = []
+    for summary in summaries(conn, chosen, history, since):
+        every = runs(conn, summary.version.pk)
+        shown = [r for r in every if since is None or r.started_at >= since]
+        phase, size = upcoming_batch_size(conn, summary.version)
+        result.append(JobReport.of(summary, (phase, size), every[-1] if every else None,
+                                   Emissions.of(summary.default, shown)))
+    return result

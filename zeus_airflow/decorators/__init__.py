@@ -1,0 +1,1 @@
+"""TaskFlow decorators (``@task.zeus``), registered through the provider info."""
