@@ -9,14 +9,15 @@ VENV32 ?= .venv-airflow32
 PY32 := $(VENV32)/bin/python
 CONSTRAINTS32 := constraints/airflow-3.2.txt
 # What touches Airflow's APIs (operator, scheduler, hook, plugin and UI, metrics, compat), and
-# the store's SQL, schema and faults (SQLAlchemy 2.0 and alembic 1.18 here, 2.1 and 1.20 on 3.3).
+# the store's SQL, schema and faults, and the outbox through XComs (SQLAlchemy 2.0 and alembic
+# 1.18 here, 2.1 and 1.20 on 3.3).
 # Left to the 3.3 run: the Airflow-free CLI, reports, charts and access rules, and the store's
 # concurrency (the databases' locking, not SQLAlchemy's version).
 TESTS32 := tests/test_airflow_compat.py tests/test_operator*.py tests/test_bad_inputs.py \
            tests/test_metrics_statsd.py tests/test_dags.py tests/test_store_location.py \
            tests/test_store_trials.py tests/test_store_schema.py tests/test_store_faults.py \
            tests/test_ui_app.py tests/test_ui_server.py tests/test_ui_browser.py \
-           tests/test_celery_topology.py
+           tests/test_celery_topology.py tests/test_faults.py
 
 .PHONY: setup demo test test-fast acceptance lint clean setup-airflow32 test-airflow32
 
