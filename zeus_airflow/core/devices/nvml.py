@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -39,6 +38,7 @@ from zeus_airflow.core.devices.base import (
     PowerLimitUnavailableError,
     candidate_limits_in_range,
 )
+from zeus_airflow.core.devices.energy import EnergyCounters, PowerIntegrator
 from zeus_airflow.core.devices.sync import CUDASynchronizer, Synchronize
 
 log = logging.getLogger(__name__)
@@ -131,8 +131,8 @@ class NVMLGPUs:
         self._read_mw: dict[tuple[int, int], int] = {}
         """(position in the group, W) -> the exact mW read from that GPU."""
         use_counters = not self._force_sampling and self._counters_supported()
-        self._counters = _Counters.open(self) if use_counters else None
-        self._sampler = None if self._counters is not None else _PowerIntegrator(
+        self._counters = EnergyCounters(self) if use_counters else None
+        self._sampler = None if self._counters is not None else PowerIntegrator(
             self._total_power_w, self._clock, sample_interval_s)
 
     # --- the GPUGroup interface -------------------------------------------------------------
@@ -275,104 +275,19 @@ class NVMLGPUs:
             raise DeviceError(f"nvmlDeviceGetTotalEnergyConsumption failed: {err}") from err
         return True
 
-    def _read_counters_mj(self) -> list[int]:
+    def read_counters_mj(self) -> list[int]:
         return [self._call("nvmlDeviceGetTotalEnergyConsumption", h) for h in self._handles]
 
-    def _power_w(self) -> list[float]:
+    def power_w(self) -> list[float]:
         return [self._call("nvmlDeviceGetPowerUsage", h) / 1000.0 for h in self._handles]
 
     def _total_power_w(self) -> float:
-        return sum(self._power_w())
-
-
-class _Counters:
-    """Energy from the GPUs' counters, summed as increments between reads.
-
-    The counter is mJ since the driver was loaded: reloading the driver (or a driver bug)
-    makes it go backwards. Such an interval is bridged with the power read now times the time
-    since the last read, and said once; the counters are never trusted to be monotonic.
-    """
-
-    def __init__(self, gpus: NVMLGPUs, first_mj: list[int]) -> None:
-        self._gpus = gpus
-        self._last_mj = first_mj
-        self._last_s = gpus.now_s()
-        self._total_mj = 0.0
-        self._warned = False
-        self._lock = threading.Lock()
-
-    @classmethod
-    def open(cls, gpus: NVMLGPUs) -> _Counters:
-        return cls(gpus, gpus._read_counters_mj())
-
-    def energy_j(self) -> float:
-        with self._lock:
-            now_mj, now_s = self._gpus._read_counters_mj(), self._gpus.now_s()
-            power_w: list[float] | None = None
-            for position, (now, last) in enumerate(zip(now_mj, self._last_mj, strict=True)):
-                if now >= last:
-                    self._total_mj += now - last
-                    continue
-                if power_w is None:
-                    power_w = self._gpus._power_w()
-                self._total_mj += power_w[position] * (now_s - self._last_s) * 1000.0
-                if not self._warned:
-                    self._warned = True
-                    log.warning("the energy counter of GPU %d went backwards (%d -> %d mJ: the "
-                                "driver was reloaded?); that interval is estimated from its "
-                                "power draw", self._gpus.indices[position], last, now)
-            self._last_mj, self._last_s = now_mj, now_s
-            return self._total_mj / 1000.0
+        return sum(self.power_w())
 
 
 def visible_gpus(nvml: Any = pynvml, **options: Any) -> NVMLGPUs:
     """The GPUs this process may use (``device="auto"``); options as for :class:`NVMLGPUs`."""
     return NVMLGPUs(None, nvml=nvml, **options)
-
-
-class _PowerIntegrator:
-    """Energy (J) as the trapezoid integral of sampled power over the clock.
-
-    The thread starts on the first reading and samples every ``interval_s``; each reading also
-    takes a sample, so a measurement window's edges are exact in time.
-    """
-
-    def __init__(self, read_power_w: Callable[[], float], clock: Callable[[], float],
-                 interval_s: float) -> None:
-        self._read_power_w = read_power_w
-        self._clock = clock
-        self._interval_s = interval_s
-        self._lock = threading.Lock()
-        self._energy_j = 0.0
-        self._last: tuple[float, float] | None = None
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def energy_j(self) -> float:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, daemon=True,
-                                            name="zeus-power-sampler")
-            self._sample()
-            self._thread.start()
-        return self._sample()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self._interval_s):
-            self._sample()
-
-    def _sample(self) -> float:
-        with self._lock:
-            now_s, power_w = self._clock(), self._read_power_w()
-            if self._last is not None:
-                last_s, last_w = self._last
-                self._energy_j += (now_s - last_s) * (power_w + last_w) / 2.0
-            self._last = (now_s, power_w)
-            return self._energy_j
 
 
 def _init(nvml: Any) -> None:
