@@ -105,8 +105,10 @@ class ZeusTrainOperator(BaseOperator):
         explores as the paper does, without a budget.
     :param job_id: the job's name in the store (default ``<dag_id>.<task_id>``, and
         ``<dag_id>.<task_id>[<label>]`` for each mapped instance). Templated.
-    :param device: ``auto`` (the NVIDIA GPUs the task sees), ``nvml:<i>,<j>``,
-        ``replay:<gpu>:<workload>`` or ``simulated:<gpu>[:<workload>]``. Templated.
+    :param device: ``auto`` (the NVIDIA GPUs the task sees; through zeusd, NVIDIA or AMD,
+        where ``ZEUSD_SOCK_PATH``/``ZEUSD_HOST_PORT`` is set), ``nvml:<i>,<j>``,
+        ``zeusd:<i>,<j>``, ``replay:<gpu>:<workload>`` or ``simulated:<gpu>[:<workload>]``.
+        Templated.
     :param train_kwargs: extra keyword arguments for ``train``. Templated (e.g. ``{{ ds }}``).
     :param power_limit_mode: ``optimize``, ``observe`` or ``measure`` (never change limits).
     :param power_limit_selector: ``zeus``, ``min-energy``, ``min-time`` or
@@ -323,8 +325,7 @@ class ZeusTrainOperator(BaseOperator):
         # Imported here, not at module level, so that parsing a DAG stays light.
         from contextlib import closing, nullcontext
 
-        from zeus_airflow.core.devices.rapl import RAPLReader
-        from zeus_airflow.core.devices.spec import open_device
+        from zeus_airflow.core.devices.spec import open_device, open_host_energy
         from zeus_airflow.core.engine import Engine
         from zeus_airflow.core.gpu_lease import GPULeases, PowerLimitGuard
         from zeus_airflow.core.policy import ZeusPolicy
@@ -337,7 +338,7 @@ class ZeusTrainOperator(BaseOperator):
         device = open_device(spec, self.traces_dir)
         # The host's CPU package and DRAM where readable, beside real GPUs only: a replayed or
         # simulated GPU's clock is not the host's, so their sum would mean nothing.
-        host_energy = RAPLReader() if device.measurement == "measured" else None
+        host_energy = open_host_energy(device)
         key = RecurrenceKey(run_id=ti.run_id, dag_id=ti.dag_id, task_id=ti.task_id,
                             map_index=-1 if ti.map_index is None else ti.map_index,
                             try_number=ti.try_number)

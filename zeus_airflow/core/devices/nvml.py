@@ -30,6 +30,7 @@ from typing import Any, Literal
 
 import pynvml
 
+from zeus_airflow.core.devices import milliwatts
 from zeus_airflow.core.devices.base import (
     DeviceError,
     Measurement,
@@ -97,7 +98,7 @@ class NVMLGPUs:
     def _open(self, indices: Sequence[int] | None, sample_interval_s: float) -> None:
         nvml = self._nvml
         count = nvml.nvmlDeviceGetCount()
-        all_uuids = [_text(nvml.nvmlDeviceGetUUID(nvml.nvmlDeviceGetHandleByIndex(i)))
+        all_uuids = [milliwatts.text(nvml.nvmlDeviceGetUUID(nvml.nvmlDeviceGetHandleByIndex(i)))
                      for i in range(count)]
         env = os.environ.get(VISIBLE_DEVICES_ENV)
         visible = _visible(nvml, env, all_uuids)
@@ -128,8 +129,7 @@ class NVMLGPUs:
                 "share, and cannot be set per instance; energy is the whole GPU's, shared "
                 "with the other instances")
         self._range_w = self._limit_range_w()
-        self._read_mw: dict[tuple[int, int], int] = {}
-        """(position in the group, W) -> the exact mW read from that GPU."""
+        self._read_mw: milliwatts.ReadLimits = {}
         use_counters = not self._force_sampling and self._counters_supported()
         self._counters = EnergyCounters(self) if use_counters else None
         self._sampler = None if self._counters is not None else PowerIntegrator(
@@ -144,9 +144,7 @@ class NVMLGPUs:
 
     def get_power_limits_w(self) -> tuple[int, ...]:
         limits_mw = [self._call("nvmlDeviceGetPowerManagementLimit", h) for h in self._handles]
-        for position, limit_mw in enumerate(limits_mw):
-            self._read_mw[position, _w_from_mw(limit_mw)] = limit_mw
-        return tuple(_w_from_mw(mw) for mw in limits_mw)
+        return milliwatts.remember(self._read_mw, limits_mw)
 
     @property
     def limits_fixed_because(self) -> str | None:
@@ -160,8 +158,8 @@ class NVMLGPUs:
         setter is never called. After a refusal it still is (to restore what was set)."""
         if self._mig_because is not None:
             raise PowerLimitUnavailableError(self._mig_because)
-        limits_mw = [self._to_mw(position, limit_w) for position, limit_w in
-                     enumerate(self._checked_count(limits_w))]
+        limits_mw = milliwatts.to_mw(self._read_mw, limits_w, self._range_w, self.model,
+                                     self.indices)
         before_mw = [self._call("nvmlDeviceGetPowerManagementLimit", h) for h in self._handles]
         for position, limit_mw in enumerate(limits_mw):
             try:
@@ -205,11 +203,8 @@ class NVMLGPUs:
 
     def _limit_range_w(self) -> tuple[int, int]:
         """The range every GPU accepts, rounded inwards to whole W."""
-        ranges_mw = [self._call("nvmlDeviceGetPowerManagementLimitConstraints", h)
-                     for h in self._handles]
-        low_mw = max(low for low, _ in ranges_mw)
-        high_mw = min(high for _, high in ranges_mw)
-        return -(-low_mw // 1000), high_mw // 1000
+        return milliwatts.whole_w_range(
+            self._call("nvmlDeviceGetPowerManagementLimitConstraints", h) for h in self._handles)
 
     def _set_one(self, position: int, limit_mw: int) -> None:
         nvml, index = self._nvml, self.indices[position]
@@ -246,22 +241,6 @@ class NVMLGPUs:
             except self._nvml.NVMLError:
                 log.warning("could not put a GPU's power limit back to %d mW after another "
                             "GPU of the group refused its limit", limit_mw, exc_info=True)
-
-    def _checked_count(self, limits_w: Sequence[int]) -> Sequence[int]:
-        if len(limits_w) != self.count:
-            raise DeviceError(f"limits_w={list(limits_w)} is invalid: expected {self.count} "
-                              f"limits, one per GPU {list(self.indices)}")
-        return limits_w
-
-    def _to_mw(self, position: int, limit_w: int) -> int:
-        read_mw = self._read_mw.get((position, limit_w))
-        if read_mw is not None:
-            return read_mw
-        low, high = self._range_w
-        if not low <= limit_w <= high:
-            raise DeviceError(f"power limit {limit_w} W is invalid for {self.model}: "
-                              f"expected a value in [{low}, {high}] W")
-        return int(limit_w) * 1000
 
     def _counters_supported(self) -> bool:
         """Whether every GPU has an energy counter (Volta and newer)."""
@@ -395,18 +374,9 @@ def _entry_index(entry: str, uuids: Sequence[str]) -> int | None:
 
 
 def _one_model(nvml: Any, handles: Sequence[Any], indices: Sequence[int]) -> str:
-    models = [_text(nvml.nvmlDeviceGetName(h)) for h in handles]
+    models = [milliwatts.text(nvml.nvmlDeviceGetName(h)) for h in handles]
     if len(set(models)) > 1:
         listing = ", ".join(f"GPU {i}: {m}" for i, m in zip(indices, models, strict=True))
         raise DeviceError(f"the GPUs of a group must be one model, got {listing}. Restrict "
                           f"{VISIBLE_DEVICES_ENV} or the indices to GPUs of one model")
     return models[0]
-
-
-def _text(value: str | bytes) -> str:
-    """nvidia-ml-py before 11.515 returns bytes for names and UUIDs."""
-    return value.decode() if isinstance(value, bytes) else value
-
-
-def _w_from_mw(limit_mw: int) -> int:
-    return round(limit_mw / 1000)
