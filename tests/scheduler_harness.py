@@ -2,7 +2,7 @@
 
 Shared by the tests that go through the real scheduler rather than ``dag.test()``
 (tests/test_operator_scheduler.py, tests/test_carbon_deferral.py,
-tests/test_acceptance_noise.py). Everything listens on
+tests/test_acceptance_noise.py, tests/test_zeusd_scheduler.py). Everything listens on
 127.0.0.1 only, the scheduler runs with ``--skip-serve-logs``, every wait is bounded, and
 every process started here (with its task processes and executor workers) is stopped at the
 end, by pid.
@@ -22,6 +22,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import psutil
@@ -63,6 +64,16 @@ def airflow_home(home: Path, pristine_db: Path, dags_folder: Path | None = None,
         "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(32),  # one for every process
     })
     env.update(extra or {})
+    return env
+
+
+def daily_dag_home(home: Path, pristine_db: Path, dag_id: str, dag_file: str, runs: int,
+                   extra: dict[str, str] | None = None) -> dict[str, str]:
+    """:func:`airflow_home` with one daily DAG, ``dag_file`` (its ``{start}`` filled in), whose
+    catch-up from its start date to now makes ``runs`` runs."""
+    env = airflow_home(home, pristine_db, extra=extra)
+    start = (datetime.now(UTC) - timedelta(days=runs - 1)).date().isoformat()
+    (home / "dags" / f"{dag_id}.py").write_text(dag_file.format(start=start))
     return env
 
 

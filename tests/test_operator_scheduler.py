@@ -13,12 +13,11 @@ import json
 import sqlite3
 import subprocess
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from fixtures_airflow import PRISTINE_DB, TRACES
-from scheduler_harness import airflow_home, running_servers, wait_for_runs
+from scheduler_harness import daily_dag_home, running_servers, wait_for_runs
 from sqlalchemy import create_engine, select
 
 from zeus_airflow.core.store.tables import trials
@@ -44,12 +43,9 @@ with DAG("zeus_scheduled", schedule="@daily", start_date=pendulum.parse("{start}
 def airflow_env(tmp_path: Path, airflow_db: Path) -> dict[str, str]:
     """A separate AIRFLOW_HOME for the servers: a freshly migrated metadata DB, and the DAG
     in its DAGs folder."""
-    home = tmp_path / "airflow"
-    env = airflow_home(home, PRISTINE_DB, extra={"ZEUS_TRACES_DIR": str(TRACES)})
     # A cron schedule runs at each midnight from the start date up to now: RUNS runs.
-    start = (datetime.now(UTC) - timedelta(days=RUNS - 1)).date().isoformat()
-    (home / "dags" / "zeus_scheduled.py").write_text(DAG_FILE.format(start=start))
-    return env
+    return daily_dag_home(tmp_path / "airflow", PRISTINE_DB, "zeus_scheduled", DAG_FILE, RUNS,
+                          extra={"ZEUS_TRACES_DIR": str(TRACES)})
 
 
 @pytest.fixture

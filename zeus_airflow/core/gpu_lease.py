@@ -169,6 +169,8 @@ class GuardedGPUs:
         self.count = device.count
         self.indices = device.indices
         self.uuids = device.uuids
+        self.control: str = getattr(device, "control", "nvml")
+        """How the limits are set: ``nvml`` or ``zeusd``."""
         self.frozen_because: str | None = None
 
     def freeze(self, because: str) -> None:

@@ -330,6 +330,7 @@ class ZeusTrainOperator(BaseOperator):
         from zeus_airflow.core.gpu_lease import GPULeases, PowerLimitGuard
         from zeus_airflow.core.policy import ZeusPolicy
         from zeus_airflow.core.store.base import RecurrenceKey, UnrecordedResultError
+        from zeus_airflow.operators.summary import power_control
 
         ti = context["ti"]
         spec = parse_device(self.device)
@@ -354,13 +355,14 @@ class ZeusTrainOperator(BaseOperator):
                                 check_return=_xcom_check if self.do_xcom_push else None,
                                 synchronize=self.synchronize, host_energy=host_energy)
                 result = engine.run_recurrence(self._train_function(), key)
+                control = power_control(guard.gpus)  # before leaving freezes the limits
             except UnrecordedResultError as err:
                 self._publish_unrecorded(context, err, device.measurement)
                 raise
             finally:
                 self._guard = None
         footprint = None if carbon is None else self._account(carbon, plan, result, store)
-        self._publish(context, result, footprint)
+        self._publish(context, result, footprint, control)
         if not result.reached_target:
             self._missed_target(result)
         return result.return_value
@@ -553,17 +555,17 @@ class ZeusTrainOperator(BaseOperator):
             else self.train
 
     def _publish(self, context: Context, result: RecurrenceResult,
-                 footprint: RunCarbon | None = None) -> None:
+                 footprint: RunCarbon | None = None, control: str | None = None) -> None:
         from zeus_airflow.operators.metrics import emit_run_metrics
         from zeus_airflow.operators.summary import carbon_xcom_values, summary_line, xcom_values
 
         ti = context["ti"]
-        values = xcom_values(result)
+        values = xcom_values(result, control)
         if footprint is not None:
             values.update(carbon_xcom_values(footprint))
         for key, value in values.items():
             ti.xcom_push(key=key, value=value)
-        self.zeus_summary = summary_line(result, footprint)
+        self.zeus_summary = summary_line(result, footprint, control)
         self.log.info("Zeus: %s (job %s, %s phase)", self.zeus_summary, result.job.job_id,
                       result.final.phase)
         emit_run_metrics(result, dag_id=ti.dag_id, task_id=ti.task_id, log=self.log)

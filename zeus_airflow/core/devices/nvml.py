@@ -71,6 +71,8 @@ class NVMLGPUs:
     """
 
     measurement: Measurement = "measured"
+    control = "nvml"
+    """How limits are set (zeusd's group says ``zeusd``)."""
 
     def __init__(self, indices: Sequence[int] | None = None, *, nvml: Any = pynvml,
                  sample_interval_s: float = DEFAULT_SAMPLE_INTERVAL_S,
