@@ -112,19 +112,23 @@ def discover(client: ZeusdClient) -> Discovery:
     return Discovery(client.endpoint, gpus, cpu_ids, groups, auth, scopes)
 
 
-def open_session(endpoint: ZeusdEndpoint | None = None) -> tuple[ZeusdClient, Discovery]:
-    """A client of the daemon the environment names, and what it allows."""
-    endpoint = endpoint or ZeusdEndpoint.from_env()
-    if endpoint is None:
-        raise DeviceError("zeusd is not configured: set ZEUSD_SOCK_PATH (its Unix socket) or "
-                          "ZEUSD_HOST_PORT (host:port)")
-    client = ZeusdClient(endpoint)
+def open_session(endpoint: ZeusdEndpoint | None = None,
+                 client: ZeusdClient | None = None) -> tuple[ZeusdClient, Discovery]:
+    """A client of the daemon ``endpoint`` (else the environment) names, or ``client`` (a
+    read-only one, say), and what the daemon allows."""
+    if client is None:
+        endpoint = endpoint or ZeusdEndpoint.from_env()
+        if endpoint is None:
+            raise DeviceError("zeusd is not configured: set ZEUSD_SOCK_PATH (its Unix socket) "
+                              "or ZEUSD_HOST_PORT (host:port)")
+        client = ZeusdClient(endpoint)
     return client, discover(client)
 
 
 class ZeusdGPUs:
     """The daemon's GPUs of ``ids`` (zeusd's indices: the host's), or the ones this process
-    sees when None (``visible_pci``: PCI addresses, :func:`visible_pci_addresses`).
+    sees when None (``visible_pci``: PCI addresses, :func:`visible_pci_addresses`), through
+    ``endpoint`` (default: the environment's) or an open ``client``.
 
     ``uuids`` are ``pci:<address>``, what the power-limit leases record. ``control`` says
     how limits are set (``zeusd``), for the task's log, XComs and UI.
@@ -134,12 +138,12 @@ class ZeusdGPUs:
     control = "zeusd"
 
     def __init__(self, ids: Sequence[int] | None = None, *,
-                 endpoint: ZeusdEndpoint | None = None,
+                 endpoint: ZeusdEndpoint | None = None, client: ZeusdClient | None = None,
                  visible_pci: Callable[[], frozenset[str] | None] | None = None,
                  clock: Callable[[], float] = time.monotonic,
                  sample_interval_s: float = DEFAULT_SAMPLE_INTERVAL_S,
                  synchronize: Synchronize | None = None) -> None:
-        self._client, self.discovery = open_session(endpoint)
+        self._client, self.discovery = open_session(endpoint, client)
         cannot_read = self.discovery.why_not(GPU_READ)
         if cannot_read is not None:
             raise DeviceError(f"cannot measure the GPUs: {cannot_read}")
