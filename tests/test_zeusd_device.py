@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import types
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -98,6 +99,16 @@ def test_discovery_units_and_energy_through_the_daemon(daemon: FakeZeusd,
     clock.advance(10.0)
     assert gpus.energy_j() - start_j == pytest.approx(2 * 3600.0, abs=0.01)
     assert gpus.get_power_limits_w() == (400, 400)
+
+
+def test_window_edges_wait_for_the_containers_cuda_devices(
+        daemon: FakeZeusd, monkeypatch: pytest.MonkeyPatch) -> None:
+    waited: list[int] = []
+    cuda = types.SimpleNamespace(is_available=lambda: True, is_initialized=lambda: True,
+                                 synchronize=waited.append)
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+    gpus_of(daemon, (1, 0)).synchronize()  # the daemon's GPUs 1 and 0: CUDA's 0 and 1 here
+    assert waited == [0, 1]
 
 
 def test_a_gpu_without_a_trustworthy_counter_is_measured_from_its_power(

@@ -37,7 +37,7 @@ from zeus_airflow.core.devices.base import (
 )
 from zeus_airflow.core.devices.energy import EnergyCounters, PowerIntegrator
 from zeus_airflow.core.devices.rapl import HostEnergy
-from zeus_airflow.core.devices.sync import Synchronize
+from zeus_airflow.core.devices.sync import CUDASynchronizer, Synchronize
 from zeus_airflow.core.devices.zeusd_client import (
     CPU_READ,
     GPU_CONTROL,
@@ -131,7 +131,9 @@ class ZeusdGPUs:
     ``endpoint`` (default: the environment's) or an open ``client``.
 
     ``uuids`` are ``pci:<address>``, what the power-limit leases record. ``control`` says
-    how limits are set (``zeusd``), for the task's log, XComs and UI.
+    how limits are set (``zeusd``), for the task's log, XComs and UI. ``synchronize``
+    defaults to PyTorch's CUDA devices 0..count-1 of this process: a container that was
+    given these GPUs only sees them so; pass another where the process sees more.
     """
 
     measurement: Measurement = "measured"
@@ -159,7 +161,9 @@ class ZeusdGPUs:
         self._read_mw: milliwatts.ReadLimits = {}
         self._last_mw: list[int] | None = None
         """The limits last read or set (mW), what a daemon gone away leaves in place."""
-        self._sync = synchronize or (lambda: None)
+        # The task's container sees only its own GPUs, numbered from 0 by CUDA (and by HIP
+        # on AMD, which PyTorch's torch.cuda also drives): those are this group's.
+        self._sync = synchronize or CUDASynchronizer(tuple(range(self.count)))
         self._lost = _LostDaemon(self)
         self._counters = EnergyCounters(self) \
             if all(g.cumulative_energy_available for g in chosen) else None
