@@ -14,6 +14,7 @@ import textwrap
 import types
 from collections.abc import Iterator
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -320,3 +321,26 @@ def test_a_daemon_gone_mid_run_leaves_the_training_finished_and_the_lease_for_la
             PowerLimitGuard(gpus_of(again, (0,)), leases, LOG):  # back: the next task heals
         assert again.nvml.limits_mw() == [lease.original_limit_w * 1000]
     assert leases.on_host() == []
+
+
+def test_the_cli_restores_a_dead_tasks_zeusd_lease_through_the_daemon(
+        sock: Path, store: SQLStore, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from zeus_airflow.cli import main
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    with FakeZeusd(sock, FakeNVML(2, A100)) as daemon:
+        monkeypatch.setenv("ZEUSD_SOCK_PATH", str(sock))
+        gpus = gpus_of(daemon, (1,))
+        leases = GPULeases(store)
+        with store.engine.begin() as conn:  # what a task killed on GPU 1 leaves behind
+            conn.execute(gpu_leases.insert().values(
+                host=leases.host, gpu_uuid=gpus.uuids[0], gpu_index=1, original_limit_w=400,
+                pid=dead.pid, acquired_at=datetime.now(UTC)))
+        gpus.set_power_limits_w([150])
+
+        assert main(["gpu", "restore", "--db", str(store.engine.url)]) == 0
+        assert daemon.nvml.limits_mw() == [400_000, 400_000]
+        assert "restored to 400 W" in capsys.readouterr().out
+        assert leases.on_host() == []
