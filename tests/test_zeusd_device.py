@@ -344,3 +344,44 @@ def test_the_cli_restores_a_dead_tasks_zeusd_lease_through_the_daemon(
         assert daemon.nvml.limits_mw() == [400_000, 400_000]
         assert "restored to 400 W" in capsys.readouterr().out
         assert leases.on_host() == []
+
+
+def test_on_kubernetes_a_task_restores_only_its_own_gpus_leases(
+        sock: Path, store: SQLStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pods keyed by node (ZEUS_AIRFLOW_NODE_NAME) cannot see each other's processes: a lease
+    on another GPU may be a live pod's, so only the task's own GPU is healed."""
+    monkeypatch.setenv("ZEUS_AIRFLOW_NODE_NAME", "gpu-node-7")
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    with FakeZeusd(sock, FakeNVML(2, A100)) as daemon:
+        monkeypatch.setenv("ZEUSD_SOCK_PATH", str(sock))  # GPU 0 could be restored: it is not
+        leases = GPULeases(store)
+        assert leases.host == "gpu-node-7"
+        both = gpus_of(daemon)
+        with store.engine.begin() as conn:
+            for index, uuid in zip(both.indices, both.uuids, strict=True):
+                conn.execute(gpu_leases.insert().values(
+                    host="gpu-node-7", gpu_uuid=uuid, gpu_index=index, original_limit_w=400,
+                    pid=dead.pid, acquired_at=datetime.now(UTC)))
+        both.set_power_limits_w([150, 150])
+
+        with PowerLimitGuard(gpus_of(daemon, (1,)), leases, LOG):
+            assert daemon.nvml.limits_mw() == [150_000, 400_000]
+        assert [lease.gpu_index for lease in leases.on_host()] == [0]
+
+
+def test_amd_gpus_given_to_the_container_are_found_by_their_render_nodes(
+        tmp_path: Path) -> None:
+    from zeus_airflow.core.devices.zeusd import _amd_pci
+
+    dev, drm = tmp_path / "dev" / "dri", tmp_path / "sys" / "class" / "drm"
+    dev.mkdir(parents=True)
+    for node, address in (("renderD128", "0000:C1:00.0"), ("renderD130", "0000:03:00.0")):
+        (dev / node).touch()
+        device = tmp_path / "sys" / "devices" / "pci0000:00" / address
+        device.mkdir(parents=True)
+        (drm / node).mkdir(parents=True)
+        (drm / node / "device").symlink_to(device)
+    (dev / "card0").touch()  # not a render node
+    assert _amd_pci(str(dev), str(drm)) == {"0000:c1:00.0", "0000:03:00.0"}
+    assert _amd_pci(str(tmp_path / "none"), str(drm)) is None
