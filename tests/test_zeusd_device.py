@@ -147,6 +147,20 @@ def test_auto_picks_the_daemons_gpus_this_container_sees(
         open_device(parse_device("auto"))
 
 
+def test_nvml_in_the_container_names_its_gpus_by_pci_address(daemon: FakeZeusd) -> None:
+    """auto keeps the daemon's GPUs whose PCI address the container's own NVML shows (here
+    one GPU, NVML's ``00000000:11:00.0``: the daemon's GPU 0 of two)."""
+    from zeus_airflow.core.devices.zeusd import nvidia_pci
+
+    assert nvidia_pci(FakeNVML(3, A100)) == {"0000:11:00.0", "0000:12:00.0", "0000:13:00.0"}
+    container = FakeNVML(1, A100)
+    gpus = ZeusdGPUs(endpoint=ZeusdEndpoint(socket_path=str(daemon.socket_path)),
+                     visible_pci=lambda: nvidia_pci(container))
+    assert gpus.indices == (0,) and gpus.uuids == ("pci:0000:11:00.0",)
+    assert container.init_count == 0  # NVML shut down again
+    assert nvidia_pci(FakeNVML(1, init_error=pynvml.NVML_ERROR_DRIVER_NOT_LOADED)) is None
+
+
 def test_bad_gpu_ids_are_refused_before_any_request_changes_anything(
         daemon: FakeZeusd) -> None:
     with pytest.raises(DeviceError, match=r"device=zeusd:0,7 is invalid: expected distinct "

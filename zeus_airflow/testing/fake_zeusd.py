@@ -34,7 +34,7 @@ from urllib.parse import parse_qs, urlsplit
 import pynvml
 
 from zeus_airflow.core.devices import milliwatts
-from zeus_airflow.testing.fake_nvml import FakeNVML
+from zeus_airflow.testing.fake_nvml import FakeNVML, pci_address
 
 ALL_GROUPS = ("gpu-control", "gpu-read", "cpu-read")
 DEFAULT_LIFETIME_S = 600.0
@@ -64,7 +64,7 @@ class FakeZeusd:
     """zeusd over ``nvml``'s GPUs at ``socket_path``. ``groups``: the API groups served;
     ``tokens``: token -> scopes, which makes the daemon require one (None: no auth);
     ``cpus``: the RAPL packages it reads (none: an empty ``cpus`` list in /discover);
-    ``pci_addresses``: each GPU's (``0000:<17+i>:00.0`` by default)."""
+    ``pci_addresses``: each GPU's (the fake NVML's, ``0000:<17+i>:00.0``, by default)."""
 
     def __init__(self, socket_path: str | Path, nvml: FakeNVML, *,
                  groups: Iterable[str] = ALL_GROUPS,
@@ -77,7 +77,7 @@ class FakeZeusd:
         nvml.nvmlInit()
         count = nvml.nvmlDeviceGetCount()
         pci = list(pci_addresses) if pci_addresses is not None else \
-            [f"0000:{0x11 + i:02x}:00.0" for i in range(count)]
+            [pci_address(i) for i in range(count)]
         self.state = _State(nvml, frozenset(groups),
                             None if tokens is None else
                             {t: frozenset(s) for t, s in tokens.items()},

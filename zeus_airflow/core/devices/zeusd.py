@@ -403,22 +403,25 @@ def visible_pci_addresses() -> frozenset[str] | None:
     """The PCI addresses of the GPUs this process may use, or None when it cannot tell:
     NVIDIA GPUs through NVML (read-only, no privilege needed; a container sees only its own),
     else AMD ones through the render nodes under /dev/dri that the container was given."""
-    return _nvidia_pci() or _amd_pci()
+    return nvidia_pci() or _amd_pci()
 
 
-def _nvidia_pci() -> frozenset[str] | None:
+def nvidia_pci(nvml: Any = None) -> frozenset[str] | None:
+    """The PCI addresses of the GPUs NVML shows this process (``nvml``: pynvml, or a fake)."""
     try:
-        import pynvml
+        if nvml is None:
+            import pynvml
 
-        pynvml.nvmlInit()
+            nvml = pynvml
+        nvml.nvmlInit()
     except Exception:  # no driver, no library: not an NVIDIA node (or not this way)
         return None
     try:
-        return frozenset(_pci(milliwatts.text(pynvml.nvmlDeviceGetPciInfo(
-            pynvml.nvmlDeviceGetHandleByIndex(i)).busId))
-            for i in range(pynvml.nvmlDeviceGetCount())) or None
+        return frozenset(_pci(milliwatts.text(nvml.nvmlDeviceGetPciInfo(
+            nvml.nvmlDeviceGetHandleByIndex(i)).busId))
+            for i in range(nvml.nvmlDeviceGetCount())) or None
     finally:
-        pynvml.nvmlShutdown()
+        nvml.nvmlShutdown()
 
 
 def _amd_pci(dev: str = "/dev/dri", sys: str = "/sys/class/drm") -> frozenset[str] | None:
