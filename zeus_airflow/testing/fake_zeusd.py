@@ -106,9 +106,11 @@ class FakeZeusd:
             return
         self._stopped = True
         self._timer.cancel()
-        self._server.shutdown()
+        if self._thread.is_alive():  # shutdown() waits for serve_forever, which must run
+            self._server.shutdown()
         self._server.server_close()
         self.socket_path.unlink(missing_ok=True)
+        self.nvml.nvmlShutdown()
 
     @property
     def requests(self) -> list[tuple[str, str, dict[str, str]]]:
