@@ -26,12 +26,21 @@ Within 8 minutes on one modern GPU it writes ``gpu_check.json`` and ``gpu_check.
 5. an engine run of at least 10 recurrences of a real job (an MLP on synthetic clusters, to a
    target accuracy) in measure mode with the SQLite store: what the bandit chose, measured.
 
+``--zeusd`` (a node where zeusd runs: ``ZEUSD_SOCK_PATH`` or ``ZEUSD_HOST_PORT``, and
+``ZEUSD_TOKEN`` if it asks for one) also reads the GPU through the daemon: what it offers and
+this process's scopes, its energy against NVML's counter over the same windows, the cost of a
+reading through it, CPU/DRAM energy from its ``/cpu`` group; the workloads and the engine run
+then measure through zeusd. Still measure only: the daemon is reached through a client that
+refuses every POST (every change) before it is sent, and the report counts the attempts
+(always 0).
+
 ``--simulated`` runs the same code on the CPU against the fake NVML (and, where the host's
 RAPL is unreadable, a fake powercap tree): every figure is then labelled simulated. The test
 suite runs it that way with ``--quick`` (tests/test_gpu_check.py).
 
     python bench/gpu_check.py --out gpu_check_results            # on the GPU node
     python bench/gpu_check.py --simulated --quick --out /tmp/gc   # anywhere, seconds
+    python bench/gpu_check.py --zeusd --out gpu_check_zeusd       # on a node with zeusd
 """
 
 from __future__ import annotations
@@ -125,6 +134,82 @@ class ReadOnlyNVML:
                                           "refused")
             return refuse
         return getattr(self._nvml, name)
+
+
+# --- zeusd, read only -------------------------------------------------------------------------
+def read_only_zeusd(endpoint: Any) -> Any:
+    """A zeusd client that refuses every POST (zeusd's writes: limits, clocks, persistence)
+    before it is sent; attempts are kept in ``attempted``."""
+    from zeus_airflow.core.devices.zeusd_client import ZeusdClient
+
+    class ReadOnlyZeusd(ZeusdClient):
+        def __init__(self, endpoint: Any) -> None:
+            super().__init__(endpoint)
+            self.attempted: list[str] = []
+
+        def post(self, path: str, **params: object) -> Any:
+            self.attempted.append(path)
+            raise SettingRefusedError(f"gpu_check never changes a GPU setting: POST {path} "
+                                      "refused")
+
+    return ReadOnlyZeusd(endpoint)
+
+
+@dataclass
+class ZeusdSide:
+    """The checked GPU through zeusd, the host's energy from its /cpu group (None without
+    cpu-read), and the read-only client."""
+
+    gpus: Any
+    host: Any
+    client: Any
+
+
+def open_zeusd(endpoint: Any, gpu_id: int) -> ZeusdSide:
+    from zeus_airflow.core.devices.zeusd import ZeusdGPUs, ZeusdHostEnergy
+
+    client = read_only_zeusd(endpoint)
+    gpus = ZeusdGPUs((gpu_id,), client=client)
+    host = ZeusdHostEnergy(client, gpus.discovery)
+    return ZeusdSide(gpus, host if host.available else None, client)
+
+
+def zeusd_checks(zeusd: ZeusdSide, nvml_gpus: Any, sizes: Sizes,
+                 load: Callable[[], None]) -> dict[str, Any]:
+    """What the daemon offers, and its energy against NVML's over the same windows."""
+    from zeus_airflow.core.devices.zeusd_client import CPU_READ, GPU_CONTROL, GPU_READ
+    from zeus_airflow.core.monitor import EnergyMonitor
+
+    found, gpus = zeusd.gpus.discovery, zeusd.gpus
+    by_zeusd, by_nvml = EnergyMonitor(gpus), EnergyMonitor(nvml_gpus)
+    windows = []
+    for _ in range(sizes.counter_windows):
+        by_zeusd.begin_window("w")
+        by_nvml.begin_window("w")
+        end_s = time.monotonic() + sizes.counter_window_s
+        while time.monotonic() < end_s:
+            load()
+        z, n = by_zeusd.end_window("w"), by_nvml.end_window("w")
+        windows.append({"time_s": z.time_s, "zeusd_j": z.energy_j, "nvml_j": n.energy_j,
+                        "agreement_pct": 100.0 * (1 - abs(z.energy_j - n.energy_j)
+                                                  / n.energy_j) if n.energy_j > 0
+                        else float("nan")})
+    return {
+        "endpoint": found.endpoint.where, "gpus": [asdict(g) for g in found.gpus],
+        "enabled_api_groups": sorted(found.enabled_groups),
+        "auth_required": found.auth_required, "scopes": sorted(found.scopes),
+        "checked_gpu": {"id": gpus.indices[0], "model": gpus.model,
+                        "power_limit_range_w": list(gpus.power_limit_range_w()),
+                        "power_limit_w": gpus.get_power_limits_w()[0],
+                        "energy_source": gpus.energy_source},
+        "why_not": {group: found.why_not(group)
+                    for group in (GPU_READ, GPU_CONTROL, CPU_READ)},
+        "setting_a_limit_permitted": "likely" if found.why_not(GPU_CONTROL) is None else "no",
+        "windows": windows,
+        "agreement_pct_median": statistics.median(w["agreement_pct"] for w in windows),
+        "monitor_overhead_us": monitor_overhead(by_zeusd, sizes.overhead_iterations),
+        "cpu_read": zeusd.host is not None,
+    }
 
 
 # --- the inventory ----------------------------------------------------------------------------
@@ -494,6 +579,29 @@ def _fmt(value: Any, digits: int = 4) -> str:
     return str(value)
 
 
+def _zeusd_markdown(zeusd: dict[str, Any] | None, tag: str) -> list[str]:
+    if zeusd is None:
+        return []
+    gpu, o = zeusd["checked_gpu"], zeusd["monitor_overhead_us"]
+    auth = f"required, scopes {', '.join(zeusd['scopes'])}" if zeusd["auth_required"] \
+        else "off"
+    lines = ["", f"## zeusd{tag}", "",
+             f"{zeusd['endpoint']}: groups {', '.join(zeusd['enabled_api_groups'])}; auth "
+             f"{auth}; "
+             f"setting a limit permitted: {zeusd['setting_a_limit_permitted']} (never "
+             f"tried). GPU {gpu['id']} {gpu['model']}, range {gpu['power_limit_range_w']} W, "
+             f"limit {gpu['power_limit_w']} W, energy by {gpu['energy_source']}; CPU/DRAM "
+             f"through zeusd: {zeusd['cpu_read']}.", "",
+             "| window | time s | zeusd J | NVML J | agreement % |", "|---|---|---|---|---|"]
+    lines += [f"| {i + 1} | {w['time_s']:.3f} | {w['zeusd_j']:.2f} | {w['nvml_j']:.2f} | "
+              f"{w['agreement_pct']:.2f} |" for i, w in enumerate(zeusd["windows"])]
+    lines += ["", f"Median agreement {zeusd['agreement_pct_median']:.2f} %. Monitor overhead "
+              f"through zeusd: begin {o['begin_median_us']:.1f} µs (p90 "
+              f"{o['begin_p90_us']:.1f}), end {o['end_median_us']:.1f} µs (p90 "
+              f"{o['end_p90_us']:.1f})."]
+    return lines
+
+
 def markdown(report: dict[str, Any]) -> str:
     label = report["measurement"]
     tag = " (SIMULATED: fake NVML on the CPU, not a GPU)" if label == "simulated" else \
@@ -521,6 +629,7 @@ def markdown(report: dict[str, Any]) -> str:
                   f"{o['end_median_us']:.1f} µs (p90 {o['end_p90_us']:.1f})."]
     else:
         lines += [cvs["note"]]
+    lines += _zeusd_markdown(report.get("zeusd"), tag)
     sync = report["synchronisation"]
     lines += ["", f"## Synchronising at window edges{tag}", "",
               "| | time/step s (mean ± sd) | energy/step J (mean ± sd) |", "|---|---|---|"]
@@ -578,6 +687,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--budget-s", type=float, default=BUDGET_S,
                         help=f"time budget in s; later parts shrink to fit (default "
                              f"{BUDGET_S:g}, within 8 minutes)")
+    parser.add_argument("--zeusd", action="store_true",
+                        help="also measure through zeusd (ZEUSD_SOCK_PATH or ZEUSD_HOST_PORT; "
+                             "with --simulated, a fake zeusd over the fake NVML), read only: "
+                             "every POST to the daemon is refused before it is sent")
+    parser.add_argument("--zeusd-gpu", type=int, default=0,
+                        help="the daemon's index of the GPU to check (zeusd numbers the "
+                             "host's GPUs; default 0)")
     parser.add_argument("--powercap-root", type=Path, default=None,
                         help="the powercap sysfs folder (default /sys/class/powercap)")
     args = parser.parse_args(argv)
@@ -631,11 +747,20 @@ def main(argv: list[str] | None = None) -> int:
             index = every.indices[args.gpu]
             every.close()
             gpus = NVMLGPUs([index], nvml=nvml)
+            daemon = _fake_zeusd(fake, Path(scratch)) if args.zeusd and fake else None
+            zeusd = _zeusd_side(args, daemon)
+            if zeusd is not None and zeusd.host is not None:
+                rapl_note = "through zeusd's /cpu group" + (
+                    " (SIMULATED: the fake zeusd's 60 W package, 8 W DRAM)" if daemon else "")
             try:
                 report = _checks(torch, nvml, gpus, index, rapl, sizes, device,
-                                 Path(scratch), deadline_s)
+                                 Path(scratch), deadline_s, zeusd)
             finally:
                 gpus.close()
+                if zeusd is not None:
+                    zeusd.gpus.close()
+                if daemon is not None:
+                    daemon.stop()
         finally:
             rapl.close()
             if simulated_host is not None:
@@ -646,6 +771,7 @@ def main(argv: list[str] | None = None) -> int:
         "host": platform.node(), "torch": torch.__version__,
         "cuda": torch.version.cuda, "rapl": rapl_note,
         "nvml_changes_attempted": nvml.attempted,
+        "zeusd_changes_attempted": None if zeusd is None else zeusd.client.attempted,
         "fake_nvml_set_calls": None if fake is None else len(fake.set_calls),
         "sizes": asdict(sizes), "elapsed_s": time.monotonic() - started,
     })
@@ -657,14 +783,39 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _fake_zeusd(fake: Any, scratch: Path) -> Any:
+    from zeus_airflow.testing import FakeZeusd
+
+    return FakeZeusd(scratch / "zeusd.sock", fake).start()
+
+
+def _zeusd_side(args: argparse.Namespace, daemon: Any) -> ZeusdSide | None:
+    """The GPU through zeusd with ``--zeusd``: the fake daemon with ``--simulated``, else
+    the one the environment names."""
+    if not args.zeusd:
+        return None
+    from zeus_airflow.core.devices.zeusd_client import ZeusdEndpoint
+
+    endpoint = ZeusdEndpoint(socket_path=str(daemon.socket_path)) if daemon is not None \
+        else ZeusdEndpoint.from_env()
+    if endpoint is None:
+        raise SystemExit("gpu_check: --zeusd needs ZEUSD_SOCK_PATH or ZEUSD_HOST_PORT")
+    return open_zeusd(endpoint, args.zeusd_gpu)
+
+
 def _checks(torch: Any, nvml: Any, gpus: Any, index: int, rapl: Any, sizes: Sizes,
-            device: str, scratch: Path, deadline_s: float) -> dict[str, Any]:
+            device: str, scratch: Path, deadline_s: float,
+            zeusd: ZeusdSide | None = None) -> dict[str, Any]:
     _progress(f"inventory of NVML GPU {index}")
     report: dict[str, Any] = {"inventory": inventory(nvml, index)}
     load = make_step(torch, "cnn", sizes, sizes.cnn_batch_sizes[1], device)
     _progress("energy counter against sampled power")
     report["energy_counter_vs_sampling"] = counter_vs_sampling(nvml, index, sizes, load,
                                                                time.monotonic)
+    if zeusd is not None:  # from here on, measured through the daemon
+        _progress(f"zeusd: {zeusd.gpus.discovery.endpoint.where}, energy against NVML")
+        report["zeusd"] = zeusd_checks(zeusd, gpus, sizes, load)
+        gpus, rapl = zeusd.gpus, zeusd.host or rapl
     _progress("synchronising at window edges, with and without")
     report["synchronisation"] = synchronisation_effect(gpus, load, sizes, rapl)
     report["workloads"] = []

@@ -66,7 +66,7 @@ def services(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 def test_the_file_validates_to_the_cluster_services(services: dict[str, Any]) -> None:
-    assert set(services) == AIRFLOW_SERVICES | {"postgres", "redis"}
+    assert set(services) == AIRFLOW_SERVICES | {"postgres", "redis", "zeusd"}
     commands = {name: services[name]["command"] for name in AIRFLOW_SERVICES - {"airflow-init"}}
     assert commands == {
         "airflow-apiserver": "api-server", "airflow-scheduler": "scheduler",
@@ -79,6 +79,10 @@ def test_only_gpu_workers_reserve_gpus_and_get_sys_admin(services: dict[str, Any
     for name, service in services.items():
         devices = service.get("deploy", {}).get("resources", {}).get("reservations", {}) \
             .get("devices", [])
+        if name == "zeusd":
+            assert service["cap_add"] == ["SYS_ADMIN"] and service["cap_drop"] == ["ALL"]
+            assert [(d["driver"], d["count"]) for d in devices] == [("nvidia", "all")]
+            continue
         if name in GPU_WORKERS:
             assert service["cap_add"] == ["SYS_ADMIN"]
             assert [(d["driver"], d["capabilities"]) for d in devices] == [("nvidia", ["gpu"])]
@@ -106,6 +110,31 @@ def test_each_gpu_worker_has_gpus_and_a_stable_hostname_of_its_own(services: dic
 def test_gpu_worker_hostnames_name_the_node(tmp_path: Path) -> None:
     hostname = resolved(tmp_path, ZEUS_NODE_NAME="rack7")["airflow-gpu-worker-0"]["hostname"]
     assert hostname == "rack7-gpu-worker-0"
+
+
+def mounts_of(service: dict[str, Any]) -> dict[str, str]:
+    """Volume or host path -> where it is mounted (``docker-compose config`` writes
+    ``source:target[:mode]``)."""
+    return {v.split(":")[0]: v.split(":")[1] for v in service.get("volumes", [])}
+
+
+def test_gpu_workers_reach_zeusd_through_its_socket_and_only_they(services: dict[str, Any]
+                                                                  ) -> None:
+    from zeus_airflow.core.devices.zeusd_client import SOCK_PATH_ENV
+
+    command = services["zeusd"]["command"]
+    socket_path = command[command.index("--socket-path") + 1]
+    assert command[command.index("--socket-permissions") + 1] == "660"  # not the world's
+    sharing = {name for name, service in services.items()
+               if "zeusd-socket" in mounts_of(service)}
+    assert sharing == GPU_WORKERS | {"zeusd"}
+    for name in GPU_WORKERS | {"zeusd"}:
+        service = services[name]
+        assert socket_path.startswith(mounts_of(service)["zeusd-socket"] + "/")
+        if name != "zeusd":
+            assert service["environment"][SOCK_PATH_ENV] == socket_path
+            assert service["depends_on"]["zeusd"] == {"condition": "service_healthy"}
+    assert "ports" not in services["zeusd"]  # a socket only: nothing listens on the network
 
 
 def test_long_running_services_have_health_checks_and_restart(services: dict[str, Any]
@@ -160,7 +189,9 @@ def test_every_component_shares_executor_secret_and_store(services: dict[str, An
     assert len({tuple(settings.values()) for settings in shared.values()}) == 1
     assert shared["airflow-worker"]["AIRFLOW__CORE__EXECUTOR"] == "CeleryExecutor"
     # Workers run the same DAG files the dag-processor parsed.
-    mounts = {name: sorted(services[name]["volumes"]) for name in AIRFLOW_SERVICES}
+    # (GPU workers also mount zeusd's socket.)
+    mounts = {name: sorted(v for v in services[name]["volumes"] if "zeusd-socket" not in v)
+              for name in AIRFLOW_SERVICES}
     assert len({tuple(volumes) for volumes in mounts.values()}) == 1
     dags = [v.split(":")[0] for v in mounts["airflow-worker"] if ":/opt/airflow/dags:" in v]
     assert dags == [str(DOCKER.parent / "dags")]

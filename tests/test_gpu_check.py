@@ -50,7 +50,7 @@ def test_help_needs_neither_airflow_nor_torch() -> None:
     done = run_script(["--help"], without=("airflow", "torch", "pynvml"))
     assert done.returncode == 0, done.stderr
     for option in ("--out", "--gpu", "--simulated", "--quick", "--recurrences", "--budget-s",
-                   "--powercap-root"):
+                   "--powercap-root", "--zeusd", "--zeusd-gpu"):
         assert option in done.stdout
     assert "without changing any GPU setting" in " ".join(done.stdout.split())
 
@@ -120,3 +120,37 @@ def test_the_read_only_nvml_refuses_every_change_before_nvml_sees_it() -> None:
     assert nvml.nvmlDeviceGetPowerManagementLimit(handle) == 300_000
     assert nvml.NVML_ERROR_NOT_SUPPORTED == 3
     nvml.nvmlShutdown()
+
+
+def test_the_zeusd_mode_measures_through_the_daemon_and_never_posts(tmp_path: Path) -> None:
+    done = run_script(["--simulated", "--quick", "--zeusd", "--out", str(tmp_path)])
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads((tmp_path / "gpu_check.json").read_text())
+
+    assert report["zeusd_changes_attempted"] == [] and report["fake_nvml_set_calls"] == 0
+    zeusd = report["zeusd"]
+    assert zeusd["checked_gpu"]["model"].endswith("(simulated)")
+    assert zeusd["setting_a_limit_permitted"] == "likely"  # read from the scopes, never tried
+    assert len(zeusd["windows"]) == 3 and zeusd["agreement_pct_median"] > 95
+    assert report["rapl"].startswith("through zeusd's /cpu group (SIMULATED")
+    rows = [r for r in report["workloads"] if "skipped" not in r]
+    assert rows and all(r["cpu_energy_per_step_j"] > 0 for r in rows)
+    assert len(report["engine"]["recurrences"]) >= 10
+    headings = [line for line in (tmp_path / "gpu_check.md").read_text().splitlines()
+                if line.startswith("#")]
+    assert len(headings) == 7 and all("SIMULATED" in h for h in headings)
+
+
+def test_the_read_only_zeusd_client_refuses_every_post_before_sending_it(
+        tmp_path: Path) -> None:
+    from zeus_airflow.core.devices.zeusd_client import ZeusdEndpoint
+    from zeus_airflow.testing import FakeZeusd
+
+    script = load_script()
+    with FakeZeusd(tmp_path / "z.sock", FakeNVML()) as daemon:
+        zeusd = script.open_zeusd(ZeusdEndpoint(socket_path=str(daemon.socket_path)), 0)
+        with pytest.raises(script.SettingRefusedError, match="POST /gpu/set_power_limit"):
+            zeusd.gpus.set_power_limits_w([200])
+        assert zeusd.client.attempted == ["/gpu/set_power_limit"]
+        assert [r for r in daemon.requests if r[0] == "POST"] == []
+        assert zeusd.gpus.energy_j() >= 0 and zeusd.host is not None

@@ -10,6 +10,13 @@ same by hand.
 
 One lease per (host, GPU): a second task that finds a GPU leased by a live process trains
 without touching its limit (measure mode) instead of fighting over it.
+
+GPUs driven through zeusd are leased by PCI address (``pci:<address>``) and restored through
+the daemon. On Kubernetes every pod has a host name of its own and its own process ids, so
+``ZEUS_AIRFLOW_NODE_NAME`` (the node's name, from the downward API) names the host instead,
+and a task restores only the leases of the GPUs it was given: the device plugin gives a GPU
+to one pod at a time, so a lease left on one of them is a dead pod's, while a lease on
+another GPU may be a live pod's whose process ids this pod cannot see.
 """
 
 from __future__ import annotations
@@ -60,8 +67,12 @@ def holder_alive(lease: Lease) -> bool:
     return created_s <= lease.acquired_at.timestamp() + _PID_START_SLACK_S
 
 
+NODE_NAME_ENV = "ZEUS_AIRFLOW_NODE_NAME"
+
+
 def this_host() -> str:
-    return socket.gethostname()
+    """The node's name where set (Kubernetes: one per node, not per pod), else the host's."""
+    return os.environ.get(NODE_NAME_ENV) or socket.gethostname()
 
 
 class GPULeases:
@@ -98,23 +109,26 @@ class Restored:
 
 
 def restore_host_leases(leases: GPULeases, log: Any, *, own: LeasableGPUs | None = None,
-                        include_live: bool = False) -> Restored:
+                        include_live: bool = False, only_own: bool = False) -> Restored:
     """Put back the original limits of this host's leases whose process is gone (every
     lease with ``include_live``), deleting each lease once its GPU is restored.
 
-    GPUs of ``own`` (the caller's group) are set through it, any other through NVML by its
-    index; either way the GPU is checked by UUID, so a GPU renumbered since is never confused
-    with another. A GPU that cannot be restored keeps its lease and is reported, not raised.
+    GPUs of ``own`` (the caller's group) are set through it (only those with ``only_own``),
+    any other through NVML, or zeusd for a ``pci:`` lease, by its index; either way the GPU
+    is checked by UUID, so a GPU renumbered since is never confused with another. A GPU
+    that cannot be restored keeps its lease and is reported, not raised.
     """
     done = Restored()
     with ExitStack() as opened:
         for lease in leases.on_host():
             left = (leases.store.where, lease.id) in _LEFT_BEHIND
-            if holder_alive(lease) and not left and not include_live:
+            mine = own is not None and lease.gpu_uuid in own.uuids
+            if (holder_alive(lease) and not left and not include_live) \
+                    or (only_own and not mine):
                 continue
             try:
-                gpus = own if own is not None and lease.gpu_uuid in own.uuids \
-                    else opened.enter_context(closing(_one_nvml_gpu(lease.gpu_index)))
+                gpus = own if own is not None and mine \
+                    else opened.enter_context(closing(_one_gpu(lease)))
                 _restore(lease, gpus)
             except DeviceError as err:
                 log.warning("GPU %d (%s): cannot restore its power limit to %d W: %s",
@@ -130,10 +144,14 @@ def restore_host_leases(leases: GPULeases, log: Any, *, own: LeasableGPUs | None
     return done
 
 
-def _one_nvml_gpu(index: int) -> LeasableGPUs:
+def _one_gpu(lease: Lease) -> LeasableGPUs:
+    if lease.gpu_uuid.startswith("pci:"):
+        from zeus_airflow.core.devices.zeusd import ZeusdGPUs
+
+        return ZeusdGPUs((lease.gpu_index,))
     from zeus_airflow.core.devices import nvml  # needs the NVIDIA driver: imported on use
 
-    return nvml.NVMLGPUs((index,))
+    return nvml.NVMLGPUs((lease.gpu_index,))
 
 
 def _restore(lease: Lease, gpus: LeasableGPUs) -> None:
@@ -160,6 +178,8 @@ class GuardedGPUs:
         self.count = device.count
         self.indices = device.indices
         self.uuids = device.uuids
+        self.control: str = getattr(device, "control", "nvml")
+        """How the limits are set: ``nvml`` or ``zeusd``."""
         self.frozen_because: str | None = None
 
     def freeze(self, because: str) -> None:
@@ -227,9 +247,16 @@ class PowerLimitGuard:
     def __exit__(self, *exc: object) -> None:
         try:
             self.restore("the task ended")
-        finally:
-            if self._lease_ids:
-                self._release()
+        except DeviceError as err:
+            # The training is done and recorded; a limit that cannot be put back now (the
+            # daemon gone, the driver failing) keeps its lease for the next task here.
+            self.log.warning("power limits could not be put back to %s W (%s): the lease is "
+                             "kept, so the next task on %s or `zeus-airflow gpu restore` puts "
+                             "them back", list(self.original_limits_w or ()), err,
+                             self.leases.host)
+            return
+        if self._lease_ids:
+            self._release()
 
     def _release(self) -> None:
         """Delete the leases; a store that cannot fails nothing (the limits are back
@@ -255,7 +282,8 @@ class PowerLimitGuard:
 
     def _recover(self, gpus: LeasableGPUs) -> None:
         """Limits left on this host by tasks that died (SIGKILL, out of memory)."""
-        restore_host_leases(self.leases, self.log, own=gpus)
+        restore_host_leases(self.leases, self.log, own=gpus,
+                            only_own=bool(os.environ.get(NODE_NAME_ENV)))
 
     def _take(self, gpus: LeasableGPUs) -> None:
         assert self.real is not None and self.original_limits_w is not None

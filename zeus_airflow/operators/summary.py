@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from zeus_airflow.core.devices.base import GPUGroup
 from zeus_airflow.core.domain import RunCarbon
 from zeus_airflow.core.engine import RecurrenceResult
 from zeus_airflow.core.units import observe_note, show_emissions, show_energy, show_time
@@ -17,7 +18,8 @@ XCOM_KEYS: tuple[str, ...] = ("batch_size", "power_limit_w", "energy_j", "time_s
                               "epochs", "reached_target", "tries", "phase", "measurement",
                               "setup_energy_j", "setup_time_s", "optimal_power_limit_w",
                               "would_save_energy_j", "would_save_time_s", "cpu_energy_j",
-                              "dram_energy_j", "default_cost", "budget_left_runs")
+                              "dram_energy_j", "default_cost", "budget_left_runs",
+                              "power_control")
 """Keys the operator pushes for every run, besides ``return_value``."""
 CARBON_XCOM_KEYS: tuple[str, ...] = ("carbon_zone", "emissions_g", "energy_cost",
                                      "carbon_intensity_g_per_kwh", "carbon_provenance",
@@ -25,7 +27,7 @@ CARBON_XCOM_KEYS: tuple[str, ...] = ("carbon_zone", "emissions_g", "energy_cost"
 """Keys pushed besides those when the task has a ``carbon_zone``."""
 
 
-def xcom_values(result: RecurrenceResult) -> dict[str, Any]:
+def xcom_values(result: RecurrenceResult, power_control: str | None = None) -> dict[str, Any]:
     """Energy in J and time in s of training, summed over every try of the recurrence (the
     cost is theirs); setup before training apart; the host's CPU package and DRAM energy
     over the same training beside the GPUs' (None: not measured; not in the cost unless
@@ -34,7 +36,8 @@ def xcom_values(result: RecurrenceResult) -> dict[str, Any]:
     ``would_save_*`` say what training at ``optimal_power_limit_w`` would have saved (None in
     the other modes). ``default_cost``: the same steps priced at the maximum power limit;
     ``budget_left_runs``: the exploration budget left after the run, in Default runs' worth
-    (phase ``exploit``: exploring would have spent more than was left)."""
+    (phase ``exploit``: exploring would have spent more than was left). ``power_control``:
+    how the limits could be changed (:func:`power_control`)."""
     return {
         "batch_size": result.batch_size,
         "power_limit_w": result.power_limit_w,
@@ -55,7 +58,19 @@ def xcom_values(result: RecurrenceResult) -> dict[str, Any]:
         "dram_energy_j": result.dram_energy_j,
         "default_cost": result.default_cost,
         "budget_left_runs": result.budget_left_runs,
+        "power_control": power_control,
     }
+
+
+def power_control(device: GPUGroup) -> str | None:
+    """How the task could change its GPUs' power limits: ``zeusd`` (through the daemon),
+    ``nvml`` (directly), ``none`` (they could not be changed: measure mode, the log says why);
+    None for a replayed or simulated GPU, whose limits are virtual."""
+    if device.measurement != "measured":
+        return None
+    if device.limits_fixed_because is not None:
+        return "none"
+    return str(getattr(device, "control", "nvml"))
 
 
 def carbon_xcom_values(footprint: RunCarbon) -> dict[str, Any]:
@@ -74,11 +89,13 @@ def carbon_xcom_values(footprint: RunCarbon) -> dict[str, Any]:
     }
 
 
-def summary_line(result: RecurrenceResult, footprint: RunCarbon | None = None) -> str:
+def summary_line(result: RecurrenceResult, footprint: RunCarbon | None = None,
+                 power_control: str | None = None) -> str:
     """E.g. ``812 kJ · 114 min · b=64 · 175 W``, then what else a reader must know; figures in
-    the units the UI shows them in (``core/units.py``)."""
+    the units the UI shows them in (``core/units.py``). Limits set through zeusd say so."""
+    limit = f"{result.power_limit_w} W"
     parts = [show_energy(result.energy_j), show_time(result.time_s),
-             f"b={result.batch_size}", f"{result.power_limit_w} W"]
+             f"b={result.batch_size}", f"{limit} via zeusd" if power_control == "zeusd" else limit]
     host_j = _host_energy_j(result.cpu_energy_j, result.dram_energy_j)
     if host_j is not None:
         parts.insert(1, f"CPU+DRAM {show_energy(host_j)}")

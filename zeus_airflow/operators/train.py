@@ -115,8 +115,10 @@ class ZeusTrainOperator(BaseOperator):
         explores as the paper does, without a budget.
     :param job_id: the job's name in the store (default ``<dag_id>.<task_id>``, and
         ``<dag_id>.<task_id>[<label>]`` for each mapped instance). Templated.
-    :param device: ``auto`` (the NVIDIA GPUs the task sees), ``nvml:<i>,<j>``,
-        ``replay:<gpu>:<workload>`` or ``simulated:<gpu>[:<workload>]``. Templated.
+    :param device: ``auto`` (the NVIDIA GPUs the task sees; through zeusd, NVIDIA or AMD,
+        where ``ZEUSD_SOCK_PATH``/``ZEUSD_HOST_PORT`` is set), ``nvml:<i>,<j>``,
+        ``zeusd:<i>,<j>``, ``replay:<gpu>:<workload>`` or ``simulated:<gpu>[:<workload>]``.
+        Templated.
     :param train_kwargs: extra keyword arguments for ``train``. Templated (e.g. ``{{ ds }}``).
     :param power_limit_mode: ``optimize``, ``observe`` or ``measure`` (never change limits).
     :param power_limit_selector: ``zeus``, ``min-energy``, ``min-time`` or
@@ -352,7 +354,7 @@ class ZeusTrainOperator(BaseOperator):
         grid = None if carbon is None else self._checked_grid(carbon)
         unrecorded: list[PendingResult] = []
         try:
-            result = self._train(context, config, store, spec, unrecorded)
+            result, control = self._train(context, config, store, spec, unrecorded)
         finally:
             # Once more now: an outage shorter than the rest of the task leaves nothing behind
             # (and the try's carbon figures find its span). What still fails is pushed, even
@@ -363,29 +365,30 @@ class ZeusTrainOperator(BaseOperator):
         footprint = None if carbon is None else self._account(carbon, grid, plan, result,
                                                               store)
         self._warn_if_instances_share_the_job(store, context, config.job_id)
-        self._publish(context, result, footprint)
+        self._publish(context, result, footprint, control)
         if not result.reached_target:
             self._missed_target(result)
         return result.return_value
 
     def _train(self, context: Context, config: JobConfig, store: SQLStore, spec: DeviceSpec,
-               unrecorded: list[PendingResult]) -> RecurrenceResult:
-        """One recurrence on the task's GPUs, their limits put back whatever happens;
-        ``unrecorded`` gets the results the store could not take."""
+               unrecorded: list[PendingResult]) -> tuple[RecurrenceResult, str | None]:
+        """One recurrence on the task's GPUs, their limits put back whatever happens, and
+        how their limits could be changed (``summary.power_control``); ``unrecorded`` gets
+        the results the store could not take."""
         from contextlib import closing, nullcontext
 
-        from zeus_airflow.core.devices.rapl import RAPLReader
-        from zeus_airflow.core.devices.spec import open_device
+        from zeus_airflow.core.devices.spec import open_device, open_host_energy
         from zeus_airflow.core.engine import Engine
         from zeus_airflow.core.gpu_lease import GPULeases, PowerLimitGuard
         from zeus_airflow.core.policy import ZeusPolicy
         from zeus_airflow.core.store.base import RecurrenceKey
+        from zeus_airflow.operators.summary import power_control
 
         ti = context["ti"]
         device = open_device(spec, self.traces_dir)
         # The host's CPU package and DRAM where readable, beside real GPUs only: a replayed or
         # simulated GPU's clock is not the host's, so their sum would mean nothing.
-        host_energy = RAPLReader() if device.measurement == "measured" else None
+        host_energy = open_host_energy(device)
         key = RecurrenceKey(run_id=ti.run_id, dag_id=ti.dag_id, task_id=ti.task_id,
                             map_index=-1 if ti.map_index is None else ti.map_index,
                             try_number=ti.try_number)
@@ -402,7 +405,9 @@ class ZeusTrainOperator(BaseOperator):
                                 synchronize=self.synchronize, host_energy=host_energy,
                                 skip_errors=(AirflowSkipException,))
                 try:
-                    return engine.run_recurrence(self._train_function(), key)
+                    result = engine.run_recurrence(self._train_function(), key)
+                    # Read before leaving the guard, which freezes the limits.
+                    return result, power_control(guard.gpus)
                 finally:  # an invalid try's measurement too, when the store failed
                     unrecorded += engine.unrecorded
             finally:
@@ -648,17 +653,17 @@ class ZeusTrainOperator(BaseOperator):
             else self.train
 
     def _publish(self, context: Context, result: RecurrenceResult,
-                 footprint: RunCarbon | None = None) -> None:
+                 footprint: RunCarbon | None = None, control: str | None = None) -> None:
         from zeus_airflow.operators.metrics import emit_run_metrics
         from zeus_airflow.operators.summary import carbon_xcom_values, summary_line, xcom_values
 
         ti = context["ti"]
-        values = xcom_values(result)
+        values = xcom_values(result, control)
         if footprint is not None:
             values.update(carbon_xcom_values(footprint))
         for key, value in values.items():
             ti.xcom_push(key=key, value=value)
-        self.zeus_summary = summary_line(result, footprint)
+        self.zeus_summary = summary_line(result, footprint, control)
         self.log.info("Zeus: %s (job %s, %s phase)", self.zeus_summary, result.job.job_id,
                       result.final.phase)
         emit_run_metrics(result, dag_id=ti.dag_id, task_id=ti.task_id, log=self.log)

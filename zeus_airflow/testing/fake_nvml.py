@@ -33,6 +33,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import pynvml
@@ -55,6 +56,12 @@ PowerModel = Callable[[int], float]
 def draws_90_percent(limit_mw: int) -> float:
     """The default power model: a busy GPU running just under its cap."""
     return 0.9 * limit_mw
+
+
+def pci_address(index: int) -> str:
+    """The PCI address of fake GPU ``index`` as ``lspci -D`` (and zeusd) write it; NVML's
+    ``busId`` has the same with an 8-digit domain."""
+    return f"0000:{0x11 + index:02x}:00.0"
 
 
 class ManualClock:
@@ -267,6 +274,10 @@ class FakeNVML:
             self._device(handle.parent)
             return self._string(handle.uuid)
         return self._string(self._device(handle).uuid)
+
+    def nvmlDeviceGetPciInfo(self, handle: _FakeGPU) -> Any:
+        """Only ``busId``, NVML's form (``00000000:11:00.0``)."""
+        return SimpleNamespace(busId=self._string(f"0000{pci_address(self._device(handle).index)}"))
 
     def nvmlSystemGetDriverVersion(self) -> str | bytes:
         self._check_init()

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from typing import Any, Literal
 
 import pynvml
 
+from zeus_airflow.core.devices import milliwatts
 from zeus_airflow.core.devices.base import (
     DeviceError,
     Measurement,
@@ -39,6 +39,7 @@ from zeus_airflow.core.devices.base import (
     PowerLimitUnavailableError,
     candidate_limits_in_range,
 )
+from zeus_airflow.core.devices.energy import EnergyCounters, PowerIntegrator
 from zeus_airflow.core.devices.sync import CUDASynchronizer, Synchronize
 
 log = logging.getLogger(__name__)
@@ -70,6 +71,8 @@ class NVMLGPUs:
     """
 
     measurement: Measurement = "measured"
+    control = "nvml"
+    """How limits are set (zeusd's group says ``zeusd``)."""
 
     def __init__(self, indices: Sequence[int] | None = None, *, nvml: Any = pynvml,
                  sample_interval_s: float = DEFAULT_SAMPLE_INTERVAL_S,
@@ -97,7 +100,7 @@ class NVMLGPUs:
     def _open(self, indices: Sequence[int] | None, sample_interval_s: float) -> None:
         nvml = self._nvml
         count = nvml.nvmlDeviceGetCount()
-        all_uuids = [_text(nvml.nvmlDeviceGetUUID(nvml.nvmlDeviceGetHandleByIndex(i)))
+        all_uuids = [milliwatts.text(nvml.nvmlDeviceGetUUID(nvml.nvmlDeviceGetHandleByIndex(i)))
                      for i in range(count)]
         env = os.environ.get(VISIBLE_DEVICES_ENV)
         visible = _visible(nvml, env, all_uuids)
@@ -128,11 +131,10 @@ class NVMLGPUs:
                 "share, and cannot be set per instance; energy is the whole GPU's, shared "
                 "with the other instances")
         self._range_w = self._limit_range_w()
-        self._read_mw: dict[tuple[int, int], int] = {}
-        """(position in the group, W) -> the exact mW read from that GPU."""
+        self._read_mw: milliwatts.ReadLimits = {}
         use_counters = not self._force_sampling and self._counters_supported()
-        self._counters = _Counters.open(self) if use_counters else None
-        self._sampler = None if self._counters is not None else _PowerIntegrator(
+        self._counters = EnergyCounters(self) if use_counters else None
+        self._sampler = None if self._counters is not None else PowerIntegrator(
             self._total_power_w, self._clock, sample_interval_s)
 
     # --- the GPUGroup interface -------------------------------------------------------------
@@ -144,9 +146,7 @@ class NVMLGPUs:
 
     def get_power_limits_w(self) -> tuple[int, ...]:
         limits_mw = [self._call("nvmlDeviceGetPowerManagementLimit", h) for h in self._handles]
-        for position, limit_mw in enumerate(limits_mw):
-            self._read_mw[position, _w_from_mw(limit_mw)] = limit_mw
-        return tuple(_w_from_mw(mw) for mw in limits_mw)
+        return milliwatts.remember(self._read_mw, limits_mw)
 
     @property
     def limits_fixed_because(self) -> str | None:
@@ -160,8 +160,8 @@ class NVMLGPUs:
         setter is never called. After a refusal it still is (to restore what was set)."""
         if self._mig_because is not None:
             raise PowerLimitUnavailableError(self._mig_because)
-        limits_mw = [self._to_mw(position, limit_w) for position, limit_w in
-                     enumerate(self._checked_count(limits_w))]
+        limits_mw = milliwatts.to_mw(self._read_mw, limits_w, self._range_w, self.model,
+                                     self.indices)
         before_mw = [self._call("nvmlDeviceGetPowerManagementLimit", h) for h in self._handles]
         for position, limit_mw in enumerate(limits_mw):
             try:
@@ -205,11 +205,8 @@ class NVMLGPUs:
 
     def _limit_range_w(self) -> tuple[int, int]:
         """The range every GPU accepts, rounded inwards to whole W."""
-        ranges_mw = [self._call("nvmlDeviceGetPowerManagementLimitConstraints", h)
-                     for h in self._handles]
-        low_mw = max(low for low, _ in ranges_mw)
-        high_mw = min(high for _, high in ranges_mw)
-        return -(-low_mw // 1000), high_mw // 1000
+        return milliwatts.whole_w_range(
+            self._call("nvmlDeviceGetPowerManagementLimitConstraints", h) for h in self._handles)
 
     def _set_one(self, position: int, limit_mw: int) -> None:
         nvml, index = self._nvml, self.indices[position]
@@ -247,22 +244,6 @@ class NVMLGPUs:
                 log.warning("could not put a GPU's power limit back to %d mW after another "
                             "GPU of the group refused its limit", limit_mw, exc_info=True)
 
-    def _checked_count(self, limits_w: Sequence[int]) -> Sequence[int]:
-        if len(limits_w) != self.count:
-            raise DeviceError(f"limits_w={list(limits_w)} is invalid: expected {self.count} "
-                              f"limits, one per GPU {list(self.indices)}")
-        return limits_w
-
-    def _to_mw(self, position: int, limit_w: int) -> int:
-        read_mw = self._read_mw.get((position, limit_w))
-        if read_mw is not None:
-            return read_mw
-        low, high = self._range_w
-        if not low <= limit_w <= high:
-            raise DeviceError(f"power limit {limit_w} W is invalid for {self.model}: "
-                              f"expected a value in [{low}, {high}] W")
-        return int(limit_w) * 1000
-
     def _counters_supported(self) -> bool:
         """Whether every GPU has an energy counter (Volta and newer)."""
         nvml = self._nvml
@@ -275,104 +256,19 @@ class NVMLGPUs:
             raise DeviceError(f"nvmlDeviceGetTotalEnergyConsumption failed: {err}") from err
         return True
 
-    def _read_counters_mj(self) -> list[int]:
+    def read_counters_mj(self) -> list[int]:
         return [self._call("nvmlDeviceGetTotalEnergyConsumption", h) for h in self._handles]
 
-    def _power_w(self) -> list[float]:
+    def power_w(self) -> list[float]:
         return [self._call("nvmlDeviceGetPowerUsage", h) / 1000.0 for h in self._handles]
 
     def _total_power_w(self) -> float:
-        return sum(self._power_w())
-
-
-class _Counters:
-    """Energy from the GPUs' counters, summed as increments between reads.
-
-    The counter is mJ since the driver was loaded: reloading the driver (or a driver bug)
-    makes it go backwards. Such an interval is bridged with the power read now times the time
-    since the last read, and said once; the counters are never trusted to be monotonic.
-    """
-
-    def __init__(self, gpus: NVMLGPUs, first_mj: list[int]) -> None:
-        self._gpus = gpus
-        self._last_mj = first_mj
-        self._last_s = gpus.now_s()
-        self._total_mj = 0.0
-        self._warned = False
-        self._lock = threading.Lock()
-
-    @classmethod
-    def open(cls, gpus: NVMLGPUs) -> _Counters:
-        return cls(gpus, gpus._read_counters_mj())
-
-    def energy_j(self) -> float:
-        with self._lock:
-            now_mj, now_s = self._gpus._read_counters_mj(), self._gpus.now_s()
-            power_w: list[float] | None = None
-            for position, (now, last) in enumerate(zip(now_mj, self._last_mj, strict=True)):
-                if now >= last:
-                    self._total_mj += now - last
-                    continue
-                if power_w is None:
-                    power_w = self._gpus._power_w()
-                self._total_mj += power_w[position] * (now_s - self._last_s) * 1000.0
-                if not self._warned:
-                    self._warned = True
-                    log.warning("the energy counter of GPU %d went backwards (%d -> %d mJ: the "
-                                "driver was reloaded?); that interval is estimated from its "
-                                "power draw", self._gpus.indices[position], last, now)
-            self._last_mj, self._last_s = now_mj, now_s
-            return self._total_mj / 1000.0
+        return sum(self.power_w())
 
 
 def visible_gpus(nvml: Any = pynvml, **options: Any) -> NVMLGPUs:
     """The GPUs this process may use (``device="auto"``); options as for :class:`NVMLGPUs`."""
     return NVMLGPUs(None, nvml=nvml, **options)
-
-
-class _PowerIntegrator:
-    """Energy (J) as the trapezoid integral of sampled power over the clock.
-
-    The thread starts on the first reading and samples every ``interval_s``; each reading also
-    takes a sample, so a measurement window's edges are exact in time.
-    """
-
-    def __init__(self, read_power_w: Callable[[], float], clock: Callable[[], float],
-                 interval_s: float) -> None:
-        self._read_power_w = read_power_w
-        self._clock = clock
-        self._interval_s = interval_s
-        self._lock = threading.Lock()
-        self._energy_j = 0.0
-        self._last: tuple[float, float] | None = None
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def energy_j(self) -> float:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, daemon=True,
-                                            name="zeus-power-sampler")
-            self._sample()
-            self._thread.start()
-        return self._sample()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self._interval_s):
-            self._sample()
-
-    def _sample(self) -> float:
-        with self._lock:
-            now_s, power_w = self._clock(), self._read_power_w()
-            if self._last is not None:
-                last_s, last_w = self._last
-                self._energy_j += (now_s - last_s) * (power_w + last_w) / 2.0
-            self._last = (now_s, power_w)
-            return self._energy_j
 
 
 def _init(nvml: Any) -> None:
@@ -480,18 +376,9 @@ def _entry_index(entry: str, uuids: Sequence[str]) -> int | None:
 
 
 def _one_model(nvml: Any, handles: Sequence[Any], indices: Sequence[int]) -> str:
-    models = [_text(nvml.nvmlDeviceGetName(h)) for h in handles]
+    models = [milliwatts.text(nvml.nvmlDeviceGetName(h)) for h in handles]
     if len(set(models)) > 1:
         listing = ", ".join(f"GPU {i}: {m}" for i, m in zip(indices, models, strict=True))
         raise DeviceError(f"the GPUs of a group must be one model, got {listing}. Restrict "
                           f"{VISIBLE_DEVICES_ENV} or the indices to GPUs of one model")
     return models[0]
-
-
-def _text(value: str | bytes) -> str:
-    """nvidia-ml-py before 11.515 returns bytes for names and UUIDs."""
-    return value.decode() if isinstance(value, bytes) else value
-
-
-def _w_from_mw(limit_mw: int) -> int:
-    return round(limit_mw / 1000)

@@ -3,8 +3,11 @@
 Forms (see :data:`DEVICE_FORMS`):
 
 - ``auto``: every NVIDIA GPU the task can see (NVML, honouring ``CUDA_VISIBLE_DEVICES``);
-  an error when there is none. Figures are ``measured``.
+  an error when there is none. Figures are ``measured``. Where ``ZEUSD_SOCK_PATH`` or
+  ``ZEUSD_HOST_PORT`` is set (decided where the task runs), the GPUs of the task's
+  container through zeusd instead, NVIDIA or AMD (``zeusd.py``).
 - ``nvml:<i>[,<j>...]``: those NVML indices.
+- ``zeusd:<i>[,<j>...]``: those GPUs of the daemon (its indices, the host's).
 - ``replay:<gpu>:<workload>``: a paper workload replayed on a virtual clock (``replayed``).
 - ``simulated:<gpu>[:<workload>]``: real training steps on a simulated GPU whose power and
   slowdown follow that workload's measured power curve (``simulated``; see ``simulated.py``).
@@ -20,7 +23,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, NoReturn
+from typing import TYPE_CHECKING, Literal, NoReturn
 
 from zeus_airflow.core.config import DB_INT_MAX, ConfigError
 from zeus_airflow.core.devices.base import GPUGroup
@@ -31,14 +34,19 @@ from zeus_airflow.core.traces import (
     load_workload_trace,
 )
 
+if TYPE_CHECKING:
+    from zeus_airflow.core.devices.rapl import RAPLReader
+    from zeus_airflow.core.devices.zeusd import ZeusdHostEnergy
+
 DEVICE_FORMS: tuple[str, ...] = (
-    "auto", "nvml:<i>[,<j>...]", "replay:<gpu>:<workload>", "simulated:<gpu>[:<workload>]")
+    "auto", "nvml:<i>[,<j>...]", "zeusd:<i>[,<j>...]", "replay:<gpu>:<workload>",
+    "simulated:<gpu>[:<workload>]")
 TRACES_ENV = "ZEUS_TRACES_DIR"
 
 _INDEX = re.compile(r"[0-9]+")
-"""An NVML index: ASCII digits only (``int()`` would also take " 0" or a full-width "０")."""
+"""A GPU index: ASCII digits only (``int()`` would also take " 0" or a full-width "０")."""
 
-DeviceBackend = Literal["nvml", "replay", "simulated"]
+DeviceBackend = Literal["nvml", "zeusd", "replay", "simulated"]
 
 
 @dataclass(frozen=True)
@@ -47,7 +55,7 @@ class DeviceSpec:
 
     backend: DeviceBackend
     indices: tuple[int, ...] | None = None
-    """NVML indices; None means every visible GPU (``auto``)."""
+    """NVML (or zeusd) indices; None means every visible GPU (``auto``)."""
     gpu: str = ""
     """Trace GPU name (``v100``, ``a40``...) for replay and simulated devices."""
     workload: str = ""
@@ -63,6 +71,8 @@ def parse_device(text: str) -> DeviceSpec:
         return DeviceSpec("nvml")
     if form == "nvml" and len(parts) == 1:
         return DeviceSpec("nvml", indices=_indices(text, parts[0]))
+    if form == "zeusd" and len(parts) == 1:
+        return DeviceSpec("zeusd", indices=_indices(text, parts[0]))
     if form == "replay" and len(parts) == 2 and all(parts):
         return DeviceSpec("replay", gpu=parts[0], workload=_workload(text, parts[1]))
     if form == "simulated" and len(parts) in (1, 2) and all(parts):
@@ -74,7 +84,15 @@ def parse_device(text: str) -> DeviceSpec:
 
 
 def open_device(spec: DeviceSpec, traces_dir: str | Path | None = None) -> GPUGroup:
-    """Open the GPUs ``spec`` names. NVML is imported only here, so parsing needs no driver."""
+    """Open the GPUs ``spec`` names. NVML is imported only here, so parsing needs no driver.
+    ``auto`` goes through zeusd where the task's environment names a daemon."""
+    from zeus_airflow.core.devices.zeusd_client import ZeusdEndpoint
+
+    if spec.backend == "zeusd" or (spec.backend == "nvml" and spec.indices is None
+                                   and ZeusdEndpoint.from_env() is not None):
+        from zeus_airflow.core.devices.zeusd import ZeusdGPUs
+
+        return ZeusdGPUs(spec.indices)
     if spec.backend == "nvml":
         from zeus_airflow.core.devices.nvml import NVMLGPUs
 
@@ -96,6 +114,22 @@ def open_device(spec: DeviceSpec, traces_dir: str | Path | None = None) -> GPUGr
     return SimulatedGPU(trace)
 
 
+def open_host_energy(device: GPUGroup) -> RAPLReader | ZeusdHostEnergy | None:
+    """The host's CPU package and DRAM energy beside real GPUs: from zeusd's ``/cpu`` group
+    beside GPUs driven through it (RAPL is root-only there too), else RAPL through sysfs. None
+    beside a replayed or simulated GPU, whose clock is not the host's."""
+    if device.measurement != "measured":
+        return None
+    from zeus_airflow.core.devices.zeusd import ZeusdGPUs, ZeusdHostEnergy
+
+    gpus = getattr(device, "device", device)  # through a GuardedGPUs, the GPUs it guards
+    if isinstance(gpus, ZeusdGPUs):
+        return ZeusdHostEnergy(gpus.client, gpus.discovery)
+    from zeus_airflow.core.devices.rapl import RAPLReader
+
+    return RAPLReader()
+
+
 def resolve_traces_dir(explicit: str | Path | None = None) -> Path:
     """The paper's traces folder: ``explicit``, else ``$ZEUS_TRACES_DIR``, else the traces
     shipped in the package. Every ``--traces`` option and ``traces_dir`` parameter ends here."""
@@ -110,9 +144,9 @@ def _indices(text: str, value: str) -> tuple[int, ...]:
     indices = tuple(int(i) for i in parts)
     # Indices are kept in the store's integer columns (GPU leases).
     if any(i > DB_INT_MAX for i in indices):
-        _invalid(text, f"an NVML index is over {DB_INT_MAX}; ")
+        _invalid(text, f"a GPU index is over {DB_INT_MAX}; ")
     if len(set(indices)) != len(indices):
-        _invalid(text, "an NVML index is repeated; ")
+        _invalid(text, "a GPU index is repeated; ")
     return indices
 
 

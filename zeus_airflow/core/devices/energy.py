@@ -1,0 +1,111 @@
+"""Energy of a group of GPUs from what their driver offers: cumulative counters, or power.
+
+Shared by every backend that reads real GPUs (NVML directly, or through zeusd): both speak mJ
+counters and mW power per GPU, and both meet the same failure, a counter that goes backwards
+(the driver, or the daemon, restarted).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Protocol
+
+log = logging.getLogger(__name__)
+
+
+class CounterSource(Protocol):
+    """GPUs with cumulative energy counters (mJ), their power (W) and clock (s)."""
+
+    indices: tuple[int, ...]
+
+    def read_counters_mj(self) -> list[int]:
+        ...
+
+    def power_w(self) -> list[float]:
+        ...
+
+    def now_s(self) -> float:
+        ...
+
+
+class EnergyCounters:
+    """Energy from the GPUs' counters, summed as increments between reads.
+
+    The counter is mJ since the driver was loaded: reloading the driver (or a driver bug)
+    makes it go backwards. Such an interval is bridged with the power read now times the time
+    since the last read, and said once; the counters are never trusted to be monotonic.
+    """
+
+    def __init__(self, gpus: CounterSource) -> None:
+        self._gpus = gpus
+        self._last_mj = gpus.read_counters_mj()
+        self._last_s = gpus.now_s()
+        self._total_mj = 0.0
+        self._warned = False
+        self._lock = threading.Lock()
+
+    def energy_j(self) -> float:
+        with self._lock:
+            now_mj, now_s = self._gpus.read_counters_mj(), self._gpus.now_s()
+            power_w: list[float] | None = None
+            for position, (now, last) in enumerate(zip(now_mj, self._last_mj, strict=True)):
+                if now >= last:
+                    self._total_mj += now - last
+                    continue
+                if power_w is None:
+                    power_w = self._gpus.power_w()
+                self._total_mj += power_w[position] * (now_s - self._last_s) * 1000.0
+                if not self._warned:
+                    self._warned = True
+                    log.warning("the energy counter of GPU %d went backwards (%d -> %d mJ: the "
+                                "driver was reloaded?); that interval is estimated from its "
+                                "power draw", self._gpus.indices[position], last, now)
+            self._last_mj, self._last_s = now_mj, now_s
+            return self._total_mj / 1000.0
+
+
+class PowerIntegrator:
+    """Energy (J) as the trapezoid integral of sampled power over the clock.
+
+    The thread starts on the first reading and samples every ``interval_s``; each reading also
+    takes a sample, so a measurement window's edges are exact in time.
+    """
+
+    def __init__(self, read_power_w: Callable[[], float], clock: Callable[[], float],
+                 interval_s: float) -> None:
+        self._read_power_w = read_power_w
+        self._clock = clock
+        self._interval_s = interval_s
+        self._lock = threading.Lock()
+        self._energy_j = 0.0
+        self._last: tuple[float, float] | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def energy_j(self) -> float:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, daemon=True,
+                                            name="zeus-power-sampler")
+            self._sample()
+            self._thread.start()
+        return self._sample()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval_s):
+            self._sample()
+
+    def _sample(self) -> float:
+        with self._lock:
+            now_s, power_w = self._clock(), self._read_power_w()
+            if self._last is not None:
+                last_s, last_w = self._last
+                self._energy_j += (now_s - last_s) * (power_w + last_w) / 2.0
+            self._last = (now_s, power_w)
+            return self._energy_j

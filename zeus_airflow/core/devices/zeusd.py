@@ -1,0 +1,481 @@
+"""GPUs (NVIDIA or AMD) and the host's CPU/DRAM energy through zeusd, for unprivileged tasks.
+
+Setting a power limit needs root; zeusd (upstream Zeus's privileged daemon) does it for a
+process that holds a socket (and, when the daemon asks for one, a token with the
+``gpu-control`` scope). :class:`ZeusdGPUs` is a :class:`~.base.GPUGroup` over the daemon's
+GPUs: limits set and read through it, energy from its cumulative counters (or its power,
+integrated, where a GPU has no trustworthy counter), all in the daemon's units (mW, mJ)
+converted here. :class:`ZeusdHostEnergy` reads the CPU packages' and DRAM energy from its
+``/cpu`` group, for the monitor's windows (as ``RAPLReader`` does from sysfs).
+
+What the daemon allows is read once, at start (``/discover``, ``/auth/whoami``): without
+``gpu-read`` the GPUs cannot be measured at all (a DeviceError); without ``gpu-control`` the
+limits are fixed (``limits_fixed_because``) and the task measures at the current limits, as
+NVML without root does. A daemon that goes away mid-run never fails the training: limits
+cannot be changed any more (the lease puts them back later), and energy is carried on from
+the last power the daemon reported, with one warning, until it answers again.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from zeus_airflow.core.devices import milliwatts
+from zeus_airflow.core.devices.base import (
+    DeviceError,
+    Measurement,
+    PowerLimitPermissionError,
+    PowerLimitRangeChangedError,
+    PowerLimitUnavailableError,
+    candidate_limits_in_range,
+)
+from zeus_airflow.core.devices.energy import EnergyCounters, PowerIntegrator
+from zeus_airflow.core.devices.rapl import HostEnergy
+from zeus_airflow.core.devices.sync import CUDASynchronizer, Synchronize
+from zeus_airflow.core.devices.zeusd_client import (
+    CPU_READ,
+    GPU_CONTROL,
+    GPU_READ,
+    ZeusdClient,
+    ZeusdEndpoint,
+    ZeusdError,
+    ZeusdUnreachableError,
+)
+
+log = logging.getLogger(__name__)
+
+DEFAULT_SAMPLE_INTERVAL_S = 0.1
+LEASE_ID_PREFIX = "pci:"
+"""Leases of GPUs driven through zeusd name the GPU by its PCI address (the daemon has no
+UUIDs, and its indices are the host's, not the container's)."""
+
+
+@dataclass(frozen=True)
+class DaemonGPU:
+    """One GPU as ``/discover`` lists it."""
+
+    id: int
+    name: str
+    pci_address: str
+    cumulative_energy_available: bool
+
+
+@dataclass(frozen=True)
+class Discovery:
+    """What the daemon has and what this process's token may do there."""
+
+    endpoint: ZeusdEndpoint
+    gpus: tuple[DaemonGPU, ...]
+    cpu_ids: tuple[int, ...]
+    enabled_groups: frozenset[str]
+    auth_required: bool
+    scopes: frozenset[str]
+
+    def why_not(self, group: str) -> str | None:
+        """Why this process may not use an API group, or None when it may."""
+        if group not in self.enabled_groups:
+            return (f"{self.endpoint.where} does not serve the {group} API group (enabled: "
+                    f"{', '.join(sorted(self.enabled_groups)) or 'none'}); start it with "
+                    f"--enable {group}")
+        if self.auth_required and group not in self.scopes:
+            return (f"the token given to {self.endpoint.where} (ZEUSD_TOKEN) lacks the "
+                    f"{group} scope (it has: {', '.join(sorted(self.scopes)) or 'none'}); "
+                    f"issue one with --scope {group}")
+        return None
+
+
+def discover(client: ZeusdClient) -> Discovery:
+    """``/discover``, then ``/auth/whoami`` when the daemon requires a token. A token the
+    daemon rejects (401) is a ZeusdError: nothing could be read with it."""
+    where = client.endpoint.where
+    data = client.get("/discover")
+    try:
+        gpus = tuple(DaemonGPU(int(g["id"]), str(g["name"]), str(g["pci_address"]),
+                               bool(g["cumulative_energy_available"])) for g in data["gpus"])
+        cpu_ids = tuple(int(c["id"]) for c in data.get("cpus", []))
+        groups, auth = frozenset(data["enabled_api_groups"]), bool(data["auth_required"])
+    except (KeyError, TypeError, ValueError) as err:
+        raise ZeusdError(f"{where} answered /discover without {err}: is it zeusd 0.5 or "
+                         "newer?") from err
+    scopes: frozenset[str] = frozenset()
+    if auth:
+        if client.endpoint.token is None:
+            raise ZeusdError(f"{where} requires a token: set ZEUSD_TOKEN (zeusd token issue "
+                             "--scope gpu-read --scope gpu-control)", 401)
+        scopes = frozenset(client.get("/auth/whoami").get("scopes", []))
+    return Discovery(client.endpoint, gpus, cpu_ids, groups, auth, scopes)
+
+
+def open_session(endpoint: ZeusdEndpoint | None = None,
+                 client: ZeusdClient | None = None) -> tuple[ZeusdClient, Discovery]:
+    """A client of the daemon ``endpoint`` (else the environment) names, or ``client`` (a
+    read-only one, say), and what the daemon allows."""
+    if client is None:
+        endpoint = endpoint or ZeusdEndpoint.from_env()
+        if endpoint is None:
+            raise DeviceError("zeusd is not configured: set ZEUSD_SOCK_PATH (its Unix socket) "
+                              "or ZEUSD_HOST_PORT (host:port)")
+        client = ZeusdClient(endpoint)
+    return client, discover(client)
+
+
+class ZeusdGPUs:
+    """The daemon's GPUs of ``ids`` (zeusd's indices: the host's), or the ones this process
+    sees when None (``visible_pci``: PCI addresses, :func:`visible_pci_addresses`), through
+    ``endpoint`` (default: the environment's) or an open ``client``.
+
+    ``uuids`` are ``pci:<address>``, what the power-limit leases record. ``control`` says
+    how limits are set (``zeusd``), for the task's log, XComs and UI. ``synchronize``
+    defaults to PyTorch's CUDA devices 0..count-1 of this process: a container that was
+    given these GPUs only sees them so; pass another where the process sees more.
+    """
+
+    measurement: Measurement = "measured"
+    control = "zeusd"
+
+    def __init__(self, ids: Sequence[int] | None = None, *,
+                 endpoint: ZeusdEndpoint | None = None, client: ZeusdClient | None = None,
+                 visible_pci: Callable[[], frozenset[str] | None] | None = None,
+                 clock: Callable[[], float] = time.monotonic,
+                 sample_interval_s: float = DEFAULT_SAMPLE_INTERVAL_S,
+                 synchronize: Synchronize | None = None) -> None:
+        self._client, self.discovery = open_session(endpoint, client)
+        cannot_read = self.discovery.why_not(GPU_READ)
+        if cannot_read is not None:
+            raise DeviceError(f"cannot measure the GPUs: {cannot_read}")
+        self._clock = clock
+        chosen = _chosen(self.discovery, ids, visible_pci or visible_pci_addresses)
+        self.indices: tuple[int, ...] = tuple(g.id for g in chosen)
+        self.count = len(chosen)
+        self.uuids: tuple[str, ...] = tuple(LEASE_ID_PREFIX + _pci(g.pci_address)
+                                            for g in chosen)
+        self.model = _one_model(chosen)
+        self._fixed_because = self.discovery.why_not(GPU_CONTROL)
+        self._range_w = self._limit_range_w()
+        self._read_mw: milliwatts.ReadLimits = {}
+        self._last_mw: list[int] | None = None
+        """The limits last read or set (mW), what a daemon gone away leaves in place."""
+        # The task's container sees only its own GPUs, numbered from 0 by CUDA (and by HIP
+        # on AMD, which PyTorch's torch.cuda also drives): those are this group's.
+        self._sync = synchronize or CUDASynchronizer(tuple(range(self.count)))
+        self._lost = _LostDaemon(self)
+        self._counters = EnergyCounters(self) \
+            if all(g.cumulative_energy_available for g in chosen) else None
+        self._sampler = None if self._counters is not None else PowerIntegrator(
+            self._lost.total_power_w, clock, sample_interval_s)
+
+    # --- the GPUGroup interface -------------------------------------------------------------
+    def power_limit_range_w(self) -> tuple[int, int]:
+        return self._range_w
+
+    def candidate_power_limits_w(self) -> tuple[int, ...]:
+        return candidate_limits_in_range(*self._range_w)
+
+    def get_power_limits_w(self) -> tuple[int, ...]:
+        """The limits the daemon reports; while it does not answer, the last ones known
+        (read, or set through it), so that training goes on (the lease restores later)."""
+        try:
+            limits_mw = self._per_gpu("/gpu/get_power_limit", "power_limit_mw")
+        except ZeusdUnreachableError as err:
+            if self._last_mw is None:
+                raise
+            self._lost.say(err)
+            limits_mw = self._last_mw
+        self._last_mw = list(limits_mw)
+        return milliwatts.remember(self._read_mw, limits_mw)
+
+    @property
+    def limits_fixed_because(self) -> str | None:
+        return self._fixed_because
+
+    def set_power_limits_w(self, limits_w: Sequence[int]) -> None:
+        """Set each GPU's limit through the daemon (blocking); every value is checked before
+        any GPU changes, a value read before is written back to the exact mW read, and when
+        one GPU refuses, those already set go back first. Without ``gpu-control`` the daemon
+        is never asked."""
+        if self._fixed_because is not None and self.discovery.why_not(GPU_CONTROL):
+            raise PowerLimitPermissionError(self._fixed_because)
+        limits_mw = milliwatts.to_mw(self._read_mw, limits_w, self._range_w, self.model,
+                                     self.indices)
+        try:
+            before_mw = self._per_gpu("/gpu/get_power_limit", "power_limit_mw")
+        except ZeusdError as err:
+            raise self._refusal(self.indices[0], limits_mw[0], err) from err
+        for position, limit_mw in enumerate(limits_mw):
+            try:
+                self._set_one(position, limit_mw)
+            except DeviceError:
+                self._roll_back(before_mw[:position])
+                raise
+            if self._last_mw is None:
+                self._last_mw = list(before_mw)
+            self._last_mw[position] = limit_mw
+
+    def energy_j(self) -> float:
+        return self._lost.energy_j()
+
+    def now_s(self) -> float:
+        return self._clock()
+
+    def synchronize(self) -> None:
+        self._sync()
+
+    def close(self) -> None:
+        """Stop the sampling thread, if any. The daemon keeps no state for us."""
+        if self._sampler is not None:
+            self._sampler.stop()
+
+    @property
+    def client(self) -> ZeusdClient:
+        return self._client
+
+    @property
+    def energy_source(self) -> str:
+        """``counter`` (the daemon's cumulative energy) or ``sampling`` (its power)."""
+        return "sampling" if self._sampler is not None else "counter"
+
+    @property
+    def energy_estimated_because(self) -> str | None:
+        """Why part of the energy is an estimate (the daemon went away), or None."""
+        return self._lost.because
+
+    # --- what EnergyCounters reads ----------------------------------------------------------
+    def read_counters_mj(self) -> list[int]:
+        return self._per_gpu("/gpu/get_cumulative_energy", "energy_mj")
+
+    def power_w(self) -> list[float]:
+        answer = self._client.get("/gpu/get_power", gpu_ids=self.indices)
+        return [float(_field(answer.get("power_mw", {}), i)) / 1000.0 for i in self.indices]
+
+    def measured_energy_j(self) -> float:
+        """Energy from the daemon, raising ZeusdError when it does not answer."""
+        if self._counters is not None:
+            return self._counters.energy_j()
+        assert self._sampler is not None
+        return self._sampler.energy_j()
+
+    # --- internals ---------------------------------------------------------------------------
+    def _per_gpu(self, path: str, key: str) -> list[int]:
+        answer = self._client.get(path, gpu_ids=self.indices)
+        return [int(_field(answer, i)[key]) for i in self.indices]
+
+    def _limit_range_w(self) -> tuple[int, int]:
+        """The range every GPU accepts, rounded inwards to whole W."""
+        answer = self._client.get("/gpu/get_power_limit_constraints", gpu_ids=self.indices)
+        return milliwatts.whole_w_range(
+            (r["min_power_limit_mw"], r["max_power_limit_mw"])
+            for r in (_field(answer, i) for i in self.indices))
+
+    def _set_one(self, position: int, limit_mw: int) -> None:
+        index = self.indices[position]
+        try:
+            self._client.post("/gpu/set_power_limit", gpu_ids=[index],
+                              power_limit_mw=limit_mw, block=True)
+        except ZeusdError as err:
+            raise self._refusal(index, limit_mw, err) from err
+
+    def _refusal(self, index: int, limit_mw: int, err: ZeusdError) -> DeviceError:
+        """What a refused set means for the rest of the task (docs/devices.md, "zeusd")."""
+        if err.status in (401, 403):
+            self._fixed_because = (f"zeusd refused to set the power limit of GPU {index}: "
+                                   f"{err}")
+            return PowerLimitPermissionError(self._fixed_because)
+        if err.status == 400:
+            old = self._range_w
+            self._range_w = self._limit_range_w()
+            if self._range_w != old:
+                return PowerLimitRangeChangedError(
+                    f"GPU {index} refused {limit_mw} mW: its power-limit range is now "
+                    f"{list(self._range_w)} W (was {list(old)} W)", self._range_w)
+        self._fixed_because = f"zeusd could not set the power limit of GPU {index}: {err}"
+        return PowerLimitUnavailableError(self._fixed_because)
+
+    def _roll_back(self, before_mw: Sequence[int]) -> None:
+        for index, limit_mw in zip(self.indices, before_mw, strict=False):
+            try:
+                self._client.post("/gpu/set_power_limit", gpu_ids=[index],
+                                  power_limit_mw=limit_mw, block=True)
+            except ZeusdError:
+                log.warning("could not put GPU %d's power limit back to %d mW after another "
+                            "GPU of the group refused its limit", index, limit_mw,
+                            exc_info=True)
+
+
+class _LostDaemon:
+    """Energy that survives the daemon going away: while it does not answer, energy goes on
+    at the last power it reported (one warning); when it answers again, its counters cover
+    the gap exactly. Training never fails for a measurement."""
+
+    def __init__(self, gpus: ZeusdGPUs) -> None:
+        self._gpus = gpus
+        self._lock = threading.Lock()
+        self._last: tuple[float, float] | None = None  # (s, J) of the last answer
+        self._power_w = 0.0
+        self.because: str | None = None
+
+    def energy_j(self) -> float:
+        with self._lock:
+            now_s = self._gpus.now_s()
+            try:
+                energy_j = self._gpus.measured_energy_j()
+            except ZeusdError as err:
+                return self._estimate(now_s, err)
+            if self._last is not None and now_s > self._last[0]:
+                self._power_w = max(0.0, (energy_j - self._last[1]) / (now_s - self._last[0]))
+            self._last = (now_s, energy_j)
+            return energy_j
+
+    def total_power_w(self) -> float:
+        """The sampler's reading: the last power answered while the daemon is away."""
+        try:
+            self._power_w = sum(self._gpus.power_w())
+        except ZeusdError as err:
+            self.say(err)
+        return self._power_w
+
+    def _estimate(self, now_s: float, err: ZeusdError) -> float:
+        self.say(err)
+        if self._last is None:
+            return 0.0
+        return self._last[1] + self._power_w * (now_s - self._last[0])
+
+    def say(self, err: ZeusdError) -> None:
+        if self.because is None:
+            self.because = (f"zeusd stopped answering ({err}); GPU energy since is estimated "
+                            f"at the last power it reported, {self._power_w:.0f} W")
+            log.warning("%s", self.because)
+
+
+class ZeusdHostEnergy:
+    """The host's CPU package and DRAM energy from zeusd's ``/cpu`` group (every package the
+    daemon reads), since the reader opened, in J; None where not measured (no ``cpu-read``,
+    no DRAM zone, the daemon gone: said once)."""
+
+    def __init__(self, client: ZeusdClient, discovery: Discovery) -> None:
+        self._client = client
+        self.unavailable_because = discovery.why_not(CPU_READ) if discovery.cpu_ids else \
+            f"{discovery.endpoint.where} reads no CPU package"
+        self._first: tuple[float, float | None] | None = None
+        if self.unavailable_because is None:
+            self._first = self._read_uj()
+        if self.unavailable_because is not None:
+            log.warning("CPU and DRAM energy are not measured: %s", self.unavailable_because)
+
+    @property
+    def available(self) -> bool:
+        return self.unavailable_because is None
+
+    def read(self) -> HostEnergy:
+        if self._first is None or self.unavailable_because is not None:
+            return HostEnergy(None, None)
+        now = self._read_uj()
+        if now is None:
+            return HostEnergy(None, None)
+        cpu_uj, dram_uj = now
+        first_cpu, first_dram = self._first
+        return HostEnergy((cpu_uj - first_cpu) / 1e6,
+                          None if dram_uj is None or first_dram is None
+                          else (dram_uj - first_dram) / 1e6)
+
+    def close(self) -> None:
+        """Nothing to release: reads are one request each."""
+
+    def _read_uj(self) -> tuple[float, float | None] | None:
+        try:
+            answer = self._client.get("/cpu/get_cumulative_energy", cpu=True, dram=True)
+        except ZeusdError as err:
+            self.unavailable_because = f"CPU and DRAM energy are no longer measured: {err}"
+            log.warning("%s", self.unavailable_because)
+            return None
+        packages = list(answer.values())
+        dram = [p.get("dram_energy_uj") for p in packages]
+        return (float(sum(p.get("cpu_energy_uj") or 0 for p in packages)),
+                None if any(d is None for d in dram) else float(sum(dram)))
+
+
+def visible_pci_addresses() -> frozenset[str] | None:
+    """The PCI addresses of the GPUs this process may use, or None when it cannot tell:
+    NVIDIA GPUs through NVML (read-only, no privilege needed; a container sees only its own),
+    else AMD ones through the render nodes under /dev/dri that the container was given."""
+    return nvidia_pci() or _amd_pci()
+
+
+def nvidia_pci(nvml: Any = None) -> frozenset[str] | None:
+    """The PCI addresses of the GPUs NVML shows this process (``nvml``: pynvml, or a fake)."""
+    try:
+        if nvml is None:
+            import pynvml
+
+            nvml = pynvml
+        nvml.nvmlInit()
+    except Exception:  # no driver, no library: not an NVIDIA node (or not this way)
+        return None
+    try:
+        return frozenset(_pci(milliwatts.text(nvml.nvmlDeviceGetPciInfo(
+            nvml.nvmlDeviceGetHandleByIndex(i)).busId))
+            for i in range(nvml.nvmlDeviceGetCount())) or None
+    finally:
+        nvml.nvmlShutdown()
+
+
+def _amd_pci(dev: str = "/dev/dri", sys: str = "/sys/class/drm") -> frozenset[str] | None:
+    try:
+        nodes = [n for n in os.listdir(dev) if n.startswith("renderD")]
+    except OSError:
+        return None
+    found = {_pci(os.path.basename(os.path.realpath(f"{sys}/{n}/device"))) for n in nodes}
+    return frozenset(found) or None
+
+
+def _chosen(discovery: Discovery, ids: Sequence[int] | None,
+            visible_pci: Callable[[], frozenset[str] | None]) -> list[DaemonGPU]:
+    by_id = {g.id: g for g in discovery.gpus}
+    where = discovery.endpoint.where
+    if not by_id:
+        raise DeviceError(f"{where} reports no GPU")
+    if ids is not None:
+        unknown = [i for i in ids if i not in by_id]
+        if unknown or not ids or len(set(ids)) != len(ids):
+            raise DeviceError(f"device=zeusd:{','.join(map(str, ids))} is invalid: expected "
+                              f"distinct GPU ids of {where}, one of {sorted(by_id)}")
+        return [by_id[i] for i in ids]
+    visible = visible_pci()
+    if visible is None:
+        raise DeviceError(f"cannot tell which of the GPUs of {where} this task uses (neither "
+                          "NVML nor /dev/dri names them here): pass device='zeusd:<ids>'")
+    chosen = [g for g in discovery.gpus if _pci(g.pci_address) in visible]
+    if not chosen:
+        theirs = ", ".join(g.pci_address for g in discovery.gpus)
+        raise DeviceError(f"none of the GPUs this task sees ({', '.join(sorted(visible))}) "
+                          f"is one of {where}'s ({theirs}): is the daemon on this node?")
+    return chosen
+
+
+def _one_model(gpus: Sequence[DaemonGPU]) -> str:
+    models = {g.name for g in gpus}
+    if len(models) > 1:
+        listing = ", ".join(f"GPU {g.id}: {g.name}" for g in gpus)
+        raise DeviceError(f"the GPUs of a group must be one model, got {listing}; pass "
+                          "device='zeusd:<ids>' naming GPUs of one model")
+    return gpus[0].name
+
+
+def _field(answer: dict[str, Any], index: int) -> Any:
+    """A per-GPU answer's entry (keyed by the index as a string)."""
+    try:
+        return answer[str(index)]
+    except (KeyError, TypeError) as err:
+        raise ZeusdError(f"zeusd's answer has no entry for GPU {index}: {answer!r}") from err
+
+
+def _pci(address: str) -> str:
+    """``0000:01:00.0`` (lspci -D, zeusd) and NVML's ``00000000:01:00.0`` alike, lower case."""
+    domain, _, rest = address.strip().lower().rpartition(":")
+    head, _, bus = domain.rpartition(":")
+    return f"{int(head or '0', 16):04x}:{bus}:{rest}"
