@@ -49,6 +49,7 @@ demo: setup
 
 lint: setup
 	$(VENV)/bin/ruff check zeus_airflow tests bench dags
+	$(VENV)/bin/ruff format --check zeus_airflow tests bench dags
 	$(VENV)/bin/mypy
 
 # Everything but the 20-day acceptance run (pyproject's addopts leave it out).

@@ -55,9 +55,14 @@ class SizeResult:
 
 def measure(region: str, batch_size: int, days: list[str]) -> SizeResult:
     """``batch_size`` alone on ``region``'s data, one recurrence per day, a fresh job."""
-    config = JobConfig(f"calibration.{region}.{batch_size}", (batch_size,), batch_size,
-                       workload.TARGET_ACCURACY, workload.MAX_EPOCHS,
-                       profiler=ProfilerConfig(warmup_steps=3, profile_steps=10))
+    config = JobConfig(
+        f"calibration.{region}.{batch_size}",
+        (batch_size,),
+        batch_size,
+        workload.TARGET_ACCURACY,
+        workload.MAX_EPOCHS,
+        profiler=ProfilerConfig(warmup_steps=3, profile_steps=10),
+    )
     device = open_device(parse_device("simulated:v100"))
     engine = Engine(SQLStore.in_memory(), device, config, seed=1, heartbeat_s=None)
     result = SizeResult()
@@ -66,7 +71,8 @@ def measure(region: str, batch_size: int, days: list[str]) -> SizeResult:
             engine = Engine(SQLStore.in_memory(), device, config, seed=1, heartbeat_s=None)
         outcome = engine.run_recurrence(
             lambda run, day=day: workload.train(run, region, day, setup_delay=0.0),
-            RecurrenceKey(f"{region}-{day}")).final
+            RecurrenceKey(f"{region}-{day}"),
+        ).final
         if outcome.outcome.reached_target:
             result.costs.append(outcome.outcome.cost)
             result.epochs.append(outcome.outcome.epochs)
@@ -85,21 +91,29 @@ def window(size: int) -> None:
             print(f"{region:9} {size:5d} missed the target on {r.missed} days")
             continue
         last = statistics.fmean(r.costs[-5:])
-        print(f"{region:9} {size:5d} {''.join(map(str, r.epochs)):>{len(days)}}  "
-              f"{r.mean():6.1f} {last:6.1f} {last / r.mean():5.2f}", flush=True)
+        print(
+            f"{region:9} {size:5d} {''.join(map(str, r.epochs)):>{len(days)}}  "
+            f"{r.mean():6.1f} {last:6.1f} {last / r.mean():5.2f}",
+            flush=True,
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--days", type=int, default=4)
-    parser.add_argument("--competitors", type=int, default=1,
-                        help="CPU-bound busy loops running meanwhile")
-    parser.add_argument("--window", action="store_true",
-                        help="one size over the test's catch-up window, day by day")
+    parser.add_argument(
+        "--competitors", type=int, default=1, help="CPU-bound busy loops running meanwhile"
+    )
+    parser.add_argument(
+        "--window", action="store_true", help="one size over the test's catch-up window, day by day"
+    )
     parser.add_argument("--size", type=int, default=64, help="the size --window runs")
-    parser.add_argument("--quick", action="store_true",
-                        help="one region, two sizes, one day, no competing loop: that the "
-                             "script runs (the suite runs it)")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="one region, two sizes, one day, no competing loop: that the "
+        "script runs (the suite runs it)",
+    )
     args = parser.parse_args()
     logging.disable(logging.WARNING)
     if args.quick:
@@ -107,25 +121,33 @@ def main() -> None:
     regions = workload.REGIONS[:1] if args.quick else workload.REGIONS
     sizes = (64, workload.DEFAULT_BATCH_SIZE) if args.quick else workload.BATCH_SIZES
     days = [f"202601{day:02d}" for day in range(1, args.days + 1)]
-    loops = [subprocess.Popen([sys.executable, "-c", BUSY_LOOP.format(limit=1800)])
-             for _ in range(args.competitors)]
+    loops = [
+        subprocess.Popen([sys.executable, "-c", BUSY_LOOP.format(limit=1800)])
+        for _ in range(args.competitors)
+    ]
     try:
         if args.window:
             window(args.size)
             return
-        print(f"{'region':9} {'b':>5} {'runs':>4} {'epochs':>12} {'mean cost':>10} "
-              f"{'cv':>5} {'min':>8} {'max':>8}")
+        print(
+            f"{'region':9} {'b':>5} {'runs':>4} {'epochs':>12} {'mean cost':>10} "
+            f"{'cv':>5} {'min':>8} {'max':>8}"
+        )
         for region in regions:
             results = {b: measure(region, b, days) for b in sizes}
             for b, r in results.items():
                 cv = statistics.pstdev(r.costs) / r.mean() if len(r.costs) > 1 else 0.0
-                print(f"{region:9} {b:5d} {len(r.costs):4d} {','.join(map(str, r.epochs)):>12} "
-                      f"{r.mean():10.1f} {cv:5.2f} {min(r.costs, default=0):8.1f} "
-                      f"{max(r.costs, default=0):8.1f}" + (f"  missed {r.missed}"
-                                                           if r.missed else ""))
+                print(
+                    f"{region:9} {b:5d} {len(r.costs):4d} {','.join(map(str, r.epochs)):>12} "
+                    f"{r.mean():10.1f} {cv:5.2f} {min(r.costs, default=0):8.1f} "
+                    f"{max(r.costs, default=0):8.1f}" + (f"  missed {r.missed}" if r.missed else "")
+                )
             ranked = sorted(results, key=lambda b: results[b].mean())
-            print(f"{region}: cheapest b={ranked[0]}, runner-up b={ranked[1]} at "
-                  f"{results[ranked[1]].mean() / results[ranked[0]].mean():.2f}x", flush=True)
+            print(
+                f"{region}: cheapest b={ranked[0]}, runner-up b={ranked[1]} at "
+                f"{results[ranked[1]].mean() / results[ranked[0]].mean():.2f}x",
+                flush=True,
+            )
     finally:
         for loop in loops:
             loop.kill()

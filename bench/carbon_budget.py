@@ -52,8 +52,9 @@ def failing_server() -> Iterator[tuple[str, list[str]]]:
         server.server_close()
 
 
-def timed_lookup(client: ElectricityMapsClient, start: datetime, end: datetime
-                 ) -> tuple[float, str]:
+def timed_lookup(
+    client: ElectricityMapsClient, start: datetime, end: datetime
+) -> tuple[float, str]:
     began = time.monotonic()
     try:
         client.points("DE", start, end)
@@ -67,22 +68,29 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--retries", type=int, default=40)
     parser.add_argument("--budget-s", type=float, default=DEFAULT_BUDGET_S)
-    parser.add_argument("--quick", action="store_true",
-                        help="a 0.5 s budget: that the script runs (the suite runs it)")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="a 0.5 s budget: that the script runs (the suite runs it)",
+    )
     args = parser.parse_args()
     if args.quick:
         args.budget_s = 0.5
     with failing_server() as (url, seen):
-        client = ElectricityMapsClient("token", base_url=url, retries=args.retries,
-                                       budget_s=args.budget_s, cache_ttl_s=0)
-        for name, before_s, after_s in (("accounting (the past hour)", 3600, 0),
-                                        ("planning (a deadline 2 s away)", 0, 2)):
+        client = ElectricityMapsClient(
+            "token", base_url=url, retries=args.retries, budget_s=args.budget_s, cache_ttl_s=0
+        )
+        for name, before_s, after_s in (
+            ("accounting (the past hour)", 3600, 0),
+            ("planning (a deadline 2 s away)", 0, 2),
+        ):
             now = datetime.now(UTC)
             start, end = now - timedelta(seconds=before_s), now + timedelta(seconds=after_s)
             before = len(seen)
             seconds, outcome = timed_lookup(client, start, end)
-            print(f"{name}: {seconds:.2f} s, {len(seen) - before} requests; falls back on: "
-                  f"{outcome}")
+            print(
+                f"{name}: {seconds:.2f} s, {len(seen) - before} requests; falls back on: {outcome}"
+            )
 
 
 if __name__ == "__main__":

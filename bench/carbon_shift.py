@@ -41,15 +41,26 @@ def main() -> int:
     add_output_option(parser, "carbon_shift")
     parser.add_argument("--gpu", default="v100")
     parser.add_argument("--workload", default="sentiment140")
-    parser.add_argument("--guess-h", type=float, default=2.0,
-                        help="the duration the user guesses for the carbon-aware start alone")
+    parser.add_argument(
+        "--guess-h",
+        type=float,
+        default=2.0,
+        help="the duration the user guesses for the carbon-aware start alone",
+    )
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--intensity-csv", type=Path, default=None,
-                        help="an hourly trace (ours or an Electricity Maps export) of at least "
-                             "61 days; default: the synthetic trace")
+    parser.add_argument(
+        "--intensity-csv",
+        type=Path,
+        default=None,
+        help="an hourly trace (ours or an Electricity Maps export) of at least "
+        "61 days; default: the synthetic trace",
+    )
     parser.add_argument("--zone", default=None, help="the zone to read from --intensity-csv")
-    parser.add_argument("--quick", action="store_true",
-                        help="5 days instead of 60: that the script runs (the suite runs it)")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="5 days instead of 60: that the script runs (the suite runs it)",
+    )
     args = parser.parse_args()
     args.output = bench_output(args.output, args.quick, "carbon_shift")
     grid, label = None, ""
@@ -58,14 +69,18 @@ def main() -> int:
         zone = args.zone or next(iter(loaded.zones))
         grid = list(loaded.zones.get(zone, loaded.zones.get("*", ())))
         label = f"{args.intensity_csv.name}, zone {zone} (real)"
-    spec = CarbonExperimentSpec(args.gpu, args.workload, str(resolve_traces_dir()),
-                                seed=args.seed, guess_s=args.guess_h * 3600,
-                                **({"days": 5} if args.quick else {}))
+    spec = CarbonExperimentSpec(
+        args.gpu,
+        args.workload,
+        str(resolve_traces_dir()),
+        seed=args.seed,
+        guess_s=args.guess_h * 3600,
+        **({"days": 5} if args.quick else {}),
+    )
     results: list[CarbonExperimentResult] = []
     started = time.perf_counter()
     for deadline in DEADLINES_H:
-        print(f"deadline {deadline:g} h: {spec.days} days x {len(ARMS)} arms...",
-              file=sys.stderr)
+        print(f"deadline {deadline:g} h: {spec.days} days x {len(ARMS)} arms...", file=sys.stderr)
         results.append(run_carbon_experiment(replace(spec, deadline_h=deadline), grid, label))
     wall_s = time.perf_counter() - started
     write_csv(results, args.output.with_suffix(".csv"))
@@ -79,30 +94,49 @@ def main() -> int:
 def write_csv(results: list[CarbonExperimentResult], path: Path) -> None:
     with open(path, "w", newline="") as f:
         out = csv.writer(f)
-        out.writerow(["deadline_h", "arm", "day", "emissions_g", "energy_j", "start_delay_s",
-                      "measurement"])
+        out.writerow(
+            ["deadline_h", "arm", "day", "emissions_g", "energy_j", "start_delay_s", "measurement"]
+        )
         for result in results:
             for arm in ARMS:
                 r = result.arms[arm]
-                for day, (g, e, d) in enumerate(zip(r.emissions_g, r.energy_j, r.delay_s,
-                                                    strict=True)):
-                    out.writerow([result.spec.deadline_h, arm, day, round(g, 2), round(e, 1),
-                                  round(d), "replayed"])
+                for day, (g, e, d) in enumerate(
+                    zip(r.emissions_g, r.energy_j, r.delay_s, strict=True)
+                ):
+                    out.writerow(
+                        [
+                            result.spec.deadline_h,
+                            arm,
+                            day,
+                            round(g, 2),
+                            round(e, 1),
+                            round(d),
+                            "replayed",
+                        ]
+                    )
 
 
 def render(results: list[CarbonExperimentResult], wall_s: float) -> str:
     spec = results[0].spec
-    lines = [f"# Carbon-aware start, replayed: {spec.gpu.upper()} {spec.workload}, "
-             f"{spec.days} daily runs", "",
-             f"Intensity trace: {results[0].trace_label}. Runs scheduled at "
-             f"{spec.schedule_hour:02d}:00 UTC; the carbon-aware starts plan on a forecast "
-             f"with {100 * spec.forecast_error:g} % hourly error; the user's guessed duration "
-             f"is {spec.guess_s / 3600:g} h. Energy and time are **replayed** from the paper's "
-             "traces (not measured); emissions are the replayed energy times the trace's "
-             "intensity over each run's replayed span.", ""]
+    lines = [
+        f"# Carbon-aware start, replayed: {spec.gpu.upper()} {spec.workload}, "
+        f"{spec.days} daily runs",
+        "",
+        f"Intensity trace: {results[0].trace_label}. Runs scheduled at "
+        f"{spec.schedule_hour:02d}:00 UTC; the carbon-aware starts plan on a forecast "
+        f"with {100 * spec.forecast_error:g} % hourly error; the user's guessed duration "
+        f"is {spec.guess_s / 3600:g} h. Energy and time are **replayed** from the paper's "
+        "traces (not measured); emissions are the replayed energy times the trace's "
+        "intensity over each run's replayed span.",
+        "",
+    ]
     for result in results:
-        lines += [f"## Deadline {result.spec.deadline_h:g} h after the schedule", "",
-                  table(result), ""]
+        lines += [
+            f"## Deadline {result.spec.deadline_h:g} h after the schedule",
+            "",
+            table(result),
+            "",
+        ]
     lines.append(f"Wall time {wall_s:.1f} s. Plot (20 h deadline): carbon_shift.png.")
     return "\n".join(lines)
 

@@ -35,11 +35,27 @@ LIMIT_S = 15 * 60
 AROUND = 8
 """Slices compared before the shift enters the slices and from then on."""
 SEEDS = (1, 2, 3)
-CONFIGS = {"": ["--window", "10", "--beta", "3"],
-           "_nowindow": ["--window", "none", "--beta", "3"],
-           "_beta2": ["--window", "10", "--beta", "2"]}
-QUICK = ["--days", "12", "--tweets-per-day", "400", "--shift-day", "6", "--slice-size", "800",
-         "--val-size", "200", "--slices", "8", "--target", "0.6"]
+CONFIGS = {
+    "": ["--window", "10", "--beta", "3"],
+    "_nowindow": ["--window", "none", "--beta", "3"],
+    "_beta2": ["--window", "10", "--beta", "2"],
+}
+QUICK = [
+    "--days",
+    "12",
+    "--tweets-per-day",
+    "400",
+    "--shift-day",
+    "6",
+    "--slice-size",
+    "800",
+    "--val-size",
+    "200",
+    "--slices",
+    "8",
+    "--target",
+    "0.6",
+]
 """--quick: a small corpus whose 8 slices see the shift from the fifth (seconds, not figures)."""
 
 
@@ -47,9 +63,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_traces_option(parser)
     add_output_option(parser, "drift_capriccio")
-    parser.add_argument("--quick", action="store_true",
-                        help="the default configuration, seed 1, a small corpus, targets not "
-                             "checked: that the script runs (the suite runs it)")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="the default configuration, seed 1, a small corpus, targets not "
+        "checked: that the script runs (the suite runs it)",
+    )
     args = parser.parse_args()
     args.output = bench_output(args.output, args.quick, "drift_capriccio")
     traces = traces_passed_on(args.traces)
@@ -61,10 +80,24 @@ def main() -> int:
             plot = ["--plot", str(stem.with_suffix(".png"))] if seed == SEEDS[0] else []
             load = os.getloadavg()[0]
             started = time.perf_counter()
-            subprocess.run([sys.executable, "-m", "zeus_airflow.cli", "capriccio", "run",
-                            *traces, *options, "--seed", str(seed),
-                            "--output-csv", str(stem.with_suffix(".csv")), *plot],
-                           check=True, capture_output=True)
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "zeus_airflow.cli",
+                    "capriccio",
+                    "run",
+                    *traces,
+                    *options,
+                    "--seed",
+                    str(seed),
+                    "--output-csv",
+                    str(stem.with_suffix(".csv")),
+                    *plot,
+                ],
+                check=True,
+                capture_output=True,
+            )
             wall_s = time.perf_counter() - started
             summary = summarise(stem.with_suffix(".csv"))
             rows.append((f"{' '.join(options)} --seed {seed}", wall_s, load, summary))
@@ -72,8 +105,10 @@ def main() -> int:
                 fast = fast and wall_s < LIMIT_S
                 explored += summary["explored_after"] > summary["explored_before"]
     met = fast and explored > len(SEEDS) / 2
-    report = table(rows) + f"\n\nTargets (default run < 15 min, re-exploration after the " \
-                           f"shift): {'met' if met else 'MISSED'}."
+    report = (
+        table(rows) + f"\n\nTargets (default run < 15 min, re-exploration after the "
+        f"shift): {'met' if met else 'MISSED'}."
+    )
     args.output.with_suffix(".md").write_text(report + "\n")
     print(report)
     return 0 if met or args.quick else 1
@@ -88,32 +123,40 @@ def summarise(path: Path) -> dict[str, float]:
     enters = next(i for i, r in enumerate(rows) if float(r["post_shift_share"]) > 0)
     # Before: slices past the pruning walk, where the job had settled on a batch size.
     before = [r for r in rows[:enters] if "pruning" not in r["tries"]][-AROUND:]
-    after = rows[enters:enters + AROUND]
+    after = rows[enters : enters + AROUND]
     settled = Counter(r["batch_size"] for r in before).most_common(1)[0][0]
 
     def explored(r: dict[str, str]) -> bool:
         return any(t.split(":")[0] != settled for t in r["tries"].split() if ":" in t)
 
-    return {"failed": sum(r["reached_target"] != "True" for r in rows),
-            "energy_j": sum(float(r["energy_j"]) for r in rows),
-            "time_s": sum(float(r["time_s"]) for r in rows),
-            "settled": float(settled), "enters": float(enters),
-            "explored_before": sum(map(explored, before)),
-            "explored_after": sum(map(explored, after))}
+    return {
+        "failed": sum(r["reached_target"] != "True" for r in rows),
+        "energy_j": sum(float(r["energy_j"]) for r in rows),
+        "time_s": sum(float(r["time_s"]) for r in rows),
+        "settled": float(settled),
+        "enters": float(enters),
+        "explored_before": sum(map(explored, before)),
+        "explored_after": sum(map(explored, after)),
+    }
 
 
 def table(rows: list[tuple[str, float, float, dict[str, float]]]) -> str:
-    lines = [f"38 slices, synthetic corpus (abrupt shift on {CorpusSpec().shift_date}; slices "
-             f"contain it from slice {int(rows[0][3]['enters'])}); energy and time are the "
-             "simulated GPU's, "
-             "wall time this machine's (2 cores shared with other engineers' jobs).", "",
-             f"| options | wall | load | slices failed | energy (J, sim.) | time (s, sim.) | "
-             f"settled b before | slices off it: {AROUND} before | {AROUND} from the shift |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"38 slices, synthetic corpus (abrupt shift on {CorpusSpec().shift_date}; slices "
+        f"contain it from slice {int(rows[0][3]['enters'])}); energy and time are the "
+        "simulated GPU's, "
+        "wall time this machine's (2 cores shared with other engineers' jobs).",
+        "",
+        f"| options | wall | load | slices failed | energy (J, sim.) | time (s, sim.) | "
+        f"settled b before | slices off it: {AROUND} before | {AROUND} from the shift |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for options, wall_s, load, s in rows:
-        lines.append(f"| `{options}` | {wall_s:.0f} s | {load:.1f} | {s['failed']:.0f} | "
-                     f"{s['energy_j']:.0f} | {s['time_s']:.1f} | {s['settled']:.0f} | "
-                     f"{s['explored_before']:.0f} | {s['explored_after']:.0f} |")
+        lines.append(
+            f"| `{options}` | {wall_s:.0f} s | {load:.1f} | {s['failed']:.0f} | "
+            f"{s['energy_j']:.0f} | {s['time_s']:.1f} | {s['settled']:.0f} | "
+            f"{s['explored_before']:.0f} | {s['explored_after']:.0f} |"
+        )
     return "\n".join(lines)
 
 

@@ -34,17 +34,33 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_traces_option(parser)
     add_output_option(parser, "drift_experiment")
-    parser.add_argument("--quick", action="store_true",
-                        help="seeds 1-2, 40 recurrences (drift at 20), targets not checked: "
-                             "that the script runs (the suite runs it)")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="seeds 1-2, 40 recurrences (drift at 20), targets not checked: "
+        "that the script runs (the suite runs it)",
+    )
     args = parser.parse_args()
     args.output = bench_output(args.output, args.quick, "drift_experiment")
     csv_path, png_path = args.output.with_suffix(".csv"), args.output.with_suffix(".png")
     traces = traces_passed_on(args.traces)
-    command = [sys.executable, "-m", "zeus_airflow.cli", "drift-experiment", *traces,
-               "--windows", "10", "none", "--seeds", *(SEEDS[:2] if args.quick else SEEDS),
-               *(["--recurrences", "40", "--switch-at", "20"] if args.quick else []),
-               "--output-csv", str(csv_path), "--plot", str(png_path)]
+    command = [
+        sys.executable,
+        "-m",
+        "zeus_airflow.cli",
+        "drift-experiment",
+        *traces,
+        "--windows",
+        "10",
+        "none",
+        "--seeds",
+        *(SEEDS[:2] if args.quick else SEEDS),
+        *(["--recurrences", "40", "--switch-at", "20"] if args.quick else []),
+        "--output-csv",
+        str(csv_path),
+        "--plot",
+        str(png_path),
+    ]
     started = time.perf_counter()
     printed = subprocess.run(command, check=True, capture_output=True, text=True).stdout
     wall_s = time.perf_counter() - started
@@ -62,12 +78,17 @@ def summarise(csv_path: Path, printed: str, wall_s: float) -> tuple[str, bool]:
             by_seed[row["seed"]][row["window"]] = row
     # Compare where both could adapt: a seed whose new optimum was pruned cannot, whatever
     # its window.
-    able = [s for s, rows in by_seed.items()
-            if all(row["can_adapt"] == "True" for row in rows.values())]
-    only_windowed = sum(rows["10"]["can_adapt"] == "True" and rows["none"]["can_adapt"] != "True"
-                        for rows in by_seed.values())
-    before = {w: mean(float(rows[w]["regret_before_switch"]) for rows in by_seed.values()) / 1e6
-              for w in ("10", "none")}
+    able = [
+        s for s, rows in by_seed.items() if all(row["can_adapt"] == "True" for row in rows.values())
+    ]
+    only_windowed = sum(
+        rows["10"]["can_adapt"] == "True" and rows["none"]["can_adapt"] != "True"
+        for rows in by_seed.values()
+    )
+    before = {
+        w: mean(float(rows[w]["regret_before_switch"]) for rows in by_seed.values()) / 1e6
+        for w in ("10", "none")
+    }
     sooner = cheaper = 0
     delays: dict[str, list[float]] = {"10": [], "none": []}
     for seed in able:
@@ -77,24 +98,35 @@ def summarise(csv_path: Path, printed: str, wall_s: float) -> tuple[str, bool]:
             delays[w].append(delay[w])
         sooner += delay["10"] < delay["none"]
         cheaper += float(rows["10"]["regret_after_switch"]) < float(
-            rows["none"]["regret_after_switch"])
-    met = bool(able) and median(delays["10"]) < median(delays["none"]) and \
-        sooner > len(able) / 2 and cheaper > len(able) / 2
-    lines = ["```", printed.strip(), "```", "",
-             f"Over the {len(able)} of {len(by_seed)} seeds whose new optimum survived pruning "
-             "with either window: "
-             f"window 10 adapted sooner in {sooner}, with less regret after the switch in "
-             f"{cheaper}; median delay {median(delays['10']):.1f} vs "
-             f"{median(delays['none']):.1f} recurrences, mean "
-             f"{mean(delays['10']):.1f} vs {mean(delays['none']):.1f}. In "
-             f"{only_windowed} more seeds only the windowed job could adapt: without a window, "
-             "round 2 of pruning drops sizes that look dominated, and it had dropped the new "
-             "optimum before the drift (a pruned size never returns). Keeping those sizes costs "
-             "exploration before the drift: mean regret before it "
-             f"{before['10']:.3f} (window 10) vs {before['none']:.3f} (no window), 1e6 cost "
-             "units. "
-             f"Wall time {wall_s:.0f} s for {2 * len(by_seed)} runs.",
-             "", f"Target (windowed adapts sooner and cheaper): {'met' if met else 'MISSED'}."]
+            rows["none"]["regret_after_switch"]
+        )
+    met = (
+        bool(able)
+        and median(delays["10"]) < median(delays["none"])
+        and sooner > len(able) / 2
+        and cheaper > len(able) / 2
+    )
+    lines = [
+        "```",
+        printed.strip(),
+        "```",
+        "",
+        f"Over the {len(able)} of {len(by_seed)} seeds whose new optimum survived pruning "
+        "with either window: "
+        f"window 10 adapted sooner in {sooner}, with less regret after the switch in "
+        f"{cheaper}; median delay {median(delays['10']):.1f} vs "
+        f"{median(delays['none']):.1f} recurrences, mean "
+        f"{mean(delays['10']):.1f} vs {mean(delays['none']):.1f}. In "
+        f"{only_windowed} more seeds only the windowed job could adapt: without a window, "
+        "round 2 of pruning drops sizes that look dominated, and it had dropped the new "
+        "optimum before the drift (a pruned size never returns). Keeping those sizes costs "
+        "exploration before the drift: mean regret before it "
+        f"{before['10']:.3f} (window 10) vs {before['none']:.3f} (no window), 1e6 cost "
+        "units. "
+        f"Wall time {wall_s:.0f} s for {2 * len(by_seed)} runs.",
+        "",
+        f"Target (windowed adapts sooner and cheaper): {'met' if met else 'MISSED'}.",
+    ]
     return "\n".join(lines), met
 
 

@@ -62,15 +62,19 @@ def main() -> int:
     add_traces_option(parser)
     parser.add_argument("--seeds", nargs="+", default=[str(s) for s in range(1, 11)])
     add_output_option(parser, "drift_sweep")
-    parser.add_argument("--quick", action="store_true",
-                        help="one cell (v100 cifar100, the first drift), seed 1, 40 "
-                             "recurrences, targets not checked: that the script runs (the "
-                             "suite runs it)")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="one cell (v100 cifar100, the first drift), seed 1, 40 "
+        "recurrences, targets not checked: that the script runs (the "
+        "suite runs it)",
+    )
     args = parser.parse_args()
     args.output = bench_output(args.output, args.quick, "drift_sweep")
     traces = traces_passed_on(args.traces)
-    gpus, workloads, drifts = (GPUS, WORKLOADS, DRIFTS) if not args.quick \
-        else (GPUS[:1], ("cifar100",), DRIFTS[:1])
+    gpus, workloads, drifts = (
+        (GPUS, WORKLOADS, DRIFTS) if not args.quick else (GPUS[:1], ("cifar100",), DRIFTS[:1])
+    )
     switch_at, recurrences = (20, 40) if args.quick else (SWITCH_AT, RECURRENCES)
     seeds = args.seeds[:1] if args.quick else args.seeds
     rows: list[dict[str, str]] = []
@@ -82,12 +86,31 @@ def main() -> int:
                 for scale, difficulty in drifts:
                     name = f"{gpu} {workload} x{scale:g} d{difficulty:g}"
                     out = Path(tmp) / f"{gpu}-{workload}-{scale}-{difficulty}.csv"
-                    command = [sys.executable, "-m", "zeus_airflow.cli", "drift-experiment",
-                               *traces, "--gpu", gpu, "--workload", workload,
-                               "--batch-scale", str(scale), "--difficulty", str(difficulty),
-                               "--switch-at", str(switch_at), "--recurrences",
-                               str(recurrences), "--windows", *MODES, "--seeds", *seeds,
-                               "--output-csv", str(out)]
+                    command = [
+                        sys.executable,
+                        "-m",
+                        "zeus_airflow.cli",
+                        "drift-experiment",
+                        *traces,
+                        "--gpu",
+                        gpu,
+                        "--workload",
+                        workload,
+                        "--batch-scale",
+                        str(scale),
+                        "--difficulty",
+                        str(difficulty),
+                        "--switch-at",
+                        str(switch_at),
+                        "--recurrences",
+                        str(recurrences),
+                        "--windows",
+                        *MODES,
+                        "--seeds",
+                        *seeds,
+                        "--output-csv",
+                        str(out),
+                    ]
                     done = subprocess.run(command, capture_output=True, text=True)
                     elapsed = time.perf_counter() - started
                     if done.returncode == 2:  # the drift leaves the optimum, or kills it
@@ -98,8 +121,13 @@ def main() -> int:
                     done.check_returncode()
                     with open(out, newline="") as f:
                         for row in csv.DictReader(f):
-                            rows.append({"batch_scale": f"{scale:g}",
-                                         "difficulty": f"{difficulty:g}", **row})
+                            rows.append(
+                                {
+                                    "batch_scale": f"{scale:g}",
+                                    "difficulty": f"{difficulty:g}",
+                                    **row,
+                                }
+                            )
                     print(f"done {name} ({elapsed:.0f} s)", file=sys.stderr, flush=True)
     wall_s = time.perf_counter() - started
     write_csv(args.output.with_suffix(".csv"), list(rows[0]), rows)
@@ -115,13 +143,23 @@ def separation(cell: Cell) -> str:
     """The new optimum against each size indistinguishable from it: the cost gap and the runs
     of each a test needs."""
     gpu, workload, scale, difficulty = cell
-    spec = DriftSpec(gpu, workload, str(resolve_traces_dir(None)), 1, None, SWITCH_AT,
-                     RECURRENCES, Drift(scale, difficulty))
+    spec = DriftSpec(
+        gpu,
+        workload,
+        str(resolve_traces_dir(None)),
+        1,
+        None,
+        SWITCH_AT,
+        RECURRENCES,
+        Drift(scale, difficulty),
+    )
     found = optima(spec)
     drifted = spec.drift.apply(load_workload_trace(spec.traces_dir, gpu, workload))
     runs = runs_to_tell_apart(drifted, found.after, spec.eta)
-    return "; ".join(f"{found.after.batch_size} vs {b}: {runs[b]:.0f} runs"
-                     for b in found.indistinguishable_after)
+    return "; ".join(
+        f"{found.after.batch_size} vs {b}: {runs[b]:.0f} runs"
+        for b in found.indistinguishable_after
+    )
 
 
 def by_cell(rows: list[dict[str, str]]) -> dict[Cell, dict[str, list[dict[str, str]]]]:
@@ -132,8 +170,12 @@ def by_cell(rows: list[dict[str, str]]) -> dict[Cell, dict[str, list[dict[str, s
     return cells
 
 
-def summarise(cells: dict[Cell, dict[str, list[dict[str, str]]]], skipped: list[str],
-              seeds: int, wall_s: float) -> tuple[str, list[str]]:
+def summarise(
+    cells: dict[Cell, dict[str, list[dict[str, str]]]],
+    skipped: list[str],
+    seeds: int,
+    wall_s: float,
+) -> tuple[str, list[str]]:
     lines = [
         "| GPU | workload | batch_scale | difficulty | optimum | indistinguishable | "
         "regret after: no window | window 10 | detection | detection best | "
@@ -148,10 +190,8 @@ def summarise(cells: dict[Cell, dict[str, list[dict[str, str]]]], skipped: list[
     rescued = rescuable = 0
     for cell, modes in cells.items():
         gpu, workload, scale, difficulty = cell
-        regret = {m: mean(float(r["regret_after_switch"]) for r in modes[m]) / 1e6
-                  for m in MODES}
-        before = {m: mean(float(r["regret_before_switch"]) for r in modes[m]) / 1e6
-                  for m in MODES}
+        regret = {m: mean(float(r["regret_after_switch"]) for r in modes[m]) / 1e6 for m in MODES}
+        before = {m: mean(float(r["regret_before_switch"]) for r in modes[m]) / 1e6 for m in MODES}
         best = regret["detect"] < min(regret["none"], regret["10"])
         wins += best
         adapted, delays = {}, {}
@@ -160,8 +200,7 @@ def summarise(cells: dict[Cell, dict[str, list[dict[str, str]]]], skipped: list[
             done = [r for r in able if r["adaptation_delay"]]
             near = [r for r in able if r["near_adaptation_delay"]]
             adapted[m] = f"{len(done)} / {len(near)} ({len(able)} / {len(modes[m])})"
-            delays[m] = (f"{median(float(r['adaptation_delay']) for r in done):.0f}"
-                         if done else "-")
+            delays[m] = f"{median(float(r['adaptation_delay']) for r in done):.0f}" if done else "-"
         name = f"{gpu} {workload} x{scale:g} d{difficulty:g}"
         for r in modes["detect"]:
             if r["can_adapt"] == "True" and not r["near_adaptation_delay"]:
@@ -179,22 +218,32 @@ def summarise(cells: dict[Cell, dict[str, list[dict[str, str]]]], skipped: list[
             f"{regret['none']:.3f} | {regret['10']:.3f} | {regret['detect']:.3f} | "
             f"{'yes' if best else 'no'} | {adapted['none']} | {adapted['10']} | "
             f"{adapted['detect']} | {delays['none']} | {delays['10']} | {delays['detect']} | "
-            f"{before['none']:.3f} | {before['10']:.3f} | {before['detect']:.3f} |")
+            f"{before['none']:.3f} | {before['10']:.3f} | {before['detect']:.3f} |"
+        )
     share = wins / len(cells)
     after = RECURRENCES - SWITCH_AT
-    issue_cells_missed = [f"{c[0]} {c[1]} x{c[2]:g} d{c[3]:g} seeds {', '.join(seeds_)}"
-                          for c, seeds_ in strict_misses.items() if c[3] == ISSUE_DIFFICULTY]
+    issue_cells_missed = [
+        f"{c[0]} {c[1]} x{c[2]:g} d{c[3]:g} seeds {', '.join(seeds_)}"
+        for c, seeds_ in strict_misses.items()
+        if c[3] == ISSUE_DIFFICULTY
+    ]
     missed = []
     if share < SHARE_TARGET:
-        missed.append(f"drift detection best in {wins} of {len(cells)} cells "
-                      f"({share:.0%} < {SHARE_TARGET:.0%})")
+        missed.append(
+            f"drift detection best in {wins} of {len(cells)} cells "
+            f"({share:.0%} < {SHARE_TARGET:.0%})"
+        )
     if issue_cells_missed:
-        missed.append("drift detection did not adapt to the new optimum in adaptable seeds "
-                      f"of the issue's cells (difficulty {ISSUE_DIFFICULTY:g}): "
-                      + "; ".join(issue_cells_missed))
+        missed.append(
+            "drift detection did not adapt to the new optimum in adaptable seeds "
+            f"of the issue's cells (difficulty {ISSUE_DIFFICULTY:g}): "
+            + "; ".join(issue_cells_missed)
+        )
     if not_near:
-        missed.append("drift detection adapted neither to the new optimum nor to a size "
-                      "indistinguishable from it in adaptable seeds: " + ", ".join(not_near))
+        missed.append(
+            "drift detection adapted neither to the new optimum nor to a size "
+            "indistinguishable from it in adaptable seeds: " + ", ".join(not_near)
+        )
     lines += [
         "",
         f"Regret in 1e6 cost units, mean over seeds 1-{seeds} (eta 0.5, beta 2; {RECURRENCES} "
@@ -220,15 +269,23 @@ def summarise(cells: dict[Cell, dict[str, list[dict[str, str]]]], skipped: list[
         f"Whole sweep: {wall_s:.0f} s wall.",
     ]
     if strict_misses:
-        lines += ["", "Adaptable seeds that settled on an indistinguishable size rather than "
-                  "the optimum itself (runs of each a test needs to tell the two apart):"]
+        lines += [
+            "",
+            "Adaptable seeds that settled on an indistinguishable size rather than "
+            "the optimum itself (runs of each a test needs to tell the two apart):",
+        ]
         for cell, seeds_ in strict_misses.items():
-            lines.append(f"- {cell[0]} {cell[1]} x{cell[2]:g} d{cell[3]:g}, "
-                         f"seed{'s' if len(seeds_) > 1 else ''} {', '.join(seeds_)}: "
-                         f"{separation(cell)}")
+            lines.append(
+                f"- {cell[0]} {cell[1]} x{cell[2]:g} d{cell[3]:g}, "
+                f"seed{'s' if len(seeds_) > 1 else ''} {', '.join(seeds_)}: "
+                f"{separation(cell)}"
+            )
     if skipped:
-        lines += ["", "Cells skipped (the drift leaves the optimum where it was, or no size "
-                  "survives it):", *[f"- {s}" for s in skipped]]
+        lines += [
+            "",
+            "Cells skipped (the drift leaves the optimum where it was, or no size survives it):",
+            *[f"- {s}" for s in skipped],
+        ]
     if missed:
         lines += ["", "Targets missed:", *[f"- {m}" for m in missed]]
     return "\n".join(lines), missed
@@ -247,8 +304,7 @@ def plot(cells: dict[Cell, dict[str, list[dict[str, str]]]], path: Path) -> None
     fig, ax = plt.subplots(figsize=(max(8.0, 0.8 * len(names)), 4.8))
     width = 0.27
     for i, m in enumerate(MODES):
-        ax.bar([x + (i - 1) * width for x in range(len(names))], ratios[m], width,
-               label=LABELS[m])
+        ax.bar([x + (i - 1) * width for x in range(len(names))], ratios[m], width, label=LABELS[m])
     ax.axhline(1.0, color="grey", linewidth=0.8)
     ax.set_yscale("log")
     ax.set_xticks(range(len(names)), names, rotation=60, ha="right", fontsize=7)

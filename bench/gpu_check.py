@@ -99,12 +99,30 @@ class Sizes:
     job_max_epochs: int = 6
 
 
-QUICK = Sizes(image_px=16, cnn_width=8, cnn_batch_sizes=(4, 8, 16, 32), cnn_epoch_samples=512,
-              seq_len=16, vocab=64, d_model=32, layers=1, tf_batch_sizes=(4, 8, 16, 32),
-              tf_epoch_samples=512, warmup_steps=1, measured_steps=3, counter_windows=3,
-              counter_window_s=0.2, overhead_iterations=200, sync_windows=3, sync_steps=3,
-              recurrences=10, job_samples=1_024, job_features=8,
-              job_batch_sizes=(16, 32, 64, 128), job_max_epochs=4)
+QUICK = Sizes(
+    image_px=16,
+    cnn_width=8,
+    cnn_batch_sizes=(4, 8, 16, 32),
+    cnn_epoch_samples=512,
+    seq_len=16,
+    vocab=64,
+    d_model=32,
+    layers=1,
+    tf_batch_sizes=(4, 8, 16, 32),
+    tf_epoch_samples=512,
+    warmup_steps=1,
+    measured_steps=3,
+    counter_windows=3,
+    counter_window_s=0.2,
+    overhead_iterations=200,
+    sync_windows=3,
+    sync_steps=3,
+    recurrences=10,
+    job_samples=1_024,
+    job_features=8,
+    job_batch_sizes=(16, 32, 64, 128),
+    job_max_epochs=4,
+)
 
 
 # --- NVML, read only --------------------------------------------------------------------------
@@ -128,10 +146,11 @@ class ReadOnlyNVML:
 
     def __getattr__(self, name: str) -> Any:
         if _CHANGES.match(name):
+
             def refuse(*_args: Any, **_kwargs: Any) -> None:
                 self.attempted.append(name)
-                raise SettingRefusedError(f"gpu_check never changes a GPU setting: {name} "
-                                          "refused")
+                raise SettingRefusedError(f"gpu_check never changes a GPU setting: {name} refused")
+
             return refuse
         return getattr(self._nvml, name)
 
@@ -149,8 +168,7 @@ def read_only_zeusd(endpoint: Any) -> Any:
 
         def post(self, path: str, **params: object) -> Any:
             self.attempted.append(path)
-            raise SettingRefusedError(f"gpu_check never changes a GPU setting: POST {path} "
-                                      "refused")
+            raise SettingRefusedError(f"gpu_check never changes a GPU setting: POST {path} refused")
 
     return ReadOnlyZeusd(endpoint)
 
@@ -174,8 +192,9 @@ def open_zeusd(endpoint: Any, gpu_id: int) -> ZeusdSide:
     return ZeusdSide(gpus, host if host.available else None, client)
 
 
-def zeusd_checks(zeusd: ZeusdSide, nvml_gpus: Any, sizes: Sizes,
-                 load: Callable[[], None]) -> dict[str, Any]:
+def zeusd_checks(
+    zeusd: ZeusdSide, nvml_gpus: Any, sizes: Sizes, load: Callable[[], None]
+) -> dict[str, Any]:
     """What the daemon offers, and its energy against NVML's over the same windows."""
     from zeus_airflow.core.devices.zeusd_client import CPU_READ, GPU_CONTROL, GPU_READ
     from zeus_airflow.core.monitor import EnergyMonitor
@@ -190,20 +209,30 @@ def zeusd_checks(zeusd: ZeusdSide, nvml_gpus: Any, sizes: Sizes,
         while time.monotonic() < end_s:
             load()
         z, n = by_zeusd.end_window("w"), by_nvml.end_window("w")
-        windows.append({"time_s": z.time_s, "zeusd_j": z.energy_j, "nvml_j": n.energy_j,
-                        "agreement_pct": 100.0 * (1 - abs(z.energy_j - n.energy_j)
-                                                  / n.energy_j) if n.energy_j > 0
-                        else float("nan")})
+        windows.append(
+            {
+                "time_s": z.time_s,
+                "zeusd_j": z.energy_j,
+                "nvml_j": n.energy_j,
+                "agreement_pct": 100.0 * (1 - abs(z.energy_j - n.energy_j) / n.energy_j)
+                if n.energy_j > 0
+                else float("nan"),
+            }
+        )
     return {
-        "endpoint": found.endpoint.where, "gpus": [asdict(g) for g in found.gpus],
+        "endpoint": found.endpoint.where,
+        "gpus": [asdict(g) for g in found.gpus],
         "enabled_api_groups": sorted(found.enabled_groups),
-        "auth_required": found.auth_required, "scopes": sorted(found.scopes),
-        "checked_gpu": {"id": gpus.indices[0], "model": gpus.model,
-                        "power_limit_range_w": list(gpus.power_limit_range_w()),
-                        "power_limit_w": gpus.get_power_limits_w()[0],
-                        "energy_source": gpus.energy_source},
-        "why_not": {group: found.why_not(group)
-                    for group in (GPU_READ, GPU_CONTROL, CPU_READ)},
+        "auth_required": found.auth_required,
+        "scopes": sorted(found.scopes),
+        "checked_gpu": {
+            "id": gpus.indices[0],
+            "model": gpus.model,
+            "power_limit_range_w": list(gpus.power_limit_range_w()),
+            "power_limit_w": gpus.get_power_limits_w()[0],
+            "energy_source": gpus.energy_source,
+        },
+        "why_not": {group: found.why_not(group) for group in (GPU_READ, GPU_CONTROL, CPU_READ)},
         "setting_a_limit_permitted": "likely" if found.why_not(GPU_CONTROL) is None else "no",
         "windows": windows,
         "agreement_pct_median": statistics.median(w["agreement_pct"] for w in windows),
@@ -258,7 +287,8 @@ def inventory(nvml: Any, index: int) -> dict[str, Any]:
         "power_limit_constraints_mw": constraints,
         "power_limit_mw": _try(lambda: nvml.nvmlDeviceGetPowerManagementLimit(handle)),
         "default_power_limit_mw": _try(
-            lambda: nvml.nvmlDeviceGetPowerManagementDefaultLimit(handle)),
+            lambda: nvml.nvmlDeviceGetPowerManagementDefaultLimit(handle)
+        ),
         "enforced_power_limit_mw": _try(lambda: nvml.nvmlDeviceGetEnforcedPowerLimit(handle)),
         "power_usage_mw": _try(lambda: nvml.nvmlDeviceGetPowerUsage(handle)),
         "energy_counter": isinstance(counter, int),
@@ -277,19 +307,34 @@ def _cnn(torch: Any, width: int, classes: int = 10) -> Any:
         def __init__(self, cin: int, cout: int, stride: int) -> None:
             super().__init__()
             self.body = nn.Sequential(
-                nn.Conv2d(cin, cout, 3, stride, 1, bias=False), nn.BatchNorm2d(cout),
-                nn.ReLU(inplace=True), nn.Conv2d(cout, cout, 3, 1, 1, bias=False),
-                nn.BatchNorm2d(cout))
-            self.skip = nn.Identity() if stride == 1 and cin == cout else nn.Sequential(
-                nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+                nn.Conv2d(cin, cout, 3, stride, 1, bias=False),
+                nn.BatchNorm2d(cout),
+                nn.ReLU(inplace=True),
+                nn.Conv2d(cout, cout, 3, 1, 1, bias=False),
+                nn.BatchNorm2d(cout),
+            )
+            self.skip = (
+                nn.Identity()
+                if stride == 1 and cin == cout
+                else nn.Sequential(
+                    nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout)
+                )
+            )
 
         def forward(self, x: Any) -> Any:
             return torch.relu(self.body(x) + self.skip(x))
 
     return nn.Sequential(
-        nn.Conv2d(3, width, 3, 1, 1, bias=False), nn.BatchNorm2d(width), nn.ReLU(inplace=True),
-        Block(width, width, 1), Block(width, 2 * width, 2), Block(2 * width, 4 * width, 2),
-        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4 * width, classes))
+        nn.Conv2d(3, width, 3, 1, 1, bias=False),
+        nn.BatchNorm2d(width),
+        nn.ReLU(inplace=True),
+        Block(width, width, 1),
+        Block(width, 2 * width, 2),
+        Block(2 * width, 4 * width, 2),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(4 * width, classes),
+    )
 
 
 def _transformer(torch: Any, sizes: Sizes) -> Any:
@@ -299,22 +344,22 @@ def _transformer(torch: Any, sizes: Sizes) -> Any:
         def __init__(self) -> None:
             super().__init__()
             self.embed = nn.Embedding(sizes.vocab, sizes.d_model)
-            layer = nn.TransformerEncoderLayer(sizes.d_model, max(1, sizes.d_model // 64),
-                                               4 * sizes.d_model, batch_first=True)
-            self.encoder = nn.TransformerEncoder(layer, sizes.layers,
-                                                 enable_nested_tensor=False)
+            layer = nn.TransformerEncoderLayer(
+                sizes.d_model, max(1, sizes.d_model // 64), 4 * sizes.d_model, batch_first=True
+            )
+            self.encoder = nn.TransformerEncoder(layer, sizes.layers, enable_nested_tensor=False)
             self.head = nn.Linear(sizes.d_model, sizes.vocab)
 
         def forward(self, tokens: Any) -> Any:
-            mask = nn.Transformer.generate_square_subsequent_mask(tokens.shape[1]).to(
-                tokens.device)
+            mask = nn.Transformer.generate_square_subsequent_mask(tokens.shape[1]).to(tokens.device)
             return self.head(self.encoder(self.embed(tokens), mask=mask, is_causal=True))
 
     return TinyLM()
 
 
-def make_step(torch: Any, kind: str, sizes: Sizes, batch_size: int,
-              device: str) -> Callable[[], None]:
+def make_step(
+    torch: Any, kind: str, sizes: Sizes, batch_size: int, device: str
+) -> Callable[[], None]:
     """One optimisation step on synthetic data; no host sync inside (as real loops aim)."""
     torch.manual_seed(0)
     if kind == "cnn":
@@ -330,14 +375,17 @@ def make_step(torch: Any, kind: str, sizes: Sizes, batch_size: int,
 
         def loss() -> Any:
             logits = model(tokens[:, :-1])
-            return torch.nn.functional.cross_entropy(logits.reshape(-1, sizes.vocab),
-                                                     tokens[:, 1:].reshape(-1))
+            return torch.nn.functional.cross_entropy(
+                logits.reshape(-1, sizes.vocab), tokens[:, 1:].reshape(-1)
+            )
+
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
 
     def step() -> None:
         optimizer.zero_grad(set_to_none=True)
         loss().backward()
         optimizer.step()
+
     return step
 
 
@@ -350,19 +398,24 @@ def _window(monitor: Any, name: str, step: Callable[[], None], steps: int) -> An
     return monitor.end_window(name)
 
 
-def counter_vs_sampling(nvml: Any, index: int, sizes: Sizes, load: Callable[[], None],
-                        clock: Callable[[], float]) -> dict[str, Any]:
+def counter_vs_sampling(
+    nvml: Any, index: int, sizes: Sizes, load: Callable[[], None], clock: Callable[[], float]
+) -> dict[str, Any]:
     """The same windows measured by the energy counter and by power sampled every 10 ms."""
     from zeus_airflow.core.devices.nvml import NVMLGPUs
     from zeus_airflow.core.monitor import EnergyMonitor
 
     counter = NVMLGPUs([index], nvml=nvml, clock=clock)
-    sampled = NVMLGPUs([index], nvml=nvml, clock=clock, energy_source="sampling",
-                       sample_interval_s=0.01)
+    sampled = NVMLGPUs(
+        [index], nvml=nvml, clock=clock, energy_source="sampling", sample_interval_s=0.01
+    )
     try:
         if counter.energy_source != "counter":
-            return {"energy_counter": False, "note": "no energy counter (before Volta): "
-                    "energy is sampled power, integrated; nothing to compare"}
+            return {
+                "energy_counter": False,
+                "note": "no energy counter (before Volta): "
+                "energy is sampled power, integrated; nothing to compare",
+            }
         by_counter, by_sampling = EnergyMonitor(counter), EnergyMonitor(sampled)
         windows = []
         for _ in range(sizes.counter_windows):
@@ -372,18 +425,31 @@ def counter_vs_sampling(nvml: Any, index: int, sizes: Sizes, load: Callable[[], 
             while clock() < end_s:
                 load()
             c, s = by_counter.end_window("w"), by_sampling.end_window("w")
-            agreement = 100.0 * (1 - abs(c.energy_j - s.energy_j) / c.energy_j) \
-                if c.energy_j > 0 else float("nan")
-            windows.append({"time_s": c.time_s, "counter_j": c.energy_j,
-                            "sampled_j": s.energy_j, "agreement_pct": agreement})
+            agreement = (
+                100.0 * (1 - abs(c.energy_j - s.energy_j) / c.energy_j)
+                if c.energy_j > 0
+                else float("nan")
+            )
+            windows.append(
+                {
+                    "time_s": c.time_s,
+                    "counter_j": c.energy_j,
+                    "sampled_j": s.energy_j,
+                    "agreement_pct": agreement,
+                }
+            )
         overhead = monitor_overhead(by_counter, sizes.overhead_iterations)
-        return {"energy_counter": True, "sample_interval_s": 0.01, "windows": windows,
-                "agreement_pct_median": statistics.median(w["agreement_pct"]
-                                                          for w in windows),
-                "agreement_pct_min": min(w["agreement_pct"] for w in windows),
-                "monitor_overhead_us": overhead,
-                "monitor_overhead_us_sampling": monitor_overhead(by_sampling,
-                                                                 sizes.overhead_iterations)}
+        return {
+            "energy_counter": True,
+            "sample_interval_s": 0.01,
+            "windows": windows,
+            "agreement_pct_median": statistics.median(w["agreement_pct"] for w in windows),
+            "agreement_pct_min": min(w["agreement_pct"] for w in windows),
+            "monitor_overhead_us": overhead,
+            "monitor_overhead_us_sampling": monitor_overhead(
+                by_sampling, sizes.overhead_iterations
+            ),
+        }
     finally:
         counter.close()
         sampled.close()
@@ -401,16 +467,21 @@ def monitor_overhead(monitor: Any, iterations: int) -> dict[str, float]:
         t2 = time.perf_counter_ns()
         begins.append((t1 - t0) / 1000)
         ends.append((t2 - t1) / 1000)
-    return {"begin_median_us": statistics.median(begins), "begin_p90_us": _p90(begins),
-            "end_median_us": statistics.median(ends), "end_p90_us": _p90(ends)}
+    return {
+        "begin_median_us": statistics.median(begins),
+        "begin_p90_us": _p90(begins),
+        "end_median_us": statistics.median(ends),
+        "end_p90_us": _p90(ends),
+    }
 
 
 def _p90(values: list[float]) -> float:
     return sorted(values)[int(0.9 * (len(values) - 1))]
 
 
-def synchronisation_effect(gpus: Any, step: Callable[[], None], sizes: Sizes,
-                           host: Any) -> dict[str, Any]:
+def synchronisation_effect(
+    gpus: Any, step: Callable[[], None], sizes: Sizes, host: Any
+) -> dict[str, Any]:
     from zeus_airflow.core.devices.sync import no_sync
     from zeus_airflow.core.monitor import EnergyMonitor
 
@@ -426,19 +497,25 @@ def synchronisation_effect(gpus: Any, step: Callable[[], None], sizes: Sizes,
             per_step_s.append(m.time_s / sizes.sync_steps)
             per_step_j.append(m.energy_j / sizes.sync_steps)
         gpus.synchronize()
-        result[label] = {"time_per_step_s": _spread(per_step_s),
-                         "energy_per_step_j": _spread(per_step_j)}
+        result[label] = {
+            "time_per_step_s": _spread(per_step_s),
+            "energy_per_step_j": _spread(per_step_j),
+        }
     return result
 
 
 def _spread(values: list[float]) -> dict[str, float]:
     mean = statistics.fmean(values)
-    return {"mean": mean, "stdev": statistics.stdev(values) if len(values) > 1 else 0.0,
-            "cv_pct": 100 * statistics.stdev(values) / mean if len(values) > 1 and mean else 0.0}
+    return {
+        "mean": mean,
+        "stdev": statistics.stdev(values) if len(values) > 1 else 0.0,
+        "cv_pct": 100 * statistics.stdev(values) / mean if len(values) > 1 and mean else 0.0,
+    }
 
 
-def train_at_batch_sizes(torch: Any, gpus: Any, host: Any, kind: str, sizes: Sizes,
-                         device: str, deadline_s: float) -> list[dict[str, Any]]:
+def train_at_batch_sizes(
+    torch: Any, gpus: Any, host: Any, kind: str, sizes: Sizes, device: str, deadline_s: float
+) -> list[dict[str, Any]]:
     from zeus_airflow.core.monitor import EnergyMonitor
 
     monitor = EnergyMonitor(gpus, host=host)
@@ -447,8 +524,7 @@ def train_at_batch_sizes(torch: Any, gpus: Any, host: Any, kind: str, sizes: Siz
     rows = []
     for batch_size in batch_sizes:
         if time.monotonic() > deadline_s:
-            rows.append({"model": kind, "batch_size": batch_size,
-                         "skipped": "time budget spent"})
+            rows.append({"model": kind, "batch_size": batch_size, "skipped": "time budget spent"})
             continue
         try:
             step = make_step(torch, kind, sizes, batch_size, device)
@@ -463,24 +539,32 @@ def train_at_batch_sizes(torch: Any, gpus: Any, host: Any, kind: str, sizes: Siz
         n = sizes.measured_steps
         steps_per_epoch = math.ceil(epoch_samples / batch_size)
         host_j = (m.cpu_energy_j or 0.0) + (m.dram_energy_j or 0.0)
-        rows.append({
-            "model": kind, "batch_size": batch_size, "steps_measured": n,
-            "time_per_step_s": m.time_s / n, "gpu_energy_per_step_j": m.energy_j / n,
-            "cpu_energy_per_step_j": None if m.cpu_energy_j is None else m.cpu_energy_j / n,
-            "dram_energy_per_step_j": None if m.dram_energy_j is None else m.dram_energy_j / n,
-            "avg_gpu_power_w": m.avg_power_w,
-            "epoch_samples": epoch_samples, "steps_per_epoch": steps_per_epoch,
-            "time_per_epoch_s": m.time_s / n * steps_per_epoch,
-            "gpu_energy_per_epoch_j": m.energy_j / n * steps_per_epoch,
-            "samples_per_gpu_j": batch_size * n / m.energy_j if m.energy_j > 0 else None,
-            "samples_per_j_with_host": batch_size * n / (m.energy_j + host_j)
-            if m.cpu_energy_j is not None else None,
-        })
+        rows.append(
+            {
+                "model": kind,
+                "batch_size": batch_size,
+                "steps_measured": n,
+                "time_per_step_s": m.time_s / n,
+                "gpu_energy_per_step_j": m.energy_j / n,
+                "cpu_energy_per_step_j": None if m.cpu_energy_j is None else m.cpu_energy_j / n,
+                "dram_energy_per_step_j": None if m.dram_energy_j is None else m.dram_energy_j / n,
+                "avg_gpu_power_w": m.avg_power_w,
+                "epoch_samples": epoch_samples,
+                "steps_per_epoch": steps_per_epoch,
+                "time_per_epoch_s": m.time_s / n * steps_per_epoch,
+                "gpu_energy_per_epoch_j": m.energy_j / n * steps_per_epoch,
+                "samples_per_gpu_j": batch_size * n / m.energy_j if m.energy_j > 0 else None,
+                "samples_per_j_with_host": batch_size * n / (m.energy_j + host_j)
+                if m.cpu_energy_j is not None
+                else None,
+            }
+        )
     return rows
 
 
-def engine_run(torch: Any, gpus: Any, host: Any, sizes: Sizes, device: str,
-               store_path: Path, deadline_s: float) -> dict[str, Any]:
+def engine_run(
+    torch: Any, gpus: Any, host: Any, sizes: Sizes, device: str, store_path: Path, deadline_s: float
+) -> dict[str, Any]:
     """Recurrences of a real job (an MLP on synthetic clusters, to 90 % accuracy) in measure
     mode on the SQLite store: the bandit's choices and what each measured."""
     from zeus_airflow.core.config import JobConfig, ProfilerConfig
@@ -488,31 +572,54 @@ def engine_run(torch: Any, gpus: Any, host: Any, sizes: Sizes, device: str,
     from zeus_airflow.core.store.base import RecurrenceKey
     from zeus_airflow.core.store.sql import SQLStore
 
-    config = JobConfig("gpu_check.mlp", sizes.job_batch_sizes, sizes.job_batch_sizes[-1],
-                       target_metric=0.9, max_epochs=sizes.job_max_epochs,
-                       profiler=ProfilerConfig(mode="measure"))
+    config = JobConfig(
+        "gpu_check.mlp",
+        sizes.job_batch_sizes,
+        sizes.job_batch_sizes[-1],
+        target_metric=0.9,
+        max_epochs=sizes.job_max_epochs,
+        profiler=ProfilerConfig(mode="measure"),
+    )
     store = SQLStore(f"sqlite:///{store_path}", create_schema=True)
     engine = Engine(store, gpus, config, seed=1, heartbeat_s=None, host_energy=host)
     rows = []
     for recurrence in range(sizes.recurrences):
         if time.monotonic() > deadline_s and recurrence >= 10:
             break
-        result = engine.run_recurrence(_mlp_job(torch, sizes, device, seed=recurrence),
-                                       RecurrenceKey(run_id=f"recurrence-{recurrence:02d}"))
-        rows.append({"recurrence": recurrence + 1, "tries": len(result.tries),
-                     "batch_size": result.batch_size, "phase": result.final.phase,
-                     "power_limit_w": result.power_limit_w, "epochs": result.epochs,
-                     "reached_target": result.reached_target, "energy_j": result.energy_j,
-                     "time_s": result.time_s, "cost": result.cost,
-                     "tried": [t.outcome.batch_size for t in result.tries]})
-        _progress(f"engine recurrence {recurrence + 1}: batch size {result.batch_size} "
-                  f"({result.final.phase}), {result.energy_j:.1f} J")
+        result = engine.run_recurrence(
+            _mlp_job(torch, sizes, device, seed=recurrence),
+            RecurrenceKey(run_id=f"recurrence-{recurrence:02d}"),
+        )
+        rows.append(
+            {
+                "recurrence": recurrence + 1,
+                "tries": len(result.tries),
+                "batch_size": result.batch_size,
+                "phase": result.final.phase,
+                "power_limit_w": result.power_limit_w,
+                "epochs": result.epochs,
+                "reached_target": result.reached_target,
+                "energy_j": result.energy_j,
+                "time_s": result.time_s,
+                "cost": result.cost,
+                "tried": [t.outcome.batch_size for t in result.tries],
+            }
+        )
+        _progress(
+            f"engine recurrence {recurrence + 1}: batch size {result.batch_size} "
+            f"({result.final.phase}), {result.energy_j:.1f} J"
+        )
     store.engine.dispose()
     chosen = [r["batch_size"] for r in rows]
-    return {"job": config.job_id, "mode": "measure", "store": "sqlite",
-            "batch_sizes": list(config.batch_sizes), "recurrences": rows,
-            "most_chosen_batch_size": max(set(chosen), key=chosen.count) if chosen else None,
-            "last_five_batch_sizes": chosen[-5:]}
+    return {
+        "job": config.job_id,
+        "mode": "measure",
+        "store": "sqlite",
+        "batch_sizes": list(config.batch_sizes),
+        "recurrences": rows,
+        "most_chosen_batch_size": max(set(chosen), key=chosen.count) if chosen else None,
+        "last_five_batch_sizes": chosen[-5:],
+    }
 
 
 def _mlp_job(torch: Any, sizes: Sizes, device: str, seed: int) -> Callable[[Any], None]:
@@ -520,12 +627,15 @@ def _mlp_job(torch: Any, sizes: Sizes, device: str, seed: int) -> Callable[[Any]
         generator = torch.Generator().manual_seed(seed)
         centres = torch.randn(4, sizes.job_features, generator=generator) * 1.5
         labels = torch.randint(0, 4, (sizes.job_samples,), generator=generator)
-        x = (centres[labels] + torch.randn(sizes.job_samples, sizes.job_features,
-                                           generator=generator)).to(device)
+        x = (
+            centres[labels]
+            + torch.randn(sizes.job_samples, sizes.job_features, generator=generator)
+        ).to(device)
         y = labels.to(device)
         split = sizes.job_samples * 4 // 5
-        model = torch.nn.Sequential(torch.nn.Linear(sizes.job_features, 64), torch.nn.ReLU(),
-                                    torch.nn.Linear(64, 4)).to(device)
+        model = torch.nn.Sequential(
+            torch.nn.Linear(sizes.job_features, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4)
+        ).to(device)
         optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
         for _ in run.epochs():
             order = torch.randperm(split, generator=generator).to(device)
@@ -536,6 +646,7 @@ def _mlp_job(torch: Any, sizes: Sizes, device: str, seed: int) -> Callable[[Any]
             with torch.no_grad():
                 accuracy = (model(x[split:]).argmax(1) == y[split:]).float().mean().item()
             run.report_metric(accuracy)
+
     return train
 
 
@@ -583,119 +694,198 @@ def _zeusd_markdown(zeusd: dict[str, Any] | None, tag: str) -> list[str]:
     if zeusd is None:
         return []
     gpu, o = zeusd["checked_gpu"], zeusd["monitor_overhead_us"]
-    auth = f"required, scopes {', '.join(zeusd['scopes'])}" if zeusd["auth_required"] \
-        else "off"
-    lines = ["", f"## zeusd{tag}", "",
-             f"{zeusd['endpoint']}: groups {', '.join(zeusd['enabled_api_groups'])}; auth "
-             f"{auth}; "
-             f"setting a limit permitted: {zeusd['setting_a_limit_permitted']} (never "
-             f"tried). GPU {gpu['id']} {gpu['model']}, range {gpu['power_limit_range_w']} W, "
-             f"limit {gpu['power_limit_w']} W, energy by {gpu['energy_source']}; CPU/DRAM "
-             f"through zeusd: {zeusd['cpu_read']}.", "",
-             "| window | time s | zeusd J | NVML J | agreement % |", "|---|---|---|---|---|"]
-    lines += [f"| {i + 1} | {w['time_s']:.3f} | {w['zeusd_j']:.2f} | {w['nvml_j']:.2f} | "
-              f"{w['agreement_pct']:.2f} |" for i, w in enumerate(zeusd["windows"])]
-    lines += ["", f"Median agreement {zeusd['agreement_pct_median']:.2f} %. Monitor overhead "
-              f"through zeusd: begin {o['begin_median_us']:.1f} µs (p90 "
-              f"{o['begin_p90_us']:.1f}), end {o['end_median_us']:.1f} µs (p90 "
-              f"{o['end_p90_us']:.1f})."]
+    auth = f"required, scopes {', '.join(zeusd['scopes'])}" if zeusd["auth_required"] else "off"
+    lines = [
+        "",
+        f"## zeusd{tag}",
+        "",
+        f"{zeusd['endpoint']}: groups {', '.join(zeusd['enabled_api_groups'])}; auth "
+        f"{auth}; "
+        f"setting a limit permitted: {zeusd['setting_a_limit_permitted']} (never "
+        f"tried). GPU {gpu['id']} {gpu['model']}, range {gpu['power_limit_range_w']} W, "
+        f"limit {gpu['power_limit_w']} W, energy by {gpu['energy_source']}; CPU/DRAM "
+        f"through zeusd: {zeusd['cpu_read']}.",
+        "",
+        "| window | time s | zeusd J | NVML J | agreement % |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {i + 1} | {w['time_s']:.3f} | {w['zeusd_j']:.2f} | {w['nvml_j']:.2f} | "
+        f"{w['agreement_pct']:.2f} |"
+        for i, w in enumerate(zeusd["windows"])
+    ]
+    lines += [
+        "",
+        f"Median agreement {zeusd['agreement_pct_median']:.2f} %. Monitor overhead "
+        f"through zeusd: begin {o['begin_median_us']:.1f} µs (p90 "
+        f"{o['begin_p90_us']:.1f}), end {o['end_median_us']:.1f} µs (p90 "
+        f"{o['end_p90_us']:.1f}).",
+    ]
     return lines
 
 
 def markdown(report: dict[str, Any]) -> str:
     label = report["measurement"]
-    tag = " (SIMULATED: fake NVML on the CPU, not a GPU)" if label == "simulated" else \
-        " (measured)"
+    tag = " (SIMULATED: fake NVML on the CPU, not a GPU)" if label == "simulated" else " (measured)"
     inv = report["inventory"]
-    lines = [f"# gpu_check{tag}", "",
-             f"{report['generated_at']} · host {report['host']} · torch {report['torch']} · "
-             f"{report['elapsed_s']:.0f} s · NVML setting changes attempted: "
-             f"{len(report['nvml_changes_attempted'])}", "",
-             f"## Inventory{tag}", "", "| field | value |", "|---|---|"]
+    lines = [
+        f"# gpu_check{tag}",
+        "",
+        f"{report['generated_at']} · host {report['host']} · torch {report['torch']} · "
+        f"{report['elapsed_s']:.0f} s · NVML setting changes attempted: "
+        f"{len(report['nvml_changes_attempted'])}",
+        "",
+        f"## Inventory{tag}",
+        "",
+        "| field | value |",
+        "|---|---|",
+    ]
     lines += [f"| {k} | {_fmt(v)} |" for k, v in inv.items()]
     lines += ["", f"Host CPU/DRAM energy (RAPL): {report['rapl']}", ""]
     cvs = report["energy_counter_vs_sampling"]
     lines += [f"## Energy counter vs sampled power{tag}", ""]
     if cvs.get("energy_counter"):
-        lines += ["| window | time s | counter J | sampled J | agreement % |",
-                  "|---|---|---|---|---|"]
-        lines += [f"| {i + 1} | {w['time_s']:.3f} | {w['counter_j']:.2f} | "
-                  f"{w['sampled_j']:.2f} | {w['agreement_pct']:.2f} |"
-                  for i, w in enumerate(cvs["windows"])]
+        lines += [
+            "| window | time s | counter J | sampled J | agreement % |",
+            "|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {i + 1} | {w['time_s']:.3f} | {w['counter_j']:.2f} | "
+            f"{w['sampled_j']:.2f} | {w['agreement_pct']:.2f} |"
+            for i, w in enumerate(cvs["windows"])
+        ]
         o = cvs["monitor_overhead_us"]
-        lines += ["", f"Median agreement {cvs['agreement_pct_median']:.2f} % (min "
-                  f"{cvs['agreement_pct_min']:.2f} %). Monitor overhead (counter): begin "
-                  f"{o['begin_median_us']:.1f} µs (p90 {o['begin_p90_us']:.1f}), end "
-                  f"{o['end_median_us']:.1f} µs (p90 {o['end_p90_us']:.1f})."]
+        lines += [
+            "",
+            f"Median agreement {cvs['agreement_pct_median']:.2f} % (min "
+            f"{cvs['agreement_pct_min']:.2f} %). Monitor overhead (counter): begin "
+            f"{o['begin_median_us']:.1f} µs (p90 {o['begin_p90_us']:.1f}), end "
+            f"{o['end_median_us']:.1f} µs (p90 {o['end_p90_us']:.1f}).",
+        ]
     else:
         lines += [cvs["note"]]
     lines += _zeusd_markdown(report.get("zeusd"), tag)
     sync = report["synchronisation"]
-    lines += ["", f"## Synchronising at window edges{tag}", "",
-              "| | time/step s (mean ± sd) | energy/step J (mean ± sd) |", "|---|---|---|"]
+    lines += [
+        "",
+        f"## Synchronising at window edges{tag}",
+        "",
+        "| | time/step s (mean ± sd) | energy/step J (mean ± sd) |",
+        "|---|---|---|",
+    ]
     for label_ in ("without", "with"):
         t, e = sync[label_]["time_per_step_s"], sync[label_]["energy_per_step_j"]
-        lines.append(f"| {label_} | {t['mean']:.4g} ± {t['stdev']:.2g} | "
-                     f"{e['mean']:.4g} ± {e['stdev']:.2g} |")
-    lines += ["", f"## Training at four batch sizes{tag}", "",
-              "| model | batch | s/step | GPU J/step | CPU J/step | DRAM J/step | s/epoch | "
-              "GPU J/epoch | samples/GPU J |", "|---|---|---|---|---|---|---|---|---|"]
+        lines.append(
+            f"| {label_} | {t['mean']:.4g} ± {t['stdev']:.2g} | "
+            f"{e['mean']:.4g} ± {e['stdev']:.2g} |"
+        )
+    lines += [
+        "",
+        f"## Training at four batch sizes{tag}",
+        "",
+        "| model | batch | s/step | GPU J/step | CPU J/step | DRAM J/step | s/epoch | "
+        "GPU J/epoch | samples/GPU J |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in report["workloads"]:
         if "skipped" in r:
-            lines.append(f"| {r['model']} | {r['batch_size']} | skipped: {r['skipped']} "
-                         "| | | | | | |")
+            lines.append(
+                f"| {r['model']} | {r['batch_size']} | skipped: {r['skipped']} | | | | | | |"
+            )
             continue
         lines.append(
             f"| {r['model']} | {r['batch_size']} | {_fmt(r['time_per_step_s'])} | "
             f"{_fmt(r['gpu_energy_per_step_j'])} | {_fmt(r['cpu_energy_per_step_j'])} | "
             f"{_fmt(r['dram_energy_per_step_j'])} | {_fmt(r['time_per_epoch_s'])} | "
-            f"{_fmt(r['gpu_energy_per_epoch_j'])} | {_fmt(r['samples_per_gpu_j'])} |")
+            f"{_fmt(r['gpu_energy_per_epoch_j'])} | {_fmt(r['samples_per_gpu_j'])} |"
+        )
     eng = report["engine"]
-    lines += ["", f"## Engine: {len(eng['recurrences'])} recurrences in measure mode{tag}", "",
-              f"Job {eng['job']}, batch sizes {eng['batch_sizes']}, SQLite store. Most "
-              f"chosen: {eng['most_chosen_batch_size']}; last five: "
-              f"{eng['last_five_batch_sizes']}.", "",
-              "| # | tried | batch | phase | limit W | epochs | target | energy J | time s |",
-              "|---|---|---|---|---|---|---|---|---|"]
-    lines += [f"| {r['recurrence']} | {r['tried']} | {r['batch_size']} | {r['phase']} | "
-              f"{r['power_limit_w']} | {r['epochs']} | {r['reached_target']} | "
-              f"{r['energy_j']:.4g} | {r['time_s']:.4g} |" for r in eng["recurrences"]]
+    lines += [
+        "",
+        f"## Engine: {len(eng['recurrences'])} recurrences in measure mode{tag}",
+        "",
+        f"Job {eng['job']}, batch sizes {eng['batch_sizes']}, SQLite store. Most "
+        f"chosen: {eng['most_chosen_batch_size']}; last five: "
+        f"{eng['last_five_batch_sizes']}.",
+        "",
+        "| # | tried | batch | phase | limit W | epochs | target | energy J | time s |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {r['recurrence']} | {r['tried']} | {r['batch_size']} | {r['phase']} | "
+        f"{r['power_limit_w']} | {r['epochs']} | {r['reached_target']} | "
+        f"{r['energy_j']:.4g} | {r['time_s']:.4g} |"
+        for r in eng["recurrences"]
+    ]
     return "\n".join(lines) + "\n"
 
 
 # --- main -------------------------------------------------------------------------------------
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="gpu_check.py", description=(
+        prog="gpu_check.py",
+        description=(
             "Check zeus-airflow's measurement on one NVIDIA GPU without changing any GPU "
             "setting (NVML reads and measure mode only). Needs torch (with CUDA) and "
             "nvidia-ml-py, plus SQLAlchemy, alembic, numpy and psutil; never Airflow. "
-            "Writes gpu_check.json and gpu_check.md (format: docs/devices.md)."))
-    parser.add_argument("--out", type=Path, default=Path("gpu_check_results"),
-                        help="folder for gpu_check.json and gpu_check.md (default: "
-                             "./gpu_check_results)")
-    parser.add_argument("--gpu", type=int, default=0,
-                        help="CUDA device number of the GPU to check, as CUDA numbers the "
-                             "visible GPUs (default 0)")
-    parser.add_argument("--simulated", action="store_true",
-                        help="run on the CPU against the fake NVML (every figure labelled "
-                             "simulated): for CI and for trying the script without a GPU")
-    parser.add_argument("--quick", action="store_true",
-                        help="tiny models, few steps, 10 recurrences: seconds on a CPU")
-    parser.add_argument("--recurrences", type=int, default=None,
-                        help="engine recurrences (at least 10; default 12, 10 with --quick)")
-    parser.add_argument("--budget-s", type=float, default=BUDGET_S,
-                        help=f"time budget in s; later parts shrink to fit (default "
-                             f"{BUDGET_S:g}, within 8 minutes)")
-    parser.add_argument("--zeusd", action="store_true",
-                        help="also measure through zeusd (ZEUSD_SOCK_PATH or ZEUSD_HOST_PORT; "
-                             "with --simulated, a fake zeusd over the fake NVML), read only: "
-                             "every POST to the daemon is refused before it is sent")
-    parser.add_argument("--zeusd-gpu", type=int, default=0,
-                        help="the daemon's index of the GPU to check (zeusd numbers the "
-                             "host's GPUs; default 0)")
-    parser.add_argument("--powercap-root", type=Path, default=None,
-                        help="the powercap sysfs folder (default /sys/class/powercap)")
+            "Writes gpu_check.json and gpu_check.md (format: docs/devices.md)."
+        ),
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path("gpu_check_results"),
+        help="folder for gpu_check.json and gpu_check.md (default: ./gpu_check_results)",
+    )
+    parser.add_argument(
+        "--gpu",
+        type=int,
+        default=0,
+        help="CUDA device number of the GPU to check, as CUDA numbers the visible GPUs (default 0)",
+    )
+    parser.add_argument(
+        "--simulated",
+        action="store_true",
+        help="run on the CPU against the fake NVML (every figure labelled "
+        "simulated): for CI and for trying the script without a GPU",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="tiny models, few steps, 10 recurrences: seconds on a CPU",
+    )
+    parser.add_argument(
+        "--recurrences",
+        type=int,
+        default=None,
+        help="engine recurrences (at least 10; default 12, 10 with --quick)",
+    )
+    parser.add_argument(
+        "--budget-s",
+        type=float,
+        default=BUDGET_S,
+        help=f"time budget in s; later parts shrink to fit (default "
+        f"{BUDGET_S:g}, within 8 minutes)",
+    )
+    parser.add_argument(
+        "--zeusd",
+        action="store_true",
+        help="also measure through zeusd (ZEUSD_SOCK_PATH or ZEUSD_HOST_PORT; "
+        "with --simulated, a fake zeusd over the fake NVML), read only: "
+        "every POST to the daemon is refused before it is sent",
+    )
+    parser.add_argument(
+        "--zeusd-gpu",
+        type=int,
+        default=0,
+        help="the daemon's index of the GPU to check (zeusd numbers the host's GPUs; default 0)",
+    )
+    parser.add_argument(
+        "--powercap-root",
+        type=Path,
+        default=None,
+        help="the powercap sysfs folder (default /sys/class/powercap)",
+    )
     args = parser.parse_args(argv)
     if args.recurrences is not None and args.recurrences < 10:
         parser.error(f"--recurrences={args.recurrences} is invalid: expected at least 10")
@@ -719,8 +909,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.simulated:
             from zeus_airflow.testing import FakeGPUSpec, FakeNVML
 
-            fake = FakeNVML(1, FakeGPUSpec(model="NVIDIA A40 (simulated)",
-                                           default_limit_mw=300_000))
+            fake = FakeNVML(
+                1, FakeGPUSpec(model="NVIDIA A40 (simulated)", default_limit_mw=300_000)
+            )
             nvml: Any = ReadOnlyNVML(fake)
             device = "cpu"
             torch.set_num_threads(1)  # CI machines are small and shared: no oversubscription
@@ -729,8 +920,10 @@ def main(argv: list[str] | None = None) -> int:
 
             nvml = ReadOnlyNVML(pynvml)
             if not torch.cuda.is_available():
-                raise SystemExit("gpu_check: torch sees no CUDA GPU; run with --simulated to "
-                                 "try the script on the CPU")
+                raise SystemExit(
+                    "gpu_check: torch sees no CUDA GPU; run with --simulated to "
+                    "try the script on the CPU"
+                )
             device = f"cuda:{args.gpu}"
         rapl = RAPLReader(args.powercap_root or POWERCAP_ROOT)
         rapl_note = "measured" if rapl.available else rapl.unavailable_because
@@ -742,8 +935,10 @@ def main(argv: list[str] | None = None) -> int:
             every = visible_gpus(nvml=nvml)
             if not 0 <= args.gpu < every.count:
                 every.close()
-                raise SystemExit(f"gpu_check: --gpu={args.gpu} is invalid: expected a CUDA "
-                                 f"device number in [0, {every.count - 1}]")
+                raise SystemExit(
+                    f"gpu_check: --gpu={args.gpu} is invalid: expected a CUDA "
+                    f"device number in [0, {every.count - 1}]"
+                )
             index = every.indices[args.gpu]
             every.close()
             gpus = NVMLGPUs([index], nvml=nvml)
@@ -751,10 +946,12 @@ def main(argv: list[str] | None = None) -> int:
             zeusd = _zeusd_side(args, daemon)
             if zeusd is not None and zeusd.host is not None:
                 rapl_note = "through zeusd's /cpu group" + (
-                    " (SIMULATED: the fake zeusd's 60 W package, 8 W DRAM)" if daemon else "")
+                    " (SIMULATED: the fake zeusd's 60 W package, 8 W DRAM)" if daemon else ""
+                )
             try:
-                report = _checks(torch, nvml, gpus, index, rapl, sizes, device,
-                                 Path(scratch), deadline_s, zeusd)
+                report = _checks(
+                    torch, nvml, gpus, index, rapl, sizes, device, Path(scratch), deadline_s, zeusd
+                )
             finally:
                 gpus.close()
                 if zeusd is not None:
@@ -765,21 +962,28 @@ def main(argv: list[str] | None = None) -> int:
             rapl.close()
             if simulated_host is not None:
                 simulated_host.stop()
-    report.update({
-        "measurement": "simulated" if args.simulated else "measured",
-        "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "host": platform.node(), "torch": torch.__version__,
-        "cuda": torch.version.cuda, "rapl": rapl_note,
-        "nvml_changes_attempted": nvml.attempted,
-        "zeusd_changes_attempted": None if zeusd is None else zeusd.client.attempted,
-        "fake_nvml_set_calls": None if fake is None else len(fake.set_calls),
-        "sizes": asdict(sizes), "elapsed_s": time.monotonic() - started,
-    })
+    report.update(
+        {
+            "measurement": "simulated" if args.simulated else "measured",
+            "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "host": platform.node(),
+            "torch": torch.__version__,
+            "cuda": torch.version.cuda,
+            "rapl": rapl_note,
+            "nvml_changes_attempted": nvml.attempted,
+            "zeusd_changes_attempted": None if zeusd is None else zeusd.client.attempted,
+            "fake_nvml_set_calls": None if fake is None else len(fake.set_calls),
+            "sizes": asdict(sizes),
+            "elapsed_s": time.monotonic() - started,
+        }
+    )
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "gpu_check.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
     (args.out / "gpu_check.md").write_text(markdown(report))
-    _progress(f"wrote {args.out / 'gpu_check.json'} and gpu_check.md in "
-              f"{report['elapsed_s']:.0f} s ({report['measurement']})")
+    _progress(
+        f"wrote {args.out / 'gpu_check.json'} and gpu_check.md in "
+        f"{report['elapsed_s']:.0f} s ({report['measurement']})"
+    )
     return 0
 
 
@@ -796,22 +1000,35 @@ def _zeusd_side(args: argparse.Namespace, daemon: Any) -> ZeusdSide | None:
         return None
     from zeus_airflow.core.devices.zeusd_client import ZeusdEndpoint
 
-    endpoint = ZeusdEndpoint(socket_path=str(daemon.socket_path)) if daemon is not None \
+    endpoint = (
+        ZeusdEndpoint(socket_path=str(daemon.socket_path))
+        if daemon is not None
         else ZeusdEndpoint.from_env()
+    )
     if endpoint is None:
         raise SystemExit("gpu_check: --zeusd needs ZEUSD_SOCK_PATH or ZEUSD_HOST_PORT")
     return open_zeusd(endpoint, args.zeusd_gpu)
 
 
-def _checks(torch: Any, nvml: Any, gpus: Any, index: int, rapl: Any, sizes: Sizes,
-            device: str, scratch: Path, deadline_s: float,
-            zeusd: ZeusdSide | None = None) -> dict[str, Any]:
+def _checks(
+    torch: Any,
+    nvml: Any,
+    gpus: Any,
+    index: int,
+    rapl: Any,
+    sizes: Sizes,
+    device: str,
+    scratch: Path,
+    deadline_s: float,
+    zeusd: ZeusdSide | None = None,
+) -> dict[str, Any]:
     _progress(f"inventory of NVML GPU {index}")
     report: dict[str, Any] = {"inventory": inventory(nvml, index)}
     load = make_step(torch, "cnn", sizes, sizes.cnn_batch_sizes[1], device)
     _progress("energy counter against sampled power")
-    report["energy_counter_vs_sampling"] = counter_vs_sampling(nvml, index, sizes, load,
-                                                               time.monotonic)
+    report["energy_counter_vs_sampling"] = counter_vs_sampling(
+        nvml, index, sizes, load, time.monotonic
+    )
     if zeusd is not None:  # from here on, measured through the daemon
         _progress(f"zeusd: {zeusd.gpus.discovery.endpoint.where}, energy against NVML")
         report["zeusd"] = zeusd_checks(zeusd, gpus, sizes, load)
@@ -821,11 +1038,11 @@ def _checks(torch: Any, nvml: Any, gpus: Any, index: int, rapl: Any, sizes: Size
     report["workloads"] = []
     for kind in ("cnn", "transformer"):
         _progress(f"{kind} at four batch sizes")
-        report["workloads"] += train_at_batch_sizes(torch, gpus, rapl, kind, sizes, device,
-                                                    deadline_s)
+        report["workloads"] += train_at_batch_sizes(
+            torch, gpus, rapl, kind, sizes, device, deadline_s
+        )
     _progress(f"engine: {sizes.recurrences} recurrences in measure mode")
-    report["engine"] = engine_run(torch, gpus, rapl, sizes, device, scratch / "zeus.db",
-                                  deadline_s)
+    report["engine"] = engine_run(torch, gpus, rapl, sizes, device, scratch / "zeus.db", deadline_s)
     return report
 
 

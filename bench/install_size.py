@@ -45,8 +45,9 @@ def own_requirements(extras: set[str]) -> list[Requirement]:
 def closure(roots: list[Requirement]) -> dict[str, metadata.Distribution]:
     """Every installed distribution ``roots`` need."""
     found: dict[str, metadata.Distribution] = {}
-    pending = [(r.name, frozenset(r.extras)) for r in roots
-               if r.marker is None or r.marker.evaluate()]
+    pending = [
+        (r.name, frozenset(r.extras)) for r in roots if r.marker is None or r.marker.evaluate()
+    ]
     seen: set[tuple[str, frozenset[str]]] = set()
     while pending:
         current, wanted = pending.pop()
@@ -59,8 +60,7 @@ def closure(roots: list[Requirement]) -> dict[str, metadata.Distribution]:
         for line in dist.requires or []:
             req = Requirement(line)
             # The requirement applies for no extra, or for one of those asked of this package.
-            if req.marker is None or any(req.marker.evaluate({"extra": e})
-                                         for e in ("", *wanted)):
+            if req.marker is None or any(req.marker.evaluate({"extra": e}) for e in ("", *wanted)):
                 pending.append((req.name, frozenset(req.extras)))
     return found
 
@@ -81,9 +81,11 @@ def main() -> None:
     args = parser.parse_args()
     dists = closure(own_requirements(set(args.extras)))
     sizes = {name: size_bytes(d) for name, d in dists.items()}
-    print(f"zeus-airflow[{','.join(args.extras)}]: {len(dists)} distributions, "
-          f"{sum(sizes.values()) / MIB:.0f} MiB")
-    for name, size in sorted(sizes.items(), key=lambda kv: -kv[1])[:args.top]:
+    print(
+        f"zeus-airflow[{','.join(args.extras)}]: {len(dists)} distributions, "
+        f"{sum(sizes.values()) / MIB:.0f} MiB"
+    )
+    for name, size in sorted(sizes.items(), key=lambda kv: -kv[1])[: args.top]:
         print(f"  {size / MIB:8.1f} MiB  {name}")
 
 

@@ -27,7 +27,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-DAG_FILE = '''
+DAG_FILE = """
 import pendulum
 from airflow.sdk import DAG
 from zeus_airflow.operators.replay import replay_job_settings
@@ -43,7 +43,7 @@ with DAG("overhead", schedule="@daily", start_date=pendulum.datetime(2025, 1, 1,
 with DAG("xcom_floor", schedule="@daily", start_date=pendulum.datetime(2025, 1, 1, tz="UTC"),
          catchup=False):
     timing.FloorXComsOperator(task_id="push")
-'''
+"""
 
 TIMING_MODULE = '''
 import time
@@ -109,13 +109,18 @@ class TimedOperator(ZeusTrainOperator):
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=40)
-    parser.add_argument("--quick", action="store_true",
-                        help="3 runs: that the script runs (the suite runs it)")
+    parser.add_argument(
+        "--quick", action="store_true", help="3 runs: that the script runs (the suite runs it)"
+    )
     parser.add_argument("--db", help="store URL (default: an SQLite file in the Airflow home)")
-    parser.add_argument("--dir", help="where to make the Airflow home (default: the system's "
-                                      "temp folder); /dev/shm takes the disk's fsync out")
-    parser.add_argument("--traces",
-                        help="default: $ZEUS_TRACES_DIR, else the traces shipped in the package")
+    parser.add_argument(
+        "--dir",
+        help="where to make the Airflow home (default: the system's "
+        "temp folder); /dev/shm takes the disk's fsync out",
+    )
+    parser.add_argument(
+        "--traces", help="default: $ZEUS_TRACES_DIR, else the traces shipped in the package"
+    )
     args = parser.parse_args()
     if args.quick:
         args.runs = 3
@@ -126,11 +131,15 @@ def main() -> int:
     sys.path.insert(0, str(home / "dags"))
     if args.traces:  # else $ZEUS_TRACES_DIR as inherited, else the packaged traces
         os.environ["ZEUS_TRACES_DIR"] = args.traces
-    os.environ.update({
-        "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags"),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False", "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
-        "ZEUS_AIRFLOW_DB_URL": args.db or f"sqlite:///{home}/zeus.db",
-    })
+    os.environ.update(
+        {
+            "AIRFLOW_HOME": str(home),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags"),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
+            "ZEUS_AIRFLOW_DB_URL": args.db or f"sqlite:///{home}/zeus.db",
+        }
+    )
     from zeus_airflow.core.store.sql import SQLStore
 
     SQLStore(os.environ["ZEUS_AIRFLOW_DB_URL"], create_schema=True).engine.dispose()
@@ -169,19 +178,28 @@ def report(spans: list[dict[str, Any]], floor: list[float], where: str) -> None:
         return 1000 * values[min(len(values) - 1, int(q * len(values)))]
 
     overhead = [s["execute_s"] - s["train_s"] for s in spans]
-    parts = {"store_open": [s["store_s"] for s in spans],
-             "xcom_push": [s["xcom_s"] for s in spans],
-             "engine_and_device": [s["execute_s"] - s["train_s"] - s["store_s"] - s["xcom_s"]
-                                   for s in spans],
-             "train_function": [s["train_s"] for s in spans]}
+    parts = {
+        "store_open": [s["store_s"] for s in spans],
+        "xcom_push": [s["xcom_s"] for s in spans],
+        "engine_and_device": [
+            s["execute_s"] - s["train_s"] - s["store_s"] - s["xcom_s"] for s in spans
+        ],
+        "train_function": [s["train_s"] for s in spans],
+    }
     print(f"store: {where}; {len(spans)} runs measured (the first left out)")
     for name, values in parts.items():
-        print(f"  {name:<18} median {1000 * statistics.median(values):7.1f} ms   "
-              f"p90 {ms(values, 0.9):7.1f} ms")
-    print(f"  {'airflow_floor':<18} median {1000 * statistics.median(floor):7.1f} ms   "
-          f"p90 {ms(floor, 0.9):7.1f} ms   (a bare BaseOperator pushing as many XComs)")
-    print(f"runs={len(spans)} overhead_median_ms={1000 * statistics.median(overhead):.1f} "
-          f"overhead_p90_ms={ms(overhead, 0.9):.1f} overhead_max_ms={1000 * max(overhead):.1f}")
+        print(
+            f"  {name:<18} median {1000 * statistics.median(values):7.1f} ms   "
+            f"p90 {ms(values, 0.9):7.1f} ms"
+        )
+    print(
+        f"  {'airflow_floor':<18} median {1000 * statistics.median(floor):7.1f} ms   "
+        f"p90 {ms(floor, 0.9):7.1f} ms   (a bare BaseOperator pushing as many XComs)"
+    )
+    print(
+        f"runs={len(spans)} overhead_median_ms={1000 * statistics.median(overhead):.1f} "
+        f"overhead_p90_ms={ms(overhead, 0.9):.1f} overhead_max_ms={1000 * max(overhead):.1f}"
+    )
 
 
 if __name__ == "__main__":

@@ -49,8 +49,11 @@ MAX_EPOCHS = 10_000
 """Far more than any profile needs: the runs end once the profile is complete."""
 
 
-def sweep_next_limit_w(candidates_w: Sequence[int], measured: Mapping[int, LimitMeasurement],
-                       _objective: LimitObjective) -> int | None:
+def sweep_next_limit_w(
+    candidates_w: Sequence[int],
+    measured: Mapping[int, LimitMeasurement],
+    _objective: LimitObjective,
+) -> int | None:
     """The old order: every candidate, highest first."""
     pending = [w for w in sorted(candidates_w, reverse=True) if w not in measured]
     return pending[0] if pending else None
@@ -69,12 +72,20 @@ def settings(name: str) -> Iterator[ProfilerConfig]:
 
 def job(trace: WorkloadTrace, batch_size: int, profiler: ProfilerConfig) -> JobConfig:
     w = trace.workload
-    return JobConfig("bench.profile", (batch_size,), batch_size, w.target_metric, MAX_EPOCHS,
-                     w.higher_is_better, profiler=profiler)
+    return JobConfig(
+        "bench.profile",
+        (batch_size,),
+        batch_size,
+        w.target_metric,
+        MAX_EPOCHS,
+        w.higher_is_better,
+        profiler=profiler,
+    )
 
 
-def replay_profile(trace: WorkloadTrace, batch_size: int, profiler: ProfilerConfig
-                   ) -> tuple[int, PowerProfile, int | None]:
+def replay_profile(
+    trace: WorkloadTrace, batch_size: int, profiler: ProfilerConfig
+) -> tuple[int, PowerProfile, int | None]:
     """(steps until the profile is complete, the profile, its optimum) on the replay GPU."""
     gpu = ReplayGPU(trace)
     gpu.use_batch_size(batch_size)
@@ -122,6 +133,7 @@ def _cost_gap_pct(trace: WorkloadTrace, batch_size: int, found_w: int | None) ->
     def cost(limit_w: int) -> float:
         point = trace.epoch(batch_size, limit_w)
         return point.time_s * (0.5 * point.avg_power_w + 0.5 * max_power_w)
+
     if found_w is None:
         return float("nan")
     best = min(cost(w) for w in trace.power_limits_w)
@@ -133,16 +145,21 @@ def _short_of(trace: WorkloadTrace) -> float:
     return target * 0.5 if trace.workload.higher_is_better else target * 2.0
 
 
-def replay_rows(traces: Path, cells: Sequence[tuple[str, str]], quick: bool
-                ) -> list[dict[str, object]]:
+def replay_rows(
+    traces: Path, cells: Sequence[tuple[str, str]], quick: bool
+) -> list[dict[str, object]]:
     rows = []
     for gpu, workload in cells:
         trace = load_workload_trace(traces, gpu, workload)
         b0 = trace.default_batch_size
         sizes = (b0,) if quick else trace.batch_sizes
-        row: dict[str, object] = {"gpu": gpu, "workload": workload, "b0": b0,
-                                  "limits": len(trace.power_limits_w),
-                                  "steps_per_epoch_b0": trace.steps_per_epoch(b0)}
+        row: dict[str, object] = {
+            "gpu": gpu,
+            "workload": workload,
+            "b0": b0,
+            "limits": len(trace.power_limits_w),
+            "steps_per_epoch_b0": trace.steps_per_epoch(b0),
+        }
         optima = {}
         for name in ("before", "after"):
             with settings(name) as profiler:
@@ -170,10 +187,10 @@ def classifier_runs(profiler: ProfilerConfig, max_runs: int = 30) -> tuple[int |
     torch.set_num_threads(1)
     trace = load_workload_trace(resolve_traces_dir(None), "v100", "cifar100")
     gpu: GPUGroup = SimulatedGPU(trace)
-    task = classifier.Task(centres_seed=0, spread=0.55, train_samples=8192,
-                           validation_samples=2048)
-    config = JobConfig("bench.hourly", (128,), 128, target_metric=0.885, max_epochs=10,
-                       profiler=profiler)
+    task = classifier.Task(centres_seed=0, spread=0.55, train_samples=8192, validation_samples=2048)
+    config = JobConfig(
+        "bench.hourly", (128,), 128, target_metric=0.885, max_epochs=10, profiler=profiler
+    )
     profile = PowerProfile(128, gpu.model, gpu.count, gpu.candidate_power_limits_w())
     started = time.monotonic()
     for number in range(1, max_runs + 1):
@@ -204,12 +221,18 @@ def _line(row: Mapping[str, object]) -> str:
 
 
 def markdown(rows: list[dict[str, object]], short: dict[str, object] | None) -> str:
-    header = ("| GPU | workload | b0 | limits | steps/epoch (b0) | before: steps (b0) | slices "
-              "| epochs | after: steps (b0) | slices | epochs | median steps over sizes, "
-              "before -> after | same optimum | found optimum's cost over the best, % |")
-    lines = ["Steps until the power profile is complete. REPLAYED on the ReplayGPU "
-             "(the paper's traces, virtual clock).", "", header,
-             "|" + "---|" * 14]
+    header = (
+        "| GPU | workload | b0 | limits | steps/epoch (b0) | before: steps (b0) | slices "
+        "| epochs | after: steps (b0) | slices | epochs | median steps over sizes, "
+        "before -> after | same optimum | found optimum's cost over the best, % |"
+    )
+    lines = [
+        "Steps until the power profile is complete. REPLAYED on the ReplayGPU "
+        "(the paper's traces, virtual clock).",
+        "",
+        header,
+        "|" + "---|" * 14,
+    ]
     for r in rows:
         lines.append(
             f"| {r['gpu']} | {r['workload']} | {r['b0']} | {r['limits']} | "
@@ -217,35 +240,42 @@ def markdown(rows: list[dict[str, object]], short: dict[str, object] | None) -> 
             f"{r['before_epochs_b0']} | {r['after_steps_b0']} | {r['after_slices_b0']} | "
             f"{r['after_epochs_b0']} | {r['before_median_steps']} -> "
             f"{r['after_median_steps']} | {'yes' if r['same_optimum_b0'] else 'no'} | "
-            f"{r['optimum_cost_gap_pct_b0']} |")
+            f"{r['optimum_cost_gap_pct_b0']} |"
+        )
     if short is not None:
-        lines += ["", "Short jobs: runs until the profile is complete (a slice in progress "
-                  "is kept between runs). 16-step runs at 0.20 s/step: REPLAYED (A40, "
-                  "sentiment140, b0 128). The hourly example classifier (real PyTorch on the "
-                  "CPU): the SIMULATED V100, batch size 128, real seconds in total.", "",
-                  "| job | before (10 + 40 steps, sweep) | after, defaults | after, the DAG's "
-                  "step floors (3 + 10) |", "|---|---|---|---|",
-                  f"| 16 steps a run, runs | {short['before_short_runs']} | "
-                  f"{short['after_short_runs']} | {short['dag_short_runs']} |",
-                  f"| example classifier, runs | {short['before_runs']} | "
-                  f"{short['after_runs']} | {short['dag_runs']} |",
-                  f"| example classifier, real s | {short['before_real_s']} | "
-                  f"{short['after_real_s']} | {short['dag_real_s']} |"]
+        lines += [
+            "",
+            "Short jobs: runs until the profile is complete (a slice in progress "
+            "is kept between runs). 16-step runs at 0.20 s/step: REPLAYED (A40, "
+            "sentiment140, b0 128). The hourly example classifier (real PyTorch on the "
+            "CPU): the SIMULATED V100, batch size 128, real seconds in total.",
+            "",
+            "| job | before (10 + 40 steps, sweep) | after, defaults | after, the DAG's "
+            "step floors (3 + 10) |",
+            "|---|---|---|---|",
+            f"| 16 steps a run, runs | {short['before_short_runs']} | "
+            f"{short['after_short_runs']} | {short['dag_short_runs']} |",
+            f"| example classifier, runs | {short['before_runs']} | "
+            f"{short['after_runs']} | {short['dag_runs']} |",
+            f"| example classifier, real s | {short['before_real_s']} | "
+            f"{short['after_real_s']} | {short['dag_real_s']} |",
+        ]
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None,
-         classifier: Callable[[], dict[str, object]] = classifier_row) -> int:
+def main(
+    argv: Sequence[str] | None = None, classifier: Callable[[], dict[str, object]] = classifier_row
+) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_traces_option(parser)
     add_output_option(parser, "profile_steps")
-    parser.add_argument("--quick", action="store_true",
-                        help="one cell (V100, cifar100, b0 only), no classifier")
+    parser.add_argument(
+        "--quick", action="store_true", help="one cell (V100, cifar100, b0 only), no classifier"
+    )
     args = parser.parse_args(argv)
     args.output = bench_output(args.output, args.quick, "profile_steps")
     traces = resolve_traces_dir(args.traces)
-    cells = [("v100", "cifar100")] if args.quick \
-        else [(g, w) for g in GPUS for w in WORKLOADS]
+    cells = [("v100", "cifar100")] if args.quick else [(g, w) for g in GPUS for w in WORKLOADS]
     rows = replay_rows(traces, cells, args.quick)
     short = None if args.quick else classifier()
     write_csv(args.output.with_suffix(".csv"), list(rows[0]), rows)

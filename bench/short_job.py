@@ -34,19 +34,36 @@ from zeus_airflow.examples import classifier
 
 SIZES = (16, 32, 64, 128, 256, 512)
 B0 = 128
-TASK = classifier.Task(centres_seed=0, spread=0.55, train_samples=2048,
-                       validation_samples=1024)
-COLUMNS = ["day", "batch_size", "phase", "power_limit_w", "profile_unfinished", "steps",
-           "zeus_energy_j", "default_energy_j", "cum_energy_ratio", "cum_cost_ratio",
-           "budget_left_runs", "measurement"]
+TASK = classifier.Task(centres_seed=0, spread=0.55, train_samples=2048, validation_samples=1024)
+COLUMNS = [
+    "day",
+    "batch_size",
+    "phase",
+    "power_limit_w",
+    "profile_unfinished",
+    "steps",
+    "zeus_energy_j",
+    "default_energy_j",
+    "cum_energy_ratio",
+    "cum_cost_ratio",
+    "budget_left_runs",
+    "measurement",
+]
 
 
 def engine(policy: ZeusPolicy | DefaultPolicy, name: str) -> Engine:
     config = JobConfig(f"short.{name}", SIZES, B0, target_metric=0.85, max_epochs=10)
     quiet = logging.getLogger(f"zeus_airflow.bench.{name}")
     quiet.setLevel(logging.ERROR)
-    return Engine(SQLStore.in_memory(), open_device(parse_device("simulated:v100")), config,
-                  policy, seed=1, heartbeat_s=None, log=quiet)
+    return Engine(
+        SQLStore.in_memory(),
+        open_device(parse_device("simulated:v100")),
+        config,
+        policy,
+        seed=1,
+        heartbeat_s=None,
+        log=quiet,
+    )
 
 
 def train_on(day: int) -> tuple[list[int], Callable[[TrainingRun], float]]:
@@ -56,6 +73,7 @@ def train_on(day: int) -> tuple[list[int], Callable[[TrainingRun], float]]:
         accuracy = TASK.retrain(run, seed=1000 + day)
         steps.append(run.steps_trained)
         return accuracy
+
     return steps, train
 
 
@@ -67,6 +85,7 @@ def main() -> int:
     args = parser.parse_args()
     args.output = bench_output(args.output, args.quick, "short_job")
     import torch
+
     torch.set_num_threads(1)
     days = 3 if args.quick else args.days
     zeus, default = engine(ZeusPolicy(), "zeus"), engine(DefaultPolicy(), "default")
@@ -85,28 +104,42 @@ def main() -> int:
             if name == "zeus":
                 steps = counted
         z = results["zeus"]
-        rows.append({
-            "day": day + 1, "batch_size": z.batch_size, "phase": z.final.phase,
-            "power_limit_w": z.power_limit_w, "profile_unfinished": z.profile_unfinished,
-            "steps": sum(steps), "zeus_energy_j": round(z.energy_j, 1),
-            "default_energy_j": round(results["default"].energy_j, 1),
-            "cum_energy_ratio": round(totals["zeus"][0] / totals["default"][0], 4),
-            "cum_cost_ratio": round(totals["zeus"][1] / totals["default"][1], 4),
-            "budget_left_runs": None if z.budget_left_runs is None
-            else round(z.budget_left_runs, 2),
-            "measurement": z.measurement,
-        })
+        rows.append(
+            {
+                "day": day + 1,
+                "batch_size": z.batch_size,
+                "phase": z.final.phase,
+                "power_limit_w": z.power_limit_w,
+                "profile_unfinished": z.profile_unfinished,
+                "steps": sum(steps),
+                "zeus_energy_j": round(z.energy_j, 1),
+                "default_energy_j": round(results["default"].energy_j, 1),
+                "cum_energy_ratio": round(totals["zeus"][0] / totals["default"][0], 4),
+                "cum_cost_ratio": round(totals["zeus"][1] / totals["default"][1], 4),
+                "budget_left_runs": None
+                if z.budget_left_runs is None
+                else round(z.budget_left_runs, 2),
+                "measurement": z.measurement,
+            }
+        )
         print(f"day {day + 1}: {rows[-1]}", file=sys.stderr)
     write_csv(args.output.with_suffix(".csv"), COLUMNS, rows)
-    lines = ["| day | Zeus ran (b, phase, W) | profile unfinished | steps | cumulative energy "
-             "/ Default | cumulative cost / Default | budget left (Default runs) |",
-             "|---|---|---|---|---|---|---|"]
-    lines += [f"| {r['day']} | {r['batch_size']}, {r['phase']}, {r['power_limit_w']} W | "
-              f"{'yes' if r['profile_unfinished'] else 'no'} | {r['steps']} | "
-              f"{r['cum_energy_ratio']} | {r['cum_cost_ratio']} | {r['budget_left_runs']} |"
-              for r in rows]
-    lines += ["", "Simulated energy (real PyTorch steps on the CPU, timed; the V100's traced "
-              "power curve); Default: batch size 128 at the maximum limit, same daily data."]
+    lines = [
+        "| day | Zeus ran (b, phase, W) | profile unfinished | steps | cumulative energy "
+        "/ Default | cumulative cost / Default | budget left (Default runs) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {r['day']} | {r['batch_size']}, {r['phase']}, {r['power_limit_w']} W | "
+        f"{'yes' if r['profile_unfinished'] else 'no'} | {r['steps']} | "
+        f"{r['cum_energy_ratio']} | {r['cum_cost_ratio']} | {r['budget_left_runs']} |"
+        for r in rows
+    ]
+    lines += [
+        "",
+        "Simulated energy (real PyTorch steps on the CPU, timed; the V100's traced "
+        "power curve); Default: batch size 128 at the maximum limit, same daily data.",
+    ]
     args.output.with_suffix(".md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     last = float(str(rows[-1]["cum_energy_ratio"]))

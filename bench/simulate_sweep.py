@@ -34,10 +34,18 @@ from zeus_airflow.cli.options import (
 # Upstream Zeus 0.16's legacy simulator (`zeus._legacy`) run on the same traces, eta 0.5,
 # beta 2, seeds 1-5: cumulative regret in 1e6 cost units, mean over the seeds.
 UPSTREAM_REGRET = {
-    ("v100", "librispeech"): 64.6, ("v100", "squad"): 2.9, ("v100", "sentiment140"): 4.7,
-    ("v100", "imagenet"): 66.0, ("v100", "cifar100"): 0.6, ("v100", "movielens-1m"): 0.1,
-    ("a40", "librispeech"): 69.2, ("a40", "squad"): 3.3, ("a40", "sentiment140"): 7.4,
-    ("a40", "imagenet"): 107.5, ("a40", "cifar100"): 0.8, ("a40", "movielens-1m"): 0.1,
+    ("v100", "librispeech"): 64.6,
+    ("v100", "squad"): 2.9,
+    ("v100", "sentiment140"): 4.7,
+    ("v100", "imagenet"): 66.0,
+    ("v100", "cifar100"): 0.6,
+    ("v100", "movielens-1m"): 0.1,
+    ("a40", "librispeech"): 69.2,
+    ("a40", "squad"): 3.3,
+    ("a40", "sentiment140"): 7.4,
+    ("a40", "imagenet"): 107.5,
+    ("a40", "cifar100"): 0.8,
+    ("a40", "movielens-1m"): 0.1,
 }
 MAX_GEOMEAN = 0.6
 """Geometric mean over the 12 cells of the regret ratio to upstream (issue 15)."""
@@ -51,26 +59,53 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_traces_option(parser)
     add_output_option(parser, "simulate")
-    parser.add_argument("--drift-detection", choices=["on", "off"], default=None,
-                        help="passed to `zeus-airflow simulate` (default: its default)")
-    parser.add_argument("--baseline", type=Path, default=None,
-                        help="CSV of another run of this sweep: compare Zeus-airflow's regret")
-    parser.add_argument("--quick", action="store_true",
-                        help="one cell, one seed, 20 recurrences, targets not checked: that the "
-                             "script runs (the suite runs it)")
+    parser.add_argument(
+        "--drift-detection",
+        choices=["on", "off"],
+        default=None,
+        help="passed to `zeus-airflow simulate` (default: its default)",
+    )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        help="CSV of another run of this sweep: compare Zeus-airflow's regret",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="one cell, one seed, 20 recurrences, targets not checked: that the "
+        "script runs (the suite runs it)",
+    )
     args = parser.parse_args()
     args.output = bench_output(args.output, args.quick, "simulate")
     csv_path, png_path = args.output.with_suffix(".csv"), args.output.with_suffix(".png")
     traces = traces_passed_on(args.traces)
     gpus, workloads = (GPUS[:1], WORKLOADS[:1]) if args.quick else (GPUS, WORKLOADS)
     seeds = ["1"] if args.quick else ["1", "2", "3", "4", "5"]
-    command = [sys.executable, "-m", "zeus_airflow.cli", "simulate", *traces,
-               *[a for g in gpus for a in ("--gpu", g)],
-               *[a for w in workloads for a in ("--workload", w)],
-               *(["--recurrences", "20"] if args.quick else []),
-               "--policy", "all", "--seeds", *seeds, "--eta", "0.5",
-               "--beta", "2", "--output-csv", str(csv_path), "--plot", str(png_path),
-               *(["--drift-detection", args.drift_detection] if args.drift_detection else [])]
+    command = [
+        sys.executable,
+        "-m",
+        "zeus_airflow.cli",
+        "simulate",
+        *traces,
+        *[a for g in gpus for a in ("--gpu", g)],
+        *[a for w in workloads for a in ("--workload", w)],
+        *(["--recurrences", "20"] if args.quick else []),
+        "--policy",
+        "all",
+        "--seeds",
+        *seeds,
+        "--eta",
+        "0.5",
+        "--beta",
+        "2",
+        "--output-csv",
+        str(csv_path),
+        "--plot",
+        str(png_path),
+        *(["--drift-detection", args.drift_detection] if args.drift_detection else []),
+    ]
     started = time.perf_counter()
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
     wall_s = time.perf_counter() - started
@@ -88,8 +123,7 @@ def read_runs(csv_path: Path) -> dict[tuple[str, str, str], list[dict[str, str]]
     return runs
 
 
-def compare(csv_path: Path, wall_s: float, baseline: Path | None = None
-            ) -> tuple[str, list[str]]:
+def compare(csv_path: Path, wall_s: float, baseline: Path | None = None) -> tuple[str, list[str]]:
     runs = read_runs(csv_path)
     base = read_runs(baseline) if baseline is not None else None
 
@@ -108,8 +142,10 @@ def compare(csv_path: Path, wall_s: float, baseline: Path | None = None
     cells = [(g, w) for g in GPUS for w in WORKLOADS if (g, w, "zeus") in runs]
     for gpu, workload in cells:
         zeus, default, grid = ((gpu, workload, p) for p in ("zeus", "default", "grid"))
-        regret = {p: avg(k, "cum_regret") / 1e6 for p, k in
-                  (("zeus", zeus), ("default", default), ("grid", grid))}
+        regret = {
+            p: avg(k, "cum_regret") / 1e6
+            for p, k in (("zeus", zeus), ("default", default), ("grid", grid))
+        }
         upstream = UPSTREAM_REGRET[(gpu, workload)]
         first = runs[zeus][0]
         b0_optimal = first["oracle_batch_size"] == runs[default][0]["final_batch_size"]
@@ -119,8 +155,9 @@ def compare(csv_path: Path, wall_s: float, baseline: Path | None = None
         wins += win
         ratios.append(max(regret["zeus"], 1e-3) / upstream)
         if abs(last5 - oracle) > 0.03:
-            missed.append(f"{gpu} {workload}: last-5 energy ratio {last5:.3f} vs oracle "
-                          f"{oracle:.3f}")
+            missed.append(
+                f"{gpu} {workload}: last-5 energy ratio {last5:.3f} vs oracle {oracle:.3f}"
+            )
         if not b0_optimal and regret["zeus"] >= regret["default"]:
             missed.append(f"{gpu} {workload}: regret not below Default's")
         versus = ""
@@ -130,14 +167,16 @@ def compare(csv_path: Path, wall_s: float, baseline: Path | None = None
             worst = max(worst, change)
             versus = f" {100 * change:+.1f} % |"
             if change > MAX_OVER_BASELINE:
-                missed.append(f"{gpu} {workload}: regret {100 * change:+.1f} % against "
-                              f"the baseline's")
+                missed.append(
+                    f"{gpu} {workload}: regret {100 * change:+.1f} % against the baseline's"
+                )
         lines.append(
             f"| {gpu.upper()} | {workload} | {'yes' if b0_optimal else 'no'} | "
             f"{first['oracle_batch_size']}, {first['oracle_power_limit_w']} | {last5:.3f} | "
             f"{oracle:.3f} | {regret['zeus']:.2f} | {upstream:.1f} | "
             f"{regret['default']:.2f} | {regret['grid']:.2f} | "
-            f"{regret['zeus'] / upstream:.2f} |{versus}")
+            f"{regret['zeus'] / upstream:.2f} |{versus}"
+        )
     seeds = " ".join(sorted({r["seed"] for v in runs.values() for r in v}, key=int))
     geomean = math.exp(mean(math.log(r) for r in ratios))
     if wins < 10:
@@ -153,8 +192,9 @@ def compare(csv_path: Path, wall_s: float, baseline: Path | None = None
         f"{sum(len(v) for v in runs.values())} simulations): {wall_s:.1f} s wall.",
     ]
     if base is not None:
-        lines[-1] += (f" Against the baseline ({baseline}): at most {100 * worst:+.1f} % in "
-                      "any cell.")
+        lines[-1] += (
+            f" Against the baseline ({baseline}): at most {100 * worst:+.1f} % in any cell."
+        )
     if missed:
         lines += ["", "Targets missed:", *[f"- {m}" for m in missed]]
     return "\n".join(lines), missed

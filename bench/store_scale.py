@@ -41,8 +41,14 @@ from zeus_airflow.core.store.tables import jobs, power_profiles, trials
 from zeus_airflow.core.traces import WorkloadTrace, load_workload_trace
 
 DEFAULT_TRACES = resolve_traces_dir()
-TIMED = ("register_job", "begin_trial", "load_profile", "save_profile", "finish_trial",
-         "fail_trial")
+TIMED = (
+    "register_job",
+    "begin_trial",
+    "load_profile",
+    "save_profile",
+    "finish_trial",
+    "fail_trial",
+)
 JOBS_PER_CHUNK = 500
 
 
@@ -62,6 +68,7 @@ class TimedStore(SQLStore):
                 return method(*args, **kwargs)
             finally:
                 self.spent_s[name].append(time.perf_counter() - started)
+
         return call
 
     def total_s(self) -> float:
@@ -70,12 +77,20 @@ class TimedStore(SQLStore):
 
 def job_config(trace: WorkloadTrace, job_id: str, window_size: int | None) -> JobConfig:
     w = trace.workload
-    return JobConfig(job_id, trace.batch_sizes, trace.default_batch_size, w.target_metric,
-                     w.max_epochs, w.higher_is_better, window_size=window_size)
+    return JobConfig(
+        job_id,
+        trace.batch_sizes,
+        trace.default_batch_size,
+        w.target_metric,
+        w.max_epochs,
+        w.higher_is_better,
+        window_size=window_size,
+    )
 
 
-def template_history(trace: WorkloadTrace, config: JobConfig, count: int
-                     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def template_history(
+    trace: WorkloadTrace, config: JobConfig, count: int
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The first ``count`` trials of a real run of the job, and its power profiles."""
     store, gpu = SQLStore.in_memory(), ReplayGPU(trace)
     engine = Engine(store, gpu, config, seed=1, heartbeat_s=None)
@@ -84,8 +99,10 @@ def template_history(trace: WorkloadTrace, config: JobConfig, count: int
         engine.run_recurrence(train, RecurrenceKey(f"r{run:05d}", "bench", "train"))
         run += 1
     with store.reading() as conn:
-        rows = [dict(r) for r in conn.execute(
-            select(trials).order_by(trials.c.id).limit(count)).mappings()]
+        rows = [
+            dict(r)
+            for r in conn.execute(select(trials).order_by(trials.c.id).limit(count)).mappings()
+        ]
         profiles = [dict(r) for r in conn.execute(select(power_profiles)).mappings()]
     for row in (*rows, *profiles):
         del row["id"], row["job_pk"]
@@ -96,8 +113,9 @@ def fill(store: SQLStore, trace: WorkloadTrace, prefix: str, args: argparse.Name
     """Make the store hold exactly ``args.jobs`` jobs named ``prefix.<i>`` with
     ``args.trials`` trials each (kept from an earlier run when already there)."""
     with store.reading() as conn:
-        existing = conn.execute(select(func.count()).where(
-            jobs.c.job_id.like(f"{prefix}.%"))).scalar_one()
+        existing = conn.execute(
+            select(func.count()).where(jobs.c.job_id.like(f"{prefix}.%"))
+        ).scalar_one()
     if existing == args.jobs:
         print(f"reusing the {existing} jobs {prefix}.* already in the store")
         return
@@ -108,25 +126,54 @@ def fill(store: SQLStore, trace: WorkloadTrace, prefix: str, args: argparse.Name
         conn.execute(delete(jobs).where(jobs.c.job_id.like(f"{prefix}.%")))
     for first in range(0, args.jobs, JOBS_PER_CHUNK):
         with store.transaction() as conn:
-            _fill_chunk(conn, config, prefix, range(first, min(first + JOBS_PER_CHUNK,
-                                                               args.jobs)), rows, profiles)
+            _fill_chunk(
+                conn,
+                config,
+                prefix,
+                range(first, min(first + JOBS_PER_CHUNK, args.jobs)),
+                rows,
+                profiles,
+            )
     with store.transaction() as conn:
         conn.execute(text("ANALYZE"))
-    print(f"filled {args.jobs} jobs x {len(rows)} trials in "
-          f"{time.perf_counter() - started:.0f} s")
+    print(f"filled {args.jobs} jobs x {len(rows)} trials in {time.perf_counter() - started:.0f} s")
 
 
-def _fill_chunk(conn: Connection, config: JobConfig, prefix: str, numbers: range,
-                rows: list[dict[str, Any]], profiles: list[dict[str, Any]]) -> None:
+def _fill_chunk(
+    conn: Connection,
+    config: JobConfig,
+    prefix: str,
+    numbers: range,
+    rows: list[dict[str, Any]],
+    profiles: list[dict[str, Any]],
+) -> None:
     decisions = max(r["decision_seq"] for r in rows)
     created = rows[0]["started_at"]
-    pks = conn.execute(insert(jobs).returning(jobs.c.id, sort_by_parameter_order=True), [
-        dict(job_id=f"{prefix}.{i}", version=1, fingerprint=config.fingerprint(),
-             config_json=_config_json(config, f"{prefix}.{i}"), seed=i, decisions=decisions,
-             active=True, created_at=created) for i in numbers]).scalars().all()
+    pks = (
+        conn.execute(
+            insert(jobs).returning(jobs.c.id, sort_by_parameter_order=True),
+            [
+                dict(
+                    job_id=f"{prefix}.{i}",
+                    version=1,
+                    fingerprint=config.fingerprint(),
+                    config_json=_config_json(config, f"{prefix}.{i}"),
+                    seed=i,
+                    decisions=decisions,
+                    active=True,
+                    created_at=created,
+                )
+                for i in numbers
+            ],
+        )
+        .scalars()
+        .all()
+    )
     # Each job has its own DAG runs, as in a real deployment.
-    conn.execute(insert(trials), [dict(row, job_pk=pk, run_id=f"{row['run_id']}-{pk}")
-                                  for pk in pks for row in rows])
+    conn.execute(
+        insert(trials),
+        [dict(row, job_pk=pk, run_id=f"{row['run_id']}-{pk}") for pk in pks for row in rows],
+    )
     conn.execute(insert(power_profiles), [dict(p, job_pk=pk) for pk in pks for p in profiles])
 
 
@@ -139,8 +186,9 @@ def _count(store: SQLStore, table: Any) -> int:
         return int(conn.execute(select(func.count()).select_from(table)).scalar_one())
 
 
-def measure(store: TimedStore, trace: WorkloadTrace, prefix: str, args: argparse.Namespace
-            ) -> list[float]:
+def measure(
+    store: TimedStore, trace: WorkloadTrace, prefix: str, args: argparse.Namespace
+) -> list[float]:
     """Per sampled job, the store's time for one recurrence (``store.spent_s`` has each
     call's)."""
     recurrence_s: list[float] = []
@@ -149,14 +197,17 @@ def measure(store: TimedStore, trace: WorkloadTrace, prefix: str, args: argparse
         config = job_config(trace, f"{prefix}.{number}", args.window_size)
         engine = Engine(store, gpu, config, heartbeat_s=None)
         before = store.total_s()
-        engine.run_recurrence(ReplayTraining(gpu, seed=number),
-                              RecurrenceKey(f"scale-{time.time_ns()}", "bench", "train"))
+        engine.run_recurrence(
+            ReplayTraining(gpu, seed=number),
+            RecurrenceKey(f"scale-{time.time_ns()}", "bench", "train"),
+        )
         recurrence_s.append(store.total_s() - before)
     return recurrence_s
 
 
-def decision_plans(store: SQLStore, trace: WorkloadTrace, prefix: str,
-                   args: argparse.Namespace) -> list[tuple[str, str]]:
+def decision_plans(
+    store: SQLStore, trace: WorkloadTrace, prefix: str, args: argparse.Namespace
+) -> list[tuple[str, str]]:
     """(statement, plan) of every statement one decision runs, on one of the big jobs."""
     captured: list[tuple[str, Any]] = []
 
@@ -169,8 +220,14 @@ def decision_plans(store: SQLStore, trace: WorkloadTrace, prefix: str,
     device = Engine(store, gpu, config).device_info
     event.listen(store.engine, "before_cursor_execute", capture)
     try:
-        start = store.begin_trial(job, RecurrenceKey(f"plan-{time.time_ns()}"), 1,
-                                  decided_by(ZeusPolicy()), device, frozenset())
+        start = store.begin_trial(
+            job,
+            RecurrenceKey(f"plan-{time.time_ns()}"),
+            1,
+            decided_by(ZeusPolicy()),
+            device,
+            frozenset(),
+        )
     finally:
         event.remove(store.engine, "before_cursor_execute", capture)
     store.fail_trial(start.trial_id, "query-plan probe, not a training run")
@@ -186,8 +243,10 @@ def decision_plans(store: SQLStore, trace: WorkloadTrace, prefix: str,
 
 def scans_table(plan: str) -> bool:
     """Whether a plan reads a whole table (SQLite ``SCAN``, PostgreSQL ``Seq Scan``)."""
-    return any(line.strip().startswith("SCAN zeus_") or "Seq Scan on zeus_" in line
-               for line in plan.splitlines())
+    return any(
+        line.strip().startswith("SCAN zeus_") or "Seq Scan on zeus_" in line
+        for line in plan.splitlines()
+    )
 
 
 def main() -> None:
@@ -197,22 +256,27 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=100, help="trials per job")
     parser.add_argument("--samples", type=int, default=300, help="recurrences measured")
     parser.add_argument("--window-size", type=int, default=None)
-    parser.add_argument("--traces", type=Path, default=DEFAULT_TRACES,
-                        help="default: $ZEUS_TRACES_DIR, else the traces shipped in the package")
+    parser.add_argument(
+        "--traces",
+        type=Path,
+        default=DEFAULT_TRACES,
+        help="default: $ZEUS_TRACES_DIR, else the traces shipped in the package",
+    )
     parser.add_argument("--gpu", default="v100")
     parser.add_argument("--workload", default="cifar100")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--quick", action="store_true",
-                        help="20 jobs x 20 trials, 5 samples: that the script runs (the suite "
-                             "runs it)")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="20 jobs x 20 trials, 5 samples: that the script runs (the suite runs it)",
+    )
     args = parser.parse_args()
     if args.quick:
         args.jobs, args.trials, args.samples = 20, 20, 5
 
     upgrade_store(args.db)
     trace = load_workload_trace(args.traces, args.gpu, args.workload)
-    prefix = (f"bench.scale.{args.gpu}.{args.workload}.w{args.window_size or 0}"
-              f".t{args.trials}")
+    prefix = f"bench.scale.{args.gpu}.{args.workload}.w{args.window_size or 0}.t{args.trials}"
     store = TimedStore(args.db)
     fill(store, trace, prefix, args)
     plans = decision_plans(store, trace, prefix, args)
@@ -223,16 +287,20 @@ def main() -> None:
     decide_ms = np.array(store.spent_s["begin_trial"]) * 1000
     # A try is decided, then recorded: the two calls pair up in order.
     try_ms = decide_ms + np.array(store.spent_s["finish_trial"]) * 1000
-    print(f"{store.where}: store time per recurrence over {args.samples} random jobs "
-          f"(window_size={args.window_size}); {_count(store, trials)} trials in the store; "
-          f"{len(try_ms)} tries: decide + record p50 {np.percentile(try_ms, 50):.2f} ms, "
-          f"p99 {np.percentile(try_ms, 99):.2f} ms")
-    print(f"jobs={args.jobs} trials={args.jobs * args.trials} samples={args.samples} "
-          f"recurrence_p50_ms={np.percentile(recurrence_ms, 50):.2f} "
-          f"recurrence_p99_ms={np.percentile(recurrence_ms, 99):.2f} "
-          f"decide_p50_ms={np.percentile(decide_ms, 50):.2f} "
-          f"decide_p99_ms={np.percentile(decide_ms, 99):.2f} "
-          f"plans={'SCANS' if any(scans_table(p) for _, p in plans) else 'indexed'}")
+    print(
+        f"{store.where}: store time per recurrence over {args.samples} random jobs "
+        f"(window_size={args.window_size}); {_count(store, trials)} trials in the store; "
+        f"{len(try_ms)} tries: decide + record p50 {np.percentile(try_ms, 50):.2f} ms, "
+        f"p99 {np.percentile(try_ms, 99):.2f} ms"
+    )
+    print(
+        f"jobs={args.jobs} trials={args.jobs * args.trials} samples={args.samples} "
+        f"recurrence_p50_ms={np.percentile(recurrence_ms, 50):.2f} "
+        f"recurrence_p99_ms={np.percentile(recurrence_ms, 99):.2f} "
+        f"decide_p50_ms={np.percentile(decide_ms, 50):.2f} "
+        f"decide_p99_ms={np.percentile(decide_ms, 99):.2f} "
+        f"plans={'SCANS' if any(scans_table(p) for _, p in plans) else 'indexed'}"
+    )
 
 
 if __name__ == "__main__":

@@ -51,16 +51,30 @@ def copy_jobs(url: str, jobs: int, dags: int) -> float:
     started = time.perf_counter()
     engine = create_engine(url)
     with engine.begin() as conn:
-        template = conn.execute(select(job_table).where(
-            job_table.c.job_id == TEMPLATE_JOB)).one()._asdict()
+        template = (
+            conn.execute(select(job_table).where(job_table.c.job_id == TEMPLATE_JOB))
+            .one()
+            ._asdict()
+        )
         for i in range(1, jobs):
             dag = f"bench_dag_{i % dags:03d}"
-            pk = conn.execute(insert(job_table).values(
-                {**{k: v for k, v in template.items() if k != "id"},
-                 "job_id": f"{dag}.train_{i:04d}"})).inserted_primary_key[0]
+            pk = conn.execute(
+                insert(job_table).values(
+                    {
+                        **{k: v for k, v in template.items() if k != "id"},
+                        "job_id": f"{dag}.train_{i:04d}",
+                    }
+                )
+            ).inserted_primary_key[0]
             # SQLite's datetime(): the copies' runs spread over a month of days
-            _copy(conn, trials, template["id"], pk, dag_id=literal(dag),
-                  started_at=func.datetime(trials.c.started_at, f"+{i % 30} days"))
+            _copy(
+                conn,
+                trials,
+                template["id"],
+                pk,
+                dag_id=literal(dag),
+                started_at=func.datetime(trials.c.started_at, f"+{i % 30} days"),
+            )
             _copy(conn, power_profiles, template["id"], pk)
     engine.dispose()
     return time.perf_counter() - started
@@ -71,11 +85,15 @@ def _copy(conn: object, table: object, from_pk: int, to_pk: int, **overrides: ob
     from sqlalchemy import insert, literal, select
 
     columns = [c for c in table.c if c.name != "id"]  # type: ignore[attr-defined]
-    chosen = [literal(to_pk).label("job_pk") if c.name == "job_pk"
-              else overrides.get(c.name, c) for c in columns]
-    conn.execute(insert(table).from_select(  # type: ignore[attr-defined]
-        [c.name for c in columns],
-        select(*chosen).where(table.c.job_pk == from_pk)))  # type: ignore[attr-defined]
+    chosen = [
+        literal(to_pk).label("job_pk") if c.name == "job_pk" else overrides.get(c.name, c)
+        for c in columns
+    ]
+    conn.execute(
+        insert(table).from_select(  # type: ignore[attr-defined]
+            [c.name for c in columns], select(*chosen).where(table.c.job_pk == from_pk)
+        )
+    )  # type: ignore[attr-defined]
 
 
 def in_process_breakdown(repeat: int = 5) -> dict[str, float]:
@@ -94,9 +112,20 @@ def in_process_breakdown(repeat: int = 5) -> dict[str, float]:
         marks.append(time.perf_counter())
         page = fleet_page(found, every, view)
         marks.append(time.perf_counter())
-        html = render.environment().get_template("jobs.html").render(
-            urls=Urls(""), assets=render.assets(), fleet=page, dag_id=None, task_id=None,
-            all_measurements=["replayed"], any_jobs=True, pages=10)
+        html = (
+            render.environment()
+            .get_template("jobs.html")
+            .render(
+                urls=Urls(""),
+                assets=render.assets(),
+                fleet=page,
+                dag_id=None,
+                task_id=None,
+                all_measurements=["replayed"],
+                any_jobs=True,
+                pages=10,
+            )
+        )
         marks.append(time.perf_counter())
         samples.append([(b - a) * 1e3 for a, b in pairwise(marks)])
     assert html and page.chart is not None
@@ -110,9 +139,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=12, help="runs of each job")
     parser.add_argument("--requests", type=int, default=20)
     add_workload_options(parser)
-    parser.add_argument("--quick", action="store_true",
-                        help="30 jobs of 3 runs in 3 DAGs, 3 requests, the target not checked: "
-                             "that the script runs (the suite runs it)")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="30 jobs of 3 runs in 3 DAGs, 3 requests, the target not checked: "
+        "that the script runs (the suite runs it)",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.jobs, args.runs, args.dags, args.requests = 30, 3, 3, 3
@@ -120,8 +152,10 @@ def main(argv: list[str] | None = None) -> int:
     work, url = bench_home("zeus-bench-fleet-")
     fill_s = fill_store(url, args.runs, args.workload, args.traces)
     copy_s = copy_jobs(url, args.jobs, args.dags)
-    print(f"store: {args.jobs} jobs of {args.runs} runs ({args.workload}, replayed) in "
-          f"{args.dags} DAGs: {fill_s:.1f} s through the engine, {copy_s:.1f} s copying")
+    print(
+        f"store: {args.jobs} jobs of {args.runs} runs ({args.workload}, replayed) in "
+        f"{args.dags} DAGs: {fill_s:.1f} s through the engine, {copy_s:.1f} s copying"
+    )
     migrate_airflow()
 
     sys.path.insert(0, str(REPO / "tests"))
@@ -137,8 +171,12 @@ def main(argv: list[str] | None = None) -> int:
         size = len(answer.content)
         assert answer.text.count('<a href="/zeus/jobs/') == min(args.jobs, PER_PAGE)
         assert 'id="chart-fleet-cumulative"' in answer.text
-        filtered = httpx.get(server.url + "/zeus/jobs", headers=headers, timeout=60,
-                             params={"dag": "bench_dag_001", "sort": "energy", "desc": "1"})
+        filtered = httpx.get(
+            server.url + "/zeus/jobs",
+            headers=headers,
+            timeout=60,
+            params={"dag": "bench_dag_001", "sort": "energy", "desc": "1"},
+        )
         filtered.raise_for_status()
         time.sleep(0.5)  # the access log line is written after the response
         server_ms = server_times_ms(server.log_text(), "/zeus/jobs")[WARMUP:]
@@ -147,8 +185,15 @@ def main(argv: list[str] | None = None) -> int:
     filtered_ms = server_ms.pop()
     assert len(server_ms) == args.requests, "access log lines missing"
     stages = in_process_breakdown()
-    report("fleet page", f"jobs={args.jobs}", server_ms, client_ms, size, stages,
-           f"; one DAG's jobs, sorted by energy: {filtered_ms:.0f} ms")
+    report(
+        "fleet page",
+        f"jobs={args.jobs}",
+        server_ms,
+        client_ms,
+        size,
+        stages,
+        f"; one DAG's jobs, sorted by energy: {filtered_ms:.0f} ms",
+    )
     return 0 if statistics.median(server_ms) <= TARGET_MS or args.quick else 1
 
 

@@ -45,14 +45,20 @@ def fill_store(url: str, runs: int, workload: str, traces: str | None) -> float:
 
     trace = load_workload_trace(resolve_traces_dir(traces), "v100", workload)
     gpu, store = ReplayGPU(trace), SQLStore(url, create_schema=True)
-    config = JobConfig(JOB_ID, trace.batch_sizes, trace.default_batch_size,
-                       trace.workload.target_metric, trace.workload.max_epochs,
-                       trace.workload.higher_is_better)
+    config = JobConfig(
+        JOB_ID,
+        trace.batch_sizes,
+        trace.default_batch_size,
+        trace.workload.target_metric,
+        trace.workload.max_epochs,
+        trace.workload.higher_is_better,
+    )
     engine, train = Engine(store, gpu, config, seed=1, heartbeat_s=None), ReplayTraining(gpu, 1)
     started = time.perf_counter()
     for i in range(runs):
-        engine.run_recurrence(train, RecurrenceKey(run_id=f"scheduled__{i:05d}",
-                                                   dag_id="bench_dag", task_id="train"))
+        engine.run_recurrence(
+            train, RecurrenceKey(run_id=f"scheduled__{i:05d}", dag_id="bench_dag", task_id="train")
+        )
     store.engine.dispose()
     return time.perf_counter() - started
 
@@ -60,8 +66,11 @@ def fill_store(url: str, runs: int, workload: str, traces: str | None) -> float:
 def add_workload_options(parser: argparse.ArgumentParser) -> None:
     """``--workload`` and ``--traces``: the replayed paper workload that fills the store."""
     parser.add_argument("--workload", default="cifar100")
-    parser.add_argument("--traces", default=None,
-                        help="default: $ZEUS_TRACES_DIR, else the traces shipped in the package")
+    parser.add_argument(
+        "--traces",
+        default=None,
+        help="default: $ZEUS_TRACES_DIR, else the traces shipped in the package",
+    )
 
 
 def bench_home(prefix: str) -> tuple[Path, str]:
@@ -69,14 +78,23 @@ def bench_home(prefix: str) -> tuple[Path, str]:
     (the api-server started later inherits them)."""
     work = Path(tempfile.mkdtemp(prefix=prefix))
     home, url = work / "airflow", f"sqlite:///{work / 'zeus.db'}"
-    os.environ.update({"AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-                       "ZEUS_AIRFLOW_DB_URL": url})
+    os.environ.update(
+        {
+            "AIRFLOW_HOME": str(home),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "ZEUS_AIRFLOW_DB_URL": url,
+        }
+    )
     return work, url
 
 
 def migrate_airflow() -> None:
-    subprocess.run([str(Path(sys.executable).parent / "airflow"), "db", "migrate"], check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        [str(Path(sys.executable).parent / "airflow"), "db", "migrate"],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def timed_gets(url: str, headers: dict[str, str], requests: int) -> tuple[list[float], Any]:
@@ -118,10 +136,21 @@ def in_process_breakdown(runs: int, repeat: int = 5) -> dict[str, float]:
         marks.append(time.perf_counter())
         page = queries.run_page(detail.runs)
         marks.append(time.perf_counter())
-        html = render.environment().get_template("job.html").render(
-            urls=Urls(""), assets=render.assets(), detail=detail, charts=charts, page=page,
-            highlight=None, highlight_map_index=None, is_run=queries.is_run,
-            version_param=None)  # as plugins/pages.py's job_page renders it
+        html = (
+            render.environment()
+            .get_template("job.html")
+            .render(
+                urls=Urls(""),
+                assets=render.assets(),
+                detail=detail,
+                charts=charts,
+                page=page,
+                highlight=None,
+                highlight_map_index=None,
+                is_run=queries.is_run,
+                version_param=None,
+            )
+        )  # as plugins/pages.py's job_page renders it
         marks.append(time.perf_counter())
         samples.append([(b - a) * 1e3 for a, b in pairwise(marks)])
     assert len(detail.runs) == runs and html
@@ -133,9 +162,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=1000)
     parser.add_argument("--requests", type=int, default=30)
     add_workload_options(parser)
-    parser.add_argument("--quick", action="store_true",
-                        help="30 runs, 3 requests, the target not checked: that the script runs "
-                             "(the suite runs it)")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="30 runs, 3 requests, the target not checked: that the script runs "
+        "(the suite runs it)",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.runs, args.requests = 30, 3
@@ -164,19 +196,31 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if statistics.median(server_ms) <= TARGET_MS or args.quick else 1
 
 
-def report(page: str, count: str, server_ms: list[float], client_ms: list[float], size: int,
-           stages: dict[str, Any], extra: str = "") -> None:
+def report(
+    page: str,
+    count: str,
+    server_ms: list[float],
+    client_ms: list[float],
+    size: int,
+    stages: dict[str, Any],
+    extra: str = "",
+) -> None:
     """The figures, then the last line ``<count> server_p50_ms=... page_kb=...``."""
+
     def p95(values: list[float]) -> float:
         return sorted(values)[max(0, round(0.95 * len(values)) - 1)]
 
-    print(f"{page}, {len(server_ms)} requests: server p50 {statistics.median(server_ms):.0f} "
-          f"ms, p95 {p95(server_ms):.0f} ms, max {max(server_ms):.0f} ms; client p50 "
-          f"{statistics.median(client_ms):.0f} ms; {size / 1024:.0f} KiB of HTML{extra}")
+    print(
+        f"{page}, {len(server_ms)} requests: server p50 {statistics.median(server_ms):.0f} "
+        f"ms, p95 {p95(server_ms):.0f} ms, max {max(server_ms):.0f} ms; client p50 "
+        f"{statistics.median(client_ms):.0f} ms; {size / 1024:.0f} KiB of HTML{extra}"
+    )
     print("in process (median): " + ", ".join(f"{k} {v:.0f} ms" for k, v in stages.items()))
     print(f"load average while measuring: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-    print(f"{count} server_p50_ms={statistics.median(server_ms):.1f} "
-          f"server_p95_ms={p95(server_ms):.1f} page_kb={size / 1024:.0f}")
+    print(
+        f"{count} server_p50_ms={statistics.median(server_ms):.1f} "
+        f"server_p95_ms={p95(server_ms):.1f} page_kb={size / 1024:.0f}"
+    )
 
 
 if __name__ == "__main__":

@@ -61,9 +61,12 @@ with DAG(
     tags=["zeus", "capriccio", "simulated"],
     doc_md=__doc__,
     params={
-        "corpus_csv": Param("", type="string",
-                            description="Sentiment140-format CSV; empty: $ZEUS_CAPRICCIO_CSV "
-                                        "or the synthetic corpus"),
+        "corpus_csv": Param(
+            "",
+            type="string",
+            description="Sentiment140-format CSV; empty: $ZEUS_CAPRICCIO_CSV "
+            "or the synthetic corpus",
+        ),
         "slice_size": Param(DEMO_SLICE_SIZE, type="integer", minimum=2),
         "val_size": Param(DEMO_VAL_SIZE, type="integer", minimum=1),
         "split_seed": Param(DEFAULT_SPLIT_SEED, type="integer"),
@@ -82,15 +85,24 @@ with DAG(
         from zeus_airflow.core.store.location import airflow_home
 
         params, root = context["params"], airflow_home() / "capriccio"
-        corpus = params["corpus_csv"] or os.environ.get("ZEUS_CAPRICCIO_CSV") \
+        corpus = (
+            params["corpus_csv"]
+            or os.environ.get("ZEUS_CAPRICCIO_CSV")
             or ensure_corpus(root / "synthetic.csv")
+        )
         day = context["logical_date"].date()
-        out = prepare_day(corpus, day, root / "slices",
-                          SliceSizes(params["slice_size"], params["val_size"]),
-                          params["split_seed"])
+        out = prepare_day(
+            corpus,
+            day,
+            root / "slices",
+            SliceSizes(params["slice_size"], params["val_size"]),
+            params["split_seed"],
+        )
         if out is None:
-            raise AirflowSkipException(f"no Capriccio slice starts on {day} in {corpus}: a "
-                                       "day without tweets, or too late for a full slice")
+            raise AirflowSkipException(
+                f"no Capriccio slice starts on {day} in {corpus}: a "
+                "day without tweets, or too late for a full slice"
+            )
         context["outlet_events"][SLICES].extra = {"day": day.isoformat(), "path": str(out)}
         return str(out)
 

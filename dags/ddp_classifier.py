@@ -30,10 +30,14 @@ def train_rank(run: Any, day: str) -> dict[str, float] | None:
     dist.init_process_group("nccl" if cuda else "gloo")
     device = torch.device("cuda", run.local_rank) if cuda else torch.device("cpu")
     seed = int(day.replace("-", ""))
-    data = TensorDataset(*classifier.clusters(CENTRES_SEED, seed, SAMPLES, features=FEATURES,
-                                              classes=CLASSES, spread=SPREAD))
-    validation = classifier.clusters(CENTRES_SEED, seed + 1, SAMPLES // 4, features=FEATURES,
-                                     classes=CLASSES, spread=SPREAD)
+    data = TensorDataset(
+        *classifier.clusters(
+            CENTRES_SEED, seed, SAMPLES, features=FEATURES, classes=CLASSES, spread=SPREAD
+        )
+    )
+    validation = classifier.clusters(
+        CENTRES_SEED, seed + 1, SAMPLES // 4, features=FEATURES, classes=CLASSES, spread=SPREAD
+    )
     sampler = DistributedSampler(data, seed=seed)
     loader = DataLoader(data, batch_size=run.per_rank_batch_size, sampler=sampler)
     torch.manual_seed(seed)
@@ -45,8 +49,13 @@ def train_rank(run: Any, day: str) -> dict[str, float] | None:
         sampler.set_epoch(epoch)  # each epoch shuffles the ranks' shares anew
         return ((x.to(device), y.to(device)) for x, y in loader)
 
-    accuracy = classifier.fit(run, model, optimizer, epoch_batches,
-                              (validation[0].to(device), validation[1].to(device)),
-                              evaluated=net)
+    accuracy = classifier.fit(
+        run,
+        model,
+        optimizer,
+        epoch_batches,
+        (validation[0].to(device), validation[1].to(device)),
+        evaluated=net,
+    )
     dist.destroy_process_group()
     return {"accuracy": accuracy} if run.rank == 0 else None

@@ -44,8 +44,9 @@ with DAG(
 ):
     ZeusTrainOperator(
         task_id="train",
-        train=DistributedTraining(f"{Path(__file__).with_name('ddp_classifier.py')}:train_rank",
-                                  nproc_per_node=2),
+        train=DistributedTraining(
+            f"{Path(__file__).with_name('ddp_classifier.py')}:train_rank", nproc_per_node=2
+        ),
         train_kwargs={"day": "{{ ds }}"},
         batch_sizes=[32, 64, 128, 256],
         default_batch_size=128,

@@ -41,8 +41,22 @@ from zeus_airflow import TrainingRun, ZeusTrainOperator
 
 POSITIVE = ("good", "great", "fine", "nice", "superb")
 NEGATIVE = ("bad", "poor", "awful", "dull", "weak")
-NEUTRAL = ("the", "a", "movie", "plot", "was", "really", "very", "actor", "it", "film",
-           "story", "quite", "and", "end")
+NEUTRAL = (
+    "the",
+    "a",
+    "movie",
+    "plot",
+    "was",
+    "really",
+    "very",
+    "actor",
+    "it",
+    "film",
+    "story",
+    "quite",
+    "and",
+    "end",
+)
 LENGTH, TRAIN_SAMPLES, EVAL_SAMPLES = 10, 512, 256
 
 
@@ -68,8 +82,13 @@ def tokenizer() -> Any:
     vocab = {word: i for i, word in enumerate([*specials, *POSITIVE, *NEGATIVE, *NEUTRAL])}
     words = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
     words.pre_tokenizer = pre_tokenizers.Whitespace()
-    return PreTrainedTokenizerFast(tokenizer_object=words, pad_token="[PAD]",
-                                   unk_token="[UNK]", cls_token="[CLS]", sep_token="[SEP]")
+    return PreTrainedTokenizerFast(
+        tokenizer_object=words,
+        pad_token="[PAD]",
+        unk_token="[UNK]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+    )
 
 
 def train(run: TrainingRun, day: str) -> dict[str, float]:
@@ -90,29 +109,56 @@ def train(run: TrainingRun, day: str) -> dict[str, float]:
 
     def dataset(offset: int, samples: int) -> list[dict[str, Any]]:
         texts, labels = reviews(seed + offset, samples)
-        batch = tokens(texts, padding="max_length", max_length=LENGTH + 1, truncation=True,
-                       return_tensors="pt")
-        return [{"input_ids": batch["input_ids"][i], "attention_mask":
-                 batch["attention_mask"][i], "labels": torch.tensor(labels[i])}
-                for i in range(samples)]
+        batch = tokens(
+            texts, padding="max_length", max_length=LENGTH + 1, truncation=True, return_tensors="pt"
+        )
+        return [
+            {
+                "input_ids": batch["input_ids"][i],
+                "attention_mask": batch["attention_mask"][i],
+                "labels": torch.tensor(labels[i]),
+            }
+            for i in range(samples)
+        ]
 
     torch.manual_seed(seed)
-    model = BertForSequenceClassification(BertConfig(
-        vocab_size=tokens.vocab_size, hidden_size=32, num_hidden_layers=2,
-        num_attention_heads=2, intermediate_size=64, max_position_embeddings=LENGTH + 1,
-        num_labels=2))
-    args = TrainingArguments(tempfile.mkdtemp(prefix="hf_finetune-"), eval_strategy="epoch",
-                             learning_rate=3e-3, report_to=[], save_strategy="no",
-                             logging_strategy="no", disable_tqdm=True, use_cpu=True, seed=seed)
+    model = BertForSequenceClassification(
+        BertConfig(
+            vocab_size=tokens.vocab_size,
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=64,
+            max_position_embeddings=LENGTH + 1,
+            num_labels=2,
+        )
+    )
+    args = TrainingArguments(
+        tempfile.mkdtemp(prefix="hf_finetune-"),
+        eval_strategy="epoch",
+        learning_rate=3e-3,
+        report_to=[],
+        save_strategy="no",
+        logging_strategy="no",
+        disable_tqdm=True,
+        use_cpu=True,
+        seed=seed,
+    )
     zeus = ZeusTrainerCallback(run, args, metric="accuracy")  # before the Trainer
 
     def accuracy(prediction: Any) -> dict[str, float]:
-        return {"accuracy": float((prediction.predictions.argmax(-1)
-                                   == prediction.label_ids).mean())}
+        return {
+            "accuracy": float((prediction.predictions.argmax(-1) == prediction.label_ids).mean())
+        }
 
-    trainer = Trainer(model=model, args=args, train_dataset=dataset(0, TRAIN_SAMPLES),
-                      eval_dataset=dataset(1, EVAL_SAMPLES), compute_metrics=accuracy,
-                      callbacks=[zeus])
+    trainer = Trainer(
+        model=model,
+        args=args,
+        train_dataset=dataset(0, TRAIN_SAMPLES),
+        eval_dataset=dataset(1, EVAL_SAMPLES),
+        compute_metrics=accuracy,
+        callbacks=[zeus],
+    )
     trainer.train()
     return {"accuracy": run.last_metric or 0.0}
 

@@ -45,8 +45,7 @@ def train(run: TrainingRun, hour: str) -> dict[str, float]:
     torch.set_num_threads(1)  # parallel tasks on one machine must not fight over cores
     # 8 classes in 32 dimensions; the centres stay the same every hour, each hour draws a
     # new sample around them.
-    task = classifier.Task(centres_seed=0, spread=0.55, train_samples=8192,
-                           validation_samples=2048)
+    task = classifier.Task(centres_seed=0, spread=0.55, train_samples=8192, validation_samples=2048)
     return {"validation_accuracy": task.retrain(run, seed=int(hour))}
 
 

@@ -64,18 +64,26 @@ def train(run: TrainingRun, day: str) -> dict[str, float]:
     class Classifier(pl.LightningModule):
         def __init__(self) -> None:
             super().__init__()
-            self.net = torch.nn.Sequential(torch.nn.Linear(FEATURES, 64), torch.nn.ReLU(),
-                                           torch.nn.Linear(64, 64), torch.nn.ReLU(),
-                                           torch.nn.Linear(64, ARMS))
+            self.net = torch.nn.Sequential(
+                torch.nn.Linear(FEATURES, 64),
+                torch.nn.ReLU(),
+                torch.nn.Linear(64, 64),
+                torch.nn.ReLU(),
+                torch.nn.Linear(64, ARMS),
+            )
             self.batch_size = 64  # replaced by the callback before the DataLoader is built
 
         def train_dataloader(self) -> DataLoader:
-            return DataLoader(TensorDataset(*spirals(seed, TRAIN_SAMPLES)),
-                              batch_size=self.batch_size, shuffle=True)
+            return DataLoader(
+                TensorDataset(*spirals(seed, TRAIN_SAMPLES)),
+                batch_size=self.batch_size,
+                shuffle=True,
+            )
 
         def val_dataloader(self) -> DataLoader:
-            return DataLoader(TensorDataset(*spirals(seed + 1, VALIDATION_SAMPLES)),
-                              batch_size=VALIDATION_SAMPLES)
+            return DataLoader(
+                TensorDataset(*spirals(seed + 1, VALIDATION_SAMPLES)), batch_size=VALIDATION_SAMPLES
+            )
 
         def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
             features, labels = batch
@@ -89,10 +97,15 @@ def train(run: TrainingRun, day: str) -> dict[str, float]:
             return torch.optim.Adam(self.parameters(), lr=3e-3)
 
     torch.manual_seed(seed)
-    trainer = pl.Trainer(accelerator="cpu", devices=1, logger=False,
-                         enable_checkpointing=False, enable_progress_bar=False,
-                         enable_model_summary=False,
-                         callbacks=[ZeusLightningCallback(run, metric="val_acc")])
+    trainer = pl.Trainer(
+        accelerator="cpu",
+        devices=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[ZeusLightningCallback(run, metric="val_acc")],
+    )
     trainer.fit(Classifier())
     return {"val_acc": run.last_metric or 0.0}
 

@@ -83,5 +83,8 @@ with DAG(
         device="simulated:v100",
         warmup_steps=3,  # an epoch is 16 to 256 steps: profile in short slices
         profile_steps=10,
-    ).expand(train_kwargs=[{"region": r, "day": "{{ data_interval_start.int_timestamp }}"}
-                           for r in REGIONS])
+    ).expand(
+        train_kwargs=[
+            {"region": r, "day": "{{ data_interval_start.int_timestamp }}"} for r in REGIONS
+        ]
+    )

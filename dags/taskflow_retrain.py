@@ -28,8 +28,13 @@ from zeus_airflow import TrainingRun
 from zeus_airflow.operators.replay import replay_job_settings, replay_train
 
 
-@dag(schedule="@daily", start_date=pendulum.datetime(2025, 1, 1, tz="UTC"), catchup=False,
-     max_active_runs=1, doc_md=__doc__)
+@dag(
+    schedule="@daily",
+    start_date=pendulum.datetime(2025, 1, 1, tz="UTC"),
+    catchup=False,
+    max_active_runs=1,
+    doc_md=__doc__,
+)
 def taskflow_retrain() -> None:
     @task.zeus(device="replay:v100:cifar100", **replay_job_settings("v100", "cifar100"))
     def train(run: TrainingRun, day: str) -> dict[str, object]:

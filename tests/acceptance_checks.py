@@ -90,42 +90,71 @@ def read_jobs(store_url: str, dag_id: str, run_order: list[str]) -> dict[str, Jo
     try:
         with store.connect() as conn:
             rows = conn.execute(
-                select(jobs.c.job_id, trials).join(jobs, jobs.c.id == trials.c.job_pk)
-                .where(trials.c.dag_id == dag_id,
-                       trials.c.status.in_(("succeeded", "failed", "expired", "error")))
-                .order_by(trials.c.decision_seq)).all()
+                select(jobs.c.job_id, trials)
+                .join(jobs, jobs.c.id == trials.c.job_pk)
+                .where(
+                    trials.c.dag_id == dag_id,
+                    trials.c.status.in_(("succeeded", "failed", "expired", "error")),
+                )
+                .order_by(trials.c.decision_seq)
+            ).all()
             job_ids = sorted({r.job_id for r in rows})
-            phases = {job_id: decision_state(conn, current(history))[0]
-                      for job_id, history in versions(conn, job_ids).items()}
+            phases = {
+                job_id: decision_state(conn, current(history))[0]
+                for job_id, history in versions(conn, job_ids).items()
+            }
     finally:
         store.dispose()
     found: dict[str, dict[tuple[str, int], Run]] = {}
     for r in rows:
-        run = found.setdefault(r.job_id, {}).setdefault((r.run_id, r.map_index),
-                                                         Run(r.run_id, r.map_index))
-        run.tries.append(Try(r.batch_size, r.status, r.phase, r.cost, r.epochs,
-                             bool(r.reached_target), r.stop_reason, r.setup_time_s))
-    return {job_id: Job(job_id, phases[job_id],
-                        sorted(by_run.values(), key=lambda run: (run_order.index(run.run_id),
-                                                                  run.map_index)))
-            for job_id, by_run in found.items()}
+        run = found.setdefault(r.job_id, {}).setdefault(
+            (r.run_id, r.map_index), Run(r.run_id, r.map_index)
+        )
+        run.tries.append(
+            Try(
+                r.batch_size,
+                r.status,
+                r.phase,
+                r.cost,
+                r.epochs,
+                bool(r.reached_target),
+                r.stop_reason,
+                r.setup_time_s,
+            )
+        )
+    return {
+        job_id: Job(
+            job_id,
+            phases[job_id],
+            sorted(by_run.values(), key=lambda run: (run_order.index(run.run_id), run.map_index)),
+        )
+        for job_id, by_run in found.items()
+    }
 
 
 def summary(found: dict[str, Job]) -> str:
     lines = []
     for job in found.values():
-        sizes = ", ".join(f"b={b}: {len(c)} x {statistics.fmean(c):.0f}"
-                          for b, c in sorted(job.size_costs().items()))
-        lines.append(f"job {job.job_id} (phase {job.phase}): {len(job.runs)} runs; mean cost "
-                     f"of tries that reached the target: {sizes or 'none'}")
+        sizes = ", ".join(
+            f"b={b}: {len(c)} x {statistics.fmean(c):.0f}"
+            for b, c in sorted(job.size_costs().items())
+        )
+        lines.append(
+            f"job {job.job_id} (phase {job.phase}): {len(job.runs)} runs; mean cost "
+            f"of tries that reached the target: {sizes or 'none'}"
+        )
         for n, run in enumerate(job.runs, start=1):
-            lines.append(f"  {n:2d} {run.run_id[-25:]:25} map {run.map_index} "
-                         f"cost {run.cost:7.0f}  " + "  ".join(map(str, run.tries)))
+            lines.append(
+                f"  {n:2d} {run.run_id[-25:]:25} map {run.map_index} "
+                f"cost {run.cost:7.0f}  " + "  ".join(map(str, run.tries))
+            )
         if job.size_costs():
             best, best_mean = job.cheapest_mean()
-            lines.append(f"  last {LAST} runs' mean cost {job.last_mean():.0f} = "
-                         f"{job.last_mean() / best_mean:.2f}x the cheapest size's "
-                         f"(b={best}, {best_mean:.0f})")
+            lines.append(
+                f"  last {LAST} runs' mean cost {job.last_mean():.0f} = "
+                f"{job.last_mean() / best_mean:.2f}x the cheapest size's "
+                f"(b={best}, {best_mean:.0f})"
+            )
     return "\n".join(lines)
 
 
@@ -138,9 +167,12 @@ def layout_problems(found: dict[str, Job], runs: int, regions: int) -> list[str]
     """One job per region, each fed by one map index on each of ``runs`` days."""
     problems: list[str] = []
     # Each region has its own job: one job per region, each fed by one map index, every day.
-    by_map_index = {i: sorted(job.job_id for job in found.values()
-                              if any(run.map_index == i for run in job.runs))
-                    for i in range(regions)}
+    by_map_index = {
+        i: sorted(
+            job.job_id for job in found.values() if any(run.map_index == i for run in job.runs)
+        )
+        for i in range(regions)
+    }
     if len(found) != regions or any(len(ids) != 1 for ids in by_map_index.values()):
         problems.append(f"expected one job per region; job ids by map index: {by_map_index}")
     for job in found.values():
@@ -165,8 +197,10 @@ def convergence_problems(found: dict[str, Job]) -> list[str]:
             continue
         best, best_mean = job.cheapest_mean()
         if job.last_mean() > COST_BOUND * best_mean:
-            problems.append(f"{job.job_id}: the last {LAST} runs' mean cost "
-                            f"{job.last_mean():.0f} is {job.last_mean() / best_mean:.2f}x "
-                            f"the cheapest size's (b={best}, {best_mean:.0f}); bound "
-                            f"{COST_BOUND}x")
+            problems.append(
+                f"{job.job_id}: the last {LAST} runs' mean cost "
+                f"{job.last_mean():.0f} is {job.last_mean() / best_mean:.2f}x "
+                f"the cheapest size's (b={best}, {best_mean:.0f}); bound "
+                f"{COST_BOUND}x"
+            )
     return problems

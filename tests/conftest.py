@@ -22,26 +22,30 @@ SLOW_FIXTURES = frozenset({"api_server", "browser"})
 """A real api-server (and Chromium) for the UI: tens of seconds to start."""
 SLOW_HELPERS = frozenset({"scheduler_harness"})
 """Modules whose users start Airflow's real servers (scheduler, dag-processor, api-server)."""
-SLOW_MODULES = frozenset({
-    "test_bench_quick",  # every bench script in a subprocess
-    "test_celery_topology",  # a real Celery worker and Redis
-    "test_deploy_compose",  # docker-compose config and the image's files
-    "test_light_install",  # a base install in a fresh venv
-    "test_gpu_check",  # bench/gpu_check.py in fresh interpreters
-    "test_distributed",  # DDP ranks as processes
-    "test_capriccio_dag",  # the Capriccio DAG's real training
-    "test_capriccio_training",
-    "test_integration_huggingface",  # real Trainer runs
-    "test_integration_lightning",
-    "test_operator_demo",  # the demo's DAG over many logical dates
-    "test_standalone",  # the CLI in fresh interpreters
-    "test_dags",  # the example DAGs' real trainings (DDP ranks, Hugging Face, Lightning)
-    "test_store_concurrency",  # racing worker processes on both backends
-})
+SLOW_MODULES = frozenset(
+    {
+        "test_bench_quick",  # every bench script in a subprocess
+        "test_celery_topology",  # a real Celery worker and Redis
+        "test_deploy_compose",  # docker-compose config and the image's files
+        "test_light_install",  # a base install in a fresh venv
+        "test_gpu_check",  # bench/gpu_check.py in fresh interpreters
+        "test_distributed",  # DDP ranks as processes
+        "test_capriccio_dag",  # the Capriccio DAG's real training
+        "test_capriccio_training",
+        "test_integration_huggingface",  # real Trainer runs
+        "test_integration_lightning",
+        "test_operator_demo",  # the demo's DAG over many logical dates
+        "test_standalone",  # the CLI in fresh interpreters
+        "test_dags",  # the example DAGs' real trainings (DDP ranks, Hugging Face, Lightning)
+        "test_store_concurrency",  # racing worker processes on both backends
+    }
+)
 """Modules whose tests take seconds each (measured with --durations)."""
-SLOW_TESTS = frozenset({
-    "test_airflow_compat.py::test_importing_on_airflow_3_1_names_the_supported_versions",
-})
+SLOW_TESTS = frozenset(
+    {
+        "test_airflow_compat.py::test_importing_on_airflow_3_1_names_the_supported_versions",
+    }
+)
 """Single tests as ``<file>::<function>``: a fresh interpreter importing Airflow each."""
 
 
@@ -51,9 +55,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         module = getattr(item, "module", None)
         name = getattr(module, "__name__", "")
-        helpers = {getattr(value, "__module__", None) for value in vars(module).values()} \
-            if module is not None else set()
+        helpers = (
+            {getattr(value, "__module__", None) for value in vars(module).values()}
+            if module is not None
+            else set()
+        )
         function = f"{item.path.name}::{getattr(item, 'originalname', item.name)}"
-        if (name in SLOW_MODULES or helpers & SLOW_HELPERS or function in SLOW_TESTS
-                or SLOW_FIXTURES & set(getattr(item, "fixturenames", ()))):
+        if (
+            name in SLOW_MODULES
+            or helpers & SLOW_HELPERS
+            or function in SLOW_TESTS
+            or SLOW_FIXTURES & set(getattr(item, "fixturenames", ()))
+        ):
             item.add_marker(pytest.mark.slow)

@@ -14,8 +14,14 @@ from typing import Any
 SAMPLES, FEATURES = 128, 8
 
 
-def train_rank(run: Any, record_dir: str, fail_rank: int = -1, fail_epoch: int = 0,
-               metrics: list[float] | None = None, send: list[Any] | None = None) -> Any:
+def train_rank(
+    run: Any,
+    record_dir: str,
+    fail_rank: int = -1,
+    fail_epoch: int = 0,
+    metrics: list[float] | None = None,
+    send: list[Any] | None = None,
+) -> Any:
     """Train a linear classifier with DistributedDataParallel. ``fail_rank`` raises at its
     ``fail_epoch``; ``metrics`` scripts the reported metric per epoch; ``send`` writes raw
     messages on the rank's channel (what a rogue rank could try)."""
@@ -28,8 +34,9 @@ def train_rank(run: Any, record_dir: str, fail_rank: int = -1, fail_epoch: int =
     dist.init_process_group("gloo")
     draw = torch.Generator().manual_seed(0)
     labels = torch.arange(SAMPLES) % 2
-    data = TensorDataset(torch.randn(SAMPLES, FEATURES, generator=draw) + labels[:, None] * 2,
-                         labels)
+    data = TensorDataset(
+        torch.randn(SAMPLES, FEATURES, generator=draw) + labels[:, None] * 2, labels
+    )
     sampler = DistributedSampler(data, shuffle=True, seed=0)
     loader = DataLoader(data, batch_size=run.per_rank_batch_size, sampler=sampler)
     torch.manual_seed(0)
@@ -51,10 +58,16 @@ def train_rank(run: Any, record_dir: str, fail_rank: int = -1, fail_epoch: int =
         with torch.no_grad():
             accuracy = (model(data.tensors[0]).argmax(1) == labels).float().mean().item()
         run.report_metric(metrics[epoch - 1] if metrics else accuracy)
-    record = {"rank": run.rank, "world_size": dist.get_world_size(), "batches": seen,
-              "epochs": run.epoch, "stop_reason": run.stop_reason, "pid": os.getpid(),
-              "master_addr": os.environ["MASTER_ADDR"],
-              "has_device": hasattr(run, "device") or hasattr(run, "profiler")}
+    record = {
+        "rank": run.rank,
+        "world_size": dist.get_world_size(),
+        "batches": seen,
+        "epochs": run.epoch,
+        "stop_reason": run.stop_reason,
+        "pid": os.getpid(),
+        "master_addr": os.environ["MASTER_ADDR"],
+        "has_device": hasattr(run, "device") or hasattr(run, "profiler"),
+    }
     Path(record_dir, f"rank{run.rank}.json").write_text(json.dumps(record))
     dist.destroy_process_group()
     return {"accuracy": accuracy, "world_size": record["world_size"]}

@@ -34,13 +34,15 @@ TRACES = resolve_traces_dir()
 """``$ZEUS_TRACES_DIR`` when set, else the traces shipped in the package; exported below so that
 Airflow's task processes read the same."""
 
-os.environ.update({
-    "AIRFLOW_HOME": str(AIRFLOW_HOME),
-    "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-    "AIRFLOW__CORE__DAGS_FOLDER": str(AIRFLOW_HOME / "dags"),
-    "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{AIRFLOW_HOME}/airflow.db",
-    "ZEUS_TRACES_DIR": str(TRACES),
-})
+os.environ.update(
+    {
+        "AIRFLOW_HOME": str(AIRFLOW_HOME),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__DAGS_FOLDER": str(AIRFLOW_HOME / "dags"),
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{AIRFLOW_HOME}/airflow.db",
+        "ZEUS_TRACES_DIR": str(TRACES),
+    }
+)
 os.environ.pop("ZEUS_AIRFLOW_DB_URL", None)  # never a developer's own store
 
 
@@ -56,8 +58,7 @@ def airflow_db() -> Path:
 
     (AIRFLOW_HOME / "dags").mkdir(exist_ok=True)
     db.initdb()
-    with sqlite3.connect(AIRFLOW_HOME / "airflow.db") as live, \
-            sqlite3.connect(PRISTINE_DB) as copy:
+    with sqlite3.connect(AIRFLOW_HOME / "airflow.db") as live, sqlite3.connect(PRISTINE_DB) as copy:
         live.backup(copy)  # consistent even with a journal beside the file
     return AIRFLOW_HOME
 
@@ -132,9 +133,11 @@ def xcoms(dag_id: str, run_id: str, task_id: str) -> dict[str, Any]:
     from sqlalchemy import select
 
     with create_session() as session:
-        rows = session.execute(select(XComModel.key, XComModel.value).where(
-            XComModel.dag_id == dag_id, XComModel.run_id == run_id,
-            XComModel.task_id == task_id)).all()
+        rows = session.execute(
+            select(XComModel.key, XComModel.value).where(
+                XComModel.dag_id == dag_id, XComModel.run_id == run_id, XComModel.task_id == task_id
+            )
+        ).all()
     return {key: XComModel.deserialize_value(_Row(value)) for key, value in rows}
 
 
@@ -145,8 +148,11 @@ def rendered_fields(dag_id: str, run_id: str, task_id: str) -> dict[str, Any]:
     from sqlalchemy import select
 
     with create_session() as session:
-        fields = session.scalar(select(RTIF.rendered_fields).where(
-            RTIF.dag_id == dag_id, RTIF.run_id == run_id, RTIF.task_id == task_id))
+        fields = session.scalar(
+            select(RTIF.rendered_fields).where(
+                RTIF.dag_id == dag_id, RTIF.run_id == run_id, RTIF.task_id == task_id
+            )
+        )
     return dict(fields or {})
 
 

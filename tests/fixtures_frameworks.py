@@ -37,18 +37,34 @@ class Try:
         return [mw // 1000 for _, mw in self.fake.allowed_sets()]
 
 
-def job(batch_sizes: tuple[int, ...] = (8, 16), *, target: float = 2.0, max_epochs: int = 3,
-        higher_is_better: bool = True) -> JobConfig:
+def job(
+    batch_sizes: tuple[int, ...] = (8, 16),
+    *,
+    target: float = 2.0,
+    max_epochs: int = 3,
+    higher_is_better: bool = True,
+) -> JobConfig:
     """A job whose default target (2.0, an accuracy) is never reached."""
-    return JobConfig("frameworks.test", batch_sizes, batch_sizes[-1], target_metric=target,
-                     max_epochs=max_epochs, higher_is_better=higher_is_better,
-                     profiler=ProfilerConfig(warmup_steps=WARMUP_STEPS,
-                                             profile_steps=PROFILE_STEPS, warmup_s=0.0,
-                                             profile_s=0.0))
+    return JobConfig(
+        "frameworks.test",
+        batch_sizes,
+        batch_sizes[-1],
+        target_metric=target,
+        max_epochs=max_epochs,
+        higher_is_better=higher_is_better,
+        profiler=ProfilerConfig(
+            warmup_steps=WARMUP_STEPS, profile_steps=PROFILE_STEPS, warmup_s=0.0, profile_s=0.0
+        ),
+    )
 
 
-def one_try(train: Callable[[TrainingRun], Any], config: JobConfig, batch_size: int, *,
-            early_stop_cost: float | None = None) -> Try:
+def one_try(
+    train: Callable[[TrainingRun], Any],
+    config: JobConfig,
+    batch_size: int,
+    *,
+    early_stop_cost: float | None = None,
+) -> Try:
     """``train(run)`` as the engine runs one try (``open_run``: the limits are put back on
     every exit path). An exception propagates after the restore, with the try (for its fake
     GPU) attached as ``err.zeus_try``."""
@@ -68,8 +84,9 @@ def one_try(train: Callable[[TrainingRun], Any], config: JobConfig, batch_size: 
     return attempt
 
 
-def one_recurrence(train: Callable[[TrainingRun], Any], config: JobConfig
-                   ) -> tuple[RecurrenceResult, list[TrialRecord], FakeNVML]:
+def one_recurrence(
+    train: Callable[[TrainingRun], Any], config: JobConfig
+) -> tuple[RecurrenceResult, list[TrialRecord], FakeNVML]:
     """``train`` as a task runs it: the real engine (every try it makes) on a fake GPU and
     an in-memory store; the result, the stored trials and the fake."""
     fake = FakeNVML(1, FakeGPUSpec(default_limit_mw=ORIGINAL_W * 1000))

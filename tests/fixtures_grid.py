@@ -37,22 +37,37 @@ class FakeElectricityMaps:
 
 def em_item(moment: datetime, intensity: float, **extra: Any) -> dict[str, Any]:
     """One figure as the API writes it."""
-    return {"zone": "DE", "carbonIntensity": intensity,
-            "datetime": moment.strftime("%Y-%m-%dT%H:%M:%S.000Z"),
-            "updatedAt": "2026-11-24T08:00:00.000Z", "emissionFactorType": "lifecycle",
-            "isEstimated": False, "temporalGranularity": "hourly", **extra}
+    return {
+        "zone": "DE",
+        "carbonIntensity": intensity,
+        "datetime": moment.strftime("%Y-%m-%dT%H:%M:%S.000Z"),
+        "updatedAt": "2026-11-24T08:00:00.000Z",
+        "emissionFactorType": "lifecycle",
+        "isEstimated": False,
+        "temporalGranularity": "hourly",
+        **extra,
+    }
 
 
 def em_history(start: datetime, values: list[float]) -> dict[str, Any]:
-    return {"zone": "DE", "history": [em_item(start + timedelta(hours=i), v)
-                                      for i, v in enumerate(values)]}
+    return {
+        "zone": "DE",
+        "history": [em_item(start + timedelta(hours=i), v) for i, v in enumerate(values)],
+    }
 
 
 def em_forecast(start: datetime, values: list[float]) -> dict[str, Any]:
-    return {"zone": "DE", "forecast": [
-        {"carbonIntensity": v, "datetime": (start + timedelta(hours=i)).strftime(
-            "%Y-%m-%dT%H:%M:%S.000Z")} for i, v in enumerate(values)],
-        "updatedAt": "2026-11-24T08:00:00.000Z"}
+    return {
+        "zone": "DE",
+        "forecast": [
+            {
+                "carbonIntensity": v,
+                "datetime": (start + timedelta(hours=i)).strftime("%Y-%m-%dT%H:%M:%S.000Z"),
+            }
+            for i, v in enumerate(values)
+        ],
+        "updatedAt": "2026-11-24T08:00:00.000Z",
+    }
 
 
 @pytest.fixture
@@ -64,12 +79,10 @@ def electricity_maps() -> Iterator[FakeElectricityMaps]:
             fake.requests.append((self.path, {k.lower(): v for k, v in self.headers.items()}))
             reply = fake.replies.pop(0) if fake.replies else Reply(500, {"error": "unscripted"})
             time.sleep(reply.delay_s)
-            raw = reply.body if isinstance(reply.body, bytes) else json.dumps(
-                reply.body).encode()
+            raw = reply.body if isinstance(reply.body, bytes) else json.dumps(reply.body).encode()
             try:
                 self.send_response(reply.status)
-                for name, value in {"Content-Type": "application/json",
-                                    **reply.headers}.items():
+                for name, value in {"Content-Type": "application/json", **reply.headers}.items():
                     self.send_header(name, value)
                 self.send_header("Content-Length", str(len(raw)))
                 self.end_headers()

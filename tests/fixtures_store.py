@@ -44,8 +44,11 @@ FAST_RETRY = RetryPolicy(attempts=3, first_delay_s=0.05, max_delay_s=0.1)
 def _start_postgres() -> None:
     """Start the local cluster(s) the way the machine's docs say; quiet if already up."""
     for version in sorted(glob.glob("/etc/postgresql/*")):
-        subprocess.run(["pg_ctlcluster", "--skip-systemctl-redirect", Path(version).name,
-                        "main", "start"], check=False, capture_output=True)
+        subprocess.run(
+            ["pg_ctlcluster", "--skip-systemctl-redirect", Path(version).name, "main", "start"],
+            check=False,
+            capture_output=True,
+        )
 
 
 def _admin_connection() -> psycopg.Connection:
@@ -96,8 +99,11 @@ def empty_database(backend: str, tmp_path: Path, postgres_url: str | None) -> It
     with psycopg.connect(admin_url, autocommit=True) as admin:
         admin.execute(f'CREATE SCHEMA "{name}"')
     try:
-        yield make_url(postgres_url).update_query_dict(
-            {"options": f"-csearch_path={name}"}).render_as_string(hide_password=False)
+        yield (
+            make_url(postgres_url)
+            .update_query_dict({"options": f"-csearch_path={name}"})
+            .render_as_string(hide_password=False)
+        )
     finally:
         with psycopg.connect(admin_url, autocommit=True) as admin:
             admin.execute("SET lock_timeout = '5s'")
@@ -105,8 +111,10 @@ def empty_database(backend: str, tmp_path: Path, postgres_url: str | None) -> It
                 admin.execute(f'DROP SCHEMA "{name}" CASCADE')
             except psycopg.errors.LockNotAvailable:
                 # A session the test left open holds a lock: end them all, then drop.
-                admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
-                              "datname = current_database() AND pid != pg_backend_pid()")
+                admin.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
+                    "datname = current_database() AND pid != pg_backend_pid()"
+                )
                 admin.execute(f'DROP SCHEMA "{name}" CASCADE')
 
 
@@ -154,9 +162,15 @@ def job_config(trace: WorkloadTrace, job_id: str = "store.job", **changes: objec
     """The store's tests follow the paper's walk: no exploration budget unless asked."""
     changes.setdefault("exploration_budget", None)
     workload = trace.workload
-    return JobConfig(job_id, trace.batch_sizes, trace.default_batch_size,  # type: ignore[arg-type]
-                     workload.target_metric, workload.max_epochs, workload.higher_is_better,
-                     **changes)
+    return JobConfig(
+        job_id,
+        trace.batch_sizes,
+        trace.default_batch_size,  # type: ignore[arg-type]
+        workload.target_metric,
+        workload.max_epochs,
+        workload.higher_is_better,
+        **changes,
+    )
 
 
 # --- faults ---------------------------------------------------------------------------------
@@ -268,8 +282,9 @@ def store_outage(migrated_url: str) -> Iterator[StoreOutage]:
         outage = StoreOutage(migrated_url, fault)
     else:
         fault = TcpProxy(url.host or "127.0.0.1", url.port or 5432)
-        outage = StoreOutage(url.set(host="127.0.0.1", port=fault.port)
-                             .render_as_string(hide_password=False), fault)
+        outage = StoreOutage(
+            url.set(host="127.0.0.1", port=fault.port).render_as_string(hide_password=False), fault
+        )
     yield outage
     fault.close()
 
@@ -284,4 +299,5 @@ def replay_never_reaching(gpu: Any) -> Any:
         for _ in run.epochs():
             run.run_steps(gpu.steps_per_epoch(), gpu.advance_steps)
             run.report_metric(0.5)
+
     return never

@@ -62,13 +62,16 @@ def _dag_scoped_auth_manager() -> type:
         """The simple auth manager, except that scoped users may read their DAGs only (and,
         as with FAB, DAGs in general only with access to every DAG)."""
 
-        def is_authorized_dag(self, *, method: Any, user: Any, access_entity: Any = None,
-                              details: Any = None) -> bool:
+        def is_authorized_dag(
+            self, *, method: Any, user: Any, access_entity: Any = None, details: Any = None
+        ) -> bool:
             scope = _scopes().get(user.get_name())
             if scope is None:
-                return bool(super().is_authorized_dag(method=method, user=user,
-                                                      access_entity=access_entity,
-                                                      details=details))
+                return bool(
+                    super().is_authorized_dag(
+                        method=method, user=user, access_entity=access_entity, details=details
+                    )
+                )
             return method == "GET" and details is not None and details.id in scope
 
     return DagScopedAuthManager
@@ -110,8 +113,15 @@ def ui_data(airflow_db: Path, tmp_path_factory: pytest.TempPathFactory) -> UIDat
         from airflow.sdk import DAG
 
         with DAG(dag_id, schedule="@daily", start_date=daily(0), catchup=False) as built:
-            ZeusTrainOperator(task_id=task_id, train=replay_train, heartbeat_s=5,
-                              device="replay:v100:cifar100", seed=7, **settings, **extra)
+            ZeusTrainOperator(
+                task_id=task_id,
+                train=replay_train,
+                heartbeat_s=5,
+                device="replay:v100:cifar100",
+                seed=7,
+                **settings,
+                **extra,
+            )
         return sync_dag(built)
 
     def mapped() -> Any:
@@ -119,8 +129,12 @@ def ui_data(airflow_db: Path, tmp_path_factory: pytest.TempPathFactory) -> UIDat
 
         with DAG(MAPPED_DAG, schedule="@daily", start_date=daily(0), catchup=False) as built:
             ZeusTrainOperator.partial(
-                task_id="train", train=replay_region, heartbeat_s=5,
-                device="replay:v100:cifar100", seed=7, **settings,
+                task_id="train",
+                train=replay_region,
+                heartbeat_s=5,
+                device="replay:v100:cifar100",
+                seed=7,
+                **settings,
                 map_index_template="{{ task.train_kwargs['region'] }}",
             ).expand(train_kwargs=[{"region": r} for r in REGIONS])
         return sync_dag(built)
@@ -164,10 +178,16 @@ def _run_outside_airflow(url: str, job_id: str) -> None:
 
     trace = load_workload_trace(resolve_traces_dir(), "v100", "cifar100")
     gpu, store = ReplayGPU(trace), SQLStore(url)
-    config = JobConfig(job_id, trace.batch_sizes, trace.default_batch_size,
-                       trace.workload.target_metric, trace.workload.max_epochs)
+    config = JobConfig(
+        job_id,
+        trace.batch_sizes,
+        trace.default_batch_size,
+        trace.workload.target_metric,
+        trace.workload.max_epochs,
+    )
     Engine(store, gpu, config, seed=1, heartbeat_s=None).run_recurrence(
-        ReplayTraining(gpu, 1), RecurrenceKey(run_id="cli-1"))
+        ReplayTraining(gpu, 1), RecurrenceKey(run_id="cli-1")
+    )
     store.engine.dispose()
 
 
@@ -180,8 +200,9 @@ class ApiServer:
 
     def token(self, user: str) -> str:
         body = json.dumps({"username": user, "password": user}).encode()
-        request = urllib.request.Request(f"{self.url}/auth/token", body,
-                                         {"Content-Type": "application/json"})
+        request = urllib.request.Request(
+            f"{self.url}/auth/token", body, {"Content-Type": "application/json"}
+        )
         with urllib.request.urlopen(request, timeout=30) as answer:
             return str(json.load(answer)["access_token"])
 
@@ -237,8 +258,7 @@ def start_api_server(work: Path, users: dict[str, str], env: dict[str, str]) -> 
     full_env = {
         **os.environ,
         "AIRFLOW__API__HOST": "127.0.0.1",
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": ",".join(f"{u}:{r}" for u, r in
-                                                             users.items()),
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": ",".join(f"{u}:{r}" for u, r in users.items()),
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
         "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(32),
         **env,
@@ -248,14 +268,30 @@ def start_api_server(work: Path, users: dict[str, str], env: dict[str, str]) -> 
         # cwd outside the repo: an editable install's .egg-info there would register the
         # plugin twice (importlib.metadata would find the distribution twice).
         process = subprocess.Popen(
-            [str(Path(sys.executable).parent / "airflow"), "api-server", "--host",
-             "127.0.0.1", "--port", str(port), "--workers", "1"],
-            cwd=work, env=full_env, stdout=out, stderr=subprocess.STDOUT,
-            start_new_session=True)
+            [
+                str(Path(sys.executable).parent / "airflow"),
+                "api-server",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--workers",
+                "1",
+            ],
+            cwd=work,
+            env=full_env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     server = ApiServer(f"http://127.0.0.1:{port}", log, process)
     try:
-        wait_until(lambda: process.poll() is not None or _healthy(server.url),
-                   START_TIMEOUT_S, "the api-server to answer", every_s=0.5)
+        wait_until(
+            lambda: process.poll() is not None or _healthy(server.url),
+            START_TIMEOUT_S,
+            "the api-server to answer",
+            every_s=0.5,
+        )
     except BaseException:
         stop_process_group(process)
         raise
@@ -265,16 +301,19 @@ def start_api_server(work: Path, users: dict[str, str], env: dict[str, str]) -> 
 
 
 @pytest.fixture(scope="session")
-def api_server(ui_data: UIData, tmp_path_factory: pytest.TempPathFactory
-               ) -> Iterator[ApiServer]:
+def api_server(ui_data: UIData, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
     """The api-server over the session's AIRFLOW_HOME and the UI store, with the per-DAG
     auth manager."""
-    server = start_api_server(tmp_path_factory.mktemp("api-server"), USERS, {
-        "PYTHONPATH": os.pathsep.join([str(REPO / "tests"), os.environ.get("PYTHONPATH", "")]),
-        "AIRFLOW__CORE__AUTH_MANAGER": "fixtures_ui.DagScopedAuthManager",
-        SCOPES_ENV: ";".join(f"{u}={'|'.join(d)}" for u, d in SCOPES.items()),
-        "ZEUS_AIRFLOW_DB_URL": ui_data.store_url,
-    })
+    server = start_api_server(
+        tmp_path_factory.mktemp("api-server"),
+        USERS,
+        {
+            "PYTHONPATH": os.pathsep.join([str(REPO / "tests"), os.environ.get("PYTHONPATH", "")]),
+            "AIRFLOW__CORE__AUTH_MANAGER": "fixtures_ui.DagScopedAuthManager",
+            SCOPES_ENV: ";".join(f"{u}={'|'.join(d)}" for u, d in SCOPES.items()),
+            "ZEUS_AIRFLOW_DB_URL": ui_data.store_url,
+        },
+    )
     try:
         yield server
     finally:
@@ -282,9 +321,17 @@ def api_server(ui_data: UIData, tmp_path_factory: pytest.TempPathFactory
 
 
 # --- headless Chromium over the DevTools protocol -------------------------------------------------
-CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update",
-                  "--disable-sync", "--hide-scrollbars", "--window-size=1400,1000")
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+    "--window-size=1400,1000",
+)
 
 
 class Browser:
@@ -305,8 +352,9 @@ class Browser:
                 return dict(message.get("result", {}))
 
     def evaluate(self, expression: str) -> Any:
-        result = self.send("Runtime.evaluate", expression=expression, returnByValue=True,
-                           awaitPromise=True)
+        result = self.send(
+            "Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True
+        )
         if "exceptionDetails" in result:
             raise RuntimeError(f"{expression[:80]}...: {result['exceptionDetails']}")
         return result["result"].get("value")
@@ -320,6 +368,7 @@ class Browser:
                 return self.evaluate(expression)
             except RuntimeError:  # navigating: the context is being replaced
                 return None
+
         return wait_until(check, timeout_s, what or expression)
 
     def screenshot(self, path: Path) -> None:
@@ -337,9 +386,17 @@ def browser(tmp_path: Path) -> Iterator[Browser]:
     assert binary, "Debian's chromium is needed: apt-get install -y chromium"
     profile = Path(tempfile.mkdtemp(prefix="zeus-chromium-", dir=tmp_path))
     process = subprocess.Popen(
-        [binary, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--remote-debugging-port=0",
-         "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        start_new_session=True)
+        [
+            binary,
+            *CHROMIUM_FLAGS,
+            f"--user-data-dir={profile}",
+            "--remote-debugging-port=0",
+            "about:blank",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         port_file = profile / "DevToolsActivePort"
         wait_until(port_file.exists, 60, "Chromium's DevTools port")
@@ -350,8 +407,9 @@ def browser(tmp_path: Path) -> Iterator[Browser]:
                 pages = [t for t in json.load(r) if t.get("type") == "page"]
             return pages[0]["webSocketDebuggerUrl"] if pages else None
 
-        with connect(wait_until(page_target, 30, "Chromium's page"), max_size=64 * 2**20,
-                     open_timeout=30) as connection:
+        with connect(
+            wait_until(page_target, 30, "Chromium's page"), max_size=64 * 2**20, open_timeout=30
+        ) as connection:
             driver = Browser(connection)
             driver.send("Page.enable")
             driver.send("Runtime.enable")

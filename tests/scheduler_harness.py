@@ -37,8 +37,14 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def airflow_home(home: Path, pristine_db: Path, dags_folder: Path | None = None, *,
-                 parallelism: int = 2, extra: dict[str, str] | None = None) -> dict[str, str]:
+def airflow_home(
+    home: Path,
+    pristine_db: Path,
+    dags_folder: Path | None = None,
+    *,
+    parallelism: int = 2,
+    extra: dict[str, str] | None = None,
+) -> dict[str, str]:
     """The environment of servers on a home of their own: a copy of the freshly migrated
     metadata DB ``pristine_db`` in ``home``, DAGs from ``dags_folder`` (default
     ``home/dags``, created), LocalExecutor with ``parallelism`` workers, and no AIRFLOW_*,
@@ -48,27 +54,38 @@ def airflow_home(home: Path, pristine_db: Path, dags_folder: Path | None = None,
     dags.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(pristine_db, home / "airflow.db")
     port = free_port()
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("AIRFLOW", "ZEUS_AIRFLOW_DB_URL", "PYTEST"))}
-    env.update({
-        "AIRFLOW_HOME": str(home),
-        "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
-        "AIRFLOW__CORE__PARALLELISM": str(parallelism),  # LocalExecutor forks this many workers
-        "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db",
-        "AIRFLOW__API__HOST": "127.0.0.1",
-        "AIRFLOW__API__PORT": str(port),
-        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
-        "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(32),  # one for every process
-    })
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("AIRFLOW", "ZEUS_AIRFLOW_DB_URL", "PYTEST"))
+    }
+    env.update(
+        {
+            "AIRFLOW_HOME": str(home),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+            "AIRFLOW__CORE__PARALLELISM": str(parallelism),  # LocalExecutor forks this many workers
+            "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db",
+            "AIRFLOW__API__HOST": "127.0.0.1",
+            "AIRFLOW__API__PORT": str(port),
+            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
+            "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(32),  # one for every process
+        }
+    )
     env.update(extra or {})
     return env
 
 
-def catching_up_home(home: Path, pristine_db: Path, dag_file: str, dag_source: str,
-                     runs: int, extra: dict[str, str] | None = None) -> dict[str, str]:
+def catching_up_home(
+    home: Path,
+    pristine_db: Path,
+    dag_file: str,
+    dag_source: str,
+    runs: int,
+    extra: dict[str, str] | None = None,
+) -> dict[str, str]:
     """:func:`airflow_home` with one daily DAG, ``dag_source`` with ``{start}`` filled in:
     ``runs - 1`` days ago, so that the scheduler's catch-up makes ``runs`` runs up to now."""
     env = airflow_home(home, pristine_db, extra=extra)
@@ -78,16 +95,24 @@ def catching_up_home(home: Path, pristine_db: Path, dag_file: str, dag_source: s
 
 
 @contextlib.contextmanager
-def running_servers(env: dict[str, str], logs: Path, startup_s: float = 240.0, *,
-                    triggerer: bool = False) -> Iterator[list[subprocess.Popen[bytes]]]:
+def running_servers(
+    env: dict[str, str], logs: Path, startup_s: float = 240.0, *, triggerer: bool = False
+) -> Iterator[list[subprocess.Popen[bytes]]]:
     """api-server, then dag-processor and scheduler (and the triggerer, for deferrable
     tasks), logging to ``logs/<command>.log``; all stopped on exit."""
     started: list[subprocess.Popen[bytes]] = []
 
     def start(*command: str) -> None:
         with (logs / f"{command[0]}.log").open("wb") as log:
-            started.append(subprocess.Popen([AIRFLOW, *command], env=env, stdout=log,
-                                            stderr=subprocess.STDOUT, start_new_session=True))
+            started.append(
+                subprocess.Popen(
+                    [AIRFLOW, *command],
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            )
 
     try:
         port = env["AIRFLOW__API__PORT"]
@@ -138,15 +163,21 @@ def dag_runs(home: str | Path, dag_id: str) -> list[tuple[str, str]]:
         return []
     with sqlite3.connect(path, timeout=30) as db:
         try:
-            return db.execute("SELECT run_id, state FROM dag_run WHERE dag_id = ? "
-                              "ORDER BY logical_date", (dag_id,)).fetchall()
+            return db.execute(
+                "SELECT run_id, state FROM dag_run WHERE dag_id = ? ORDER BY logical_date",
+                (dag_id,),
+            ).fetchall()
         except sqlite3.OperationalError:  # tables not there yet, or briefly locked
             return []
 
 
-def wait_for_runs(home: str | Path, dag_id: str, count: int,
-                  started: list[subprocess.Popen[bytes]],
-                  deadline_s: float) -> list[tuple[str, str]]:
+def wait_for_runs(
+    home: str | Path,
+    dag_id: str,
+    count: int,
+    started: list[subprocess.Popen[bytes]],
+    deadline_s: float,
+) -> list[tuple[str, str]]:
     """The DAG's runs once ``count`` of them have finished; fails after ``deadline_s``."""
     deadline = time.monotonic() + deadline_s
     while time.monotonic() < deadline:

@@ -49,8 +49,11 @@ from zeus_airflow.operators.naming import default_job_id
 sys.path.insert(0, str(Path(__file__).resolve().parent / "acceptance_dags"))
 import regional_workload as workload
 
-B64_EPOCHS = {"emea": "33333323334333333334", "americas": "22122111211111212112",
-              "apac": "33333333333343333343"}
+B64_EPOCHS = {
+    "emea": "33333323334333333334",
+    "americas": "22122111211111212112",
+    "apac": "33333333333343333343",
+}
 """Epochs b=64 needs on each day of the window, as the real workload measured them
 (bench/acceptance_calibration.md, ``--window``): the day's data decides how hard it is."""
 
@@ -78,8 +81,9 @@ class VirtualClock:
         self.now_s += seconds
 
 
-def train(run: TrainingRun, region: str, day: str, clock: VirtualClock,
-          load: random.Random) -> dict[str, Any]:
+def train(
+    run: TrainingRun, region: str, day: str, clock: VirtualClock, load: random.Random
+) -> dict[str, Any]:
     """The regional workload's try as the virtual clock sees it."""
     clock.advance(workload.setup_delay_s(region, day))  # before training: setup
     b = run.batch_size
@@ -88,12 +92,17 @@ def train(run: TrainingRun, region: str, day: str, clock: VirtualClock,
     accuracy = 0.0
     for epoch in run.epochs():
         stretch = 1.0 + load.uniform(0.0, MAX_LOAD_STRETCH)
-        run.run_steps(math.ceil(workload.TRAIN_SAMPLES / b),
-                      lambda steps, s=step_s * stretch: clock.advance(steps * s))
+        run.run_steps(
+            math.ceil(workload.TRAIN_SAMPLES / b),
+            lambda steps, s=step_s * stretch: clock.advance(steps * s),
+        )
         clock.advance(EVALUATION_S)
         reached = epoch >= needed
-        accuracy = workload.TARGET_ACCURACY + 0.01 if reached \
+        accuracy = (
+            workload.TARGET_ACCURACY + 0.01
+            if reached
             else 0.9 * workload.TARGET_ACCURACY * epoch / min(needed, workload.MAX_EPOCHS + 1)
+        )
         run.report_metric(accuracy)
     return {"region": region, "validation_accuracy": accuracy}
 
@@ -105,29 +114,41 @@ def run_window(url: str, seed: int) -> list[str]:
     store = SQLStore(url, create_schema=True)
     engines = []
     for region in workload.REGIONS:
-        config = JobConfig(default_job_id(workload.DAG_ID, "train", region),
-                           workload.BATCH_SIZES, workload.DEFAULT_BATCH_SIZE,
-                           workload.TARGET_ACCURACY, workload.MAX_EPOCHS,
-                           profiler=ProfilerConfig(warmup_steps=3, profile_steps=10),
-                           exploration_budget=None)  # as the DAG sets it
-        engines.append(Engine(store, SimulatedGPU(trace, clock=clock), config,
-                              seed=seed * 100 + len(engines), heartbeat_s=None))
+        config = JobConfig(
+            default_job_id(workload.DAG_ID, "train", region),
+            workload.BATCH_SIZES,
+            workload.DEFAULT_BATCH_SIZE,
+            workload.TARGET_ACCURACY,
+            workload.MAX_EPOCHS,
+            profiler=ProfilerConfig(warmup_steps=3, profile_steps=10),
+            exploration_budget=None,
+        )  # as the DAG sets it
+        engines.append(
+            Engine(
+                store,
+                SimulatedGPU(trace, clock=clock),
+                config,
+                seed=seed * 100 + len(engines),
+                heartbeat_s=None,
+            )
+        )
     run_ids = []
     for day in workload.window_days():
         run_id = f"scheduled__{day[:4]}-{day[4:6]}-{day[6:]}T00:00:00+00:00"
         run_ids.append(run_id)
-        for map_index, (region, engine) in enumerate(zip(workload.REGIONS, engines,
-                                                         strict=True)):
+        for map_index, (region, engine) in enumerate(zip(workload.REGIONS, engines, strict=True)):
             engine.run_recurrence(
                 functools.partial(train, region=region, day=day, clock=clock, load=load),
-                RecurrenceKey(run_id, workload.DAG_ID, "train", map_index))
+                RecurrenceKey(run_id, workload.DAG_ID, "train", map_index),
+            )
     store.engine.dispose()
     return run_ids
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
-def test_mapped_regions_learn_apart_under_noise_on_a_virtual_clock(tmp_path: Path,
-                                                                  seed: int) -> None:
+def test_mapped_regions_learn_apart_under_noise_on_a_virtual_clock(
+    tmp_path: Path, seed: int
+) -> None:
     url = f"sqlite:///{tmp_path}/zeus.db"
     run_ids = run_window(url, seed)
     found = read_jobs(url, workload.DAG_ID, run_ids)
@@ -139,8 +160,9 @@ def test_mapped_regions_learn_apart_under_noise_on_a_virtual_clock(tmp_path: Pat
     # The setup delay was measured apart on every try, and every figure says simulated.
     engine = create_engine(url)
     with engine.connect() as conn:
-        rows = conn.execute(select(trials.c.run_id, trials.c.map_index, trials.c.setup_time_s,
-                                   trials.c.measurement)).all()
+        rows = conn.execute(
+            select(trials.c.run_id, trials.c.map_index, trials.c.setup_time_s, trials.c.measurement)
+        ).all()
     engine.dispose()
     for row in rows:
         region, day = workload.REGIONS[row.map_index], row.run_id[11:21].replace("-", "")

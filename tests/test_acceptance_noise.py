@@ -51,23 +51,31 @@ STARTUP_S = 240.0
 RUNS_DEADLINE_S = 840.0
 BUSY_LOOP_S = 900
 """The competing process ends on its own after this, should the test be killed hard."""
-BUSY_LOOP = f"import time\nend = time.monotonic() + {BUSY_LOOP_S}\n" \
-            "while time.monotonic() < end: pass\n"
+BUSY_LOOP = (
+    f"import time\nend = time.monotonic() + {BUSY_LOOP_S}\nwhile time.monotonic() < end: pass\n"
+)
 
 pytestmark = pytest.mark.timeout(1080)
 
 
 @pytest.fixture
-def airflow_env(tmp_path: Path, airflow_db: Path, days: int, parallelism: int
-                ) -> dict[str, str]:
+def airflow_env(tmp_path: Path, airflow_db: Path, days: int, parallelism: int) -> dict[str, str]:
     """The servers' own AIRFLOW_HOME and the DAGs from tests/acceptance_dags, whose daily
     schedule catches up ``days`` runs of a fixed window (``days`` and ``parallelism``: each
     test's parameters)."""
     # The DAG imports its workload module beside it, in the dag-processor and in every task.
     path = os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), str(DAGS)) if p)
-    return airflow_home(tmp_path / "airflow", PRISTINE_DB, DAGS, parallelism=parallelism,
-                        extra={"ZEUS_TRACES_DIR": str(TRACES), "PYTHONPATH": path,
-                               "ZEUS_ACCEPTANCE_DAYS": str(days)})
+    return airflow_home(
+        tmp_path / "airflow",
+        PRISTINE_DB,
+        DAGS,
+        parallelism=parallelism,
+        extra={
+            "ZEUS_TRACES_DIR": str(TRACES),
+            "PYTHONPATH": path,
+            "ZEUS_ACCEPTANCE_DAYS": str(days),
+        },
+    )
 
 
 @pytest.fixture
@@ -82,8 +90,9 @@ def busy_loop() -> Iterator[subprocess.Popen[bytes]]:
 
 
 @pytest.fixture
-def servers(airflow_env: dict[str, str], tmp_path: Path,
-            busy_loop: subprocess.Popen[bytes]) -> Iterator[list[subprocess.Popen[bytes]]]:
+def servers(
+    airflow_env: dict[str, str], tmp_path: Path, busy_loop: subprocess.Popen[bytes]
+) -> Iterator[list[subprocess.Popen[bytes]]]:
     with running_servers(airflow_env, tmp_path, STARTUP_S) as started:
         yield started
     shutil.rmtree(DAGS / "__pycache__", ignore_errors=True)  # written by the dag-processor
@@ -92,9 +101,12 @@ def servers(airflow_env: dict[str, str], tmp_path: Path,
 def task_instances(home: Path) -> list[tuple[str, int, str, str | None, str | None]]:
     """(run_id, map_index, state, rendered_map_index, end_date) of the DAG's train tasks."""
     with sqlite3.connect(home / "airflow.db", timeout=30) as db:
-        return db.execute("SELECT run_id, map_index, state, rendered_map_index, end_date "
-                          "FROM task_instance WHERE dag_id = ? AND task_id = 'train' "
-                          "ORDER BY run_id, map_index", (DAG_ID,)).fetchall()
+        return db.execute(
+            "SELECT run_id, map_index, state, rendered_map_index, end_date "
+            "FROM task_instance WHERE dag_id = ? AND task_id = 'train' "
+            "ORDER BY run_id, map_index",
+            (DAG_ID,),
+        ).fetchall()
 
 
 def task_log_errors(home: Path, run_id: str, map_index: int) -> str:
@@ -102,13 +114,17 @@ def task_log_errors(home: Path, run_id: str, map_index: int) -> str:
     lines: list[str] = []
     folder = home / "logs" / f"dag_id={DAG_ID}" / f"run_id={run_id}" / "task_id=train"
     for path in sorted(folder.glob(f"map_index={map_index}/*.log")):
-        lines += [line[:300] for line in path.read_text(errors="replace").splitlines()
-                  if "rror" in line or "Traceback" in line]
+        lines += [
+            line[:300]
+            for line in path.read_text(errors="replace").splitlines()
+            if "rror" in line or "Traceback" in line
+        ]
     return "\n".join(lines[-6:])
 
 
-def finished_runs(airflow_env: dict[str, str], servers: list[subprocess.Popen[bytes]],
-                  days: int) -> tuple[list[str], dict[str, Job], list[str]]:
+def finished_runs(
+    airflow_env: dict[str, str], servers: list[subprocess.Popen[bytes]], days: int
+) -> tuple[list[str], dict[str, Job], list[str]]:
     """Waits for the ``days`` DAG runs; their run ids in order, the jobs the store holds, and
     what is wrong with the task instances (every one must succeed, named by its region)."""
     home = Path(airflow_env["AIRFLOW_HOME"])
@@ -141,9 +157,9 @@ def run_day(run_id: str) -> str:
 # happened to overlap it (4x apart on this 2-core machine).
 @pytest.mark.acceptance
 @pytest.mark.parametrize(("days", "parallelism"), [(FULL_DAYS, 1)])
-def test_mapped_regions_learn_apart_under_noise(airflow_env: dict[str, str],
-                                                servers: list[subprocess.Popen[bytes]],
-                                                days: int) -> None:
+def test_mapped_regions_learn_apart_under_noise(
+    airflow_env: dict[str, str], servers: list[subprocess.Popen[bytes]], days: int
+) -> None:
     _, found, problems = finished_runs(airflow_env, servers, days)
     problems += job_problems(found, days, len(workload.REGIONS))
     assert not problems, "\n".join(problems) + "\n" + summary(found)
@@ -152,7 +168,8 @@ def test_mapped_regions_learn_apart_under_noise(airflow_env: dict[str, str],
 # Costs are not compared here: two tasks may share the cores.
 @pytest.mark.parametrize(("days", "parallelism"), [(SMOKE_DAYS, 2)])
 def test_mapped_regions_run_under_the_scheduler_as_jobs_of_their_own(
-        airflow_env: dict[str, str], servers: list[subprocess.Popen[bytes]], days: int) -> None:
+    airflow_env: dict[str, str], servers: list[subprocess.Popen[bytes]], days: int
+) -> None:
     _, found, problems = finished_runs(airflow_env, servers, days)
     problems += layout_problems(found, days, len(workload.REGIONS))
     # Every try measured the injected setup delay apart from its training.
@@ -160,7 +177,9 @@ def test_mapped_regions_run_under_the_scheduler_as_jobs_of_their_own(
         region = job.job_id.rsplit("[", 1)[-1].rstrip("]")
         for run in job.runs:
             delay_s = workload.setup_delay_s(region, run_day(run.run_id))
-            problems += [f"{job.job_id} {run.run_id}: setup {t.setup_time_s} s, delay "
-                         f"{delay_s:.2f} s" for t in run.tries
-                         if t.setup_time_s is None or t.setup_time_s < delay_s]
+            problems += [
+                f"{job.job_id} {run.run_id}: setup {t.setup_time_s} s, delay {delay_s:.2f} s"
+                for t in run.tries
+                if t.setup_time_s is None or t.setup_time_s < delay_s
+            ]
     assert not problems, "\n".join(problems) + "\n" + summary(found)

@@ -37,23 +37,30 @@ def test_an_older_airflow_is_refused_with_the_supported_versions(version: str) -
     assert isinstance(refused.value, ImportError)  # what Airflow reports for a plugin or DAG
 
 
-@pytest.mark.parametrize("version", ["3.2.0", "3.2.2", "3.3.2", "3.3.0rc1", "3.4.0.dev0",
-                                     "4.0.0"])
+@pytest.mark.parametrize("version", ["3.2.0", "3.2.2", "3.3.2", "3.3.0rc1", "3.4.0.dev0", "4.0.0"])
 def test_supported_and_later_airflows_pass(version: str) -> None:
     check_airflow_version(version)
 
 
 def run_python(code: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                          text=True, timeout=180, cwd=REPO,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
 
 
-@pytest.mark.parametrize("statement", [
-    "from zeus_airflow import ZeusTrainOperator",       # what a DAG file does
-    "import zeus_airflow.plugins.plugin",              # what Airflow's plugin manager does
-    "import zeus_airflow.hooks.store",
-])
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "from zeus_airflow import ZeusTrainOperator",  # what a DAG file does
+        "import zeus_airflow.plugins.plugin",  # what Airflow's plugin manager does
+        "import zeus_airflow.hooks.store",
+    ],
+)
 def test_importing_on_airflow_3_1_names_the_supported_versions(statement: str) -> None:
     faked = run_python(f"""
         import airflow
@@ -80,10 +87,15 @@ def test_pyproject_requires_the_minimum_with_no_upper_bound() -> None:
 
 
 def test_only_the_compat_module_asks_for_airflows_version() -> None:
-    asks = re.compile(r"airflow\.__version__|AIRFLOW_V_\d|packaging\.version|"
-                      r"from airflow import __version__|version\(\"apache-airflow")
-    askers = [p.relative_to(REPO).as_posix() for p in (REPO / "zeus_airflow").rglob("*.py")
-              if asks.search(p.read_text())]
+    asks = re.compile(
+        r"airflow\.__version__|AIRFLOW_V_\d|packaging\.version|"
+        r"from airflow import __version__|version\(\"apache-airflow"
+    )
+    askers = [
+        p.relative_to(REPO).as_posix()
+        for p in (REPO / "zeus_airflow").rglob("*.py")
+        if asks.search(p.read_text())
+    ]
     assert askers == ["zeus_airflow/airflow_compat.py"]
 
 

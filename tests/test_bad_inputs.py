@@ -34,8 +34,13 @@ from zeus_airflow.core.store.retry import RetryPolicy
 from zeus_airflow.core.store.sql import SQLStore
 from zeus_airflow.operators.replay import replay_train
 
-GOOD: dict[str, Any] = dict(train=replay_train, batch_sizes=[16, 32, 64],
-                            default_batch_size=32, target_metric=0.8, max_epochs=5)
+GOOD: dict[str, Any] = dict(
+    train=replay_train,
+    batch_sizes=[16, 32, 64],
+    default_batch_size=32,
+    target_metric=0.8,
+    max_epochs=5,
+)
 INF, NAN = float("inf"), float("nan")
 
 
@@ -151,6 +156,7 @@ def untouched(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     def check() -> None:
         assert list(tmp_path.iterdir()) == [], "building the operator created files"
         assert embedded.exists() == existed, "building the operator created the store"
+
     return check
 
 
@@ -169,15 +175,19 @@ def _build(via: str, changes: dict[str, Any]) -> Any:
         if via == "constructor":
             return ZeusTrainOperator(task_id="train", **{**GOOD, **changes})
         return ZeusTrainOperator.partial(task_id="train", **{**GOOD, **changes}).expand(
-            traces_dir=[None, str(TRACES)])
+            traces_dir=[None, str(TRACES)]
+        )
 
 
 @pytest.mark.parametrize("via", ["constructor", "partial"])
-@pytest.mark.parametrize(("changes", "name"), BAD_PARAMETERS + BAD_CARBON_PARAMETERS,
-                         ids=[f"{n}-{i}" for i, (_, n) in enumerate(
-                             BAD_PARAMETERS + BAD_CARBON_PARAMETERS)])
-def test_a_bad_operator_parameter_is_refused_by_name(via: str, changes: dict[str, Any],
-                                                    name: str, untouched: Any) -> None:
+@pytest.mark.parametrize(
+    ("changes", "name"),
+    BAD_PARAMETERS + BAD_CARBON_PARAMETERS,
+    ids=[f"{n}-{i}" for i, (_, n) in enumerate(BAD_PARAMETERS + BAD_CARBON_PARAMETERS)],
+)
+def test_a_bad_operator_parameter_is_refused_by_name(
+    via: str, changes: dict[str, Any], name: str, untouched: Any
+) -> None:
     with pytest.raises(ConfigError) as err:
         _build(via, changes)
     _one_line_naming(err.value, name)
@@ -208,8 +218,9 @@ REAL_NUMBERS: list[dict[str, Any]] = [
 
 @pytest.mark.parametrize("via", ["constructor", "partial"])
 @pytest.mark.parametrize("changes", REAL_NUMBERS, ids=[",".join(c) for c in REAL_NUMBERS])
-def test_any_real_number_is_taken_where_numbers_go(via: str, changes: dict[str, Any],
-                                                   untouched: Any) -> None:
+def test_any_real_number_is_taken_where_numbers_go(
+    via: str, changes: dict[str, Any], untouched: Any
+) -> None:
     """numpy scalars, Decimal and 0-d tensors are numbers; the job keeps Python's."""
     built = _build(via, changes)
     untouched()
@@ -236,11 +247,12 @@ BAD_EXPANSIONS: list[tuple[dict[str, Any], dict[str, list[Any]], str]] = [
 ]
 
 
-@pytest.mark.parametrize(("partial", "expanded", "name"), BAD_EXPANSIONS,
-                         ids=[n for *_, n in BAD_EXPANSIONS])
-def test_a_bad_expanded_value_is_refused_at_parse_time(partial: dict[str, Any],
-                                                      expanded: dict[str, list[Any]],
-                                                      name: str, untouched: Any) -> None:
+@pytest.mark.parametrize(
+    ("partial", "expanded", "name"), BAD_EXPANSIONS, ids=[n for *_, n in BAD_EXPANSIONS]
+)
+def test_a_bad_expanded_value_is_refused_at_parse_time(
+    partial: dict[str, Any], expanded: dict[str, list[Any]], name: str, untouched: Any
+) -> None:
     from airflow.sdk import DAG
 
     from zeus_airflow import ZeusTrainOperator
@@ -268,11 +280,35 @@ def test_a_default_job_id_over_the_column_says_to_pass_a_shorter_one(untouched: 
 
 # --- device strings -----------------------------------------------------------------------
 BAD_DEVICES: list[object] = [
-    "", " ", "gpu0", "cuda:0", "AUTO", "auto:0", "nvml", "nvml:", "nvml:a", "nvml:-1",
-    "nvml:0,", "nvml:0,0", "nvml: 0", "nvml:０", f"nvml:{DB_INT_MAX + 1}", "NVML:0",
-    "replay", "replay:v100", "replay::squad", "replay:v100:", "replay:v100:squad:x",
-    "replay:v100:mnist", "simulated", "simulated:", "simulated:v100:mnist",
-    "simulated:v100:squad:x", None, 0, ["auto"],
+    "",
+    " ",
+    "gpu0",
+    "cuda:0",
+    "AUTO",
+    "auto:0",
+    "nvml",
+    "nvml:",
+    "nvml:a",
+    "nvml:-1",
+    "nvml:0,",
+    "nvml:0,0",
+    "nvml: 0",
+    "nvml:０",
+    f"nvml:{DB_INT_MAX + 1}",
+    "NVML:0",
+    "replay",
+    "replay:v100",
+    "replay::squad",
+    "replay:v100:",
+    "replay:v100:squad:x",
+    "replay:v100:mnist",
+    "simulated",
+    "simulated:",
+    "simulated:v100:mnist",
+    "simulated:v100:squad:x",
+    None,
+    0,
+    ["auto"],
 ]
 
 
@@ -296,17 +332,21 @@ def _no_retries(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     return waits
 
 
-@pytest.mark.parametrize(("url", "named"), [
-    ("not a url", "'not a url' is not a database URL"),
-    ("mysql://zeus:secret@db.example/zeus", "uses 'mysql'"),
-    ("mysql+pymysql://zeus@db.example/zeus", "uses 'mysql+pymysql'"),
-    ("oracle://db.example/zeus", "uses 'oracle'"),
-    ("mssql+pyodbc://db.example/zeus", "uses 'mssql+pyodbc'"),
-    ("nosuchdialect://db.example/zeus", "uses 'nosuchdialect'"),
-])
+@pytest.mark.parametrize(
+    ("url", "named"),
+    [
+        ("not a url", "'not a url' is not a database URL"),
+        ("mysql://zeus:secret@db.example/zeus", "uses 'mysql'"),
+        ("mysql+pymysql://zeus@db.example/zeus", "uses 'mysql+pymysql'"),
+        ("oracle://db.example/zeus", "uses 'oracle'"),
+        ("mssql+pyodbc://db.example/zeus", "uses 'mssql+pyodbc'"),
+        ("nosuchdialect://db.example/zeus", "uses 'nosuchdialect'"),
+    ],
+)
 @pytest.mark.parametrize("path", ["explicit", "environment", "sqlstore"])
 def test_an_unsupported_store_url_is_one_line_stating_both_forms(
-        url: str, named: str, path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    url: str, named: str, path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     waits = _no_retries(monkeypatch)
     monkeypatch.setenv(URL_ENV, url)
     with pytest.raises(StoreError) as err:
@@ -326,15 +366,24 @@ def pg_up(postgres_server: str) -> str:
     return postgres_server
 
 
-@pytest.mark.parametrize(("url", "reason", "fix"), [
-    (f"{PG_SERVER}/zeus_no_such_database", 'database "zeus_no_such_database" does not exist',
-     "createdb"),
-    (PG_SERVER.replace("postgres@", "zeus_no_such_role@") + "/postgres",
-     'role "zeus_no_such_role" does not exist', "create that role"),
-])
-def test_a_permanent_postgresql_refusal_is_not_retried(url: str, reason: str, fix: str,
-                                                       pg_up: str,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    ("url", "reason", "fix"),
+    [
+        (
+            f"{PG_SERVER}/zeus_no_such_database",
+            'database "zeus_no_such_database" does not exist',
+            "createdb",
+        ),
+        (
+            PG_SERVER.replace("postgres@", "zeus_no_such_role@") + "/postgres",
+            'role "zeus_no_such_role" does not exist',
+            "create that role",
+        ),
+    ],
+)
+def test_a_permanent_postgresql_refusal_is_not_retried(
+    url: str, reason: str, fix: str, pg_up: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     waits = _no_retries(monkeypatch)
     policy = RetryPolicy()  # 5 tries, 7.5 s of waits in all: a retry would show
     started = time.monotonic()
@@ -347,7 +396,8 @@ def test_a_permanent_postgresql_refusal_is_not_retried(url: str, reason: str, fi
 
 
 def test_a_sqlite_store_in_a_missing_folder_is_named_at_once(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A gap this suite found: SQLite's 'unable to open database file' was retried for 8 s
     as a busy disk; a missing folder is permanent."""
     waits = _no_retries(monkeypatch)
@@ -360,13 +410,19 @@ def test_a_sqlite_store_in_a_missing_folder_is_named_at_once(
 
 
 @pytest.mark.parametrize("table", ["zeus_trials", "zeus_jobs", "zeus_gpu_leases"])
-def test_a_store_missing_a_table_gets_the_schema_message(migrated_url: str, table: str,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_store_missing_a_table_gets_the_schema_message(
+    migrated_url: str, table: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     waits = _no_retries(monkeypatch)
     store = SQLStore(migrated_url)
     with store.engine.begin() as conn:
-        conn.execute(text(f"DROP TABLE {table} CASCADE" if "postgresql" in migrated_url
-                          else f"DROP TABLE {table}"))
+        conn.execute(
+            text(
+                f"DROP TABLE {table} CASCADE"
+                if "postgresql" in migrated_url
+                else f"DROP TABLE {table}"
+            )
+        )
     store.engine.dispose()
     with pytest.raises(StoreError) as err:
         open_store(migrated_url)
@@ -403,9 +459,26 @@ def _one_error_line(err: str, command: str, named: str) -> None:
 
 
 def simulate(out: Path, *extra: str) -> list[str]:
-    return ["simulate", "--traces", str(TRACES), "--output-csv", str(out), "--jobs", "1",
-            "--gpu", "v100", "--workload", "squad", "--policy", "zeus", "--seeds", "1",
-            "--recurrences", "3", *extra]
+    return [
+        "simulate",
+        "--traces",
+        str(TRACES),
+        "--output-csv",
+        str(out),
+        "--jobs",
+        "1",
+        "--gpu",
+        "v100",
+        "--workload",
+        "squad",
+        "--policy",
+        "zeus",
+        "--seeds",
+        "1",
+        "--recurrences",
+        "3",
+        *extra,
+    ]
 
 
 STORE_ARGUMENTS: list[tuple[tuple[str, ...], str, str]] = [
@@ -414,8 +487,11 @@ STORE_ARGUMENTS: list[tuple[tuple[str, ...], str, str]] = [
     (("runs", "--db", "oracle://db.example/zeus"), "runs", "uses 'oracle'"),
     (("db", "upgrade", "--db", "mysql://db.example/zeus"), "db", "SQLite and PostgreSQL only"),
     (("reset", "--db", "not a url", "--job", "j", "--yes"), "reset", "is not a database URL"),
-    (("runs", "--db", "sqlite:////nonexistent-zeus-folder/zeus.db"), "runs",
-     "'/nonexistent-zeus-folder' does not exist"),
+    (
+        ("runs", "--db", "sqlite:////nonexistent-zeus-folder/zeus.db"),
+        "runs",
+        "'/nonexistent-zeus-folder' does not exist",
+    ),
     (("runs", "--job"), "runs", "argument --job: expected one argument"),
     (("reset", "--db", "sqlite:////tmp/x.db"), "reset", "required: --job"),
     (("jobs", "--format", "xml"), "jobs", "argument --format: invalid choice"),
@@ -435,11 +511,16 @@ STORE_ARGUMENTS: list[tuple[tuple[str, ...], str, str]] = [
 ]
 
 
-@pytest.mark.parametrize(("argv", "command", "named"), STORE_ARGUMENTS,
-                         ids=[" ".join(a) for a, *_ in STORE_ARGUMENTS])
+@pytest.mark.parametrize(
+    ("argv", "command", "named"), STORE_ARGUMENTS, ids=[" ".join(a) for a, *_ in STORE_ARGUMENTS]
+)
 def test_a_bad_store_argument_is_one_line_without_traceback(
-        argv: tuple[str, ...], command: str, named: str, capsys: pytest.CaptureFixture[str],
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    argv: tuple[str, ...],
+    command: str,
+    named: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     waits = _no_retries(monkeypatch)
     code, out, err, seconds = run_cli(capsys, *argv)
     assert code != 0 and out == "" and waits == [] and seconds < 5
@@ -450,8 +531,8 @@ def test_a_bad_store_argument_is_one_line_without_traceback(
 
 
 def test_a_refused_postgresql_store_is_one_line_from_the_cli(
-        pg_up: str, capsys: pytest.CaptureFixture[str],
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    pg_up: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     waits = _no_retries(monkeypatch)
     code, _, err, _ = run_cli(capsys, "jobs", "--db", f"{PG_SERVER}/zeus_no_such_database")
     assert code == 1 and waits == []
@@ -482,11 +563,12 @@ SIMULATE_ARGUMENTS: list[tuple[tuple[str, ...], str]] = [
 ]
 
 
-@pytest.mark.parametrize(("extra", "named"), SIMULATE_ARGUMENTS,
-                         ids=[" ".join(e) for e, _ in SIMULATE_ARGUMENTS])
+@pytest.mark.parametrize(
+    ("extra", "named"), SIMULATE_ARGUMENTS, ids=[" ".join(e) for e, _ in SIMULATE_ARGUMENTS]
+)
 def test_a_bad_simulate_argument_is_one_line_before_any_simulation(
-        extra: tuple[str, ...], named: str, tmp_path: Path,
-        capsys: pytest.CaptureFixture[str]) -> None:
+    extra: tuple[str, ...], named: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, out, err, seconds = run_cli(capsys, *simulate(tmp_path / "out.csv", *extra))
     assert code == 2 and out == "" and seconds < 10
     _one_error_line(err, "simulate", named)
@@ -495,7 +577,8 @@ def test_a_bad_simulate_argument_is_one_line_before_any_simulation(
 
 @pytest.mark.parametrize("where", ["/proc/zeus-out.csv", "folder", "file/out.csv"])
 def test_an_unwritable_output_csv_is_refused_before_the_simulation(
-        where: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    where: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     (tmp_path / "file").write_text("a file where a folder should be")
     target = Path(where) if where.startswith("/") else tmp_path / where
     (tmp_path / "folder").mkdir()
@@ -507,19 +590,20 @@ def test_an_unwritable_output_csv_is_refused_before_the_simulation(
     assert sorted(p.name for p in tmp_path.rglob("*")) == before
 
 
-
 GARBAGE_TRACES: dict[str, bytes] = {
     "text": b"this is not a trace\n1,2,3\n",
     "binary": bytes(range(256)) * 4,
     "columns": b"dataset,batch_size\nsquad,32\n",
-    "numbers": (b"dataset,batch_size,target_metric,target_epoch,optimizer\n"
-                b"squad,many,84.0,3,adamw\n"),
+    "numbers": (
+        b"dataset,batch_size,target_metric,target_epoch,optimizer\nsquad,many,84.0,3,adamw\n"
+    ),
 }
 
 
 @pytest.mark.parametrize("garbage", list(GARBAGE_TRACES))
 def test_a_traces_folder_of_garbage_is_one_line_naming_it(
-        garbage: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    garbage: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     folder = tmp_path / "traces"
     folder.mkdir()
     (folder / "summary_train.csv").write_bytes(GARBAGE_TRACES[garbage])
@@ -540,16 +624,21 @@ RENDERED_BLANK: list[tuple[dict[str, Any], str]] = [
     ({"zeus_conn_id": "{{ '' }}"}, "zeus_conn_id=''"),
     ({"traces_dir": "{{ '' }}"}, "traces_dir=''"),
     ({"carbon_zone": "{{ '' }}"}, "carbon_zone=''"),
-    ({"carbon_zone": "DE", "carbon_source": "fixed:300", "carbon_conn_id": "{{ '' }}"},
-     "carbon_conn_id=''"),
+    (
+        {"carbon_zone": "DE", "carbon_source": "fixed:300", "carbon_conn_id": "{{ '' }}"},
+        "carbon_conn_id=''",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("changes", "named"), RENDERED_BLANK,
-                         ids=[n for _, n in RENDERED_BLANK])
+@pytest.mark.parametrize(("changes", "named"), RENDERED_BLANK, ids=[n for _, n in RENDERED_BLANK])
 def test_a_template_rendering_blank_fails_the_task_by_name_before_any_work(
-        changes: dict[str, Any], named: str, dag_test: None, zeus_store_url: str,
-        capfd: pytest.CaptureFixture[str]) -> None:
+    changes: dict[str, Any],
+    named: str,
+    dag_test: None,
+    zeus_store_url: str,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
     from airflow.sdk import DAG
     from fixtures_airflow import daily, sync_dag, task_state
 
@@ -557,9 +646,12 @@ def test_a_template_rendering_blank_fails_the_task_by_name_before_any_work(
 
     dag_id = f"rendered_blank_{abs(hash(named))}"
     with DAG(dag_id, schedule="@daily", start_date=daily(0), catchup=False) as dag:
-        ZeusTrainOperator(task_id="train", device="replay:v100:cifar100",
-                          **{**GOOD, "batch_sizes": [32, 64, 128], "default_batch_size": 64},
-                          **changes)
+        ZeusTrainOperator(
+            task_id="train",
+            device="replay:v100:cifar100",
+            **{**GOOD, "batch_sizes": [32, 64, 128], "default_batch_size": 64},
+            **changes,
+        )
     dag_run = sync_dag(dag).test(logical_date=daily(0))
     assert task_state(dag_run, "train")[0] == "failed"
     assert f"ConfigError: {named} is invalid" in capfd.readouterr().out
@@ -574,23 +666,29 @@ BAD_CSV_ROWS: list[tuple[bytes, str]] = [
     (b"2026-01-01T01:00:00Z,DE,inf,80\n", "carbon intensity inf is not a finite number"),
     (b"2026-01-01T01:00:00Z,DE,-500,80\n", "carbon intensity -500.0 is not a finite number"),
     (b"2026-01-01T01:00:00Z,DE,1e9,80\n", "in [0, 2000] gCO2e/kWh"),
-    (b"2026-01-01T01:00:00Z,DE,300,1e9\n", "price 1000000000.0 is not a finite number in "
-                                           "[-1000, 20000] per MWh"),
+    (
+        b"2026-01-01T01:00:00Z,DE,300,1e9\n",
+        "price 1000000000.0 is not a finite number in [-1000, 20000] per MWh",
+    ),
     (b"2026-01-01T01:00:00Z,DE,300,nan\n", "price nan"),
     (b"2026-01-01T01:00:00Z,DE,\xff\xfe30,80\n", "not UTF-8 text (byte 0xff)"),
 ]
 
 
-@pytest.mark.parametrize(("row", "message"), BAD_CSV_ROWS,
-                         ids=[str(i) for i in range(len(BAD_CSV_ROWS))])
+@pytest.mark.parametrize(
+    ("row", "message"), BAD_CSV_ROWS, ids=[str(i) for i in range(len(BAD_CSV_ROWS))]
+)
 def test_a_bad_carbon_csv_value_is_refused_with_its_file_and_line(
-        tmp_path: Path, row: bytes, message: str) -> None:
+    tmp_path: Path, row: bytes, message: str
+) -> None:
     from zeus_airflow.core.carbon.csvtrace import CsvTrace
     from zeus_airflow.core.carbon.signal import SourceError
 
     trace = tmp_path / "grid.csv"
-    trace.write_bytes(b"datetime,zone,carbon_intensity_g_per_kwh,price_per_mwh\n"
-                      b"2026-01-01T00:00:00Z,DE,300,80\n" + row)
+    trace.write_bytes(
+        b"datetime,zone,carbon_intensity_g_per_kwh,price_per_mwh\n"
+        b"2026-01-01T00:00:00Z,DE,300,80\n" + row
+    )
     with pytest.raises(SourceError) as err:
         CsvTrace.load(trace)
     assert str(err.value).startswith(f"{trace}, line 3: ") and message in str(err.value)
@@ -609,10 +707,14 @@ BAD_EM_EXTRAS: list[tuple[dict[str, Any], str]] = [
 ]
 
 
-@pytest.mark.parametrize(("extra", "message"), BAD_EM_EXTRAS,
-                         ids=[next(iter(e)) + str(i) for i, (e, _) in enumerate(BAD_EM_EXTRAS)])
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    BAD_EM_EXTRAS,
+    ids=[next(iter(e)) + str(i) for i, (e, _) in enumerate(BAD_EM_EXTRAS)],
+)
 def test_a_bad_electricity_maps_extra_is_refused_naming_the_connection(
-        monkeypatch: pytest.MonkeyPatch, extra: dict[str, Any], message: str) -> None:
+    monkeypatch: pytest.MonkeyPatch, extra: dict[str, Any], message: str
+) -> None:
     """Refused as the source's error (the run's figures then fall back, labelled): a
     connection's extras never fail a task."""
     import json
@@ -620,8 +722,10 @@ def test_a_bad_electricity_maps_extra_is_refused_naming_the_connection(
     from zeus_airflow.core.carbon.signal import SourceError
     from zeus_airflow.hooks.carbon import ElectricityMapsHook
 
-    monkeypatch.setenv("AIRFLOW_CONN_EM_BAD", json.dumps({
-        "conn_type": "electricitymaps", "password": "tok", "extra": extra}))
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_EM_BAD",
+        json.dumps({"conn_type": "electricitymaps", "password": "tok", "extra": extra}),
+    )
     with pytest.raises(SourceError) as err:
         ElectricityMapsHook("em_bad").get_conn()
     assert str(err.value).startswith("connection 'em_bad''s extras: ")

@@ -33,28 +33,33 @@ class Quick:
 QUICK: dict[str, Quick] = {
     "acceptance_calibration.py": Quick(("--quick",), "emea: cheapest b="),
     "carbon_budget.py": Quick(("--quick",), "planning (a deadline 2 s away)"),
-    "carbon_shift.py": Quick(("--quick", "--output", "{out}"), "Wall time",
-                             (".md", ".csv", ".png")),
-    "drift_capriccio.py": Quick(("--quick", "--output", "{out}"), "| options |",
-                                (".md", "_seed1.csv", "_seed1.png")),
-    "drift_experiment.py": Quick(("--quick", "--output", "{out}"), "Target",
-                                 (".md", ".csv", ".png")),
-    "drift_sweep.py": Quick(("--quick", "--output", "{out}"), "drift detection",
-                            (".md", ".csv", ".png")),
+    "carbon_shift.py": Quick(
+        ("--quick", "--output", "{out}"), "Wall time", (".md", ".csv", ".png")
+    ),
+    "drift_capriccio.py": Quick(
+        ("--quick", "--output", "{out}"), "| options |", (".md", "_seed1.csv", "_seed1.png")
+    ),
+    "drift_experiment.py": Quick(
+        ("--quick", "--output", "{out}"), "Target", (".md", ".csv", ".png")
+    ),
+    "drift_sweep.py": Quick(
+        ("--quick", "--output", "{out}"), "drift detection", (".md", ".csv", ".png")
+    ),
     # Reads installed metadata only: its whole run takes under a second.
     "install_size.py": Quick((), "zeus-airflow[]:"),
     "operator_overhead.py": Quick(("--quick",), "runs=2 overhead_median_ms="),
-    "profile_steps.py": Quick(("--quick", "--output", "{out}"), "| v100 | cifar100 |",
-                              (".md", ".csv")),
-    "short_horizon.py": Quick(("--quick", "--output", "{out}"), "replayed",
-                              (".md", ".csv")),
-    "short_job.py": Quick(("--quick", "--output", "{out}"), "Simulated energy",
-                          (".md", ".csv")),
-    "simulate_sweep.py": Quick(("--quick", "--output", "{out}"), "Regret in 1e6",
-                               (".md", ".csv", ".png")),
+    "profile_steps.py": Quick(
+        ("--quick", "--output", "{out}"), "| v100 | cifar100 |", (".md", ".csv")
+    ),
+    "short_horizon.py": Quick(("--quick", "--output", "{out}"), "replayed", (".md", ".csv")),
+    "short_job.py": Quick(("--quick", "--output", "{out}"), "Simulated energy", (".md", ".csv")),
+    "simulate_sweep.py": Quick(
+        ("--quick", "--output", "{out}"), "Regret in 1e6", (".md", ".csv", ".png")
+    ),
     # Exactly-once under concurrent workers is this benchmark's verdict: it must hold here too.
-    "store_concurrency.py": Quick(("--quick", "--db", "sqlite:///{out}.db"),
-                                  "trials=6 lost=0 duplicated=0 stuck=0"),
+    "store_concurrency.py": Quick(
+        ("--quick", "--db", "sqlite:///{out}.db"), "trials=6 lost=0 duplicated=0 stuck=0"
+    ),
     "store_scale.py": Quick(("--quick", "--db", "sqlite:///{out}.db"), "plans=indexed"),
     "ui_fleet_page.py": Quick(("--quick",), "jobs=30 server_p50_ms="),
     "ui_job_page.py": Quick(("--quick",), "runs=30 server_p50_ms="),
@@ -64,8 +69,11 @@ ELSEWHERE = {"gpu_check.py": "tests/test_gpu_check.py"}
 
 
 def snapshot(folder: Path) -> dict[str, tuple[int, int]]:
-    return {str(p.relative_to(folder)): (p.stat().st_mtime_ns, p.stat().st_size)
-            for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts}
+    return {
+        str(p.relative_to(folder)): (p.stat().st_mtime_ns, p.stat().st_size)
+        for p in folder.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    }
 
 
 def run_quick(script: str, tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], Path]:
@@ -73,8 +81,14 @@ def run_quick(script: str, tmp_path: Path) -> tuple[subprocess.CompletedProcess[
     args = [a.format(out=out) for a in QUICK[script].args]
     # TMPDIR: scripts that make their own Airflow home (mkdtemp) make it in the tmp dir too.
     env = {**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(tmp_path)}
-    done = subprocess.run([sys.executable, str(BENCH / script), *args], capture_output=True,
-                          text=True, env=env, cwd=tmp_path, timeout=300)
+    done = subprocess.run(
+        [sys.executable, str(BENCH / script), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=300,
+    )
     return done, out
 
 
@@ -111,8 +125,14 @@ def test_the_quick_profile_steps_counts_fewer_steps_after(tmp_path: Path) -> Non
 def test_a_quick_run_without_output_writes_to_a_temporary_folder(tmp_path: Path) -> None:
     before = snapshot(BENCH)
     env = {**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(tmp_path)}
-    done = subprocess.run([sys.executable, str(BENCH / "short_horizon.py"), "--quick"],
-                          capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "short_horizon.py"), "--quick"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-4000:]
     (written,) = tmp_path.glob("zeus-bench-short_horizon-*/short_horizon.md")
     assert str(written.with_suffix("")) in done.stderr

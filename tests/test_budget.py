@@ -40,10 +40,10 @@ TRACES = Path(__file__).resolve().parents[1] / "zeus_airflow" / "data" / "traces
 RNG = np.random.default_rng(0)
 
 
-def config(budget: float | None = 0.1, sizes: tuple[int, ...] = (8, 16, 32, 64),
-           b0: int = 32) -> JobConfig:
-    return JobConfig("job", sizes, b0, target_metric=0.9, max_epochs=10,
-                     exploration_budget=budget)
+def config(
+    budget: float | None = 0.1, sizes: tuple[int, ...] = (8, 16, 32, 64), b0: int = 32
+) -> JobConfig:
+    return JobConfig("job", sizes, b0, target_metric=0.9, max_epochs=10, exploration_budget=budget)
 
 
 # --- the books ---------------------------------------------------------------------------------
@@ -84,9 +84,13 @@ def walked_b0(cost: float = 100.0) -> tuple[ExplorationStep, ...]:
 
 def snapshot(ledger: BudgetLedger, budget: float | None = 0.1) -> JobSnapshot:
     """b0 (32) has run once at cost 100; the walk's next step is 16."""
-    return JobSnapshot(config(budget), exploration=walked_b0(),
-                       observations={32: ArmStats.of([100.0])}, success_mean_cost={32: 100.0},
-                       ledger=ledger)
+    return JobSnapshot(
+        config(budget),
+        exploration=walked_b0(),
+        observations={32: ArmStats.of([100.0])},
+        success_mean_cost={32: 100.0},
+        ledger=ledger,
+    )
 
 
 def test_without_room_in_the_budget_the_best_known_size_runs_instead_of_exploring() -> None:
@@ -124,15 +128,19 @@ def paired_costs(budget: float | None, recurrences: int) -> tuple[list[float], l
     each exploration is the worst case, stopped at its bound and then retried with b0."""
     base = load_workload_trace(TRACES, "v100", "imagenet")
     b0 = base.default_batch_size
-    trace = dataclasses.replace(base, target_epochs={
-        b: runs if b == b0 else (math.inf,) for b, runs in base.target_epochs.items()})
+    trace = dataclasses.replace(
+        base,
+        target_epochs={
+            b: runs if b == b0 else (math.inf,) for b, runs in base.target_epochs.items()
+        },
+    )
     costs = []
     for policy in (ZeusPolicy(), DefaultPolicy()):
         gpu = ReplayGPU(trace)
-        spec = SimulationSpec("zeus", "v100", "imagenet", 1, str(TRACES),
-                              exploration_budget=budget)
-        engine = Engine(SQLStore.in_memory(), gpu, job_config(trace, spec), policy, seed=1,
-                        heartbeat_s=None)
+        spec = SimulationSpec("zeus", "v100", "imagenet", 1, str(TRACES), exploration_budget=budget)
+        engine = Engine(
+            SQLStore.in_memory(), gpu, job_config(trace, spec), policy, seed=1, heartbeat_s=None
+        )
         train = ReplayTraining(gpu, seed=1)
         run_costs = []
         for day in range(recurrences):
@@ -153,14 +161,20 @@ def test_the_budget_holds_at_every_run_when_every_exploration_is_the_worst_case(
 # --- no deterministic retries ------------------------------------------------------------------
 def test_sizes_that_missed_the_target_in_this_recurrence_are_not_run_again_on_its_data() -> None:
     cfg = config(None, sizes=(16, 32), b0=32)
-    steps = (ExplorationStep(32, True, 100.0, seq=1, stop_reason="target"),
-             ExplorationStep(16, True, 90.0, seq=2, stop_reason="target"),
-             ExplorationStep(16, True, 90.0, seq=3, stop_reason="target"),
-             ExplorationStep(32, True, 100.0, seq=4, stop_reason="target"))
+    steps = (
+        ExplorationStep(32, True, 100.0, seq=1, stop_reason="target"),
+        ExplorationStep(16, True, 90.0, seq=2, stop_reason="target"),
+        ExplorationStep(16, True, 90.0, seq=3, stop_reason="target"),
+        ExplorationStep(32, True, 100.0, seq=4, stop_reason="target"),
+    )
     observed = {16: ArmStats.of([90.0, 90.0]), 32: ArmStats.of([100.0, 100.0])}
-    both_failed = JobSnapshot(cfg, exploration=steps, observations=observed,
-                              success_mean_cost={16: 90.0, 32: 100.0},
-                              excluded=frozenset({16, 32}))
+    both_failed = JobSnapshot(
+        cfg,
+        exploration=steps,
+        observations=observed,
+        success_mean_cost={16: 90.0, 32: 100.0},
+        excluded=frozenset({16, 32}),
+    )
     stopped = ZeusPolicy().decide(dataclasses.replace(both_failed, missed=frozenset({32})), RNG)
     assert (stopped.batch_size, stopped.final) == (16, True)  # early-stopped: runs to its end
     with pytest.raises(NoFeasibleBatchSizeError, match="would miss again"):
@@ -170,9 +184,11 @@ def test_sizes_that_missed_the_target_in_this_recurrence_are_not_run_again_on_it
 # --- no lock-in after a hard day ---------------------------------------------------------------
 def hard_day() -> tuple[ExplorationStep, ...]:
     """Day 1: b0 (32), then 16 and 64 all miss the target on hard data."""
-    return (ExplorationStep(32, False, 300.0, seq=1, stop_reason="max_epochs", recurrence="d1"),
-            ExplorationStep(16, False, 300.0, seq=2, stop_reason="max_epochs", recurrence="d1"),
-            ExplorationStep(64, False, 300.0, seq=3, stop_reason="max_epochs", recurrence="d1"))
+    return (
+        ExplorationStep(32, False, 300.0, seq=1, stop_reason="max_epochs", recurrence="d1"),
+        ExplorationStep(16, False, 300.0, seq=2, stop_reason="max_epochs", recurrence="d1"),
+        ExplorationStep(64, False, 300.0, seq=3, stop_reason="max_epochs", recurrence="d1"),
+    )
 
 
 def test_a_hard_day_followed_by_an_easy_one_reopens_exploration() -> None:
@@ -180,28 +196,39 @@ def test_a_hard_day_followed_by_an_easy_one_reopens_exploration() -> None:
     locked = JobSnapshot(cfg, exploration=hard_day())
     assert job_phase(locked) == ("infeasible", ())
     # Day 2's fallback run of b0 reaches the target: day 1's data was hard, not the sizes.
-    easy = JobSnapshot(cfg, exploration=hard_day(), observations={32: ArmStats.of([100.0])},
-                       success_mean_cost={32: 100.0},
-                       evidence={32: SizeEvidence(last_success_seq=4)})
+    easy = JobSnapshot(
+        cfg,
+        exploration=hard_day(),
+        observations={32: ArmStats.of([100.0])},
+        success_mean_cost={32: 100.0},
+        evidence={32: SizeEvidence(last_success_seq=4)},
+    )
     assert earned_another_try(16, easy) and earned_another_try(64, easy)
     phase, in_play = job_phase(easy)
     assert phase == "sampling" and set(in_play) == {16, 32, 64}
     # 8 was never reached: once 16 reaches the target, it is next.
     assert 8 not in in_play
     sixteen_ok = dataclasses.replace(
-        easy, observations={32: ArmStats.of([100.0]), 16: ArmStats.of([90.0])},
+        easy,
+        observations={32: ArmStats.of([100.0]), 16: ArmStats.of([90.0])},
         success_mean_cost={32: 100.0, 16: 90.0},
-        evidence={32: SizeEvidence(last_success_seq=4), 16: SizeEvidence(last_success_seq=5)})
+        evidence={32: SizeEvidence(last_success_seq=4), 16: SizeEvidence(last_success_seq=5)},
+    )
     assert 8 in job_phase(sixteen_ok)[1]
     assert ZeusPolicy().decide(sixteen_ok, RNG).batch_size == 8  # untried arms go first
 
 
 def test_a_miss_on_a_day_no_later_run_overturned_still_prunes() -> None:
     cfg = config(None)
-    steps = (ExplorationStep(32, True, 100.0, seq=1, stop_reason="target", recurrence="d1"),
-             ExplorationStep(16, False, 300.0, seq=2, stop_reason="max_epochs",
-                             recurrence="d2"))
-    snap = JobSnapshot(cfg, exploration=steps, observations={32: ArmStats.of([100.0])},
-                       success_mean_cost={32: 100.0})
+    steps = (
+        ExplorationStep(32, True, 100.0, seq=1, stop_reason="target", recurrence="d1"),
+        ExplorationStep(16, False, 300.0, seq=2, stop_reason="max_epochs", recurrence="d2"),
+    )
+    snap = JobSnapshot(
+        cfg,
+        exploration=steps,
+        observations={32: ArmStats.of([100.0])},
+        success_mean_cost={32: 100.0},
+    )
     assert not earned_another_try(16, snap)
     assert frontier(snap, [32]) == {64}  # 64 is the walk's next step anyway; 8 lies past 16

@@ -25,10 +25,14 @@ DAG_ID = "capriccio_daily"
 @pytest.mark.usefixtures("airflow_db")
 def test_the_dag_parses_without_pytorch_and_wires_the_slice_into_training() -> None:
     # A fresh interpreter: parsing the DAG file must not import torch (parse time stays light).
-    probe = ("import sys, runpy; runpy.run_path(sys.argv[1]); "
-             "print('torch' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", probe, str(DAG_FILE)], capture_output=True,
-                         text=True, check=True, env={"AIRFLOW_HOME": str(AIRFLOW_HOME)})
+    probe = "import sys, runpy; runpy.run_path(sys.argv[1]); print('torch' in sys.modules)"
+    out = subprocess.run(
+        [sys.executable, "-c", probe, str(DAG_FILE)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"AIRFLOW_HOME": str(AIRFLOW_HOME)},
+    )
     assert out.stdout.strip().splitlines()[-1] == "False"
     dag = load_dag_file(DAG_FILE, DAG_ID)
     assert dag.schedule == "@daily"
@@ -52,8 +56,10 @@ def test_one_day_prepares_its_slice_and_retrains_on_it(zeus_store_url: str) -> N
     assert slice_dir == AIRFLOW_HOME / "capriccio" / "slices" / "2009-04-06"
     manifest = json.loads((slice_dir / "slice.json").read_text())
     assert (manifest["day"], manifest["start"]) == ("2009-04-06", 0)
-    assert (manifest["train_size"], manifest["val_size"]) == (DEMO_SLICE_SIZE - DEMO_VAL_SIZE,
-                                                              DEMO_VAL_SIZE)
+    assert (manifest["train_size"], manifest["val_size"]) == (
+        DEMO_SLICE_SIZE - DEMO_VAL_SIZE,
+        DEMO_VAL_SIZE,
+    )
     published = xcoms(DAG_ID, run.run_id, "train")
     assert published["measurement"] == "simulated"
     assert published["batch_size"] == CapriccioJob().default_batch_size  # pruning starts at b0
@@ -64,13 +70,17 @@ def test_one_day_prepares_its_slice_and_retrains_on_it(zeus_store_url: str) -> N
 @pytest.mark.usefixtures("dag_test")
 def test_a_day_without_tweets_skips_the_run(zeus_store_url: str) -> None:
     corpus = ensure_corpus(AIRFLOW_HOME / "capriccio" / "synthetic.csv")
-    slices = plan_slices(read_tweets(corpus).sorted_by_time(),
-                         SliceSizes(DEMO_SLICE_SIZE, DEMO_VAL_SIZE))
+    slices = plan_slices(
+        read_tweets(corpus).sorted_by_time(), SliceSizes(DEMO_SLICE_SIZE, DEMO_VAL_SIZE)
+    )
     days = {s.day for s in slices}
-    empty = next(slices[0].day + timedelta(d) for d in range(60)
-                 if slices[0].day + timedelta(d) not in days)
+    empty = next(
+        slices[0].day + timedelta(d) for d in range(60) if slices[0].day + timedelta(d) not in days
+    )
     dag = sync_dag(load_dag_file(DAG_FILE, DAG_ID))
-    run = dag.test(logical_date=pendulum.datetime(empty.year, empty.month, empty.day, tz="UTC"),
-                   run_conf={"corpus_csv": str(corpus)})
+    run = dag.test(
+        logical_date=pendulum.datetime(empty.year, empty.month, empty.day, tz="UTC"),
+        run_conf={"corpus_csv": str(corpus)},
+    )
     assert task_state(run, "prepare_slice")[0] == "skipped"
     assert task_state(run, "train")[0] == "skipped"

@@ -79,8 +79,9 @@ def test_the_vocabulary_turns_over_gradually_and_abruptly_at_the_shift(corpus: T
     vocab = {d: vocabulary(corpus, rows) for d, rows in days.items()}
     before = [d for d in sorted(days) if d < shift]
     # Gradual: a day shares more words with the day before than with a day weeks earlier.
-    assert jaccard(vocab[before[-2]], vocab[before[-1]]) > \
-        jaccard(vocab[before[0]], vocab[before[-1]])
+    assert jaccard(vocab[before[-2]], vocab[before[-1]]) > jaccard(
+        vocab[before[0]], vocab[before[-1]]
+    )
     # Abrupt: the shift day brings a burst of words never seen before (the new lexicon).
     seen: set[str] = set()
     novel = {}
@@ -96,23 +97,45 @@ def test_the_defaults_give_the_papers_38_slices_at_demo_sizes() -> None:
     assert len(plan_slices(tweets, SliceSizes(DEMO_SLICE_SIZE, DEMO_VAL_SIZE))) == 38
 
 
-@pytest.mark.parametrize(("changes", "message"), [
-    ({"days": 0}, "days=0 is invalid"),
-    ({"shift_day": 30}, r"shift_day=30 is invalid: expected None or an integer in \[1, "
-                        r"days=30\)"),
-    ({"empty_day_share": 1.0}, "empty_day_share=1.0 is invalid"),
-    ({"tweets_per_day": 0}, "tweets_per_day=0 is invalid"),
-])
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"days": 0}, "days=0 is invalid"),
+        (
+            {"shift_day": 30},
+            r"shift_day=30 is invalid: expected None or an integer in \[1, "
+            r"days=30\)",
+        ),
+        ({"empty_day_share": 1.0}, "empty_day_share=1.0 is invalid"),
+        ({"tweets_per_day": 0}, "tweets_per_day=0 is invalid"),
+    ],
+)
 def test_bad_specs_are_named(changes: dict[str, object], message: str) -> None:
     values: dict[str, object] = {"days": 30, **changes}
     with pytest.raises(ConfigError, match=message):
         CorpusSpec(**values)  # type: ignore[arg-type]
 
 
-def test_the_generate_command_writes_the_corpus(tmp_path: Path,
-                                                capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_generate_command_writes_the_corpus(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "c.csv"
-    assert main(["capriccio", "generate", "--output", str(out), "--days", "6",
-                 "--tweets-per-day", "50", "--shift-day", "none"]) == 0
+    assert (
+        main(
+            [
+                "capriccio",
+                "generate",
+                "--output",
+                str(out),
+                "--days",
+                "6",
+                "--tweets-per-day",
+                "50",
+                "--shift-day",
+                "none",
+            ]
+        )
+        == 0
+    )
     assert len(read_tweets(out)) > 100
     assert "abrupt shift on no day" in capsys.readouterr().out

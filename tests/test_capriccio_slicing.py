@@ -89,14 +89,16 @@ def test_the_split_is_fixed_by_its_seed_and_the_slice_day(corpus: Path) -> None:
     big = SliceSizes(slice_size=10, val_size=4)
     (spec,) = plan_slices(tweets, big)
     first = split_slice(spec, big, seed=7)
-    assert all(np.array_equal(a, b) for a, b in zip(first, split_slice(spec, big, seed=7),
-                                                    strict=True))
+    assert all(
+        np.array_equal(a, b) for a, b in zip(first, split_slice(spec, big, seed=7), strict=True)
+    )
     others = {tuple(split_slice(spec, big, seed=s)[1]) for s in range(8)}
     assert len(others) > 1  # another seed gives another split
 
 
-def test_a_written_slice_reads_back_with_its_split_and_manifest(corpus: Path,
-                                                               tmp_path: Path) -> None:
+def test_a_written_slice_reads_back_with_its_split_and_manifest(
+    corpus: Path, tmp_path: Path
+) -> None:
     tweets = read_tweets(corpus).sorted_by_time()
     spec = plan_slices(tweets, SIZES)[1]
     out = write_slice(tweets, spec, SIZES, tmp_path / "slice")
@@ -110,41 +112,66 @@ def test_a_written_slice_reads_back_with_its_split_and_manifest(corpus: Path,
 
 def test_a_header_row_may_name_the_columns_in_any_order(tmp_path: Path, corpus: Path) -> None:
     reordered = [(r[5], r[2], r[0], r[1], r[3], r[4]) for r in corpus_rows()]
-    path = write_csv(tmp_path / "with_header.csv", reordered,
-                     header="text,date,target,ids,flag,user")
-    assert read_tweets(path).sorted_by_time().texts == \
-        read_tweets(corpus).sorted_by_time().texts
+    path = write_csv(
+        tmp_path / "with_header.csv", reordered, header="text,date,target,ids,flag,user"
+    )
+    assert read_tweets(path).sorted_by_time().texts == read_tweets(corpus).sorted_by_time().texts
 
 
-@pytest.mark.parametrize(("rows", "header", "message"), [
-    ([("0", "1", "Mon Apr 06 09:00:00 PDT 2009", "NO_QUERY", "u")], None,
-     r"corpus.csv:1: 5 columns; expected 6: sentiment, id, date, query, user, text"),
-    ([("0", "1", "NO_QUERY", "u", "hi")], "sentiment,id,query,user,text",
-     r"corpus.csv:1: missing column\(s\) date"),
-    ([*corpus_rows()[:2], ("0", "9", "Mon Foo 06 09:00:00 PDT 2009", "q", "u", "x")], None,
-     r"corpus.csv:3: date='Mon Foo 06 09:00:00 PDT 2009' is unparsable"),
-    ([("0", "9", "Mon Apr 06 09:00:00 CEST 2009", "q", "u", "x")], None,
-     r"corpus.csv:1: date=.* is unparsable: .* zone in PDT, PST, UTC, GMT"),
-    ([*corpus_rows()[:3], ("2", "9", "Mon Apr 06 09:00:00 PDT 2009", "q", "u", "x")], None,
-     r"corpus.csv:4: sentiment='2' is invalid: expected 0 \(negative\) or 4 \(positive\)"),
-])
-def test_bad_rows_are_named_by_line_and_column(tmp_path: Path, rows: list[tuple[str, ...]],
-                                              header: str | None, message: str) -> None:
+@pytest.mark.parametrize(
+    ("rows", "header", "message"),
+    [
+        (
+            [("0", "1", "Mon Apr 06 09:00:00 PDT 2009", "NO_QUERY", "u")],
+            None,
+            r"corpus.csv:1: 5 columns; expected 6: sentiment, id, date, query, user, text",
+        ),
+        (
+            [("0", "1", "NO_QUERY", "u", "hi")],
+            "sentiment,id,query,user,text",
+            r"corpus.csv:1: missing column\(s\) date",
+        ),
+        (
+            [*corpus_rows()[:2], ("0", "9", "Mon Foo 06 09:00:00 PDT 2009", "q", "u", "x")],
+            None,
+            r"corpus.csv:3: date='Mon Foo 06 09:00:00 PDT 2009' is unparsable",
+        ),
+        (
+            [("0", "9", "Mon Apr 06 09:00:00 CEST 2009", "q", "u", "x")],
+            None,
+            r"corpus.csv:1: date=.* is unparsable: .* zone in PDT, PST, UTC, GMT",
+        ),
+        (
+            [*corpus_rows()[:3], ("2", "9", "Mon Apr 06 09:00:00 PDT 2009", "q", "u", "x")],
+            None,
+            r"corpus.csv:4: sentiment='2' is invalid: expected 0 \(negative\) or 4 \(positive\)",
+        ),
+    ],
+)
+def test_bad_rows_are_named_by_line_and_column(
+    tmp_path: Path, rows: list[tuple[str, ...]], header: str | None, message: str
+) -> None:
     with pytest.raises(CorpusError, match=message):
         read_tweets(write_csv(tmp_path / "corpus.csv", rows, header))
 
 
 def test_fewer_tweets_than_one_slice_is_an_error(corpus: Path) -> None:
-    with pytest.raises(CorpusError, match="the corpus has 10 tweets, fewer than one slice "
-                                          r"\(slice_size=11\)"):
+    with pytest.raises(
+        CorpusError,
+        match="the corpus has 10 tweets, fewer than one slice "
+        r"\(slice_size=11\)",
+    ):
         plan_slices(read_tweets(corpus).sorted_by_time(), SliceSizes(11, 1))
 
 
-@pytest.mark.parametrize(("slice_size", "val_size", "message"), [
-    (1, 1, "slice_size=1 is invalid"),
-    (10, 10, r"val_size=10 is invalid: expected an integer in \[1, slice_size=10\)"),
-    (10, 0, "val_size=0 is invalid"),
-])
+@pytest.mark.parametrize(
+    ("slice_size", "val_size", "message"),
+    [
+        (1, 1, "slice_size=1 is invalid"),
+        (10, 10, r"val_size=10 is invalid: expected an integer in \[1, slice_size=10\)"),
+        (10, 0, "val_size=0 is invalid"),
+    ],
+)
 def test_bad_sizes_are_named(slice_size: int, val_size: int, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         SliceSizes(slice_size, val_size)
@@ -155,31 +182,74 @@ def test_a_missing_file_is_named(tmp_path: Path) -> None:
         read_tweets(tmp_path / "nope.csv")
 
 
-def test_the_slice_command_writes_folders_by_day(corpus: Path, tmp_path: Path,
-                                                 capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["capriccio", "slice", "--corpus", str(corpus), "--output-dir",
-                 str(tmp_path / "out"), "--slice-size", "4", "--val-size", "1"]) == 0
+def test_the_slice_command_writes_folders_by_day(
+    corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert (
+        main(
+            [
+                "capriccio",
+                "slice",
+                "--corpus",
+                str(corpus),
+                "--output-dir",
+                str(tmp_path / "out"),
+                "--slice-size",
+                "4",
+                "--val-size",
+                "1",
+            ]
+        )
+        == 0
+    )
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
-        "2009-04-06", "2009-04-07", "2009-04-09"]
+        "2009-04-06",
+        "2009-04-07",
+        "2009-04-09",
+    ]
     assert "slice   2  2009-04-09" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (("--day", "2009-04-08"), "day=2009-04-08 is invalid: no slice starts on it"),
-    (("--val-size", "4"), "val_size=4 is invalid"),
-])
-def test_the_slice_command_names_bad_input(corpus: Path, tmp_path: Path, args: tuple[str, ...],
-                                           message: str,
-                                           capsys: pytest.CaptureFixture[str]) -> None:
-    assert_usage_error(capsys, ["capriccio", "slice", "--corpus", str(corpus), "--output-dir",
-                                str(tmp_path / "out"), "--slice-size", "4", "--val-size", "1",
-                                *args], message, tmp_path / "out")
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--day", "2009-04-08"), "day=2009-04-08 is invalid: no slice starts on it"),
+        (("--val-size", "4"), "val_size=4 is invalid"),
+    ],
+)
+def test_the_slice_command_names_bad_input(
+    corpus: Path,
+    tmp_path: Path,
+    args: tuple[str, ...],
+    message: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert_usage_error(
+        capsys,
+        [
+            "capriccio",
+            "slice",
+            "--corpus",
+            str(corpus),
+            "--output-dir",
+            str(tmp_path / "out"),
+            "--slice-size",
+            "4",
+            "--val-size",
+            "1",
+            *args,
+        ],
+        message,
+        tmp_path / "out",
+    )
 
 
-def test_the_slice_command_names_a_bad_row(tmp_path: Path,
-                                           capsys: pytest.CaptureFixture[str]) -> None:
-    bad = write_csv(tmp_path / "bad.csv", [("1", "1", "Mon Apr 06 09:00:00 PDT 2009", "q", "u",
-                                            "x")])
+def test_the_slice_command_names_a_bad_row(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = write_csv(
+        tmp_path / "bad.csv", [("1", "1", "Mon Apr 06 09:00:00 PDT 2009", "q", "u", "x")]
+    )
     with pytest.raises(SystemExit):
         main(["capriccio", "slice", "--corpus", str(bad), "--output-dir", str(tmp_path / "o")])
     assert "bad.csv:1: sentiment='1' is invalid" in capsys.readouterr().err

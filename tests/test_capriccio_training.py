@@ -30,8 +30,9 @@ from zeus_airflow.core.traces import load_workload_trace
 
 SIZES = SliceSizes(slice_size=3000, val_size=600)
 CORPUS = CorpusSpec(days=12, tweets_per_day=1000, shift_day=4, seed=2)
-JOB = CapriccioJob(batch_sizes=(64, 128, 256), default_batch_size=128, target_metric=0.85,
-                   exploration_budget=None)  # the walk's order is what these tests check
+JOB = CapriccioJob(
+    batch_sizes=(64, 128, 256), default_batch_size=128, target_metric=0.85, exploration_budget=None
+)  # the walk's order is what these tests check
 
 
 @pytest.fixture(scope="module")
@@ -40,8 +41,9 @@ def corpus() -> Tweets:
 
 
 def simulated_gpu() -> SimulatedGPU:
-    return SimulatedGPU(load_workload_trace(TRACES, "v100", "sentiment140"),
-                        clock=time.process_time)
+    return SimulatedGPU(
+        load_workload_trace(TRACES, "v100", "sentiment140"), clock=time.process_time
+    )
 
 
 def test_the_learning_rate_follows_the_square_root_rule() -> None:
@@ -61,8 +63,7 @@ def test_encoding_hashes_words_stably_into_bags() -> None:
     assert picked.offsets.tolist() == [0, 1, 3] and picked.labels.tolist() == [1, 1]
 
 
-def test_one_recurrence_really_trains_to_the_target_on_the_simulated_gpu(corpus: Tweets
-                                                                         ) -> None:
+def test_one_recurrence_really_trains_to_the_target_on_the_simulated_gpu(corpus: Tweets) -> None:
     spec = plan_slices(corpus, SIZES)[0]
     encoded = encode(corpus.texts, corpus.label, ModelSettings().buckets)
     train, val = split_slice(spec, SIZES)
@@ -70,7 +71,8 @@ def test_one_recurrence_really_trains_to_the_target_on_the_simulated_gpu(corpus:
     engine = Engine(SQLStore.in_memory(), gpu, JOB.job_config("t"), seed=1, heartbeat_s=None)
     result = engine.run_recurrence(
         CapriccioTraining(SliceData(encoded.take(train), encoded.take(val)), seed=1),
-        RecurrenceKey(run_id="slice-0"))
+        RecurrenceKey(run_id="slice-0"),
+    )
     assert result.measurement == "simulated" and result.reached_target
     assert result.batch_size == 128 and result.tries[0].phase == "pruning"
     assert result.return_value["val_accuracy"] >= 0.85
@@ -81,9 +83,16 @@ def test_one_recurrence_really_trains_to_the_target_on_the_simulated_gpu(corpus:
 
 def test_the_daily_run_records_every_slice_and_the_shift(corpus: Tweets) -> None:
     seen = []
-    outcomes = run_capriccio(corpus, SIZES, JOB, SQLStore.in_memory(), simulated_gpu(),
-                             slices=4, shift=CORPUS.shift_date,
-                             on_slice=seen.append)
+    outcomes = run_capriccio(
+        corpus,
+        SIZES,
+        JOB,
+        SQLStore.in_memory(),
+        simulated_gpu(),
+        slices=4,
+        shift=CORPUS.shift_date,
+        on_slice=seen.append,
+    )
     assert seen == outcomes and [o.index for o in outcomes] == [0, 1, 2, 3]
     tried = [o.tried for o in outcomes]
     assert [o.tries[0][0] for o in outcomes[:2]] == [128, 64], tried  # walking down from b0
@@ -100,11 +109,34 @@ def test_asking_for_more_slices_than_the_corpus_has_is_named(corpus: Tweets) -> 
 
 
 def test_the_run_command_writes_a_simulated_csv_and_the_plot(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["capriccio", "run", "--traces", str(TRACES), "--days", "10",
-                 "--tweets-per-day", "800", "--shift-day", "5", "--slice-size", "2500",
-                 "--val-size", "500", "--slices", "3", "--target", "0.8",
-                 "--output-csv", str(tmp_path / "run.csv"), "--plot", str(tmp_path / "p.png")])
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(
+        [
+            "capriccio",
+            "run",
+            "--traces",
+            str(TRACES),
+            "--days",
+            "10",
+            "--tweets-per-day",
+            "800",
+            "--shift-day",
+            "5",
+            "--slice-size",
+            "2500",
+            "--val-size",
+            "500",
+            "--slices",
+            "3",
+            "--target",
+            "0.8",
+            "--output-csv",
+            str(tmp_path / "run.csv"),
+            "--plot",
+            str(tmp_path / "p.png"),
+        ]
+    )
     assert code == 0
     with open(tmp_path / "run.csv", newline="") as f:
         rows = list(csv.DictReader(f))
@@ -115,18 +147,41 @@ def test_the_run_command_writes_a_simulated_csv_and_the_plot(
     assert "(simulated)" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (("--slices", "500"), "slices=500 is invalid"),
-    (("--window", "0"), "window_size=0 is invalid"),
-    (("--beta", "1"), "beta=1.0 is invalid"),
-    (("--target", "nan"), "target_metric=nan is invalid"),
-    (("--gpu", "h100"), "gpu='h100' is invalid"),
-    (("--val-size", "0"), "val_size=0 is invalid"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--slices", "500"), "slices=500 is invalid"),
+        (("--window", "0"), "window_size=0 is invalid"),
+        (("--beta", "1"), "beta=1.0 is invalid"),
+        (("--target", "nan"), "target_metric=nan is invalid"),
+        (("--gpu", "h100"), "gpu='h100' is invalid"),
+        (("--val-size", "0"), "val_size=0 is invalid"),
+    ],
+)
 def test_the_run_command_names_bad_input_before_training(
-        tmp_path: Path, args: tuple[str, ...], message: str,
-        capsys: pytest.CaptureFixture[str]) -> None:
-    assert_usage_error(capsys, [
-        "capriccio", "run", "--traces", str(TRACES), "--days", "6", "--tweets-per-day", "300",
-        "--shift-day", "none", "--output-csv", str(tmp_path / "run.csv"), "--slice-size",
-        "1000", "--val-size", "200", *args], message, tmp_path / "run.csv")
+    tmp_path: Path, args: tuple[str, ...], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert_usage_error(
+        capsys,
+        [
+            "capriccio",
+            "run",
+            "--traces",
+            str(TRACES),
+            "--days",
+            "6",
+            "--tweets-per-day",
+            "300",
+            "--shift-day",
+            "none",
+            "--output-csv",
+            str(tmp_path / "run.csv"),
+            "--slice-size",
+            "1000",
+            "--val-size",
+            "200",
+            *args,
+        ],
+        message,
+        tmp_path / "run.csv",
+    )

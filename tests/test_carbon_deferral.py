@@ -85,39 +85,54 @@ with DAG("zeus_carbon_late", schedule="@once", start_date=START, catchup=True):
 def airflow_env(tmp_path: Path, airflow_db: Path) -> dict[str, str]:
     home = tmp_path / "airflow"
     trace = tmp_path / "forecast.csv"
-    env = airflow_home(home, PRISTINE_DB, parallelism=1,
-                       extra={"ZEUS_TRACES_DIR": str(TRACES), "ZEUS_TEST_TRACE": str(trace)})
+    env = airflow_home(
+        home,
+        PRISTINE_DB,
+        parallelism=1,
+        extra={"ZEUS_TRACES_DIR": str(TRACES), "ZEUS_TEST_TRACE": str(trace)},
+    )
     start = (datetime.now(UTC) - timedelta(days=1)).date().isoformat()
-    (home / "dags" / "zeus_carbon.py").write_text(DAG_FILE.format(
-        start=start, clean_from=CLEAN_FROM_S, clean_until=CLEAN_UNTIL_S, clean_g=CLEAN_G,
-        dirty_g=DIRTY_G))
+    (home / "dags" / "zeus_carbon.py").write_text(
+        DAG_FILE.format(
+            start=start,
+            clean_from=CLEAN_FROM_S,
+            clean_until=CLEAN_UNTIL_S,
+            clean_g=CLEAN_G,
+            dirty_g=DIRTY_G,
+        )
+    )
     return env
 
 
 @pytest.fixture
-def servers(airflow_env: dict[str, str],
-            tmp_path: Path) -> Iterator[list[subprocess.Popen[bytes]]]:
+def servers(airflow_env: dict[str, str], tmp_path: Path) -> Iterator[list[subprocess.Popen[bytes]]]:
     with running_servers(airflow_env, tmp_path, DEADLINE_S, triggerer=True) as started:
         yield started
 
 
 def _task_times(home: str, dag_id: str) -> dict[str, tuple[datetime, datetime, int]]:
     with sqlite3.connect(Path(home) / "airflow.db") as db:
-        rows = db.execute("SELECT task_id, start_date, end_date, try_number FROM task_instance "
-                          "WHERE dag_id = ?", (dag_id,)).fetchall()
+        rows = db.execute(
+            "SELECT task_id, start_date, end_date, try_number FROM task_instance WHERE dag_id = ?",
+            (dag_id,),
+        ).fetchall()
     return {task: (parse_time(start), parse_time(end), tries) for task, start, end, tries in rows}
 
 
 def _xcoms(home: str, dag_id: str, task_id: str) -> dict[str, object]:
     with sqlite3.connect(Path(home) / "airflow.db") as db:
-        return {key: json.loads(value) for key, value in db.execute(
-            "SELECT key, json(value) FROM xcom WHERE dag_id = ? AND task_id = ?",
-            (dag_id, task_id)).fetchall()}
+        return {
+            key: json.loads(value)
+            for key, value in db.execute(
+                "SELECT key, json(value) FROM xcom WHERE dag_id = ? AND task_id = ?",
+                (dag_id, task_id),
+            ).fetchall()
+        }
 
 
 def test_the_task_defers_frees_its_slot_and_trains_at_the_chosen_time(
-        airflow_env: dict[str, str], servers: list[subprocess.Popen[bytes]],
-        tmp_path: Path) -> None:
+    airflow_env: dict[str, str], servers: list[subprocess.Popen[bytes]], tmp_path: Path
+) -> None:
     home = airflow_env["AIRFLOW_HOME"]
     deferred = wait_for_runs(home, "zeus_carbon_deferred", 1, servers, DEADLINE_S)
     late = wait_for_runs(home, "zeus_carbon_late", 1, servers, DEADLINE_S)
@@ -143,16 +158,22 @@ def test_the_task_defers_frees_its_slot_and_trains_at_the_chosen_time(
     assert pushed["carbon_provenance"] == "file"
     row = rows["zeus_carbon_deferred"]
     assert pushed["emissions_g"] == pytest.approx(
-        (row.energy_j + row.setup_energy_j) / 3.6e6 * CLEAN_G)
+        (row.energy_j + row.setup_energy_j) / 3.6e6 * CLEAN_G
+    )
     assert (row.status, row.try_number, times["train"][2]) == ("succeeded", 1, 1)
     # The one worker slot ran the witness while the training task waited in the triggerer.
     witness_start, witness_end, _ = times["witness"]
     assert times["train"][0] < witness_start and witness_end < trained_at
-    assert any("deferring the start until" in text and "starting at the chosen time" in text
-               for text in task_logs.values())
+    assert any(
+        "deferring the start until" in text and "starting at the chosen time" in text
+        for text in task_logs.values()
+    )
     # The triggerer ran the date-time trigger and fired it (its log sits beside the task's).
-    assert any("yielding event" in text for path, text in task_logs.items()
-               if ".trigger." in path.name and "dag_id=zeus_carbon_deferred" in str(path))
+    assert any(
+        "yielding event" in text
+        for path, text in task_logs.items()
+        if ".trigger." in path.name and "dag_id=zeus_carbon_deferred" in str(path)
+    )
 
     # The late run: its deadline had passed, so it trained at once and never deferred.
     late_pushed = _xcoms(home, "zeus_carbon_late", "train")

@@ -25,10 +25,12 @@ SPEC = CarbonExperimentSpec("v100", "sentiment140", str(resolve_traces_dir()), d
 
 def test_the_synthetic_trace_dips_at_midday_and_peaks_in_the_evening() -> None:
     points = synthetic_intensity(30, seed=3)
-    assert len(points) == 30 * 24 and all(p.end - p.start == points[0].end - points[0].start
-                                          for p in points)
-    by_hour = [sum(p.intensity_g_per_kwh for p in points if p.start.hour == h) / 30
-               for h in range(24)]
+    assert len(points) == 30 * 24 and all(
+        p.end - p.start == points[0].end - points[0].start for p in points
+    )
+    by_hour = [
+        sum(p.intensity_g_per_kwh for p in points if p.start.hour == h) / 30 for h in range(24)
+    ]
     assert min(range(24), key=by_hour.__getitem__) in (12, 13, 14)
     assert max(range(24), key=by_hour.__getitem__) in (18, 19, 20)
     assert all(p.price_per_mwh is not None and p.price_per_mwh >= 0 for p in points)
@@ -57,15 +59,18 @@ def test_a_tight_deadline_is_kept_by_the_learned_duration_not_the_guess() -> Non
 def test_a_real_export_can_be_dropped_in(tmp_path: Path) -> None:
     export = tmp_path / "export.csv"
     rows = ["Datetime (UTC),Zone id,Carbon intensity gCO₂eq/kWh (Life cycle)"]
-    rows += [f"{p.start:%Y-%m-%d %H:%M:%S},FR,{p.intensity_g_per_kwh / 5:.1f}"
-             for p in synthetic_intensity(14, seed=9)]
+    rows += [
+        f"{p.start:%Y-%m-%d %H:%M:%S},FR,{p.intensity_g_per_kwh / 5:.1f}"
+        for p in synthetic_intensity(14, seed=9)
+    ]
     export.write_text("\n".join(rows) + "\n", encoding="utf-8")
     grid = list(CsvTrace.load(export).zones["FR"])
     result = run_carbon_experiment(SPEC, grid, "export.csv, zone FR (real)")
     synthetic = run_carbon_experiment(SPEC)
     assert result.trace_label == "export.csv, zone FR (real)"
     assert sum(result.arms["default"].emissions_g) == pytest.approx(
-        sum(synthetic.arms["default"].emissions_g) / 5, rel=0.25)
+        sum(synthetic.arms["default"].emissions_g) / 5, rel=0.25
+    )
 
 
 class ReplayedJob:
@@ -80,8 +85,10 @@ class ReplayedJob:
         from zeus_airflow.sim.simulator import SimulationSpec, job_config
 
         trace = load_workload_trace(Path(SPEC.traces_dir), "v100", "sentiment140")
-        self.config = replace(job_config(trace, SimulationSpec(
-            "zeus", "v100", "sentiment140", 1, SPEC.traces_dir)), **changes)
+        self.config = replace(
+            job_config(trace, SimulationSpec("zeus", "v100", "sentiment140", 1, SPEC.traces_dir)),
+            **changes,
+        )
         self.store, self.gpu = SQLStore.in_memory(), ReplayGPU(trace)
         self.engine = Engine(self.store, self.gpu, self.config, seed=1, heartbeat_s=None)
 
@@ -89,8 +96,9 @@ class ReplayedJob:
         from zeus_airflow.core.domain import RecurrenceKey
         from zeus_airflow.core.replay_training import ReplayTraining
 
-        return self.engine.run_recurrence(ReplayTraining(self.gpu, seed=1),
-                                          RecurrenceKey(f"day{day}"))
+        return self.engine.run_recurrence(
+            ReplayTraining(self.gpu, seed=1), RecurrenceKey(f"day{day}")
+        )
 
     def upcoming(self) -> tuple[str, int | None, Any]:
         """The next run's phase and batch size, and the carbon planner's expected run."""
@@ -127,7 +135,8 @@ def test_the_expected_run_is_the_one_the_policy_is_about_to_choose() -> None:
     assert phase == "sampling" and at_size and late is not None
     assert f"b={upcoming}, next in sampling" in late.basis
     assert late.time_s == pytest.approx(
-        sum(r.time_s + r.setup_time_s for r in at_size) / len(at_size))
+        sum(r.time_s + r.setup_time_s for r in at_size) / len(at_size)
+    )
 
 
 def test_without_a_budget_the_expected_run_is_pruning_s_next_size() -> None:

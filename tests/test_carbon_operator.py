@@ -26,9 +26,14 @@ def carbon_dag(dag_id: str, **operator_args: Any) -> Any:
     from zeus_airflow import ZeusTrainOperator
 
     with DAG(dag_id, schedule="@daily", start_date=daily(0), catchup=False) as dag:
-        ZeusTrainOperator(task_id="train", heartbeat_s=5, train=replay_train,
-                          device="replay:v100:cifar100",
-                          **replay_job_settings("v100", "cifar100"), **operator_args)
+        ZeusTrainOperator(
+            task_id="train",
+            heartbeat_s=5,
+            train=replay_train,
+            device="replay:v100:cifar100",
+            **replay_job_settings("v100", "cifar100"),
+            **operator_args,
+        )
     return sync_dag(dag)
 
 
@@ -38,17 +43,27 @@ def test_a_deadline_without_a_zone_is_refused_when_the_dag_is_parsed() -> None:
     settings = replay_job_settings("v100", "cifar100")
     with pytest.raises(ConfigError, match="start_deadline='6h' is invalid without carbon_zone"):
         ZeusTrainOperator(task_id="t", train=replay_train, start_deadline="6h", **settings)
-    with pytest.raises(ConfigError, match="carbon_objective='greenest' is invalid: expected "
-                                          "one of emissions, cost, mix"):
-        ZeusTrainOperator(task_id="t", train=replay_train, carbon_zone="DE",
-                          carbon_objective="greenest", **settings)
+    with pytest.raises(
+        ConfigError,
+        match="carbon_objective='greenest' is invalid: expected one of emissions, cost, mix",
+    ):
+        ZeusTrainOperator(
+            task_id="t",
+            train=replay_train,
+            carbon_zone="DE",
+            carbon_objective="greenest",
+            **settings,
+        )
     with pytest.raises(ConfigError, match="carbon_source='watttime:CAISO' is invalid"):
-        ZeusTrainOperator.partial(task_id="t", train=replay_train,
-                                  carbon_source="watttime:CAISO")
+        ZeusTrainOperator.partial(task_id="t", train=replay_train, carbon_source="watttime:CAISO")
     # A template is checked once rendered, at run time.
-    ZeusTrainOperator(task_id="t", train=replay_train, carbon_zone="{{ params.zone }}",
-                      start_deadline="{{ data_interval_end.add(hours=8).isoformat() }}",
-                      **settings)
+    ZeusTrainOperator(
+        task_id="t",
+        train=replay_train,
+        carbon_zone="{{ params.zone }}",
+        start_deadline="{{ data_interval_end.add(hours=8).isoformat() }}",
+        **settings,
+    )
 
 
 def test_a_run_publishes_its_emissions_and_cost(zeus_store_url: str) -> None:
@@ -59,73 +74,111 @@ def test_a_run_publishes_its_emissions_and_cost(zeus_store_url: str) -> None:
     kwh = (pushed["energy_j"] + pushed["setup_energy_j"]) / 3.6e6
     assert pushed["emissions_g"] == pytest.approx(kwh * 250)
     assert pushed["energy_cost"] == pytest.approx(kwh * 80 / 1000)
-    assert (pushed["carbon_provenance"], pushed["carbon_zone"], pushed["start_delay_s"]) == \
-        ("fixed", "XX", None)
-    assert "gCO2e (fixed, XX)" in rendered_fields("carbon_fixed", run.run_id,
-                                                  "train")["zeus_summary"]
+    assert (pushed["carbon_provenance"], pushed["carbon_zone"], pushed["start_delay_s"]) == (
+        "fixed",
+        "XX",
+        None,
+    )
+    assert (
+        "gCO2e (fixed, XX)" in rendered_fields("carbon_fixed", run.run_id, "train")["zeus_summary"]
+    )
     with create_engine(zeus_store_url).connect() as conn:
         row = conn.execute(select(trials).where(trials.c.run_id == run.run_id)).one()
-    assert (row.carbon_zone, row.carbon_provenance, row.carbon_intensity_g_per_kwh) == \
-        ("XX", "fixed", 250.0)
+    assert (row.carbon_zone, row.carbon_provenance, row.carbon_intensity_g_per_kwh) == (
+        "XX",
+        "fixed",
+        250.0,
+    )
     assert row.emissions_g == pytest.approx(pushed["emissions_g"])
     assert row.energy_cost == pytest.approx(pushed["energy_cost"])
     assert row.start_delay_s is None and row.start_reason is None
 
 
 def test_electricity_maps_through_a_connection_and_its_fallback(
-        zeus_store_url: str, electricity_maps: FakeElectricityMaps,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    zeus_store_url: str, electricity_maps: FakeElectricityMaps, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from datetime import UTC, datetime
 
-    monkeypatch.setenv("AIRFLOW_CONN_EM_LOCAL", json.dumps({
-        "conn_type": "electricitymaps", "password": "tok",
-        "extra": {"base_url": electricity_maps.url, "retries": 0, "cache_ttl_s": 0}}))
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_EM_LOCAL",
+        json.dumps(
+            {
+                "conn_type": "electricitymaps",
+                "password": "tok",
+                "extra": {"base_url": electricity_maps.url, "retries": 0, "cache_ttl_s": 0},
+            }
+        ),
+    )
     hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
-    electricity_maps.script(Reply(body=em_history(hour, [222, 222])),  # an hour boundary
-                            Reply(body=em_item(hour, 222)))
+    electricity_maps.script(
+        Reply(body=em_history(hour, [222, 222])),  # an hour boundary
+        Reply(body=em_item(hour, 222)),
+    )
     dag = carbon_dag("carbon_em", carbon_zone="DE", carbon_conn_id="em_local")
     live = xcoms("carbon_em", dag.test(logical_date=daily(1)).run_id, "train")
-    assert (live["carbon_provenance"], live["carbon_intensity_g_per_kwh"]) == \
-        ("live", pytest.approx(222.0))
+    assert (live["carbon_provenance"], live["carbon_intensity_g_per_kwh"]) == (
+        "live",
+        pytest.approx(222.0),
+    )
     assert electricity_maps.requests[0][1]["auth-token"] == "tok"
 
     electricity_maps.script(Reply(body=b"{not json"), Reply(body=b"{not json"))
     fell_back = xcoms("carbon_em", dag.test(logical_date=daily(2)).run_id, "train")
     # A time-weighted mean over the try's span: 475 to within rounding.
-    assert (fell_back["carbon_provenance"], fell_back["carbon_intensity_g_per_kwh"]) == \
-        ("fallback", pytest.approx(475.0))
+    assert (fell_back["carbon_provenance"], fell_back["carbon_intensity_g_per_kwh"]) == (
+        "fallback",
+        pytest.approx(475.0),
+    )
 
     # Planning reads the forecast (and the present), then says why it starts now (the
     # next two hours are the cleanest, so nothing beats now); the accounting reads the present.
-    electricity_maps.script(Reply(body=em_history(hour, [100, 100])),
-                            Reply(body=em_item(hour, 100)),
-                            Reply(body=em_forecast(hour, [100, 100, 900])),
-                            Reply(body=em_history(hour, [100, 100])),
-                            Reply(body=em_item(hour, 100)))
-    planned = carbon_dag("carbon_em_plan", carbon_zone="DE", carbon_conn_id="em_local",
-                         start_deadline="2h", expected_duration="10min")
+    electricity_maps.script(
+        Reply(body=em_history(hour, [100, 100])),
+        Reply(body=em_item(hour, 100)),
+        Reply(body=em_forecast(hour, [100, 100, 900])),
+        Reply(body=em_history(hour, [100, 100])),
+        Reply(body=em_item(hour, 100)),
+    )
+    planned = carbon_dag(
+        "carbon_em_plan",
+        carbon_zone="DE",
+        carbon_conn_id="em_local",
+        start_deadline="2h",
+        expected_duration="10min",
+    )
     plan_run = planned.test(logical_date=daily(1)).run_id
     pushed = xcoms("carbon_em_plan", plan_run, "train")
     assert pushed["start_delay_s"] == 0.0
     assert "beat starting now" in pushed["start_reason"]
     with create_engine(zeus_store_url).connect() as conn:
         row = conn.execute(select(trials).where(trials.c.run_id == plan_run)).one()
-    assert (row.start_delay_s, row.start_reason, row.carbon_provenance) == \
-        (0.0, pushed["start_reason"], "live")
+    assert (row.start_delay_s, row.start_reason, row.carbon_provenance) == (
+        0.0,
+        pushed["start_reason"],
+        "live",
+    )
     assert row.unshifted_intensity_g_per_kwh == pytest.approx(100.0)
 
 
 def test_planning_that_fails_starts_now_and_the_run_still_trains(
-        zeus_store_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    zeus_store_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
     missing = tmp_path / "no-such-trace.csv"
-    dag = carbon_dag("carbon_no_trace", carbon_zone="DE", carbon_source=f"csv:{missing}",
-                     start_deadline="6h", expected_duration="1h")
+    dag = carbon_dag(
+        "carbon_no_trace",
+        carbon_zone="DE",
+        carbon_source=f"csv:{missing}",
+        start_deadline="6h",
+        expected_duration="1h",
+    )
     pushed = xcoms("carbon_no_trace", dag.test(logical_date=daily(1)).run_id, "train")
     assert pushed["start_delay_s"] == 0.0 and pushed["reached_target"] is True
     assert "no forecast (cannot read the intensity trace" in pushed["start_reason"]
     # A time-weighted mean over the try's span: 475 to within rounding.
-    assert (pushed["carbon_provenance"], pushed["carbon_intensity_g_per_kwh"]) == \
-        ("fallback", pytest.approx(475.0))
+    assert (pushed["carbon_provenance"], pushed["carbon_intensity_g_per_kwh"]) == (
+        "fallback",
+        pytest.approx(475.0),
+    )
 
     from zeus_airflow.core.carbon import expected
 
@@ -133,9 +186,9 @@ def test_planning_that_fails_starts_now_and_the_run_still_trains(
         raise RuntimeError("the history reader broke")
 
     monkeypatch.setattr(expected, "expected_run", broken)
-    dag = carbon_dag("carbon_broken_plan", carbon_zone="DE", carbon_source="fixed:300",
-                     start_deadline="6h")
+    dag = carbon_dag(
+        "carbon_broken_plan", carbon_zone="DE", carbon_source="fixed:300", start_deadline="6h"
+    )
     pushed = xcoms("carbon_broken_plan", dag.test(logical_date=daily(1)).run_id, "train")
     assert pushed["start_delay_s"] == 0.0 and pushed["emissions_g"] > 0
-    assert "could not be planned (RuntimeError: the history reader broke)" in \
-        pushed["start_reason"]
+    assert "could not be planned (RuntimeError: the history reader broke)" in pushed["start_reason"]

@@ -21,8 +21,10 @@ KWH = 3.6e6
 
 
 def hourly(values: list[float], prices: list[float] | None = None) -> list[GridPoint]:
-    return [GridPoint(T0 + i * HOUR, T0 + (i + 1) * HOUR, v, "forecast",
-                      prices[i] if prices else None) for i, v in enumerate(values)]
+    return [
+        GridPoint(T0 + i * HOUR, T0 + (i + 1) * HOUR, v, "forecast", prices[i] if prices else None)
+        for i, v in enumerate(values)
+    ]
 
 
 def test_the_cheapest_window_that_finishes_by_the_deadline_is_chosen() -> None:
@@ -54,12 +56,16 @@ def test_the_deadline_bounds_the_search() -> None:
     assert plan.start_at + timedelta(seconds=7200) <= T0 + 3 * HOUR
 
 
-@pytest.mark.parametrize(("deadline", "expected_s", "reason"), [
-    (T0 - HOUR, 600.0, "already passed"),
-    (T0 + HOUR, 2 * 3600.0, "more than the 3600 s left"),
-])
-def test_no_room_before_the_deadline_starts_now(deadline: datetime, expected_s: float,
-                                                reason: str) -> None:
+@pytest.mark.parametrize(
+    ("deadline", "expected_s", "reason"),
+    [
+        (T0 - HOUR, 600.0, "already passed"),
+        (T0 + HOUR, 2 * 3600.0, "more than the 3600 s left"),
+    ],
+)
+def test_no_room_before_the_deadline_starts_now(
+    deadline: datetime, expected_s: float, reason: str
+) -> None:
     plan = plan_start(T0, deadline, ExpectedRun(expected_s, KWH, "x"), hourly([900, 1]))
     assert plan.start_at == T0 and plan.delay_s == 0 and reason in plan.reason
 
@@ -72,8 +78,9 @@ def test_no_forecast_starts_now_and_says_why() -> None:
 def test_a_flat_forecast_or_a_tiny_saving_starts_now() -> None:
     flat = plan_start(T0, T0 + 6 * HOUR, ExpectedRun(600.0, KWH, "x"), hourly([300] * 6))
     assert flat.delay_s == 0 and "beat starting now" in flat.reason
-    tiny = plan_start(T0, T0 + 6 * HOUR, ExpectedRun(3600.0, KWH, "x"),
-                      hourly([300, 299, 300, 300, 300, 300]))
+    tiny = plan_start(
+        T0, T0 + 6 * HOUR, ExpectedRun(3600.0, KWH, "x"), hourly([300, 299, 300, 300, 300, 300])
+    )
     assert tiny.delay_s == 0 and "only 0.3 %" in tiny.reason
 
 
@@ -90,8 +97,9 @@ def test_cost_and_mix_objectives_use_the_price() -> None:
 
 
 def test_a_plan_survives_the_trip_through_the_triggerer() -> None:
-    plan = plan_start(T0, T0 + 6 * HOUR, ExpectedRun(3600.0, KWH, "b=64"),
-                      hourly([500, 100, 500, 500, 500, 500]))
+    plan = plan_start(
+        T0, T0 + 6 * HOUR, ExpectedRun(3600.0, KWH, "b=64"), hourly([500, 100, 500, 500, 500, 500])
+    )
     assert StartPlan.from_json(plan.to_json()) == plan
 
 
@@ -117,14 +125,17 @@ def test_a_moment_long_run_is_priced_over_its_own_moment() -> None:
 
 def test_csv_trace_ours_and_an_electricity_maps_export(tmp_path: Path) -> None:
     ours = tmp_path / "ours.csv"
-    ours.write_text("datetime,zone,carbon_intensity_g_per_kwh,price_per_mwh\n"
-                    "2026-06-01T00:00:00Z,DE,400,80\n2026-06-01T01:00:00Z,DE,200,\n"
-                    "2026-06-01T00:00:00Z,FR,50,40\n")
+    ours.write_text(
+        "datetime,zone,carbon_intensity_g_per_kwh,price_per_mwh\n"
+        "2026-06-01T00:00:00Z,DE,400,80\n2026-06-01T01:00:00Z,DE,200,\n"
+        "2026-06-01T00:00:00Z,FR,50,40\n"
+    )
     trace = CsvTrace.load(ours)
     de = trace.points("DE", T0, T0 + 3 * HOUR)
-    assert [(p.start, p.end, p.intensity_g_per_kwh, p.price_per_mwh, p.provenance)
-            for p in de] == [(T0, T0 + HOUR, 400.0, 80.0, "file"),
-                             (T0 + HOUR, T0 + 2 * HOUR, 200.0, None, "file")]
+    assert [(p.start, p.end, p.intensity_g_per_kwh, p.price_per_mwh, p.provenance) for p in de] == [
+        (T0, T0 + HOUR, 400.0, 80.0, "file"),
+        (T0 + HOUR, T0 + 2 * HOUR, 200.0, None, "file"),
+    ]
     with pytest.raises(SourceError, match="no zone 'PL'"):
         trace.points("PL", T0, T0 + HOUR)
 
@@ -133,7 +144,9 @@ def test_csv_trace_ours_and_an_electricity_maps_export(tmp_path: Path) -> None:
         "Datetime (UTC),Country,Zone name,Zone id,Carbon intensity gCO₂eq/kWh (direct),"
         "Carbon intensity gCO₂eq/kWh (Life cycle),Data source\n"
         "2026-06-01 00:00:00,Germany,Germany,DE,300,350,x\n"
-        "2026-06-01 01:00:00,Germany,Germany,DE,100,150,x\n", encoding="utf-8")
+        "2026-06-01 01:00:00,Germany,Germany,DE,100,150,x\n",
+        encoding="utf-8",
+    )
     points = CsvTrace.load(export).points("DE", T0, T0 + 2 * HOUR)
     assert [p.intensity_g_per_kwh for p in points] == [350.0, 150.0]  # life cycle
 
@@ -150,28 +163,44 @@ def test_a_fixed_source_gives_the_planner_nothing_to_wait_for() -> None:
     assert plan.delay_s == 0 and points[0].provenance == "fixed"
 
 
-@pytest.mark.parametrize(("name", "value", "message"), [
-    ("carbon_zone", "", "carbon_zone='' is invalid: expected None (no carbon accounting) or"),
-    ("carbon_source", "watttime", "expected one of electricitymaps, fixed:"),
-    ("carbon_source", "fixed:-3", "expected one of electricitymaps"),
-    ("carbon_objective", "cheapest", "expected one of emissions, cost, mix"),
-    ("carbon_weight", 1.5, "carbon_weight=1.5 is invalid: expected a number in [0, 1]"),
-    ("carbon_fallback_g_per_kwh", -1, "gCO2e/kWh in [0, 2000]"),
-    ("carbon_fallback_g_per_kwh", 1e9, "gCO2e/kWh in [0, 2000]"),
-    ("carbon_source", "fixed:1e9", "carbon intensity 1000000000.0 is not a finite number in "
-                                   "[0, 2000] gCO2e/kWh"),
-    ("carbon_source", "fixed:300:1e7", "price 10000000.0 is not a finite number in "
-                                       "[-1000, 20000] per MWh"),
-    ("carbon_source", "fixed:nan", "carbon intensity nan is not a finite number"),
-    ("start_deadline", "tomorrow", "start_deadline='tomorrow' is invalid: expected None, a "
-                                   "timedelta"),
-    ("start_deadline", -5, "start_deadline=-5 is invalid"),
-    ("start_deadline", datetime(2026, 1, 1), "timezone-aware"),
-    ("expected_duration", "2 weeks", "expected_duration='2 weeks' is invalid: expected a "
-                                     "timedelta, seconds"),
-])
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("carbon_zone", "", "carbon_zone='' is invalid: expected None (no carbon accounting) or"),
+        ("carbon_source", "watttime", "expected one of electricitymaps, fixed:"),
+        ("carbon_source", "fixed:-3", "expected one of electricitymaps"),
+        ("carbon_objective", "cheapest", "expected one of emissions, cost, mix"),
+        ("carbon_weight", 1.5, "carbon_weight=1.5 is invalid: expected a number in [0, 1]"),
+        ("carbon_fallback_g_per_kwh", -1, "gCO2e/kWh in [0, 2000]"),
+        ("carbon_fallback_g_per_kwh", 1e9, "gCO2e/kWh in [0, 2000]"),
+        (
+            "carbon_source",
+            "fixed:1e9",
+            "carbon intensity 1000000000.0 is not a finite number in [0, 2000] gCO2e/kWh",
+        ),
+        (
+            "carbon_source",
+            "fixed:300:1e7",
+            "price 10000000.0 is not a finite number in [-1000, 20000] per MWh",
+        ),
+        ("carbon_source", "fixed:nan", "carbon intensity nan is not a finite number"),
+        (
+            "start_deadline",
+            "tomorrow",
+            "start_deadline='tomorrow' is invalid: expected None, a timedelta",
+        ),
+        ("start_deadline", -5, "start_deadline=-5 is invalid"),
+        ("start_deadline", datetime(2026, 1, 1), "timezone-aware"),
+        (
+            "expected_duration",
+            "2 weeks",
+            "expected_duration='2 weeks' is invalid: expected a timedelta, seconds",
+        ),
+    ],
+)
 def test_bad_carbon_parameters_name_themselves_and_the_allowed_values(
-        name: str, value: object, message: str) -> None:
+    name: str, value: object, message: str
+) -> None:
     with pytest.raises(ConfigError) as err:
         PARAMETER_CHECKS[name](value)
     assert message in str(err.value)
@@ -181,10 +210,11 @@ def test_good_carbon_parameters_pass_and_resolve() -> None:
     options = CarbonOptions("DE", "fixed:300:80", 475.0, "mix", 0.3, "6h", "90min")
     assert options.deadline(T0) == T0 + 6 * HOUR
     assert options.expected_duration_s == 5400.0
-    assert CarbonOptions("DE", start_deadline="2026-06-01T08:00:00+00:00").deadline(T0) == \
-        T0 + 8 * HOUR
-    assert CarbonOptions("DE", start_deadline=timedelta(minutes=30)).deadline(T0) == \
-        T0 + HOUR / 2
+    assert (
+        CarbonOptions("DE", start_deadline="2026-06-01T08:00:00+00:00").deadline(T0)
+        == T0 + 8 * HOUR
+    )
+    assert CarbonOptions("DE", start_deadline=timedelta(minutes=30)).deadline(T0) == T0 + HOUR / 2
     assert isinstance(options.grid_source(lambda: FixedSource(0.0)), FixedSource)
 
 
@@ -203,8 +233,9 @@ def test_a_recurrence_sums_its_tries_each_over_its_own_span() -> None:
     assert run.energy_cost == pytest.approx(0.001 * 10 + 0.003 * 30)
     assert run.start_delay_s == plan.delay_s == per_try[2].start_delay_s
     # A source that cannot be built (no Connection): the fallback, with the reason.
-    broken, _ = account(SourceError("no such Airflow connection"), "DE", tries,
-                        Fallback(400.0), None)
+    broken, _ = account(
+        SourceError("no such Airflow connection"), "DE", tries, Fallback(400.0), None
+    )
     assert (broken.provenance, broken.emissions_g) == ("fallback", pytest.approx(1600.0))
     assert "no such Airflow connection" in broken.note
     nothing, none = account(SourceError("down"), "DE", tries, None, None)

@@ -74,9 +74,13 @@ class Cluster:
     def start(self, name: str, *args: str) -> None:
         log: IO[bytes] = (self.logs / f"{name}.log").open("wb")
         # A session of its own: stopping the group also stops the worker's forked children.
-        self.processes[name] = subprocess.Popen([str(BIN / "airflow"), *args], env=self.env,
-                                                stdout=log, stderr=subprocess.STDOUT,
-                                                start_new_session=True)
+        self.processes[name] = subprocess.Popen(
+            [str(BIN / "airflow"), *args],
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         log.close()
 
     def stop(self) -> None:
@@ -98,15 +102,19 @@ class Cluster:
 
     def tails(self, lines: int = 25) -> str:
         """The end of every process's log, for failure messages."""
-        return "\n".join(f"--- {log.name} ---\n" + "\n".join(
-            log.read_text(errors="replace").splitlines()[-lines:])
-            for log in sorted(self.logs.glob("*.log")))
+        return "\n".join(
+            f"--- {log.name} ---\n"
+            + "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+            for log in sorted(self.logs.glob("*.log"))
+        )
 
     def api(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         request = urllib.request.Request(
-            f"{self.api_url}/api/v2{path}", method=method,
+            f"{self.api_url}/api/v2{path}",
+            method=method,
             data=None if body is None else json.dumps(body).encode(),
-            headers={"Content-Type": "application/json"})
+            headers={"Content-Type": "application/json"},
+        )
         with urllib.request.urlopen(request, timeout=API_TIMEOUT_S) as response:
             return json.load(response)
 
@@ -122,8 +130,9 @@ class Cluster:
             if value is not None:
                 return value
             if time.monotonic() > deadline:
-                raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}\n"
-                                     f"{self.tails()}")
+                raise AssertionError(
+                    f"timed out after {timeout_s:.0f} s waiting for {what}\n{self.tails()}"
+                )
             time.sleep(0.5)
 
 
@@ -151,11 +160,13 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _airflow_env(home: Path, metadata_url: str, store_url: str, port: int, queue: str,
-                 barrier: Path) -> dict[str, str]:
+def _airflow_env(
+    home: Path, metadata_url: str, store_url: str, port: int, queue: str, barrier: Path
+) -> dict[str, str]:
     """The environment every process gets: compose's ``x-airflow-common`` for this machine."""
-    inherited = {k: v for k, v in os.environ.items()
-                 if not k.startswith(("AIRFLOW", "ZEUS_", "PYTEST"))}
+    inherited = {
+        k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "ZEUS_", "PYTEST"))
+    }
     api_url = f"http://127.0.0.1:{port}"
     return {
         **inherited,
@@ -191,21 +202,36 @@ def cluster(tmp_path: Path, postgres_server: str) -> Iterator[Cluster]:
     barrier.mkdir()
     (tmp_path / "logs").mkdir()
     port = _free_port()
-    with _throwaway_database(postgres_server) as metadata_url, \
-            _throwaway_database(postgres_server) as store_url:
+    with (
+        _throwaway_database(postgres_server) as metadata_url,
+        _throwaway_database(postgres_server) as store_url,
+    ):
         env = _airflow_env(tmp_path / "home", metadata_url, store_url, port, queue, barrier)
         cluster = Cluster(env, f"http://127.0.0.1:{port}", queue, store_url, tmp_path / "logs")
         # The compose file's init service: both schemas before any component starts.
-        migrate = subprocess.run([str(BIN / "airflow"), "db", "migrate"], env=env,
-                                 capture_output=True, text=True, timeout=STARTUP_TIMEOUT_S)
+        migrate = subprocess.run(
+            [str(BIN / "airflow"), "db", "migrate"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=STARTUP_TIMEOUT_S,
+        )
         assert migrate.returncode == 0, migrate.stdout[-3000:] + migrate.stderr[-3000:]
         upgrade_store(store_url)
         try:
             cluster.start("api-server", "api-server")
             cluster.start("scheduler", "scheduler", "--skip-serve-logs")
             cluster.start("dag-processor", "dag-processor")
-            cluster.start("worker", "celery", "worker", "--skip-serve-logs", "--queues", queue,
-                          "--celery-hostname", f"{queue}@%h")
+            cluster.start(
+                "worker",
+                "celery",
+                "worker",
+                "--skip-serve-logs",
+                "--queues",
+                queue,
+                "--celery-hostname",
+                f"{queue}@%h",
+            )
             yield cluster
         finally:
             cluster.stop()
@@ -236,17 +262,21 @@ def _finished_state(cluster: Cluster, run_id: str) -> str | None:
     return str(state) if state in ("success", "failed") else None
 
 
-def test_overlapping_dag_runs_on_a_celery_worker_share_the_postgres_store(
-        cluster: Cluster) -> None:
+def test_overlapping_dag_runs_on_a_celery_worker_share_the_postgres_store(cluster: Cluster) -> None:
     cluster.wait_for("the api-server and the DAG", lambda: _dag_parsed(cluster), STARTUP_TIMEOUT_S)
-    run_ids = [cluster.api("POST", f"/dags/{DAG_ID}/dagRuns",
-                           {"logical_date": f"2026-02-0{day}T00:00:00Z"})["dag_run_id"]
-               for day in range(1, RUNS + 1)]
+    run_ids = [
+        cluster.api(
+            "POST", f"/dags/{DAG_ID}/dagRuns", {"logical_date": f"2026-02-0{day}T00:00:00Z"}
+        )["dag_run_id"]
+        for day in range(1, RUNS + 1)
+    ]
 
-    states = {run_id: cluster.wait_for(f"DAG run {run_id}",
-                                       functools.partial(_finished_state, cluster, run_id),
-                                       RUN_TIMEOUT_S)
-              for run_id in run_ids}
+    states = {
+        run_id: cluster.wait_for(
+            f"DAG run {run_id}", functools.partial(_finished_state, cluster, run_id), RUN_TIMEOUT_S
+        )
+        for run_id in run_ids
+    }
     assert states == dict.fromkeys(run_ids, "success"), cluster.tails()
 
     for run_id in run_ids:  # on the worker's queue, which only our worker serves
@@ -259,8 +289,9 @@ def test_overlapping_dag_runs_on_a_celery_worker_share_the_postgres_store(
     finally:
         store.engine.dispose()
     assert sorted(t.run_id for t in trials) == sorted(run_ids)
-    assert all(t.status == "succeeded" and t.measurement == "replayed" and t.energy_j
-               for t in trials), trials
+    assert all(
+        t.status == "succeeded" and t.measurement == "replayed" and t.energy_j for t in trials
+    ), trials
     assert len({t.job_id for t in trials}) == 1  # one job, learning from both runs
     _assert_overlap(trials)
 

@@ -13,16 +13,20 @@ from zeus_airflow.cli import _registrars, main
 
 def test_every_subcommand_module_is_listed() -> None:
     # A module with register() that is not in the list would silently lose its subcommands.
-    modules = [importlib.import_module(f"zeus_airflow.cli.{info.name}")
-               for info in pkgutil.iter_modules(zeus_airflow.cli.__path__)
-               if not info.name.startswith("_")]
+    modules = [
+        importlib.import_module(f"zeus_airflow.cli.{info.name}")
+        for info in pkgutil.iter_modules(zeus_airflow.cli.__path__)
+        if not info.name.startswith("_")
+    ]
     defined = {module.register for module in modules if hasattr(module, "register")}
     listed = _registrars()
     assert set(listed) == defined and len(listed) == len(defined)
 
 
-@pytest.mark.parametrize("command", ["capriccio", "demo", "drift-experiment", "gpu", "simulate",
-                                     "db", "jobs", "runs", "reset"])
+@pytest.mark.parametrize(
+    "command",
+    ["capriccio", "demo", "drift-experiment", "gpu", "simulate", "db", "jobs", "runs", "reset"],
+)
 def test_each_subcommand_answers_help(command: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:
         main([command, "--help"])

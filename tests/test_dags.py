@@ -27,25 +27,38 @@ def test_the_dags_folder_parses_without_errors(airflow_db: Any) -> None:
 
     bag = DagBag(dag_folder=str(DAGS))
     assert bag.import_errors == {}
-    for dag_id in ("zeus_replay_daily", "hourly_retrain", "regional_retrain", "hf_finetune",
-                   "lightning_retrain", "ddp_retrain", "taskflow_retrain"):
+    for dag_id in (
+        "zeus_replay_daily",
+        "hourly_retrain",
+        "regional_retrain",
+        "hf_finetune",
+        "lightning_retrain",
+        "ddp_retrain",
+        "taskflow_retrain",
+    ):
         dag = bag.get_dag(dag_id)
         assert dag is not None and dag.doc_md and "## Run it" in dag.doc_md
         task = dag.get_task("train")
-        assert isinstance(task, ZeusTrainOperator) or \
-            task.operator_class.__name__ == "ZeusTrainOperator"  # a mapped task
+        assert (
+            isinstance(task, ZeusTrainOperator)
+            or task.operator_class.__name__ == "ZeusTrainOperator"
+        )  # a mapped task
 
 
-@pytest.mark.parametrize(("dag_id", "kind"), [
-    ("zeus_replay_daily", "replayed"),
-    ("taskflow_retrain", "replayed"),
-    ("hourly_retrain", "simulated"),
-    ("hf_finetune", "simulated"),
-    ("lightning_retrain", "simulated"),
-    ("ddp_retrain", "simulated"),
-])
-def test_a_run_of_each_dag_succeeds_and_labels_its_figures(zeus_store_url: str, dag_id: str,
-                                                           kind: str) -> None:
+@pytest.mark.parametrize(
+    ("dag_id", "kind"),
+    [
+        ("zeus_replay_daily", "replayed"),
+        ("taskflow_retrain", "replayed"),
+        ("hourly_retrain", "simulated"),
+        ("hf_finetune", "simulated"),
+        ("lightning_retrain", "simulated"),
+        ("ddp_retrain", "simulated"),
+    ],
+)
+def test_a_run_of_each_dag_succeeds_and_labels_its_figures(
+    zeus_store_url: str, dag_id: str, kind: str
+) -> None:
     dag = sync_dag(load_dag_file(DAGS / f"{dag_id}.py", dag_id))
     dag_run = dag.test(logical_date=daily(0).add(hours=5))
 
@@ -75,17 +88,30 @@ def test_the_regional_dag_trains_a_job_per_region(zeus_store_url: str) -> None:
     dag_run = dag.test(logical_date=daily(0))
 
     instances = sorted(dag_run.get_task_instances(), key=lambda ti: ti.map_index)
-    assert [(ti.map_index, ti.rendered_map_index, str(ti.state)) for ti in instances] == \
-        [(0, "eu", "success"), (1, "us", "success"), (2, "asia", "success")]
+    assert [(ti.map_index, ti.rendered_map_index, str(ti.state)) for ti in instances] == [
+        (0, "eu", "success"),
+        (1, "us", "success"),
+        (2, "asia", "success"),
+    ]
     with create_engine(zeus_store_url).connect() as conn:
-        fed = {tuple(row) for row in conn.execute(
-            select(jobs.c.job_id, trials.c.map_index, trials.c.measurement)
-            .join(trials, trials.c.job_pk == jobs.c.id))}
-        reached = conn.execute(select(trials.c.reached_target)
-                               .where(trials.c.status == "succeeded")).scalars().all()
-    assert fed == {("regional_retrain.train[eu]", 0, "simulated"),
-                   ("regional_retrain.train[us]", 1, "simulated"),
-                   ("regional_retrain.train[asia]", 2, "simulated")}
+        fed = {
+            tuple(row)
+            for row in conn.execute(
+                select(jobs.c.job_id, trials.c.map_index, trials.c.measurement).join(
+                    trials, trials.c.job_pk == jobs.c.id
+                )
+            )
+        }
+        reached = (
+            conn.execute(select(trials.c.reached_target).where(trials.c.status == "succeeded"))
+            .scalars()
+            .all()
+        )
+    assert fed == {
+        ("regional_retrain.train[eu]", 0, "simulated"),
+        ("regional_retrain.train[us]", 1, "simulated"),
+        ("regional_retrain.train[asia]", 2, "simulated"),
+    }
     assert len(reached) == 3 and all(reached)  # each region's model reached the target
 
 

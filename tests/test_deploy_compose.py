@@ -29,14 +29,25 @@ COMPOSE = DOCKER / "docker-compose.yaml"
 ENTRYPOINT = DOCKER / "gpu-worker-entrypoint.sh"
 CAP_SYS_ADMIN = 1 << 21
 
-AIRFLOW_SERVICES = {"airflow-init", "airflow-apiserver", "airflow-scheduler",
-                    "airflow-dag-processor", "airflow-triggerer", "airflow-worker",
-                    "airflow-gpu-worker-0"}
+AIRFLOW_SERVICES = {
+    "airflow-init",
+    "airflow-apiserver",
+    "airflow-scheduler",
+    "airflow-dag-processor",
+    "airflow-triggerer",
+    "airflow-worker",
+    "airflow-gpu-worker-0",
+}
 GPU_WORKERS = {"airflow-gpu-worker-0"}
-SHARED_SETTINGS = ("AIRFLOW__CORE__EXECUTOR", "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN",
-                   "AIRFLOW__CELERY__BROKER_URL", "AIRFLOW__CELERY__RESULT_BACKEND",
-                   "AIRFLOW__CORE__EXECUTION_API_SERVER_URL", "AIRFLOW__API_AUTH__JWT_SECRET",
-                   "AIRFLOW_CONN_ZEUS_DEFAULT")
+SHARED_SETTINGS = (
+    "AIRFLOW__CORE__EXECUTOR",
+    "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN",
+    "AIRFLOW__CELERY__BROKER_URL",
+    "AIRFLOW__CELERY__RESULT_BACKEND",
+    "AIRFLOW__CORE__EXECUTION_API_SERVER_URL",
+    "AIRFLOW__API_AUTH__JWT_SECRET",
+    "AIRFLOW_CONN_ZEUS_DEFAULT",
+)
 """What every Airflow component must agree on, on every node."""
 
 
@@ -47,11 +58,18 @@ def compose_config(tmp_path: Path, **settings: str) -> subprocess.CompletedProce
     assert docker_compose, "docker-compose is missing: apt-get install -y docker-compose"
     env_file = tmp_path / "empty.env"
     env_file.touch()
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("AIRFLOW", "POSTGRES", "ZEUS_", "COMPOSE_"))}
-    return subprocess.run([docker_compose, "-f", str(COMPOSE), "--env-file", str(env_file),
-                           "config"], env={**env, **settings}, capture_output=True, text=True,
-                          timeout=60)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("AIRFLOW", "POSTGRES", "ZEUS_", "COMPOSE_"))
+    }
+    return subprocess.run(
+        [docker_compose, "-f", str(COMPOSE), "--env-file", str(env_file), "config"],
+        env={**env, **settings},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def resolved(tmp_path: Path, **settings: str) -> dict[str, Any]:
@@ -69,16 +87,23 @@ def test_the_file_validates_to_the_cluster_services(services: dict[str, Any]) ->
     assert set(services) == AIRFLOW_SERVICES | {"postgres", "redis", "zeusd"}
     commands = {name: services[name]["command"] for name in AIRFLOW_SERVICES - {"airflow-init"}}
     assert commands == {
-        "airflow-apiserver": "api-server", "airflow-scheduler": "scheduler",
-        "airflow-dag-processor": "dag-processor", "airflow-triggerer": "triggerer",
+        "airflow-apiserver": "api-server",
+        "airflow-scheduler": "scheduler",
+        "airflow-dag-processor": "dag-processor",
+        "airflow-triggerer": "triggerer",
         "airflow-worker": "celery worker --queues default",
-        "airflow-gpu-worker-0": "celery worker --queues gpu --concurrency 1"}
+        "airflow-gpu-worker-0": "celery worker --queues gpu --concurrency 1",
+    }
 
 
 def test_only_gpu_workers_reserve_gpus_and_get_sys_admin(services: dict[str, Any]) -> None:
     for name, service in services.items():
-        devices = service.get("deploy", {}).get("resources", {}).get("reservations", {}) \
+        devices = (
+            service.get("deploy", {})
+            .get("resources", {})
+            .get("reservations", {})
             .get("devices", [])
+        )
         if name == "zeusd":
             assert service["cap_add"] == ["SYS_ADMIN"] and service["cap_drop"] == ["ALL"]
             assert [(d["driver"], d["count"]) for d in devices] == [("nvidia", "all")]
@@ -96,11 +121,15 @@ def test_only_gpu_workers_reserve_gpus_and_get_sys_admin(services: dict[str, Any
             assert service.get("user", "50000:0") != "0:0", name
 
 
-def test_each_gpu_worker_has_gpus_and_a_stable_hostname_of_its_own(services: dict[str, Any]
-                                                                   ) -> None:
-    ids = [device_id for name in GPU_WORKERS
-           for device in services[name]["deploy"]["resources"]["reservations"]["devices"]
-           for device_id in device["device_ids"]]
+def test_each_gpu_worker_has_gpus_and_a_stable_hostname_of_its_own(
+    services: dict[str, Any],
+) -> None:
+    ids = [
+        device_id
+        for name in GPU_WORKERS
+        for device in services[name]["deploy"]["resources"]["reservations"]["devices"]
+        for device_id in device["device_ids"]
+    ]
     assert ids and len(ids) == len(set(ids))
     # Power-limit leases are keyed by host name: a container's random one would be lost.
     hostnames = [services[name].get("hostname") for name in GPU_WORKERS]
@@ -118,15 +147,13 @@ def mounts_of(service: dict[str, Any]) -> dict[str, str]:
     return {v.split(":")[0]: v.split(":")[1] for v in service.get("volumes", [])}
 
 
-def test_gpu_workers_reach_zeusd_through_its_socket_and_only_they(services: dict[str, Any]
-                                                                  ) -> None:
+def test_gpu_workers_reach_zeusd_through_its_socket_and_only_they(services: dict[str, Any]) -> None:
     from zeus_airflow.core.devices.zeusd_client import SOCK_PATH_ENV
 
     command = services["zeusd"]["command"]
     socket_path = command[command.index("--socket-path") + 1]
     assert command[command.index("--socket-permissions") + 1] == "660"  # not the world's
-    sharing = {name for name, service in services.items()
-               if "zeusd-socket" in mounts_of(service)}
+    sharing = {name for name, service in services.items() if "zeusd-socket" in mounts_of(service)}
     assert sharing == GPU_WORKERS | {"zeusd"}
     for name in GPU_WORKERS | {"zeusd"}:
         service = services[name]
@@ -137,8 +164,7 @@ def test_gpu_workers_reach_zeusd_through_its_socket_and_only_they(services: dict
     assert "ports" not in services["zeusd"]  # a socket only: nothing listens on the network
 
 
-def test_long_running_services_have_health_checks_and_restart(services: dict[str, Any]
-                                                              ) -> None:
+def test_long_running_services_have_health_checks_and_restart(services: dict[str, Any]) -> None:
     for name, service in services.items():
         if name == "airflow-init":
             assert service.get("restart", "no") == "no" and "healthcheck" not in service
@@ -147,8 +173,9 @@ def test_long_running_services_have_health_checks_and_restart(services: dict[str
         assert service["healthcheck"]["test"][0] in ("CMD", "CMD-SHELL"), name
 
 
-def test_airflow_starts_after_init_and_workers_after_the_api_server(services: dict[str, Any]
-                                                                    ) -> None:
+def test_airflow_starts_after_init_and_workers_after_the_api_server(
+    services: dict[str, Any],
+) -> None:
     for name in AIRFLOW_SERVICES:
         needs = services[name]["depends_on"]
         assert needs["postgres"] == needs["redis"] == {"condition": "service_healthy"}
@@ -160,8 +187,14 @@ def test_airflow_starts_after_init_and_workers_after_the_api_server(services: di
 
 def test_init_migrates_both_schemas_then_creates_the_admin(services: dict[str, Any]) -> None:
     script = services["airflow-init"]["command"][-1]
-    steps = [script.index(step) for step in
-             ("airflow db migrate", "zeus-airflow db upgrade", "airflow users create --role Admin")]
+    steps = [
+        script.index(step)
+        for step in (
+            "airflow db migrate",
+            "zeus-airflow db upgrade",
+            "airflow users create --role Admin",
+        )
+    ]
     assert steps == sorted(steps)
     assert services["airflow-init"]["command"][:2] == ["bash", "-euc"]  # a failed step fails
 
@@ -171,27 +204,35 @@ def test_the_store_is_its_own_database_on_the_metadata_server(services: dict[str
     created = re.findall(r"^CREATE DATABASE (\w+);", init_sql, flags=re.MULTILINE)
     env = services["airflow-worker"]["environment"]
     # The store engineer's hook turns the Connection into the store's URL, as a task does.
-    store = url_from_connection(Connection.from_uri(env["AIRFLOW_CONN_ZEUS_DEFAULT"],
-                                                    conn_id="zeus_default"))
+    store = url_from_connection(
+        Connection.from_uri(env["AIRFLOW_CONN_ZEUS_DEFAULT"], conn_id="zeus_default")
+    )
     metadata = Connection.from_uri(env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"], conn_id="meta")
     assert created == [store.database]
     assert store.drivername == "postgresql+psycopg"
     assert (store.host, store.port) == (metadata.host, metadata.port) == ("postgres", 5432)
     assert store.database != metadata.schema == services["postgres"]["environment"]["POSTGRES_DB"]
     mounts = [volume.split(":") for volume in services["postgres"]["volumes"]]
-    assert [str(DOCKER / "postgres-init" / "10-zeus-store.sql"),
-            "/docker-entrypoint-initdb.d/10-zeus-store.sql", "ro"] in mounts
+    assert [
+        str(DOCKER / "postgres-init" / "10-zeus-store.sql"),
+        "/docker-entrypoint-initdb.d/10-zeus-store.sql",
+        "ro",
+    ] in mounts
 
 
 def test_every_component_shares_executor_secret_and_store(services: dict[str, Any]) -> None:
-    shared = {name: {k: services[name]["environment"][k] for k in SHARED_SETTINGS}
-              for name in AIRFLOW_SERVICES}
+    shared = {
+        name: {k: services[name]["environment"][k] for k in SHARED_SETTINGS}
+        for name in AIRFLOW_SERVICES
+    }
     assert len({tuple(settings.values()) for settings in shared.values()}) == 1
     assert shared["airflow-worker"]["AIRFLOW__CORE__EXECUTOR"] == "CeleryExecutor"
     # Workers run the same DAG files the dag-processor parsed.
     # (GPU workers also mount zeusd's socket.)
-    mounts = {name: sorted(v for v in services[name]["volumes"] if "zeusd-socket" not in v)
-              for name in AIRFLOW_SERVICES}
+    mounts = {
+        name: sorted(v for v in services[name]["volumes"] if "zeusd-socket" not in v)
+        for name in AIRFLOW_SERVICES
+    }
     assert len({tuple(volumes) for volumes in mounts.values()}) == 1
     dags = [v.split(":")[0] for v in mounts["airflow-worker"] if ":/opt/airflow/dags:" in v]
     assert dags == [str(DOCKER.parent / "dags")]
@@ -205,8 +246,9 @@ def test_the_jwt_secret_must_be_set(tmp_path: Path) -> None:
 
 def test_gpu_nodes_point_every_connection_at_the_control_node(tmp_path: Path) -> None:
     control = "control.example.internal"
-    env = resolved(tmp_path, ZEUS_DB_HOST=control, ZEUS_BROKER_HOST=control,
-                   ZEUS_API_HOST=control)["airflow-gpu-worker-0"]["environment"]
+    env = resolved(tmp_path, ZEUS_DB_HOST=control, ZEUS_BROKER_HOST=control, ZEUS_API_HOST=control)[
+        "airflow-gpu-worker-0"
+    ]["environment"]
     for key in SHARED_SETTINGS[1:5] + SHARED_SETTINGS[6:]:
         assert f"@{control}:" in env[key] or f"//{control}:" in env[key], key
 
@@ -220,11 +262,16 @@ def test_the_image_is_the_airflow_the_tests_run_and_pins_celery() -> None:
     requirements = (DOCKER / "requirements.txt").read_text().splitlines()
     assert {"apache-airflow==${AIRFLOW_VERSION}", "celery<5.7"} <= set(requirements)
     # Everything the image copies survives Dockerfile.dockerignore's allow-list.
-    allowed = {line[1:].rstrip("/") for line in
-               (DOCKER / "Dockerfile.dockerignore").read_text().splitlines()
-               if line.startswith("!")}
-    copied = {source for line in re.findall(r"^COPY (?:--\S+ )*(.+) \S+$", dockerfile,
-                                            re.MULTILINE) for source in line.split()}
+    allowed = {
+        line[1:].rstrip("/")
+        for line in (DOCKER / "Dockerfile.dockerignore").read_text().splitlines()
+        if line.startswith("!")
+    }
+    copied = {
+        source
+        for line in re.findall(r"^COPY (?:--\S+ )*(.+) \S+$", dockerfile, re.MULTILINE)
+        for source in line.split()
+    }
     assert copied <= allowed
 
 
@@ -234,12 +281,20 @@ def run_entrypoint(*setpriv: str) -> tuple[str, dict[str, int], str]:
     itself started through ``setpriv`` with ``setpriv`` options (to take capabilities away)."""
     assert os.geteuid() == 0, "the entrypoint's hand-over can only be tested as root"
     show = "id -u; id -g; grep -E '^Cap(Eff|Amb|Bnd):' /proc/self/status"
-    result = subprocess.run(["setpriv", *setpriv, "--", str(ENTRYPOINT), "sh", "-c", show],
-                            capture_output=True, text=True, timeout=30, check=True,
-                            env={**os.environ, "AIRFLOW_UID": "50000"})
+    result = subprocess.run(
+        ["setpriv", *setpriv, "--", str(ENTRYPOINT), "sh", "-c", show],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+        env={**os.environ, "AIRFLOW_UID": "50000"},
+    )
     uid, gid, *caps = result.stdout.split("\n")
-    return f"{uid}:{gid}", {line.split(":")[0]: int(line.split()[1], 16)
-                            for line in caps if line}, result.stderr
+    return (
+        f"{uid}:{gid}",
+        {line.split(":")[0]: int(line.split()[1], 16) for line in caps if line},
+        result.stderr,
+    )
 
 
 def test_entrypoint_hands_exactly_sys_admin_to_the_airflow_user() -> None:

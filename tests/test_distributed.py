@@ -26,21 +26,32 @@ RANKS_FILE = Path(__file__).with_name("ddp_ranks.py")
 TARGET = f"{RANKS_FILE}:train_rank"
 
 
-def ddp_dag(dag_id: str, record_dir: Path, batch_sizes: tuple[int, ...] = (16, 32),
-            **train_kwargs: Any) -> Any:
+def ddp_dag(
+    dag_id: str, record_dir: Path, batch_sizes: tuple[int, ...] = (16, 32), **train_kwargs: Any
+) -> Any:
     from airflow.sdk import DAG
 
     from zeus_airflow import ZeusTrainOperator
 
     with DAG(dag_id, schedule="@daily", start_date=daily(0), catchup=False) as dag:
-        ZeusTrainOperator(task_id="train", train=DistributedTraining(TARGET, nproc_per_node=2),
-                          train_kwargs={"record_dir": str(record_dir), **train_kwargs},
-                          device="auto", batch_sizes=list(batch_sizes),
-                          default_batch_size=batch_sizes[-1], target_metric=0.9, max_epochs=4,
-                          warmup_steps=1, profile_steps=1, warmup_s=0.0, profile_s=0.0,
-                          # The ranks' limits through the profile are the subject: no budget
-                          # holding its slices back.
-                          exploration_budget=None, heartbeat_s=5)
+        ZeusTrainOperator(
+            task_id="train",
+            train=DistributedTraining(TARGET, nproc_per_node=2),
+            train_kwargs={"record_dir": str(record_dir), **train_kwargs},
+            device="auto",
+            batch_sizes=list(batch_sizes),
+            default_batch_size=batch_sizes[-1],
+            target_metric=0.9,
+            max_epochs=4,
+            warmup_steps=1,
+            profile_steps=1,
+            warmup_s=0.0,
+            profile_s=0.0,
+            # The ranks' limits through the profile are the subject: no budget
+            # holding its slices back.
+            exploration_budget=None,
+            heartbeat_s=5,
+        )
     return sync_dag(dag)
 
 
@@ -54,12 +65,16 @@ def store_trials(url: str) -> list[Any]:
 
 
 def leftover_ranks() -> list[psutil.Process]:
-    return [child for child in psutil.Process().children(recursive=True)
-            if "zeus_airflow.integrations.distributed" in " ".join(child.cmdline())]
+    return [
+        child
+        for child in psutil.Process().children(recursive=True)
+        if "zeus_airflow.integrations.distributed" in " ".join(child.cmdline())
+    ]
 
 
 def test_two_ranks_train_under_the_operator_and_stop_together_at_the_target(
-        zeus_store_url: str, fake_gpus: FakeNVML, tmp_path: Path) -> None:
+    zeus_store_url: str, fake_gpus: FakeNVML, tmp_path: Path
+) -> None:
     dag = ddp_dag("ddp_target", tmp_path, metrics=[0.5, 0.95, 0.99, 0.99])
     dag_run = dag.test(logical_date=daily(0))
 
@@ -74,8 +89,12 @@ def test_two_ranks_train_under_the_operator_and_stop_together_at_the_target(
         assert rank["has_device"] is False  # a rank holds no device handle
     assert ranks[0]["pid"] != ranks[1]["pid"]
     (row,) = store_trials(zeus_store_url)
-    assert (row.status, row.batch_size, row.epochs, row.reached_target) == \
-        ("succeeded", 32, 2, True)
+    assert (row.status, row.batch_size, row.epochs, row.reached_target) == (
+        "succeeded",
+        32,
+        2,
+        True,
+    )
     pushed = xcoms("ddp_target", dag_run.run_id, "train")
     assert pushed["return_value"]["world_size"] == 2
     assert pushed["energy_j"] > 0 and pushed["measurement"] == "measured"
@@ -88,8 +107,8 @@ def test_two_ranks_train_under_the_operator_and_stop_together_at_the_target(
 
 
 def test_a_crashed_rank_fails_the_try_stops_the_others_and_restores_the_limit(
-        zeus_store_url: str, fake_gpus: FakeNVML, tmp_path: Path,
-        capfd: pytest.CaptureFixture[str]) -> None:
+    zeus_store_url: str, fake_gpus: FakeNVML, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
     # 2 steps a limit, 4 steps an epoch: epoch 3 starts at 200 W, below the original 250 W.
     dag = ddp_dag("ddp_crash", tmp_path, fail_rank=1, fail_epoch=3, metrics=[0.1] * 4)
     dag_run = dag.test(logical_date=daily(0))
@@ -107,7 +126,8 @@ def test_a_crashed_rank_fails_the_try_stops_the_others_and_restores_the_limit(
 
 
 def test_a_rank_cannot_ask_the_task_to_change_a_limit(
-        zeus_store_url: str, fake_gpus: FakeNVML, tmp_path: Path) -> None:
+    zeus_store_url: str, fake_gpus: FakeNVML, tmp_path: Path
+) -> None:
     dag = ddp_dag("ddp_rogue", tmp_path, send=[["set_power_limit_w", 100]])
     dag_run = dag.test(logical_date=daily(0))
 
@@ -119,7 +139,8 @@ def test_a_rank_cannot_ask_the_task_to_change_a_limit(
 
 
 def test_a_batch_size_the_ranks_cannot_share_is_refused_before_anything_starts(
-        zeus_store_url: str, fake_gpus: FakeNVML, tmp_path: Path) -> None:
+    zeus_store_url: str, fake_gpus: FakeNVML, tmp_path: Path
+) -> None:
     dag = ddp_dag("ddp_odd", tmp_path, batch_sizes=(15, 31))
     dag_run = dag.test(logical_date=daily(0))
 
@@ -129,11 +150,15 @@ def test_a_batch_size_the_ranks_cannot_share_is_refused_before_anything_starts(
     assert fake_gpus.set_calls == []
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (("no_colon",), "target='no_colon' is invalid"),
-    ((TARGET, 0), "nproc_per_node=0 is invalid"),
-])
-def test_bad_arguments_are_refused_when_the_dag_is_parsed(args: tuple[Any, ...],
-                                                          message: str) -> None:
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("no_colon",), "target='no_colon' is invalid"),
+        ((TARGET, 0), "nproc_per_node=0 is invalid"),
+    ],
+)
+def test_bad_arguments_are_refused_when_the_dag_is_parsed(
+    args: tuple[Any, ...], message: str
+) -> None:
     with pytest.raises(ConfigError, match=message):
         DistributedTraining(*args)

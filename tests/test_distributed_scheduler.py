@@ -53,29 +53,36 @@ def statsd() -> Iterator[StatsDListener]:
 
 
 @pytest.fixture
-def servers(tmp_path: Path, airflow_db: Path,
-            statsd: StatsDListener) -> Iterator[tuple[dict[str, str],
-                                                      list[subprocess.Popen[bytes]]]]:
+def servers(
+    tmp_path: Path, airflow_db: Path, statsd: StatsDListener
+) -> Iterator[tuple[dict[str, str], list[subprocess.Popen[bytes]]]]:
     home = tmp_path / "airflow"
-    env = airflow_home(home, PRISTINE_DB, extra={
-        "ZEUS_TRACES_DIR": str(TRACES),
-        "AIRFLOW__METRICS__STATSD_ON": "True",
-        "AIRFLOW__METRICS__STATSD_HOST": "127.0.0.1",
-        "AIRFLOW__METRICS__STATSD_PORT": str(statsd.port),
-        "AIRFLOW__METRICS__STATSD_PREFIX": "airflow",
-    })
+    env = airflow_home(
+        home,
+        PRISTINE_DB,
+        extra={
+            "ZEUS_TRACES_DIR": str(TRACES),
+            "AIRFLOW__METRICS__STATSD_ON": "True",
+            "AIRFLOW__METRICS__STATSD_HOST": "127.0.0.1",
+            "AIRFLOW__METRICS__STATSD_PORT": str(statsd.port),
+            "AIRFLOW__METRICS__STATSD_PREFIX": "airflow",
+        },
+    )
     records = tmp_path / "records"
     records.mkdir()
     start = datetime.now(UTC).date().isoformat()  # one run: today's midnight
     (home / "dags" / "zeus_ddp.py").write_text(
-        DAG_FILE.format(start=start, target=TARGET, records=records))
+        DAG_FILE.format(start=start, target=TARGET, records=records)
+    )
     with running_servers(env, tmp_path, DEADLINE_S) as started:
         yield env, started
 
 
 def test_two_ranks_train_in_a_real_task_process_and_its_metrics_reach_statsd(
-        servers: tuple[dict[str, str], list[subprocess.Popen[bytes]]], tmp_path: Path,
-        statsd: StatsDListener) -> None:
+    servers: tuple[dict[str, str], list[subprocess.Popen[bytes]]],
+    tmp_path: Path,
+    statsd: StatsDListener,
+) -> None:
     env, started = servers
     home = env["AIRFLOW_HOME"]
     runs = wait_for_runs(home, "zeus_ddp", 1, started, DEADLINE_S)
@@ -83,14 +90,20 @@ def test_two_ranks_train_in_a_real_task_process_and_its_metrics_reach_statsd(
 
     assert [state for _, state in runs] == ["success"], logs[-4000:]
     ranks = [json.loads(p.read_text()) for p in sorted((tmp_path / "records").glob("*.json"))]
-    assert [(r["rank"], r["world_size"], r["epochs"], r["stop_reason"]) for r in ranks] == \
-        [(0, 2, 2, "target"), (1, 2, 2, "target")]
+    assert [(r["rank"], r["world_size"], r["epochs"], r["stop_reason"]) for r in ranks] == [
+        (0, 2, 2, "target"),
+        (1, 2, 2, "target"),
+    ]
     assert all(set(r["batches"]) == {16} for r in ranks)  # b=32 over two ranks
     store = create_engine(f"sqlite:///{home}/zeus_airflow.db")  # the embedded default
     with store.connect() as conn:
         (row,) = conn.execute(select(trials)).all()
-    assert (row.status, row.batch_size, row.epochs, row.measurement) == \
-        ("succeeded", 32, 2, "simulated")
+    assert (row.status, row.batch_size, row.epochs, row.measurement) == (
+        "succeeded",
+        32,
+        2,
+        "simulated",
+    )
     suffix = ".zeus_ddp.train.simulated"
     gauges = statsd.wait_for("airflow.zeus.run.", 2 * len(FIGURES))
     assert gauges[f"airflow.zeus.run.energy_j{suffix}"] == pytest.approx(row.energy_j)

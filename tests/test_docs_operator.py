@@ -23,8 +23,11 @@ def _documented_parameters() -> set[str]:
 def test_every_operator_parameter_has_a_row_in_the_docs_table() -> None:
     from zeus_airflow import ZeusTrainOperator
 
-    own = [name for name, p in inspect.signature(ZeusTrainOperator.__init__).parameters.items()
-           if p.kind is inspect.Parameter.KEYWORD_ONLY]
+    own = [
+        name
+        for name, p in inspect.signature(ZeusTrainOperator.__init__).parameters.items()
+        if p.kind is inspect.Parameter.KEYWORD_ONLY
+    ]
     assert len(own) > 20
     missing = sorted(set(own) - _documented_parameters())
     assert not missing, f"docs/operator.md's parameter table lacks {missing}"

@@ -38,8 +38,7 @@ LONG_S, SHORT_S = 3600.0, 0.005
 
 def test_the_transition_table() -> None:
     assert dict(TRANSITIONS) == {
-        "running": {"succeeded", "failed", "error", "invalid", "skipped", "expired",
-                    "abandoned"},
+        "running": {"succeeded", "failed", "error", "invalid", "skipped", "expired", "abandoned"},
         "succeeded": {"succeeded", "failed", "superseded"},
         "failed": {"succeeded", "failed", "superseded"},
         "expired": {"succeeded", "failed", "invalid", "abandoned"},
@@ -66,12 +65,21 @@ class Trials:
         self.seen: dict[int, TrialStatus] = {}
         self.moves: set[tuple[str, str]] = set()
 
-    def begin(self, name: str, phase: Phase = "sampling", try_number: int = 1,
-              heartbeat_s: float = LONG_S) -> int:
+    def begin(
+        self, name: str, phase: Phase = "sampling", try_number: int = 1, heartbeat_s: float = LONG_S
+    ) -> int:
         def decide(state: JobState, rng: Any) -> Decision:
             return Decision(8, phase)
-        start = self.store.begin_trial(self.job, RecurrenceKey(name, "dag", "t", -1, try_number),
-                                       1, decide, DEVICE, frozenset(), heartbeat_s)
+
+        start = self.store.begin_trial(
+            self.job,
+            RecurrenceKey(name, "dag", "t", -1, try_number),
+            1,
+            decide,
+            DEVICE,
+            frozenset(),
+            heartbeat_s,
+        )
         self.check()
         return start.trial_id
 
@@ -107,8 +115,9 @@ class Trials:
 
 
 def outcome(reached: bool) -> RunOutcome:
-    return RunOutcome(8, 250, 10.0, 1.0, 10.0, 1, reached,
-                      "target" if reached else "max_epochs", None)
+    return RunOutcome(
+        8, 250, 10.0, 1.0, 10.0, 1, reached, "target" if reached else "max_epochs", None
+    )
 
 
 def test_the_store_moves_a_trial_only_as_the_table_allows() -> None:
@@ -126,8 +135,10 @@ def test_the_store_moves_a_trial_only_as_the_table_allows() -> None:
     t.invalidate(t.begin("broken"))
     gone = t.begin("gone")
     t.begin("gone", try_number=2)  # the first never finished
-    late = {name: t.begin(name, heartbeat_s=SHORT_S)
-            for name in ("late-ok", "late-miss", "late-broken", "late-gone", "late-step")}
+    late = {
+        name: t.begin(name, heartbeat_s=SHORT_S)
+        for name in ("late-ok", "late-miss", "late-broken", "late-gone", "late-step")
+    }
     step = t.begin("late-step-2", phase="pruning", heartbeat_s=SHORT_S)
     t.expire()
     assert {t.status(i) for i in (*late.values(), step)} == {"expired"}
@@ -167,5 +178,7 @@ def test_a_runs_inherited_figures_are_documented_where_they_are_declared() -> No
 @pytest.mark.parametrize("status", get_args(TrialStatus))
 def test_every_status_has_a_place(status: str) -> None:
     from zeus_airflow.core.domain import LIVE_STATUSES, REPLACED_STATUSES, VOID_STATUSES
-    assert [status in group for group in (LIVE_STATUSES, VOID_STATUSES, REPLACED_STATUSES)
-            ].count(True) == 1
+
+    assert [status in group for group in (LIVE_STATUSES, VOID_STATUSES, REPLACED_STATUSES)].count(
+        True
+    ) == 1

@@ -113,8 +113,15 @@ def test_with_no_success_since_the_change_the_old_ones_keep_a_bound() -> None:
 
 # --- the policy under drift detection -------------------------------------------------------------
 def detecting(sizes: tuple[int, ...] = (8, 16, 32), b0: int = 16) -> JobConfig:
-    return JobConfig("job", sizes, b0, target_metric=0.9, max_epochs=10, drift_detection=True,
-                     exploration_budget=None)
+    return JobConfig(
+        "job",
+        sizes,
+        b0,
+        target_metric=0.9,
+        max_epochs=10,
+        drift_detection=True,
+        exploration_budget=None,
+    )
 
 
 def walk(cfg: JobConfig, cost: dict[int, float]) -> tuple[ExplorationStep, ...]:
@@ -146,12 +153,16 @@ def test_thompson_sampling_draws_stale_arms_from_their_belief() -> None:
     steps = walk(cfg, {8: 10.5, 16: 10.0, 32: 10.4, 64: 10.6})
     # 16 and 32 ran since the change; 8 and 64 did not, and neither is 16's neighbour with
     # a belief under the bound (8's is beyond it, 64 is 32's neighbour): no re-check.
-    observations = {16: ArmStats.of([14.0, 14.2, 13.9, 14.1]),
-                    32: ArmStats.of([14.6, 14.4, 14.5])}
-    snapshot = JobSnapshot(cfg, exploration=steps, observations=observations,
-                           success_mean_cost={16: 14.0, 32: 14.5},
-                           drift=DriftFound(since=5, cost_ratio=1.4,
-                                            stale_mean={8: 100.0, 64: 13.0}, stale_spread=0.04))
+    observations = {16: ArmStats.of([14.0, 14.2, 13.9, 14.1]), 32: ArmStats.of([14.6, 14.4, 14.5])}
+    snapshot = JobSnapshot(
+        cfg,
+        exploration=steps,
+        observations=observations,
+        success_mean_cost={16: 14.0, 32: 14.5},
+        drift=DriftFound(
+            since=5, cost_ratio=1.4, stale_mean={8: 100.0, 64: 13.0}, stale_spread=0.04
+        ),
+    )
     assert stale_neighbour(snapshot, [8, 16, 32, 64]) is None
     rng = np.random.default_rng(1)
     picks = [ZeusPolicy().decide(snapshot, rng).batch_size for _ in range(200)]
@@ -166,22 +177,31 @@ def test_after_a_change_the_cheapest_sizes_stale_neighbours_are_checked_once() -
     steps = walk(cfg, {8: 10.5, 16: 10.0, 32: 10.4, 64: 10.6})
     # Only 16 ran since the change (1.4x dearer); 32's belief (an old pruning cost moved as
     # 16 moved) says 20.2: Thompson sampling would rarely draw it below 16's 14.
-    drift = DriftFound(since=5, cost_ratio=1.4, stale_mean={8: 14.7, 32: 20.2, 64: 60.0},
-                       stale_spread=0.17)
-    snapshot = JobSnapshot(cfg, exploration=steps,
-                           observations={16: ArmStats.of([14.0, 14.2, 13.9, 14.1])},
-                           success_mean_cost={16: 14.0}, drift=drift)
+    drift = DriftFound(
+        since=5, cost_ratio=1.4, stale_mean={8: 14.7, 32: 20.2, 64: 60.0}, stale_spread=0.17
+    )
+    snapshot = JobSnapshot(
+        cfg,
+        exploration=steps,
+        observations={16: ArmStats.of([14.0, 14.2, 13.9, 14.1])},
+        success_mean_cost={16: 14.0},
+        drift=drift,
+    )
     rng = np.random.default_rng(1)
     decision = ZeusPolicy().decide(snapshot, rng)
     assert decision.batch_size == 8  # both neighbours are under the bound (28): 8 first
     assert decision.early_stop_cost == 28.0  # a check is cut at the bound like any try
-    checked_8 = dataclasses.replace(snapshot, observations={
-        **snapshot.observations, 8: ArmStats.of([15.0])})
+    checked_8 = dataclasses.replace(
+        snapshot, observations={**snapshot.observations, 8: ArmStats.of([15.0])}
+    )
     assert ZeusPolicy().decide(checked_8, rng).batch_size == 32
     # 32 turned out the cheapest: its stale neighbour 64 is next, but its belief is beyond
     # the bound, so sampling goes on as usual.
-    checked_32 = dataclasses.replace(checked_8, observations={
-        **checked_8.observations, 32: ArmStats.of([9.0])}, success_mean_cost={16: 14.0, 32: 9.0})
+    checked_32 = dataclasses.replace(
+        checked_8,
+        observations={**checked_8.observations, 32: ArmStats.of([9.0])},
+        success_mean_cost={16: 14.0, 32: 9.0},
+    )
     assert stale_neighbour(checked_32, [8, 16, 32, 64]) is None
     # A neighbour another worker is checking now is not checked twice; without a change
     # found, nothing is checked.
@@ -194,12 +214,14 @@ def test_a_drift_does_not_pass_for_a_grown_bound() -> None:
     # 8 was early-stopped at 20 when the best mean was 10. After a drift that made every
     # size 1.5x dearer, the bound is 30: it grew with the costs, not because 10 was lucky.
     cfg = detecting((8, 16), 16)
-    steps = (ExplorationStep(16, True, 10.0, seq=0),
-             ExplorationStep(8, False, 20.0, seq=1, stop_reason="early_stop",
-                             early_stop_cost=20.0),
-             ExplorationStep(16, True, 10.0, seq=2))
-    snapshot = JobSnapshot(cfg, exploration=steps, success_mean_cost={16: 15.0},
-                           evidence={8: SizeEvidence(None, 20.0)})
+    steps = (
+        ExplorationStep(16, True, 10.0, seq=0),
+        ExplorationStep(8, False, 20.0, seq=1, stop_reason="early_stop", early_stop_cost=20.0),
+        ExplorationStep(16, True, 10.0, seq=2),
+    )
+    snapshot = JobSnapshot(
+        cfg, exploration=steps, success_mean_cost={16: 15.0}, evidence={8: SizeEvidence(None, 20.0)}
+    )
     assert job_phase(snapshot)[1] == (8, 16)  # no drift known: the grown bound readmits it
     drifted = dataclasses.replace(snapshot, drift=DriftFound(since=3, cost_ratio=1.5))
     assert job_phase(drifted)[1] == (16,)
@@ -208,16 +230,26 @@ def test_a_drift_does_not_pass_for_a_grown_bound() -> None:
 def test_drift_detection_is_a_checked_bool_that_keeps_the_job_version() -> None:
     cfg = JobConfig("j", (8, 16), 16, target_metric=0.9, max_epochs=10, exploration_budget=None)
     assert dataclasses.replace(cfg, drift_detection=True).fingerprint() == cfg.fingerprint()
-    with pytest.raises(ConfigError, match="drift_detection='yes' is invalid: expected True or "
-                                          "False"):
+    with pytest.raises(
+        ConfigError, match="drift_detection='yes' is invalid: expected True or False"
+    ):
         dataclasses.replace(cfg, drift_detection="yes")
 
 
 # --- end to end on the replayed traces ----------------------------------------------------------
 def test_drift_detection_adapts_where_no_window_does_not() -> None:
     """V100 cifar100, the default drift: 128 turns 1.4x dearer and 256 is the new optimum."""
-    spec = DriftSpec("v100", "cifar100", str(TRACES), seed=1, window=None, switch_at=80,
-                     recurrences=150, drift=Drift(2.0, 1.5), exploration_budget=None)
+    spec = DriftSpec(
+        "v100",
+        "cifar100",
+        str(TRACES),
+        seed=1,
+        window=None,
+        switch_at=80,
+        recurrences=150,
+        drift=Drift(2.0, 1.5),
+        exploration_budget=None,
+    )
     plain = run_drift(spec)
     detected = run_drift(dataclasses.replace(spec, drift_detection=True))
     assert detected.can_adapt

@@ -32,8 +32,15 @@ def config_for(trace: WorkloadTrace, **kw: object) -> JobConfig:
     """The paper's policy, without the exploration budget (tests/test_budget.py has it)."""
     kw.setdefault("exploration_budget", None)
     w = trace.workload
-    return JobConfig("test.job", trace.batch_sizes, trace.default_batch_size, w.target_metric,
-                     w.max_epochs, w.higher_is_better, **kw)  # type: ignore[arg-type]
+    return JobConfig(
+        "test.job",
+        trace.batch_sizes,
+        trace.default_batch_size,
+        w.target_metric,
+        w.max_epochs,
+        w.higher_is_better,
+        **kw,
+    )  # type: ignore[arg-type]
 
 
 def trial_rows(store: SQLStore) -> list:  # type: ignore[type-arg]
@@ -41,8 +48,7 @@ def trial_rows(store: SQLStore) -> list:  # type: ignore[type-arg]
         return list(conn.execute(select(trials).order_by(trials.c.id)))
 
 
-def test_a_recurrence_profiles_once_and_later_runs_reuse_the_profile(
-        cifar: WorkloadTrace) -> None:
+def test_a_recurrence_profiles_once_and_later_runs_reuse_the_profile(cifar: WorkloadTrace) -> None:
     store, gpu = SQLStore.in_memory(), ReplayGPU(cifar)
     engine = Engine(store, gpu, config_for(cifar), seed=1, heartbeat_s=None)
     train = ReplayTraining(gpu, seed=1)
@@ -56,8 +62,12 @@ def test_a_recurrence_profiles_once_and_later_runs_reuse_the_profile(
     assert len(profile.measurements) < len(cifar.power_limits_w)
     assert gpu.get_power_limits_w() == (250,)  # put back after the run
     # The optimum of the profile is the trace's cheapest limit for this batch size.
-    expected = min(cifar.power_limits_w, key=lambda p: cifar.epoch(1024, p).time_s * (
-        0.5 * cifar.epoch(1024, p).avg_power_w + 0.5 * 250))
+    expected = min(
+        cifar.power_limits_w,
+        key=lambda p: (
+            cifar.epoch(1024, p).time_s * (0.5 * cifar.epoch(1024, p).avg_power_w + 0.5 * 250)
+        ),
+    )
     assert first.power_limit_w == expected
 
 
@@ -93,8 +103,13 @@ def test_early_stop_keeps_the_cost_under_the_bound(cifar: WorkloadTrace) -> None
     epoch = cifar.epoch(1024, 250)
     epoch_cost = 0.5 * epoch.avg_power_w * epoch.time_s + 0.5 * 250 * epoch.time_s
     bound = 10.5 * epoch_cost
-    with open_run(config_for(cifar), 1024, gpu, profile=PowerProfile(1024, gpu.model, 1, (250,)),
-                  early_stop_cost=bound) as run:
+    with open_run(
+        config_for(cifar),
+        1024,
+        gpu,
+        profile=PowerProfile(1024, gpu.model, 1, (250,)),
+        early_stop_cost=bound,
+    ) as run:
         for _ in run.epochs():
             run.run_steps(gpu.steps_per_epoch(), gpu.advance_steps)
             run.report_metric(0.1)  # never reaches the target
@@ -106,7 +121,8 @@ def test_early_stop_keeps_the_cost_under_the_bound(cifar: WorkloadTrace) -> None
 
 
 def test_failed_try_is_retried_with_another_size_and_both_are_recorded(
-        cifar: WorkloadTrace) -> None:
+    cifar: WorkloadTrace,
+) -> None:
     store, gpu = SQLStore.in_memory(), ReplayGPU(cifar)
     cfg = config_for(cifar)
     engine = Engine(store, gpu, cfg, seed=3, heartbeat_s=None)
@@ -124,8 +140,7 @@ def test_failed_try_is_retried_with_another_size_and_both_are_recorded(
     # Round 1: 1024, then 512 fails (the walk down ends) and the walk up goes on in the same
     # recurrence: 2048 needs more than max_epochs, so it fails too, then round 2 starts at 1024.
     assert [t.outcome.batch_size for t in results[1].tries] == [512, 2048, 1024]
-    assert results[1].energy_j == pytest.approx(sum(t.outcome.energy_j
-                                                    for t in results[1].tries))
+    assert results[1].energy_j == pytest.approx(sum(t.outcome.energy_j for t in results[1].tries))
     rows = trial_rows(store)
     failed = [r for r in rows if r.batch_size == 512]
     assert failed[0].status == "failed" and not failed[0].observed
@@ -151,8 +166,7 @@ def test_user_exception_restores_limits_and_records_an_error(cifar: WorkloadTrac
     # step, the step floors rule (2 warm-up, 5 measured), so 17 steps measure two, the
     # maximum and the minimum (measured second), and one step of the third slice, the
     # search's first probe, kept in progress.
-    profile = store.load_profile(engine.store.register_job(engine.config), 1024,
-                                 engine.device_info)
+    profile = store.load_profile(engine.store.register_job(engine.config), 1024, engine.device_info)
     assert set(profile.measurements) == {250, 100}
     assert profile.partial is not None and profile.partial.steps == 1
     assert profile.partial.power_limit_w not in profile.measurements
@@ -167,8 +181,9 @@ def test_window_keeps_only_the_most_recent_observations(cifar: WorkloadTrace) ->
             return super().decide(snapshot, rng)
 
     store, gpu = SQLStore.in_memory(), ReplayGPU(cifar)
-    engine = Engine(store, gpu, config_for(cifar, window_size=2), Recording(), seed=5,
-                    heartbeat_s=None)
+    engine = Engine(
+        store, gpu, config_for(cifar, window_size=2), Recording(), seed=5, heartbeat_s=None
+    )
     train = ReplayTraining(gpu, seed=5)
     for i in range(40):
         engine.run_recurrence(train, RecurrenceKey(f"r{i}"))
@@ -196,19 +211,23 @@ def test_retry_of_the_same_task_instance_replaces_never_adds(cifar: WorkloadTrac
 def test_simulation_is_reproducible_per_seed() -> None:
     from zeus_airflow.sim.simulator import SimulationSpec, simulate
 
-    spec = SimulationSpec("zeus", "v100", "sentiment140", 4, str(TRACES), recurrences=25,
-                          exploration_budget=None)
+    spec = SimulationSpec(
+        "zeus", "v100", "sentiment140", 4, str(TRACES), recurrences=25, exploration_budget=None
+    )
     first, second = simulate(spec), simulate(spec)
     assert first.batch_size == second.batch_size
     assert first.cost == pytest.approx(second.cost)
-    other = simulate(SimulationSpec("zeus", "v100", "sentiment140", 5, str(TRACES),
-                                    exploration_budget=None,
-                                    recurrences=25))
+    other = simulate(
+        SimulationSpec(
+            "zeus", "v100", "sentiment140", 5, str(TRACES), exploration_budget=None, recurrences=25
+        )
+    )
     assert other.cost != first.cost or other.batch_size != first.batch_size
 
 
 def test_a_job_whose_sizes_all_fail_keeps_training_at_the_best_known_size(
-        cifar: WorkloadTrace, caplog: pytest.LogCaptureFixture) -> None:
+    cifar: WorkloadTrace, caplog: pytest.LogCaptureFixture
+) -> None:
     store, gpu = SQLStore.in_memory(), ReplayGPU(cifar)
     # The paper's walk: with a budget, the miss of b0 would end the recurrence (tests/
     # test_budget.py), as the same DAG without Zeus would have.
@@ -234,13 +253,20 @@ def test_a_job_whose_sizes_all_fail_keeps_training_at_the_best_known_size(
 
 
 def test_a_lucky_first_run_does_not_kill_the_job_it_recovers_on_its_own(
-        cifar: WorkloadTrace) -> None:
+    cifar: WorkloadTrace,
+) -> None:
     """The field report: one lucky cheap run set the early-stop bound, the sizes around it
     and b0 itself were each early-stopped once, and every later run failed as infeasible
     until a reset. Here the same history recovers without anyone touching the job."""
     store, gpu = SQLStore.in_memory(), ReplayGPU(cifar)
-    cfg = JobConfig("lucky.job", (128, 256, 512), 256, cifar.workload.target_metric, 100,
-                    exploration_budget=None)
+    cfg = JobConfig(
+        "lucky.job",
+        (128, 256, 512),
+        256,
+        cifar.workload.target_metric,
+        100,
+        exploration_budget=None,
+    )
     engine = Engine(store, gpu, cfg, seed=3, heartbeat_s=None)
     # Epochs to the target per try: b0's first run needs half its usual 32 epochs (lucky).
     needed = {256: iter([15] + [32] * 50), 128: iter([22] * 50), 512: iter([40] * 50)}
@@ -253,21 +279,24 @@ def test_a_lucky_first_run_does_not_kill_the_job_it_recovers_on_its_own(
             run.report_metric(0.6 if epoch >= epochs else 0.3)
 
     results = [engine.run_recurrence(train, RecurrenceKey(f"day{i}")) for i in range(12)]
-    tries = [[(t.outcome.batch_size, t.phase, t.outcome.stop_reason) for t in r.tries]
-             for r in results]
+    tries = [
+        [(t.outcome.batch_size, t.phase, t.outcome.stop_reason) for t in r.tries] for r in results
+    ]
     # The lucky bound (2 x b0's lucky cost) early-stops both neighbours. Under the old rules
     # it also stopped b0's own second, normal run, and nothing was left: "infeasible" for
     # good. b0 sets the bound, so it runs to its end, and the recurrence has its model.
-    assert tries[1] == [(128, "pruning", "early_stop"), (512, "pruning", "early_stop"),
-                        (256, "pruning", "target")]
+    assert tries[1] == [
+        (128, "pruning", "early_stop"),
+        (512, "pruning", "early_stop"),
+        (256, "pruning", "target"),
+    ]
     assert results[1].tries[2].outcome.early_stop_cost is None
     assert all(r.reached_target for r in results), tries
     assert not any(r.fell_back for r in results)
     # As b0's mean cost replaces the lucky minimum, the bound grows and both neighbours get
     # another try, reach the target and are back in play.
     with store.reading() as conn:
-        snapshot = job_snapshot(read_state(conn, results[-1].job, engine.device_info,
-                                           frozenset()))
+        snapshot = job_snapshot(read_state(conn, results[-1].job, engine.device_info, frozenset()))
     assert job_phase(snapshot) == ("sampling", (128, 256, 512))
     later = [t for r in tries[3:] for t in r]
     assert (128, "sampling", "target") in later and (512, "sampling", "target") in later

@@ -42,8 +42,9 @@ class QuickStoreOperator(ZeusTrainOperator):
     def _open_store(self) -> SQLStore:
         from zeus_airflow.hooks.store import ZeusStoreHook
 
-        return ZeusStoreHook(zeus_conn_id=self.zeus_conn_id).get_store(retry=FAST_RETRY,
-                                                                      timeout_s=0.3)
+        return ZeusStoreHook(zeus_conn_id=self.zeus_conn_id).get_store(
+            retry=FAST_RETRY, timeout_s=0.3
+        )
 
 
 def fault_dag(dag_id: str, fault: AT_THE_END | None = None, **operator_args: Any) -> Any:
@@ -63,10 +64,21 @@ def fault_dag(dag_id: str, fault: AT_THE_END | None = None, **operator_args: Any
         return "model.pt"
 
     with DAG(dag_id, schedule="@daily", start_date=daily(0), catchup=False) as dag:
-        QuickStoreOperator(task_id="train", train=train, device="auto", batch_sizes=[16, 32],
-                           default_batch_size=32, target_metric=1.0, max_epochs=1,
-                           warmup_steps=1, profile_steps=2, warmup_s=0.0, profile_s=0.0,
-                           heartbeat_s=5, **operator_args)
+        QuickStoreOperator(
+            task_id="train",
+            train=train,
+            device="auto",
+            batch_sizes=[16, 32],
+            default_batch_size=32,
+            target_metric=1.0,
+            max_epochs=1,
+            warmup_steps=1,
+            profile_steps=2,
+            warmup_s=0.0,
+            profile_s=0.0,
+            heartbeat_s=5,
+            **operator_args,
+        )
     return sync_dag(dag)
 
 
@@ -88,9 +100,16 @@ def assert_recorded_late_once(url: str, first: Any, runs: list[Any]) -> list[Tri
     return rows
 
 
-def run_through_a_fault(dag_id: str, url: str, fault: AT_THE_END, heal: AT_THE_END,
-                        fake: FakeNVML, capfd: pytest.CaptureFixture[str],
-                        failure: str, **operator_args: Any) -> list[TrialRecord]:
+def run_through_a_fault(
+    dag_id: str,
+    url: str,
+    fault: AT_THE_END,
+    heal: AT_THE_END,
+    fake: FakeNVML,
+    capfd: pytest.CaptureFixture[str],
+    failure: str,
+    **operator_args: Any,
+) -> list[TrialRecord]:
     """Day 0 trains then meets the fault; the store heals; days 1 and 2 run."""
     dag = fault_dag(dag_id, fault, **operator_args)
     first = dag.test(logical_date=daily(0))
@@ -119,13 +138,24 @@ pytestmark = pytest.mark.usefixtures("dag_test")
 
 
 def test_a_store_outage_over_the_end_of_training_fails_nothing(
-        store_outage: StoreOutage, fake_gpus: FakeNVML, monkeypatch: pytest.MonkeyPatch,
-        capfd: pytest.CaptureFixture[str]) -> None:
+    store_outage: StoreOutage,
+    fake_gpus: FakeNVML,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
     monkeypatch.setenv("ZEUS_AIRFLOW_DB_URL", store_outage.url)
     backend = make_url(store_outage.url).get_backend_name()
-    run_through_a_fault(f"outage_{backend}", store_outage.url, store_outage.cut,
-                        store_outage.restore, fake_gpus, capfd, "gave up after 3 tries",
-                        carbon_zone="DE", carbon_source="fixed:300")
+    run_through_a_fault(
+        f"outage_{backend}",
+        store_outage.url,
+        store_outage.cut,
+        store_outage.restore,
+        fake_gpus,
+        capfd,
+        "gave up after 3 tries",
+        carbon_zone="DE",
+        carbon_source="fixed:300",
+    )
 
 
 @pytest.fixture
@@ -177,23 +207,33 @@ class SQLiteFault:
         conn.exec_driver_sql(f"PRAGMA max_page_count = {size}")
 
 
-@pytest.mark.parametrize(("pragma", "failure"), [
-    ("query_only", "attempt to write a readonly database"),
-    ("max_page_count", "database or disk is full")])
+@pytest.mark.parametrize(
+    ("pragma", "failure"),
+    [
+        ("query_only", "attempt to write a readonly database"),
+        ("max_page_count", "database or disk is full"),
+    ],
+)
 def test_a_read_only_or_full_sqlite_store_at_the_end_fails_nothing(
-        sqlite_store: str, fake_gpus: FakeNVML, capfd: pytest.CaptureFixture[str],
-        pragma: str, failure: str) -> None:
+    sqlite_store: str,
+    fake_gpus: FakeNVML,
+    capfd: pytest.CaptureFixture[str],
+    pragma: str,
+    failure: str,
+) -> None:
     # A long DAG id (and so job id and trial row): a finished trial's row no longer fits
     # the page it was inserted on, so recording it needs a page the full file refuses.
     dag_id = f"sqlite_{pragma}_".ljust(230, "x")
     with SQLiteFault(sqlite_store, pragma) as fault:
-        rows = run_through_a_fault(dag_id, sqlite_store, fault.cut, fault.heal, fake_gpus,
-                                   capfd, failure)
+        rows = run_through_a_fault(
+            dag_id, sqlite_store, fault.cut, fault.heal, fake_gpus, capfd, failure
+        )
     assert len(rows) == 3
 
 
 def test_a_store_still_read_only_at_the_next_start_fails_it_fast_and_keeps_the_outbox(
-        sqlite_store: str, fake_gpus: FakeNVML, capfd: pytest.CaptureFixture[str]) -> None:
+    sqlite_store: str, fake_gpus: FakeNVML, capfd: pytest.CaptureFixture[str]
+) -> None:
     """A fault before training still fails the task before any GPU change; the result it
     could not record either is carried on, and the run after the repair records it once."""
     with SQLiteFault(sqlite_store, "query_only") as fault:
@@ -214,14 +254,17 @@ def test_a_store_still_read_only_at_the_next_start_fails_it_fast_and_keeps_the_o
     rows = list_trials(store)
     store.engine.dispose()
     assert [(r.run_id, r.status, r.observed) for r in rows] == [
-        (first.run_id, "succeeded", True), (later.run_id, "succeeded", True)]
+        (first.run_id, "succeeded", True),
+        (later.run_id, "succeeded", True),
+    ]
     assert rows[0].recorded_late_at is not None and rows[1].recorded_late_at is None
     assert fake_gpus.limits_mw() == [FAKE_ORIGINAL_LIMIT_MW]
 
 
 # --- the carbon source ----------------------------------------------------------------------
-def carbon_fault_run(dag_id: str, url: str, capfd: pytest.CaptureFixture[str],
-                     **carbon: Any) -> tuple[dict[str, Any], str]:
+def carbon_fault_run(
+    dag_id: str, url: str, capfd: pytest.CaptureFixture[str], **carbon: Any
+) -> tuple[dict[str, Any], str]:
     """Two daily runs with a carbon source that fails: both succeed, each labelled
     ``fallback``; day 0's XComs and task log."""
     dag = fault_dag(dag_id, carbon_zone="DE", **carbon)
@@ -229,51 +272,75 @@ def carbon_fault_run(dag_id: str, url: str, capfd: pytest.CaptureFixture[str],
     log = capfd.readouterr().out
     assert task_state(first, "train") == ("success", 1)
     pushed = xcoms(dag_id, first.run_id, "train")
-    assert (pushed["carbon_provenance"], pushed["carbon_intensity_g_per_kwh"]) == \
-        ("fallback", pytest.approx(475.0))
+    assert (pushed["carbon_provenance"], pushed["carbon_intensity_g_per_kwh"]) == (
+        "fallback",
+        pytest.approx(475.0),
+    )
     assert pushed["emissions_g"] > 0 and pushed["return_value"] == "model.pt"
     second = dag.test(logical_date=daily(1))  # the next run proceeds at once
     assert task_state(second, "train") == ("success", 1)
     store = SQLStore(url)
     rows = list_trials(store)
     store.engine.dispose()
-    assert [(r.status, r.observed, r.carbon_provenance) for r in rows] == \
-        [("succeeded", True, "fallback")] * 2
+    assert [(r.status, r.observed, r.carbon_provenance) for r in rows] == [
+        ("succeeded", True, "fallback")
+    ] * 2
     return pushed, log
 
 
-@pytest.mark.parametrize(("row", "problem"), [
-    (b"2026-01-01T01:00:00Z,DE,nan,80", "carbon intensity nan is not a finite number"),
-    (b"2026-01-01T01:00:00Z,DE,inf,80", "carbon intensity inf is not a finite number"),
-    (b"2026-01-01T01:00:00Z,DE,1e9,80", "is not a finite number in [0, 2000] gCO2e/kWh"),
-    (b"2026-01-01T01:00:00Z,DE,\xff\xfe,80", "not UTF-8 text (byte 0xff)")])
+@pytest.mark.parametrize(
+    ("row", "problem"),
+    [
+        (b"2026-01-01T01:00:00Z,DE,nan,80", "carbon intensity nan is not a finite number"),
+        (b"2026-01-01T01:00:00Z,DE,inf,80", "carbon intensity inf is not a finite number"),
+        (b"2026-01-01T01:00:00Z,DE,1e9,80", "is not a finite number in [0, 2000] gCO2e/kWh"),
+        (b"2026-01-01T01:00:00Z,DE,\xff\xfe,80", "not UTF-8 text (byte 0xff)"),
+    ],
+)
 def test_bad_carbon_csv_values_are_refused_before_training_and_fall_back(
-        zeus_store_url: str, fake_gpus: FakeNVML, tmp_path: Path,
-        capfd: pytest.CaptureFixture[str], row: bytes, problem: str) -> None:
+    zeus_store_url: str,
+    fake_gpus: FakeNVML,
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+    row: bytes,
+    problem: str,
+) -> None:
     trace = tmp_path / "grid.csv"
-    trace.write_bytes(b"datetime,zone,carbon_intensity_g_per_kwh,price_per_mwh\n"
-                      b"2026-01-01T00:00:00Z,DE,300,80\n" + row + b"\n")
+    trace.write_bytes(
+        b"datetime,zone,carbon_intensity_g_per_kwh,price_per_mwh\n"
+        b"2026-01-01T00:00:00Z,DE,300,80\n" + row + b"\n"
+    )
     _, log = carbon_fault_run("bad_csv", zeus_store_url, capfd, carbon_source=f"csv:{trace}")
     said = log.index(f"{trace}, line 3: ")
-    assert problem in log[said:said + 300]
+    assert problem in log[said : said + 300]
     assert said < log.index("try 1: batch size")  # at plan time, before training
     assert "fall back to 475 gCO2e/kWh (provenance fallback)" in log
     assert fake_gpus.limits_mw() == [FAKE_ORIGINAL_LIMIT_MW]
 
 
 def test_an_intensity_server_answering_503_with_retries_40_holds_a_task_seconds(
-        zeus_store_url: str, fake_gpus: FakeNVML, electricity_maps: FakeElectricityMaps,
-        monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    zeus_store_url: str,
+    fake_gpus: FakeNVML,
+    electricity_maps: FakeElectricityMaps,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
     """retries=40 once held a task 15 min 52 s: now the client's time budget (5 s by
     default) ends the lookup after a few tries, and the run falls back, labelled."""
     import json
 
-    monkeypatch.setenv("AIRFLOW_CONN_EM_503", json.dumps({
-        "conn_type": "electricitymaps", "password": "tok",
-        "extra": {"base_url": electricity_maps.url, "retries": 40, "cache_ttl_s": 0}}))
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_EM_503",
+        json.dumps(
+            {
+                "conn_type": "electricitymaps",
+                "password": "tok",
+                "extra": {"base_url": electricity_maps.url, "retries": 40, "cache_ttl_s": 0},
+            }
+        ),
+    )
     electricity_maps.script(*[Reply(503, {"error": "unavailable"})] * 100)
-    _, log = carbon_fault_run("em_503", zeus_store_url, capfd,
-                              carbon_conn_id="em_503")
+    _, log = carbon_fault_run("em_503", zeus_store_url, capfd, carbon_conn_id="em_503")
     # Backoff 1 s, 2 s, then 4 s would pass the 5 s budget: 3 tries a lookup, not 41.
     assert len(electricity_maps.requests) == 2 * 3
     assert "HTTP 503, 3 tries, no time left in the budget" in log
@@ -281,18 +348,35 @@ def test_an_intensity_server_answering_503_with_retries_40_holds_a_task_seconds(
 
 
 def test_a_503_intensity_server_never_holds_a_carbon_aware_start_for_long(
-        zeus_store_url: str, fake_gpus: FakeNVML, electricity_maps: FakeElectricityMaps,
-        monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    zeus_store_url: str,
+    fake_gpus: FakeNVML,
+    electricity_maps: FakeElectricityMaps,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
     """retries=12 once delayed a deferred start by 222 s: planning's lookups share the same
     budget, so the run starts now, saying why."""
     import json
 
-    monkeypatch.setenv("AIRFLOW_CONN_EM_503", json.dumps({
-        "conn_type": "electricitymaps", "password": "tok",
-        "extra": {"base_url": electricity_maps.url, "retries": 12, "cache_ttl_s": 0}}))
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_EM_503",
+        json.dumps(
+            {
+                "conn_type": "electricitymaps",
+                "password": "tok",
+                "extra": {"base_url": electricity_maps.url, "retries": 12, "cache_ttl_s": 0},
+            }
+        ),
+    )
     electricity_maps.script(*[Reply(503, {"error": "unavailable"})] * 100)
-    pushed, _ = carbon_fault_run("em_503_plan", zeus_store_url, capfd, carbon_conn_id="em_503",
-                                 start_deadline="8h", expected_duration="10min")
+    pushed, _ = carbon_fault_run(
+        "em_503_plan",
+        zeus_store_url,
+        capfd,
+        carbon_conn_id="em_503",
+        start_deadline="8h",
+        expected_duration="10min",
+    )
     assert pushed["start_delay_s"] == 0.0
     assert pushed["start_reason"].startswith("no forecast (Electricity Maps")
     assert "no time left in the budget" in pushed["start_reason"]
@@ -301,22 +385,34 @@ def test_a_503_intensity_server_never_holds_a_carbon_aware_start_for_long(
 
 
 def test_electricity_maps_extras_it_cannot_use_fall_back_instead_of_failing(
-        zeus_store_url: str, fake_gpus: FakeNVML, monkeypatch: pytest.MonkeyPatch,
-        capfd: pytest.CaptureFixture[str]) -> None:
+    zeus_store_url: str,
+    fake_gpus: FakeNVML,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
     import json
 
-    monkeypatch.setenv("AIRFLOW_CONN_EM_MANY", json.dumps({
-        "conn_type": "electricitymaps", "password": "tok",
-        "extra": {"base_url": "http://127.0.0.1:9", "retries": "many"}}))
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_EM_MANY",
+        json.dumps(
+            {
+                "conn_type": "electricitymaps",
+                "password": "tok",
+                "extra": {"base_url": "http://127.0.0.1:9", "retries": "many"},
+            }
+        ),
+    )
     _, log = carbon_fault_run("em_many", zeus_store_url, capfd, carbon_conn_id="em_many")
-    said = log.index("connection 'em_many''s extras: retries='many' is invalid: expected an "
-                     "integer >= 0")
+    said = log.index(
+        "connection 'em_many''s extras: retries='many' is invalid: expected an integer >= 0"
+    )
     assert said < log.index("try 1: batch size")
 
 
 # --- clock skew between workers --------------------------------------------------------------
 def test_leases_are_judged_on_the_database_clock_so_skew_loses_nothing(
-        sql_store: SQLStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    sql_store: SQLStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Two workers, each with a fake GPU; worker B's clock runs 120 s ahead of worker A's.
     B decides and trains while A's try is in flight, with a lease (3 heartbeats of 30 s)
     shorter than the skew: A's live try must stay live, and both count."""
@@ -324,19 +420,26 @@ def test_leases_are_judged_on_the_database_clock_so_skew_loses_nothing(
     from zeus_airflow.core.devices.nvml import NVMLGPUs
     from zeus_airflow.testing import FakeGPUSpec
 
-    config = JobConfig("skew.job", (16, 32), 32, 1.0, 1, exploration_budget=None,
-                       profiler=ProfilerConfig(warmup_steps=1, profile_steps=2, warmup_s=0.0,
-                                               profile_s=0.0))
-    fakes = [FakeNVML(1, FakeGPUSpec(default_limit_mw=FAKE_ORIGINAL_LIMIT_MW))
-             for _ in range(3)]
+    config = JobConfig(
+        "skew.job",
+        (16, 32),
+        32,
+        1.0,
+        1,
+        exploration_budget=None,
+        profiler=ProfilerConfig(warmup_steps=1, profile_steps=2, warmup_s=0.0, profile_s=0.0),
+    )
+    fakes = [FakeNVML(1, FakeGPUSpec(default_limit_mw=FAKE_ORIGINAL_LIMIT_MW)) for _ in range(3)]
     worker_a, worker_b, worker_c = (
         ZeusEngine(sql_store, NVMLGPUs((0,), nvml=fake), config, seed=1, heartbeat_s=30)
-        for fake in fakes)
+        for fake in fakes
+    )
     ahead = [False]
     workers_clock = sql._now  # each worker's own clock, as the store used to read it
 
     def skewed() -> datetime:
         return workers_clock() + timedelta(seconds=120 if ahead[0] else 0)
+
     monkeypatch.setattr(sql, "_now", skewed)
 
     def steps(run: TrainingRun) -> str:

@@ -34,9 +34,11 @@ from zeus_airflow.core.store.sql import MISSED_HEARTBEATS, SQLStore, lease_for
 SETUP_S = 30.0
 
 
-def train_after_setup(rig: Rig, setup_s: float, steps_per_epoch: int = 100,
-                      target_epoch: int = 3) -> Callable[[TrainingRun], None]:
+def train_after_setup(
+    rig: Rig, setup_s: float, steps_per_epoch: int = 100, target_epoch: int = 3
+) -> Callable[[TrainingRun], None]:
     """Imports and model building take ``setup_s`` before the first epoch."""
+
     def train(run: TrainingRun) -> None:
         rig.clock.advance(setup_s)
         for epoch in run.epochs():
@@ -44,6 +46,7 @@ def train_after_setup(rig: Rig, setup_s: float, steps_per_epoch: int = 100,
                 rig.clock.advance(STEP_TIME_S[rig.fake.limits_mw()[0] // 1000])
             rig.clock.advance(EVAL_S)
             run.report_metric(epoch / target_epoch)
+
     return train
 
 
@@ -63,8 +66,7 @@ def test_a_slow_setup_does_not_early_stop_a_size_whose_training_fits_the_bound()
     rig, other = make_rig(), make_rig()
     training_cost = run_trial(other, train_after_setup(other, 0.0)).outcome.cost
     # A bound 10 % above the training cost; setup alone costs several times that.
-    with open_run(job_config(), BATCH_SIZE, rig.gpus,
-                  early_stop_cost=1.1 * training_cost) as run:
+    with open_run(job_config(), BATCH_SIZE, rig.gpus, early_stop_cost=1.1 * training_cost) as run:
         train_after_setup(rig, 20 * SETUP_S)(run)
         outcome = run.finish()
     assert outcome.reached_target and outcome.stop_reason == "target"
@@ -96,6 +98,7 @@ def never_reports(rig: Rig) -> Callable[[TrainingRun], Any]:
                 rig.clock.advance(0.1)
             if run.epoch == 3:
                 break
+
     return train
 
 
@@ -106,7 +109,9 @@ def reports(value: Any) -> Callable[[Rig], Callable[[TrainingRun], Any]]:
                 for _ in run.steps(range(10)):
                     rig.clock.advance(0.1)
                 run.report_metric(value)
+
         return train
+
     return make
 
 
@@ -115,28 +120,35 @@ def returns(value: Any) -> Callable[[Rig], Callable[[TrainingRun], Any]]:
         def train(run: TrainingRun) -> Any:
             reports(1.0)(rig)(run)
             return value
+
         return train
+
     return make
 
 
 def steps_by(count: Any) -> Callable[[Rig], Callable[[TrainingRun], Any]]:
     """Reports ``count`` steps with end_step, as a hand-written loop or a framework would."""
+
     def make(rig: Rig) -> Callable[[TrainingRun], Any]:
         def train(run: TrainingRun) -> None:
             for _ in run.epochs():
                 rig.clock.advance(1.0)
                 run.end_step(count)
                 run.report_metric(1.0)
+
         return train
+
     return make
 
 
 def loops_twice(rig: Rig) -> Callable[[TrainingRun], Any]:
     """A second ``for _ in run.epochs()`` (a fine-tuning phase, say) would get no epoch."""
+
     def train(run: TrainingRun) -> None:
         reports(0.5)(rig)(run)
         for _ in run.epochs():
             run.report_metric(1.0)
+
     return train
 
 
@@ -146,10 +158,11 @@ def rejects_sets(value: Any) -> None:
 
 
 CONTRACT_BREACHES: dict[str, tuple[Callable[[Rig], Callable[[TrainingRun], Any]], str]] = {
-    "returns without iterating run.epochs()":
-        (lambda rig: lambda run: never_iterates(rig), "without iterating run.epochs()"),
-    "iterates but never reports a metric":
-        (never_reports, "never called run.report_metric"),
+    "returns without iterating run.epochs()": (
+        lambda rig: lambda run: never_iterates(rig),
+        "without iterating run.epochs()",
+    ),
+    "iterates but never reports a metric": (never_reports, "never called run.report_metric"),
     "reports nan": (reports(float("nan")), r"report_metric\(value=nan\) is invalid"),
     "reports inf": (reports(float("inf")), r"report_metric\(value=inf\) is invalid"),
     "reports -inf": (reports(float("-inf")), r"report_metric\(value=-inf\) is invalid"),
@@ -205,7 +218,8 @@ class SkipTask(Exception):
 
 
 def test_a_try_that_skips_its_task_is_recorded_skipped_not_as_an_error(
-        caplog: pytest.LogCaptureFixture) -> None:
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     rig = make_rig()
     store = SQLStore.in_memory()
     engine = rig.engine(store, skip_errors=(SkipTask,))
@@ -256,12 +270,19 @@ def test_a_try_that_raises_keeps_the_energy_it_spent_without_a_verdict() -> None
 def test_a_missed_target_trains_a_model_and_is_no_error() -> None:
     rig = make_rig()
     store = SQLStore.in_memory()
-    config = JobConfig("hard.job", (BATCH_SIZE,), BATCH_SIZE, target_metric=1.0, max_epochs=2,
-                       profiler=job_config().profiler)
+    config = JobConfig(
+        "hard.job",
+        (BATCH_SIZE,),
+        BATCH_SIZE,
+        target_metric=1.0,
+        max_epochs=2,
+        profiler=job_config().profiler,
+    )
     engine = rig.engine(store, config)
     for day in range(3):  # the same outcome every day
-        result = engine.run_recurrence(train_after_setup(rig, 0.0, target_epoch=10),
-                                       RecurrenceKey(f"day{day}"))
+        result = engine.run_recurrence(
+            train_after_setup(rig, 0.0, target_epoch=10), RecurrenceKey(f"day{day}")
+        )
         assert not result.reached_target
         assert result.final.outcome.epochs == 2  # trained to max_epochs, not cut short
 
@@ -283,10 +304,10 @@ def test_a_trial_whose_heartbeats_stopped_expires_after_a_few_intervals() -> Non
     device = DeviceInfo("GPU", 1, "measured", (250,))
     heartbeat_s = 0.2
     assert lease_for(heartbeat_s) == pytest.approx(MISSED_HEARTBEATS * heartbeat_s)
-    store.begin_trial(job, RecurrenceKey("killed"), 1, PINNED, device, frozenset(),
-                      heartbeat_s)
-    alive = store.begin_trial(job, RecurrenceKey("alive"), 1, PINNED, device, frozenset(),
-                              heartbeat_s)
+    store.begin_trial(job, RecurrenceKey("killed"), 1, PINNED, device, frozenset(), heartbeat_s)
+    alive = store.begin_trial(
+        job, RecurrenceKey("alive"), 1, PINNED, device, frozenset(), heartbeat_s
+    )
     deadline = time.monotonic() + lease_for(heartbeat_s) + 0.3
     while time.monotonic() < deadline:  # only the live worker beats
         store.heartbeat(alive.trial_id, heartbeat_s)
@@ -305,6 +326,7 @@ def test_a_trial_without_heartbeats_keeps_the_flat_lease() -> None:
     store.begin_trial(job, RecurrenceKey("next"), 1, PINNED, device, frozenset(), None)
     with store.reading() as conn:
         from zeus_airflow.core.store.tables import trials
+
         running = conn.execute(select(func.count()).where(trials.c.status == "running"))
         assert running.scalar() == 2
 
@@ -312,6 +334,7 @@ def test_a_trial_without_heartbeats_keeps_the_flat_lease() -> None:
 # --- tries the user's own training leaves unjudged (invalid, the task succeeds) -----------------
 def empty_loader(rig: Rig) -> Callable[[TrainingRun], Any]:
     """Today's data slice is empty: every epoch trains nothing and evaluates at the target."""
+
     def train(run: TrainingRun) -> str:
         for _ in run.epochs():
             for _ in run.steps([]):
@@ -319,6 +342,7 @@ def empty_loader(rig: Rig) -> Callable[[TrainingRun], Any]:
             rig.clock.advance(EVAL_S)
             run.report_metric(1.0)
         return "model.pt"
+
     return train
 
 
@@ -329,11 +353,13 @@ def one_empty_epoch(rig: Rig) -> Callable[[TrainingRun], Any]:
                 rig.clock.advance(0.1)
             run.report_metric(epoch / 3)
         return "model.pt"
+
     return train
 
 
 def own_cap(rig: Rig) -> Callable[[TrainingRun], Any]:
     """The user's own step cap ends training after 15 steps, as ``max_steps`` would."""
+
     def train(run: TrainingRun) -> str:
         for _ in run.epochs():
             for _ in run.steps(range(10)):
@@ -342,6 +368,7 @@ def own_cap(rig: Rig) -> Callable[[TrainingRun], Any]:
             if run.steps_trained >= 15:
                 break
         return "model.pt"
+
     return train
 
 
@@ -354,21 +381,31 @@ NOT_JUDGED: dict[str, tuple[Callable[[Rig], Callable[[TrainingRun], Any]], str]]
 
 @pytest.mark.parametrize("case", list(NOT_JUDGED))
 def test_a_try_the_user_left_unjudged_is_invalid_and_the_task_succeeds(
-        case: str, caplog: pytest.LogCaptureFixture) -> None:
+    case: str, caplog: pytest.LogCaptureFixture
+) -> None:
     make_train, cause = NOT_JUDGED[case]
     rig = make_rig()
     store = SQLStore.in_memory()
     sizes = (16, BATCH_SIZE)  # a second size the engine could (wrongly) go on to
-    config = JobConfig("unjudged", sizes, BATCH_SIZE, target_metric=1.0, max_epochs=3,
-                       profiler=job_config().profiler)
+    config = JobConfig(
+        "unjudged",
+        sizes,
+        BATCH_SIZE,
+        target_metric=1.0,
+        max_epochs=3,
+        profiler=job_config().profiler,
+    )
     engine = rig.engine(store, config)
     result = engine.run_recurrence(make_train(rig), RecurrenceKey("day1"))
     assert result.return_value == "model.pt" and not result.final.judged
     (row,) = list_trials(store)  # one try: the same data would leave a second unjudged too
     assert row.status == "invalid" and not row.observed and cause in (row.error or "")
     assert row.energy_j is not None  # what it measured is kept
-    assert any(cause in r.getMessage() and "invalid, not counted" in r.getMessage()
-               for r in caplog.records if r.levelname == "WARNING")
+    assert any(
+        cause in r.getMessage() and "invalid, not counted" in r.getMessage()
+        for r in caplog.records
+        if r.levelname == "WARNING"
+    )
     assert rig.fake.limits_mw() == [ORIGINAL_W * 1000]
     # The learning state is untouched: the next day starts where a new job would.
     fixed = engine.run_recurrence(train_after_setup(rig, 0.0), RecurrenceKey("day2"))
@@ -400,8 +437,11 @@ def test_a_report_after_the_run_stopped_changes_no_verdict() -> None:
         reports(1.0)(rig)(run)
         run.report_metric(0.2)
         outcome = run.finish()
-    assert (outcome.stop_reason, outcome.reached_target, outcome.last_metric) == \
-        ("target", True, 1.0)
+    assert (outcome.stop_reason, outcome.reached_target, outcome.last_metric) == (
+        "target",
+        True,
+        1.0,
+    )
     assert run.not_judged_because is None
 
 
@@ -422,6 +462,7 @@ def test_any_real_number_is_a_metric_and_a_step_count() -> None:
     np = pytest.importorskip("numpy")
     torch = pytest.importorskip("torch")
     from decimal import Decimal
+
     rig = make_rig()
     with open_run(job_config(max_epochs=4), BATCH_SIZE, rig.gpus) as run:
         for metric in (np.float32(0.25), Decimal("0.5"), torch.tensor(0.75), np.int64(1)):

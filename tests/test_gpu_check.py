@@ -20,12 +20,16 @@ REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "bench" / "gpu_check.py"
 
 
-def run_script(args: list[str], *, without: tuple[str, ...] = ("airflow",)
-               ) -> subprocess.CompletedProcess[str]:
+def run_script(
+    args: list[str], *, without: tuple[str, ...] = ("airflow",)
+) -> subprocess.CompletedProcess[str]:
     """The script as a node without ``without`` would run it (``sys.modules[name] = None``
     makes every import of it fail, as if it were not installed)."""
     hide = "".join(f"sys.modules[{name!r}] = None\n" for name in without)
-    code = "import runpy, sys\n" + hide + textwrap.dedent(f"""
+    code = (
+        "import runpy, sys\n"
+        + hide
+        + textwrap.dedent(f"""
         sys.argv = ["gpu_check.py", *{args!r}]
         try:
             runpy.run_path({str(SCRIPT)!r}, run_name="__main__")
@@ -33,8 +37,15 @@ def run_script(args: list[str], *, without: tuple[str, ...] = ("airflow",)
             assert not any(m == "airflow" or m.startswith("airflow.")
                            for m, v in sys.modules.items() if v is not None), "Airflow imported"
         """)
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=300, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
 
 
 def load_script() -> ModuleType:
@@ -49,8 +60,17 @@ def load_script() -> ModuleType:
 def test_help_needs_neither_airflow_nor_torch() -> None:
     done = run_script(["--help"], without=("airflow", "torch", "pynvml"))
     assert done.returncode == 0, done.stderr
-    for option in ("--out", "--gpu", "--simulated", "--quick", "--recurrences", "--budget-s",
-                   "--powercap-root", "--zeusd", "--zeusd-gpu"):
+    for option in (
+        "--out",
+        "--gpu",
+        "--simulated",
+        "--quick",
+        "--recurrences",
+        "--budget-s",
+        "--powercap-root",
+        "--zeusd",
+        "--zeusd-gpu",
+    ):
         assert option in done.stdout
     assert "without changing any GPU setting" in " ".join(done.stdout.split())
 
@@ -83,18 +103,22 @@ def test_the_simulated_quick_run_writes_every_part_labelled_simulated(tmp_path: 
 
     rows = [r for r in report["workloads"] if "skipped" not in r]
     assert {(r["model"], r["batch_size"]) for r in rows} == {
-        (m, b) for m in ("cnn", "transformer") for b in (4, 8, 16, 32)}
+        (m, b) for m in ("cnn", "transformer") for b in (4, 8, 16, 32)
+    }
     for row in rows:
         assert row["time_per_step_s"] > 0 and row["gpu_energy_per_step_j"] > 0
         assert row["time_per_epoch_s"] == pytest.approx(
-            row["time_per_step_s"] * row["steps_per_epoch"])
+            row["time_per_step_s"] * row["steps_per_epoch"]
+        )
         assert row["cpu_energy_per_step_j"] is not None  # the simulated powercap tree
     assert report["rapl"].startswith(("measured", "simulated"))
 
     engine = report["engine"]
     assert len(engine["recurrences"]) >= 10 and engine["mode"] == "measure"
-    assert all(r["energy_j"] > 0 and r["batch_size"] in engine["batch_sizes"]
-               for r in engine["recurrences"])
+    assert all(
+        r["energy_j"] > 0 and r["batch_size"] in engine["batch_sizes"]
+        for r in engine["recurrences"]
+    )
     assert any(r["reached_target"] for r in engine["recurrences"])
 
     text = (tmp_path / "gpu_check.md").read_text()
@@ -109,9 +133,14 @@ def test_the_read_only_nvml_refuses_every_change_before_nvml_sees_it() -> None:
     nvml = script.ReadOnlyNVML(fake)
     nvml.nvmlInit()
     handle = nvml.nvmlDeviceGetHandleByIndex(0)
-    for change in ("nvmlDeviceSetPowerManagementLimit", "nvmlDeviceResetGpuLockedClocks",
-                   "nvmlDeviceSetPersistenceMode", "nvmlDeviceSetMigMode",
-                   "nvmlDeviceClearEccErrorCounts", "nvmlDeviceCreateGpuInstance"):
+    for change in (
+        "nvmlDeviceSetPowerManagementLimit",
+        "nvmlDeviceResetGpuLockedClocks",
+        "nvmlDeviceSetPersistenceMode",
+        "nvmlDeviceSetMigMode",
+        "nvmlDeviceClearEccErrorCounts",
+        "nvmlDeviceCreateGpuInstance",
+    ):
         with pytest.raises(script.SettingRefusedError, match=change):
             getattr(nvml, change)(handle, 1)
     assert fake.set_calls == [] and fake.calls["nvmlDeviceSetPowerManagementLimit"] == 0
@@ -136,13 +165,15 @@ def test_the_zeusd_mode_measures_through_the_daemon_and_never_posts(tmp_path: Pa
     rows = [r for r in report["workloads"] if "skipped" not in r]
     assert rows and all(r["cpu_energy_per_step_j"] > 0 for r in rows)
     assert len(report["engine"]["recurrences"]) >= 10
-    headings = [line for line in (tmp_path / "gpu_check.md").read_text().splitlines()
-                if line.startswith("#")]
+    headings = [
+        line
+        for line in (tmp_path / "gpu_check.md").read_text().splitlines()
+        if line.startswith("#")
+    ]
     assert len(headings) == 7 and all("SIMULATED" in h for h in headings)
 
 
-def test_the_read_only_zeusd_client_refuses_every_post_before_sending_it(
-        tmp_path: Path) -> None:
+def test_the_read_only_zeusd_client_refuses_every_post_before_sending_it(tmp_path: Path) -> None:
     from zeus_airflow.core.devices.zeusd_client import ZeusdEndpoint
     from zeus_airflow.testing import FakeZeusd
 

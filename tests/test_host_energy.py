@@ -27,8 +27,9 @@ GPU_W, CPU_W, DRAM_W = 270.0, 50.0, 10.0
 MAX_POWER_W = 300.0
 
 
-def run_job(tmp_path: Path, *, cost_includes_cpu: bool = False, with_rapl: bool = True
-            ) -> tuple[RecurrenceResult, SQLStore]:
+def run_job(
+    tmp_path: Path, *, cost_includes_cpu: bool = False, with_rapl: bool = True
+) -> tuple[RecurrenceResult, SQLStore]:
     clock = ManualClock()
     gpus = NVMLGPUs(nvml=FakeNVML(clock=clock), clock=clock)
     tree = FakePowercap(tmp_path / "powercap")
@@ -46,27 +47,37 @@ def run_job(tmp_path: Path, *, cost_includes_cpu: bool = False, with_rapl: bool 
                     tree.add("intel-rapl:0:1", round(DRAM_W * STEP_S * 1e6))
             run.report_metric(1.0)
 
-    config = JobConfig("host", (32,), 32, target_metric=1.0, max_epochs=1,
-                       cost_includes_cpu=cost_includes_cpu,
-                       profiler=ProfilerConfig(mode="measure"))
+    config = JobConfig(
+        "host",
+        (32,),
+        32,
+        target_metric=1.0,
+        max_epochs=1,
+        cost_includes_cpu=cost_includes_cpu,
+        profiler=ProfilerConfig(mode="measure"),
+    )
     store = SQLStore(f"sqlite:///{tmp_path}/zeus.db", create_schema=True)
     engine = Engine(store, gpus, config, seed=1, heartbeat_s=None, host_energy=reader)
     return engine.run_recurrence(train, RecurrenceKey("r1")), store
 
 
 def test_cpu_and_dram_energy_are_reported_beside_the_gpus_and_kept_out_of_the_cost(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     result, _ = run_job(tmp_path)
     seconds = STEPS * STEP_S
     assert result.energy_j == pytest.approx(GPU_W * seconds, abs=0.01)
     assert result.cpu_energy_j == pytest.approx(CPU_W * seconds)
     assert result.dram_energy_j == pytest.approx(DRAM_W * seconds)
-    assert result.cost == pytest.approx(0.5 * GPU_W * seconds + 0.5 * MAX_POWER_W * seconds,
-                                        abs=0.01)
+    assert result.cost == pytest.approx(
+        0.5 * GPU_W * seconds + 0.5 * MAX_POWER_W * seconds, abs=0.01
+    )
     pushed = xcom_values(result)
     assert set(pushed) == set(XCOM_KEYS)
-    assert (pushed["cpu_energy_j"], pushed["dram_energy_j"]) == \
-        (result.cpu_energy_j, result.dram_energy_j)
+    assert (pushed["cpu_energy_j"], pushed["dram_energy_j"]) == (
+        result.cpu_energy_j,
+        result.dram_energy_j,
+    )
     assert "CPU+DRAM 180 J" in summary_line(result)
 
 
@@ -74,7 +85,8 @@ def test_cost_includes_cpu_adds_the_hosts_energy_to_the_cost(tmp_path: Path) -> 
     result, _ = run_job(tmp_path, cost_includes_cpu=True)
     seconds = STEPS * STEP_S
     assert result.cost == pytest.approx(
-        0.5 * (GPU_W + CPU_W + DRAM_W) * seconds + 0.5 * MAX_POWER_W * seconds, abs=0.01)
+        0.5 * (GPU_W + CPU_W + DRAM_W) * seconds + 0.5 * MAX_POWER_W * seconds, abs=0.01
+    )
 
 
 def test_without_rapl_the_host_is_not_measured_and_said_so(tmp_path: Path) -> None:
@@ -86,15 +98,18 @@ def test_without_rapl_the_host_is_not_measured_and_said_so(tmp_path: Path) -> No
 
 
 def test_the_store_the_reports_and_the_cli_keep_them(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     import json
 
     from zeus_airflow.cli import main
 
     result, store = run_job(tmp_path)
     (trial,) = list_trials(store)
-    assert (trial.cpu_energy_j, trial.dram_energy_j) == \
-        (pytest.approx(result.cpu_energy_j), pytest.approx(result.dram_energy_j))
+    assert (trial.cpu_energy_j, trial.dram_energy_j) == (
+        pytest.approx(result.cpu_energy_j),
+        pytest.approx(result.dram_energy_j),
+    )
     with store.reading() as conn:
         (run,) = runs(conn, result.job.id)
     assert run.cpu_energy_j == pytest.approx(CPU_W * STEPS * STEP_S)

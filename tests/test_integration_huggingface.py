@@ -40,22 +40,38 @@ class Sequences(torch.utils.data.Dataset):  # type: ignore[misc]
         return len(self.ids)
 
     def __getitem__(self, i: int) -> dict[str, Any]:
-        return {"input_ids": self.ids[i], "attention_mask": torch.ones(LENGTH, dtype=torch.long),
-                "labels": self.labels[i]}
+        return {
+            "input_ids": self.ids[i],
+            "attention_mask": torch.ones(LENGTH, dtype=torch.long),
+            "labels": self.labels[i],
+        }
 
 
 def tiny_bert() -> Any:
     torch.manual_seed(0)
-    config = transformers.BertConfig(vocab_size=VOCAB, hidden_size=16, num_hidden_layers=1,
-                                     num_attention_heads=2, intermediate_size=32,
-                                     max_position_embeddings=LENGTH, num_labels=2)
+    config = transformers.BertConfig(
+        vocab_size=VOCAB,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=LENGTH,
+        num_labels=2,
+    )
     return transformers.BertForSequenceClassification(config)
 
 
-def hf_train(tmp_path: Path, *, metrics: Callable[[int], dict[str, float]] | None = None,
-             accumulation: int = 1, metric: str = "accuracy", eval_strategy: str = "epoch",
-             seen: list[int] | None = None, fail_at_step: int | None = None,
-             arguments: dict[str, Any] | None = None) -> Callable[[TrainingRun], Any]:
+def hf_train(
+    tmp_path: Path,
+    *,
+    metrics: Callable[[int], dict[str, float]] | None = None,
+    accumulation: int = 1,
+    metric: str = "accuracy",
+    eval_strategy: str = "epoch",
+    seen: list[int] | None = None,
+    fail_at_step: int | None = None,
+    arguments: dict[str, Any] | None = None,
+) -> Callable[[TrainingRun], Any]:
     """A train function as a user writes it around a Trainer. ``metrics(epoch)`` scripts the
     evaluation's metric (default: real accuracy); ``seen`` collects each micro-batch's size;
     ``fail_at_step`` makes the model's forward raise at that Trainer step."""
@@ -68,10 +84,20 @@ def hf_train(tmp_path: Path, *, metrics: Callable[[int], dict[str, float]] | Non
     def train(run: TrainingRun) -> Any:
         model = tiny_bert()
         args = transformers.TrainingArguments(
-            str(tmp_path / "out"), eval_strategy=eval_strategy, eval_steps=2,
-            gradient_accumulation_steps=accumulation, learning_rate=5e-3, report_to=[],
-            save_strategy="no", logging_strategy="no", disable_tqdm=True, use_cpu=True,
-            per_device_eval_batch_size=SAMPLES, seed=0, **(arguments or {}))
+            str(tmp_path / "out"),
+            eval_strategy=eval_strategy,
+            eval_steps=2,
+            gradient_accumulation_steps=accumulation,
+            learning_rate=5e-3,
+            report_to=[],
+            save_strategy="no",
+            logging_strategy="no",
+            disable_tqdm=True,
+            use_cpu=True,
+            per_device_eval_batch_size=SAMPLES,
+            seed=0,
+            **(arguments or {}),
+        )
         zeus = ZeusTrainerCallback(run, args, metric=metric)
 
         def compute_metrics(prediction: Any) -> dict[str, float]:
@@ -80,11 +106,17 @@ def hf_train(tmp_path: Path, *, metrics: Callable[[int], dict[str, float]] | Non
             predicted = prediction.predictions.argmax(-1)
             return {"accuracy": float((predicted == prediction.label_ids).mean())}
 
-        trainer = transformers.Trainer(model=model, args=args, data_collator=collate,
-                                       train_dataset=Sequences(SAMPLES, 1),
-                                       eval_dataset=Sequences(SAMPLES // 2, 2),
-                                       compute_metrics=compute_metrics, callbacks=[zeus])
+        trainer = transformers.Trainer(
+            model=model,
+            args=args,
+            data_collator=collate,
+            train_dataset=Sequences(SAMPLES, 1),
+            eval_dataset=Sequences(SAMPLES // 2, 2),
+            compute_metrics=compute_metrics,
+            callbacks=[zeus],
+        )
         if fail_at_step is not None:
+
             def diverge(module: Any, inputs: Any) -> None:
                 if module.training and trainer.state.global_step >= fail_at_step:
                     raise FloatingPointError(f"loss is nan at step {trainer.state.global_step}")
@@ -126,8 +158,11 @@ def test_profiles_the_power_limits_over_the_first_steps(tmp_path: Path) -> None:
 
 def test_stops_at_the_target_through_the_trainers_control(tmp_path: Path) -> None:
     scripted = {1: 0.4, 2: 0.7, 3: 0.95, 4: 0.99}
-    done = one_try(hf_train(tmp_path, metrics=lambda epoch: {"accuracy": scripted[epoch]}),
-                   job(target=0.9, max_epochs=4), 16)
+    done = one_try(
+        hf_train(tmp_path, metrics=lambda epoch: {"accuracy": scripted[epoch]}),
+        job(target=0.9, max_epochs=4),
+        16,
+    )
 
     assert done.outcome is not None
     assert (done.outcome.stop_reason, done.outcome.epochs) == ("target", 3)
@@ -150,15 +185,18 @@ def test_reports_the_named_evaluation_metric(tmp_path: Path) -> None:
     done = one_try(hf_train(tmp_path, metric="eval_accuracy"), job(max_epochs=2), 8)
 
     assert done.outcome is not None and done.outcome.last_metric is not None
-    history = [log["eval_accuracy"] for log in done.returned.state.log_history
-               if "eval_accuracy" in log]
+    history = [
+        log["eval_accuracy"] for log in done.returned.state.log_history if "eval_accuracy" in log
+    ]
     assert len(history) == 2 and done.outcome.last_metric == history[-1]
 
 
 def test_evaluating_every_few_steps_stops_at_the_target_mid_epoch(tmp_path: Path) -> None:
-    done = one_try(hf_train(tmp_path, eval_strategy="steps", metric="error",
-                            metrics=lambda _: {"error": 0.1}),
-                   job(target=0.2, higher_is_better=False, max_epochs=3), 8)
+    done = one_try(
+        hf_train(tmp_path, eval_strategy="steps", metric="error", metrics=lambda _: {"error": 0.1}),
+        job(target=0.2, higher_is_better=False, max_epochs=3),
+        8,
+    )
 
     assert done.outcome is not None and done.outcome.stop_reason == "target"
     assert done.returned.state.global_step == 2  # the first evaluation, at step 2 of 8
@@ -178,12 +216,16 @@ def test_a_metric_the_evaluation_lacks_breaks_the_contract_by_name(tmp_path: Pat
         one_try(hf_train(tmp_path, metric="f1"), job(), 8)
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [
-    ({"eval_strategy": "no"}, "never evaluates"),
-    ({"accumulation": 3}, "expected a multiple of gradient_accumulation_steps"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"eval_strategy": "no"}, "never evaluates"),
+        ({"accumulation": 3}, "expected a multiple of gradient_accumulation_steps"),
+    ],
+)
 def test_settings_zeus_cannot_work_with_fail_before_any_limit_changes(
-        tmp_path: Path, kwargs: dict[str, Any], message: str) -> None:
+    tmp_path: Path, kwargs: dict[str, Any], message: str
+) -> None:
     with pytest.raises(ConfigError, match=message) as raised:
         one_try(hf_train(tmp_path, **kwargs), job(), 16)
 
@@ -192,8 +234,9 @@ def test_settings_zeus_cannot_work_with_fail_before_any_limit_changes(
 
 def test_the_trainers_own_max_steps_is_the_users_cap_not_a_verdict(tmp_path: Path) -> None:
     """max_steps=2 ends training in epoch 1 of 3: recorded invalid, no second size tried."""
-    result, rows, fake = one_recurrence(hf_train(tmp_path, arguments={"max_steps": 2}),
-                                        job(max_epochs=3))
+    result, rows, fake = one_recurrence(
+        hf_train(tmp_path, arguments={"max_steps": 2}), job(max_epochs=3)
+    )
     assert result.return_value.state.global_step == 2  # the user's model, as asked
     assert [(r.status, r.observed) for r in rows] == [("invalid", False)]
     assert "the Trainer's max_steps=2" in (rows[0].error or "")
@@ -201,8 +244,10 @@ def test_the_trainers_own_max_steps_is_the_users_cap_not_a_verdict(tmp_path: Pat
 
 
 def test_a_callback_without_its_run_is_named() -> None:
-    args = transformers.TrainingArguments("out", eval_strategy="epoch", report_to=[],
-                                          use_cpu=True)
-    with pytest.raises(TypeError, match=r"ZeusTrainerCallback\(run=None\) is invalid: "
-                                        "expected the TrainingRun"):
+    args = transformers.TrainingArguments("out", eval_strategy="epoch", report_to=[], use_cpu=True)
+    with pytest.raises(
+        TypeError,
+        match=r"ZeusTrainerCallback\(run=None\) is invalid: "
+        "expected the TrainingRun",
+    ):
         ZeusTrainerCallback(None, args, metric="accuracy")  # type: ignore[arg-type]

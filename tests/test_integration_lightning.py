@@ -30,18 +30,24 @@ def clusters(samples: int, seed: int) -> torch.utils.data.TensorDataset:
     draw = torch.Generator().manual_seed(seed)
     labels = torch.arange(samples) % 2
     return torch.utils.data.TensorDataset(
-        torch.randn(samples, FEATURES, generator=draw) + labels[:, None] * 2.0, labels)
+        torch.randn(samples, FEATURES, generator=draw) + labels[:, None] * 2.0, labels
+    )
 
 
 class Classifier(pl.LightningModule):
     """``metrics(epoch)`` scripts the logged metric (default: real validation accuracy)."""
 
-    def __init__(self, run: TrainingRun, metrics: Callable[[int], float] | None = None,
-                 fail_at_step: int | None = None) -> None:
+    def __init__(
+        self,
+        run: TrainingRun,
+        metrics: Callable[[int], float] | None = None,
+        fail_at_step: int | None = None,
+    ) -> None:
         super().__init__()
         torch.manual_seed(0)
-        self.net = torch.nn.Sequential(torch.nn.Linear(FEATURES, 16), torch.nn.ReLU(),
-                                       torch.nn.Linear(16, 2))
+        self.net = torch.nn.Sequential(
+            torch.nn.Linear(FEATURES, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2)
+        )
         self.batch_size = 1  # the callback sets it
         self.run, self.metrics, self.fail_at_step = run, metrics, fail_at_step
         self.seen: list[int] = []
@@ -69,18 +75,29 @@ class Classifier(pl.LightningModule):
         return torch.optim.SGD(self.parameters(), lr=0.1)
 
 
-def lightning_train(tmp_path: Path, *, metric: str = "val_acc", accumulation: int = 1,
-                    trainer_args: dict[str, Any] | None = None,
-                    **model_args: Any) -> Callable[[TrainingRun], Any]:
+def lightning_train(
+    tmp_path: Path,
+    *,
+    metric: str = "val_acc",
+    accumulation: int = 1,
+    trainer_args: dict[str, Any] | None = None,
+    **model_args: Any,
+) -> Callable[[TrainingRun], Any]:
     def train(run: TrainingRun) -> Classifier:
         model = Classifier(run, **model_args)
         # No max_epochs: the operator's is the budget (the docs' Trainer sets none either).
-        trainer = pl.Trainer(accelerator="cpu", devices=1,
-                             accumulate_grad_batches=accumulation,
-                             callbacks=[ZeusLightningCallback(run, metric=metric)],
-                             default_root_dir=tmp_path, logger=False,
-                             enable_checkpointing=False, enable_progress_bar=False,
-                             enable_model_summary=False, **(trainer_args or {}))
+        trainer = pl.Trainer(
+            accelerator="cpu",
+            devices=1,
+            accumulate_grad_batches=accumulation,
+            callbacks=[ZeusLightningCallback(run, metric=metric)],
+            default_root_dir=tmp_path,
+            logger=False,
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            **(trainer_args or {}),
+        )
         trainer.fit(model)
         model.trainer_epochs = trainer.current_epoch  # type: ignore[attr-defined]
         return model
@@ -114,8 +131,11 @@ def test_profiles_the_power_limits_over_the_first_steps(tmp_path: Path) -> None:
 
 def test_stops_at_the_target_through_should_stop(tmp_path: Path) -> None:
     scripted = {0: 0.99, 1: 0.4, 2: 0.7, 3: 0.95, 4: 0.99}  # 0: the sanity check, ignored
-    done = one_try(lightning_train(tmp_path, metrics=lambda epoch: scripted[epoch]),
-                   job(target=0.9, max_epochs=4), 16)
+    done = one_try(
+        lightning_train(tmp_path, metrics=lambda epoch: scripted[epoch]),
+        job(target=0.9, max_epochs=4),
+        16,
+    )
 
     assert done.outcome is not None
     assert (done.outcome.stop_reason, done.outcome.epochs) == ("target", 3)
@@ -153,19 +173,25 @@ def test_a_metric_never_logged_breaks_the_contract_by_name(tmp_path: Path) -> No
 
 
 def test_a_batch_size_the_accumulation_does_not_divide_fails_before_any_limit_change(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     with pytest.raises(ConfigError, match="multiple of accumulate_grad_batches"):
         one_try(lightning_train(tmp_path, accumulation=3), job(), 16)
 
 
-@pytest.mark.parametrize(("trainer_args", "cap"), [
-    ({"max_steps": 2}, "the Trainer's max_steps=2"),
-    ({"limit_train_batches": 0}, "the Trainer's limit_train_batches=0"),
-])
+@pytest.mark.parametrize(
+    ("trainer_args", "cap"),
+    [
+        ({"max_steps": 2}, "the Trainer's max_steps=2"),
+        ({"limit_train_batches": 0}, "the Trainer's limit_train_batches=0"),
+    ],
+)
 def test_the_trainers_own_cap_is_the_users_not_a_verdict(
-        tmp_path: Path, trainer_args: dict[str, Any], cap: str) -> None:
-    result, rows, fake = one_recurrence(lightning_train(tmp_path, trainer_args=trainer_args),
-                                        job(max_epochs=3))
+    tmp_path: Path, trainer_args: dict[str, Any], cap: str
+) -> None:
+    result, rows, fake = one_recurrence(
+        lightning_train(tmp_path, trainer_args=trainer_args), job(max_epochs=3)
+    )
     assert [(r.status, r.observed) for r in rows] == [("invalid", False)]  # no second size
     assert cap in (rows[0].error or "") and not result.final.judged
     assert fake.limits_mw() == [ORIGINAL_W * 1000]

@@ -44,14 +44,20 @@ def run_replay_dag(dag_id: str) -> tuple[Any, dict[str, Any]]:
     from zeus_airflow import ZeusTrainOperator
 
     with DAG(dag_id, schedule="@daily", start_date=daily(0), catchup=False) as dag:
-        ZeusTrainOperator(task_id="train", train=replay_train, device="replay:v100:cifar100",
-                          heartbeat_s=5, **replay_job_settings("v100", "cifar100"))
+        ZeusTrainOperator(
+            task_id="train",
+            train=replay_train,
+            device="replay:v100:cifar100",
+            heartbeat_s=5,
+            **replay_job_settings("v100", "cifar100"),
+        )
     dag_run = sync_dag(dag).test(logical_date=daily(0))
     return dag_run, xcoms(dag_id, dag_run.run_id, "train")
 
 
 def test_a_run_sends_its_figures_to_statsd_named_by_dag_task_and_source(
-        zeus_store_url: str, statsd: StatsDListener) -> None:
+    zeus_store_url: str, statsd: StatsDListener
+) -> None:
     _, pushed = run_replay_dag("metered.daily")
 
     suffix = ".metered__daily.train.replayed"
@@ -64,7 +70,8 @@ def test_a_run_sends_its_figures_to_statsd_named_by_dag_task_and_source(
 
 
 def test_with_influxdb_tags_the_gauges_carry_dag_task_and_job(
-        zeus_store_url: str, statsd: StatsDListener, monkeypatch: pytest.MonkeyPatch) -> None:
+    zeus_store_url: str, statsd: StatsDListener, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from zeus_airflow.airflow_compat import initialize_stats
 
     monkeypatch.setenv("AIRFLOW__METRICS__STATSD_INFLUXDB_ENABLED", "True")

@@ -18,11 +18,16 @@ from zeus_airflow.core.traces import WorkloadTrace, load_workload_trace
 EXPLORING = ("pruning", "calibrate")
 
 
-def profile(key: FleetKey, batch_size: int, watts_and_speed: dict[int, tuple[float, float]]
-            ) -> PowerProfile:
-    return PowerProfile(batch_size, key.gpu_model, key.gpu_count,
-                        tuple(sorted(watts_and_speed, reverse=True)),
-                        {w: LimitMeasurement(w, p, s) for w, (p, s) in watts_and_speed.items()})
+def profile(
+    key: FleetKey, batch_size: int, watts_and_speed: dict[int, tuple[float, float]]
+) -> PowerProfile:
+    return PowerProfile(
+        batch_size,
+        key.gpu_model,
+        key.gpu_count,
+        tuple(sorted(watts_and_speed, reverse=True)),
+        {w: LimitMeasurement(w, p, s) for w, (p, s) in watts_and_speed.items()},
+    )
 
 
 def test_costs_translate_by_the_ratio_of_profiled_step_costs() -> None:
@@ -43,8 +48,7 @@ def test_costs_translate_by_the_ratio_of_profiled_step_costs() -> None:
     assert result.untranslated_mean_cost == {64: 900.0}  # no profile of 64 on B yet
 
 
-def run(engine: Engine, train: ReplayTraining, count: int, prefix: str
-        ) -> list[RecurrenceResult]:
+def run(engine: Engine, train: ReplayTraining, count: int, prefix: str) -> list[RecurrenceResult]:
     return [engine.run_recurrence(train, RecurrenceKey(f"{prefix}-{i}")) for i in range(count)]
 
 
@@ -54,27 +58,42 @@ def explored(results: list[RecurrenceResult]) -> int:
 
 @pytest.fixture(scope="module")
 def traces() -> tuple[WorkloadTrace, WorkloadTrace]:
-    return (load_workload_trace(TRACES, "v100", "cifar100"),
-            load_workload_trace(TRACES, "a40", "cifar100"))
+    return (
+        load_workload_trace(TRACES, "v100", "cifar100"),
+        load_workload_trace(TRACES, "a40", "cifar100"),
+    )
 
 
 def test_a_job_moving_to_another_gpu_model_explores_less_than_a_fresh_one(
-        traces: tuple[WorkloadTrace, WorkloadTrace]) -> None:
+    traces: tuple[WorkloadTrace, WorkloadTrace],
+) -> None:
     v100, a40 = traces
     sizes = tuple(b for b in v100.batch_sizes if b in a40.batch_sizes)
     config = JobConfig("cifar.train", sizes, 1024, 0.6, 100)
 
     moving_store = SQLStore.in_memory()
     on_v100 = ReplayGPU(v100)
-    run(Engine(moving_store, on_v100, config, seed=2, heartbeat_s=None),
-        ReplayTraining(on_v100, seed=2), 40, "v100")
+    run(
+        Engine(moving_store, on_v100, config, seed=2, heartbeat_s=None),
+        ReplayTraining(on_v100, seed=2),
+        40,
+        "v100",
+    )
     moved_gpu = ReplayGPU(a40)
-    moved = run(Engine(moving_store, moved_gpu, config, seed=2, heartbeat_s=None),
-                ReplayTraining(moved_gpu, seed=2), 40, "a40")
+    moved = run(
+        Engine(moving_store, moved_gpu, config, seed=2, heartbeat_s=None),
+        ReplayTraining(moved_gpu, seed=2),
+        40,
+        "a40",
+    )
 
     fresh_gpu = ReplayGPU(a40)
-    fresh = run(Engine(SQLStore.in_memory(), fresh_gpu, config, seed=2, heartbeat_s=None),
-                ReplayTraining(fresh_gpu, seed=2), 40, "fresh")
+    fresh = run(
+        Engine(SQLStore.in_memory(), fresh_gpu, config, seed=2, heartbeat_s=None),
+        ReplayTraining(fresh_gpu, seed=2),
+        40,
+        "fresh",
+    )
 
     assert all(t.phase != "pruning" for r in moved for t in r.tries)  # pruning carried over
     assert 0 < explored(moved) < explored(fresh)

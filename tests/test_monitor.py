@@ -49,8 +49,9 @@ def test_overlapping_windows(monitor: EnergyMonitor, clock: ManualClock) -> None
     assert_measured(monitor.end_window("b"), 4.0, 2 * DRAW_W)
 
 
-def test_a_window_spanning_a_limit_change_sums_both_parts(monitor: EnergyMonitor,
-                                                          clock: ManualClock) -> None:
+def test_a_window_spanning_a_limit_change_sums_both_parts(
+    monitor: EnergyMonitor, clock: ManualClock
+) -> None:
     monitor.begin_window("w")
     clock.advance(1.0)
     set_uniform_power_limit(monitor.device, 200)
@@ -70,8 +71,9 @@ def test_peek_leaves_the_window_open(monitor: EnergyMonitor, clock: ManualClock)
     assert not monitor.is_open("w")
 
 
-def test_a_name_can_be_reused_after_its_window_ends(monitor: EnergyMonitor,
-                                                    clock: ManualClock) -> None:
+def test_a_name_can_be_reused_after_its_window_ends(
+    monitor: EnergyMonitor, clock: ManualClock
+) -> None:
     monitor.begin_window("epoch")
     clock.advance(5.0)
     monitor.end_window("epoch")
@@ -80,8 +82,9 @@ def test_a_name_can_be_reused_after_its_window_ends(monitor: EnergyMonitor,
     assert_measured(monitor.end_window("epoch"), 1.0, 2 * DRAW_W)
 
 
-def test_beginning_an_open_window_again_is_an_error(monitor: EnergyMonitor,
-                                                    clock: ManualClock) -> None:
+def test_beginning_an_open_window_again_is_an_error(
+    monitor: EnergyMonitor, clock: ManualClock
+) -> None:
     monitor.begin_window("w")
     clock.advance(1.0)
     with pytest.raises(ValueError, match="'w' is already open"):

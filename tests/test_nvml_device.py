@@ -46,8 +46,12 @@ def test_watts_at_the_api_milliwatts_at_nvml() -> None:
     fake = FakeNVML(spec=a100_pcie())
     gpus = NVMLGPUs(nvml=fake)
     assert isinstance(gpus, GPUGroup)
-    assert (gpus.model, gpus.count, gpus.indices, gpus.measurement) == \
-        ("NVIDIA A100-PCIE-40GB", 1, (0,), "measured")
+    assert (gpus.model, gpus.count, gpus.indices, gpus.measurement) == (
+        "NVIDIA A100-PCIE-40GB",
+        1,
+        (0,),
+        "measured",
+    )
     assert gpus.uuids == tuple(fake.gpu_uuids())
     assert gpus.power_limit_range_w() == (150, 250)
     assert gpus.get_power_limits_w() == (200,)
@@ -56,13 +60,17 @@ def test_watts_at_the_api_milliwatts_at_nvml() -> None:
     assert gpus.get_power_limits_w() == (175,)
 
 
-@pytest.mark.parametrize(("min_mw", "max_mw", "expected_w"), [
-    (150_000, 250_000, (250, 225, 200, 175, 150)),
-    (200_000, 700_000, tuple(range(700, 199, -25))),
-    (100_500, 187_500, (187, 162, 137, 112, 101)),  # odd mW: rounded inwards
-])
-def test_candidate_limits_lie_inside_the_device_range(min_mw: int, max_mw: int,
-                                                      expected_w: tuple[int, ...]) -> None:
+@pytest.mark.parametrize(
+    ("min_mw", "max_mw", "expected_w"),
+    [
+        (150_000, 250_000, (250, 225, 200, 175, 150)),
+        (200_000, 700_000, tuple(range(700, 199, -25))),
+        (100_500, 187_500, (187, 162, 137, 112, 101)),  # odd mW: rounded inwards
+    ],
+)
+def test_candidate_limits_lie_inside_the_device_range(
+    min_mw: int, max_mw: int, expected_w: tuple[int, ...]
+) -> None:
     gpus = NVMLGPUs(nvml=FakeNVML(spec=FakeGPUSpec(min_limit_mw=min_mw, max_limit_mw=max_mw)))
     low, high = gpus.power_limit_range_w()
     assert gpus.candidate_power_limits_w() == expected_w
@@ -98,17 +106,21 @@ def test_permission_denied_raises_the_permission_error() -> None:
     assert fake.limits_mw() == [200_000]
 
 
-@pytest.mark.parametrize(("env", "expected"), [
-    ("2,0", (2, 0)),
-    (" 3 ", (3,)),
-    ("GPU-00000001-fa6e-4000-8000-000000000001", (1,)),
-    ("GPU-00000003,GPU-00000002", (3, 2)),  # unique UUID prefixes, as CUDA accepts
-    ("1,-1,2", (1,)),  # CUDA: an invalid entry hides itself and all after it
-    ("1,7,2", (1,)),
-    ("0,0", (0,)),
-])
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ("2,0", (2, 0)),
+        (" 3 ", (3,)),
+        ("GPU-00000001-fa6e-4000-8000-000000000001", (1,)),
+        ("GPU-00000003,GPU-00000002", (3, 2)),  # unique UUID prefixes, as CUDA accepts
+        ("1,-1,2", (1,)),  # CUDA: an invalid entry hides itself and all after it
+        ("1,7,2", (1,)),
+        ("0,0", (0,)),
+    ],
+)
 def test_cuda_visible_devices_selects_and_orders_gpus(
-        monkeypatch: pytest.MonkeyPatch, env: str, expected: tuple[int, ...]) -> None:
+    monkeypatch: pytest.MonkeyPatch, env: str, expected: tuple[int, ...]
+) -> None:
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", env)
     fake = FakeNVML(4)
     gpus = visible_gpus(nvml=fake)
@@ -117,8 +129,9 @@ def test_cuda_visible_devices_selects_and_orders_gpus(
     assert gpus.count == len(expected)
 
 
-def test_an_ignored_visibility_entry_is_logged(monkeypatch: pytest.MonkeyPatch,
-                                               caplog: pytest.LogCaptureFixture) -> None:
+def test_an_ignored_visibility_entry_is_logged(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,GPU-0000,2")  # prefix of all four
     with caplog.at_level(logging.WARNING):
         assert visible_gpus(nvml=FakeNVML(4)).indices == (1,)
@@ -127,7 +140,8 @@ def test_an_ignored_visibility_entry_is_logged(monkeypatch: pytest.MonkeyPatch,
 
 @pytest.mark.parametrize("env", ["", "-1", "9"])
 def test_no_visible_gpu_is_a_device_error_naming_the_variable(
-        monkeypatch: pytest.MonkeyPatch, env: str) -> None:
+    monkeypatch: pytest.MonkeyPatch, env: str
+) -> None:
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", env)
     fake = FakeNVML(2)
     with pytest.raises(DeviceError, match=f"CUDA_VISIBLE_DEVICES='{env}' hides every GPU"):
@@ -226,8 +240,7 @@ def test_close_stops_the_sampler_and_releases_nvml_once() -> None:
     gpus.close()
     gpus.close()
     assert fake.init_count == 0
-    assert not any(t.name == "zeus-power-sampler" and t.is_alive()
-                   for t in threading.enumerate())
+    assert not any(t.name == "zeus-power-sampler" and t.is_alive() for t in threading.enumerate())
 
 
 def test_sample_interval_must_be_positive() -> None:

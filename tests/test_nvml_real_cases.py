@@ -41,12 +41,21 @@ def a100(**changes: Any) -> FakeGPUSpec:
     return replace(A100_SXM4, **{"default_limit_mw": 400_000, **changes})
 
 
-def job(mode: str = "optimize", max_tries: int | None = None,
-        batch_sizes: tuple[int, ...] = (32,)) -> JobConfig:
-    return JobConfig("job", batch_sizes, batch_sizes[-1], target_metric=1.0, max_epochs=2,
-                     max_tries=max_tries, exploration_budget=None,  # tries the next size
-                     profiler=ProfilerConfig(warmup_steps=1, profile_steps=2, warmup_s=0.0,
-                                             profile_s=0.0, mode=mode))  # type: ignore[arg-type]
+def job(
+    mode: str = "optimize", max_tries: int | None = None, batch_sizes: tuple[int, ...] = (32,)
+) -> JobConfig:
+    return JobConfig(
+        "job",
+        batch_sizes,
+        batch_sizes[-1],
+        target_metric=1.0,
+        max_epochs=2,
+        max_tries=max_tries,
+        exploration_budget=None,  # tries the next size
+        profiler=ProfilerConfig(
+            warmup_steps=1, profile_steps=2, warmup_s=0.0, profile_s=0.0, mode=mode
+        ),
+    )  # type: ignore[arg-type]
 
 
 def steps_train(clock: ManualClock, steps: int = 30, metric: float = 1.0):  # type: ignore[no-untyped-def]
@@ -55,6 +64,7 @@ def steps_train(clock: ManualClock, steps: int = 30, metric: float = 1.0):  # ty
             for _ in run.steps(range(steps)):
                 clock.advance(STEP_S)
             run.report_metric(metric)
+
     return train
 
 
@@ -62,18 +72,24 @@ def warnings_of(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
 
 
-def run_engine(gpus: object, clock: ManualClock, config: JobConfig | None = None,
-               metric: float = 1.0) -> RecurrenceResult:
-    engine = Engine(SQLStore.in_memory(), gpus, config or job(), seed=1,  # type: ignore[arg-type]
-                    heartbeat_s=None)
+def run_engine(
+    gpus: object, clock: ManualClock, config: JobConfig | None = None, metric: float = 1.0
+) -> RecurrenceResult:
+    engine = Engine(
+        SQLStore.in_memory(),
+        gpus,
+        config or job(),
+        seed=1,  # type: ignore[arg-type]
+        heartbeat_s=None,
+    )
     return engine.run_recurrence(steps_train(clock, metric=metric), RecurrenceKey("r1"))
 
 
 # --- MIG -------------------------------------------------------------------------------------
 @pytest.mark.parametrize("legacy", [False, True], ids=["MIG-uuid", "MIG-GPU-uuid/gi/ci"])
 def test_a_mig_instance_is_measured_through_its_parent_and_its_limit_never_set(
-        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
-        legacy: bool) -> None:
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, legacy: bool
+) -> None:
     clock = ManualClock()
     fake = FakeNVML(gpus=[a100(), a100(mig_mode=True, mig_instances=3)], clock=clock)
     instance = fake.mig_uuids(1, legacy=legacy)[1]
@@ -96,7 +112,8 @@ def test_a_mig_instance_is_measured_through_its_parent_and_its_limit_never_set(
     assert "MIG instance" in warning and "measure mode" in warning
     # The parent GPU's whole energy, shared with the other instances.
     assert result.energy_j + result.setup_energy_j == pytest.approx(
-        (fake.true_energy_mj(1) - start_mj) / 1000, abs=0.01)
+        (fake.true_energy_mj(1) - start_mj) / 1000, abs=0.01
+    )
 
 
 def test_a_whole_gpu_in_mig_mode_is_measured_only() -> None:
@@ -109,8 +126,11 @@ def test_a_whole_gpu_in_mig_mode_is_measured_only() -> None:
 
 def test_gpus_without_mig_say_not_supported_and_are_whole() -> None:
     """A V100 answers NOT_SUPPORTED to nvmlDeviceGetMigMode; that is "no MIG", not an error."""
-    fake = FakeNVML(spec=a100(model="Tesla V100-SXM2-16GB", mig_mode=None,
-                              architecture=pynvml.NVML_DEVICE_ARCH_VOLTA))
+    fake = FakeNVML(
+        spec=a100(
+            model="Tesla V100-SXM2-16GB", mig_mode=None, architecture=pynvml.NVML_DEVICE_ARCH_VOLTA
+        )
+    )
     gpus = NVMLGPUs(nvml=fake)
     assert not gpus.energy_shared and gpus.limits_fixed_because is None
 
@@ -122,14 +142,20 @@ def test_a_mig_uuid_nvml_does_not_know_hides_every_gpu(monkeypatch: pytest.Monke
 
 
 # --- UUIDs and CUDA's numbering ---------------------------------------------------------------
-@pytest.mark.parametrize(("env", "indices", "ordinals"), [
-    (None, (0, 1, 2), (0, 1, 2)),
-    ("2,0", (2, 0), (0, 1)),
-    ("GPU-00000002-fa6e-4000-8000-000000000002,GPU-00000000", (2, 0), (0, 1)),
-])
-def test_the_group_knows_its_cuda_device_numbers(monkeypatch: pytest.MonkeyPatch,
-                                                 env: str | None, indices: tuple[int, ...],
-                                                 ordinals: tuple[int, ...]) -> None:
+@pytest.mark.parametrize(
+    ("env", "indices", "ordinals"),
+    [
+        (None, (0, 1, 2), (0, 1, 2)),
+        ("2,0", (2, 0), (0, 1)),
+        ("GPU-00000002-fa6e-4000-8000-000000000002,GPU-00000000", (2, 0), (0, 1)),
+    ],
+)
+def test_the_group_knows_its_cuda_device_numbers(
+    monkeypatch: pytest.MonkeyPatch,
+    env: str | None,
+    indices: tuple[int, ...],
+    ordinals: tuple[int, ...],
+) -> None:
     if env is not None:
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", env)
     gpus = visible_gpus(nvml=FakeNVML(3))
@@ -137,7 +163,8 @@ def test_the_group_knows_its_cuda_device_numbers(monkeypatch: pytest.MonkeyPatch
 
 
 def test_explicit_indices_map_to_cuda_numbers_through_the_environment(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-00000002,GPU-00000001")
     assert NVMLGPUs([1], nvml=FakeNVML(3)).cuda_ordinals == (1,)
     assert NVMLGPUs([0], nvml=FakeNVML(3)).cuda_ordinals == ()  # invisible to CUDA here
@@ -146,9 +173,14 @@ def test_explicit_indices_map_to_cuda_numbers_through_the_environment(
 # --- no energy counter -----------------------------------------------------------------------
 def test_a_pascal_gpu_without_energy_counter_is_measured_by_sampled_power() -> None:
     clock = ManualClock()
-    pascal = a100(model="Tesla P100-PCIE-16GB", max_limit_mw=250_000,
-                  default_limit_mw=250_000, energy_counter=False, mig_mode=None,
-                  architecture=pynvml.NVML_DEVICE_ARCH_PASCAL)
+    pascal = a100(
+        model="Tesla P100-PCIE-16GB",
+        max_limit_mw=250_000,
+        default_limit_mw=250_000,
+        energy_counter=False,
+        mig_mode=None,
+        architecture=pynvml.NVML_DEVICE_ARCH_PASCAL,
+    )
     fake = FakeNVML(spec=pascal, clock=clock)
     gpus = NVMLGPUs(nvml=fake, clock=clock, sample_interval_s=3600)  # samples at the edges
     try:
@@ -156,26 +188,31 @@ def test_a_pascal_gpu_without_energy_counter_is_measured_by_sampled_power() -> N
         start_mj = fake.true_energy_mj(0)
         result = run_engine(gpus, clock, job("measure"))
         assert result.energy_j + result.setup_energy_j == pytest.approx(
-            (fake.true_energy_mj(0) - start_mj) / 1000, rel=1e-6)
+            (fake.true_energy_mj(0) - start_mj) / 1000, rel=1e-6
+        )
         assert fake.calls["nvmlDeviceGetPowerUsage"] >= 2
     finally:
         gpus.close()
 
 
 # --- setters that refuse -----------------------------------------------------------------------
-@pytest.mark.parametrize(("spec", "can_set", "hint"), [
-    (a100(set_limit_error=pynvml.NVML_ERROR_NOT_SUPPORTED), True, "does not support"),
-    (a100(), False, "CAP_SYS_ADMIN"),
-], ids=["NOT_SUPPORTED", "NO_PERMISSION"])
+@pytest.mark.parametrize(
+    ("spec", "can_set", "hint"),
+    [
+        (a100(set_limit_error=pynvml.NVML_ERROR_NOT_SUPPORTED), True, "does not support"),
+        (a100(), False, "CAP_SYS_ADMIN"),
+    ],
+    ids=["NOT_SUPPORTED", "NO_PERMISSION"],
+)
 def test_a_refused_setter_falls_back_to_measuring_once_for_the_whole_task(
-        caplog: pytest.LogCaptureFixture, spec: FakeGPUSpec, can_set: bool, hint: str) -> None:
+    caplog: pytest.LogCaptureFixture, spec: FakeGPUSpec, can_set: bool, hint: str
+) -> None:
     """Several tries (the target is never reached): one refused set call, one warning."""
     clock = ManualClock()
     fake = FakeNVML(spec=spec, clock=clock, can_set_limits=can_set)
     gpus = NVMLGPUs(nvml=fake, clock=clock)
     with caplog.at_level(logging.WARNING):
-        result = run_engine(gpus, clock, job(max_tries=3, batch_sizes=(16, 32, 64)),
-                            metric=0.5)
+        result = run_engine(gpus, clock, job(max_tries=3, batch_sizes=(16, 32, 64)), metric=0.5)
     assert len(result.tries) >= 2
     assert [c.allowed for c in fake.set_calls] == [False]
     assert fake.limits_mw() == [400_000]
@@ -185,9 +222,12 @@ def test_a_refused_setter_falls_back_to_measuring_once_for_the_whole_task(
 
 
 def test_when_one_gpu_of_a_group_refuses_the_others_go_back() -> None:
-    fake = FakeNVML(gpus=[a100(default_limit_mw=350_000),
-                          a100(default_limit_mw=350_000,
-                               set_limit_error=pynvml.NVML_ERROR_NOT_SUPPORTED)])
+    fake = FakeNVML(
+        gpus=[
+            a100(default_limit_mw=350_000),
+            a100(default_limit_mw=350_000, set_limit_error=pynvml.NVML_ERROR_NOT_SUPPORTED),
+        ]
+    )
     gpus = NVMLGPUs(nvml=fake)
     with pytest.raises(PowerLimitUnavailableError, match="GPU 1"):
         gpus.set_power_limits_w([300, 300])
@@ -212,28 +252,33 @@ def profile_on(gpus: NVMLGPUs, clock: ManualClock, profile: PowerProfile) -> Pow
 
 
 def test_limits_from_another_boards_range_are_clamped_to_this_gpus(
-        caplog: pytest.LogCaptureFixture) -> None:
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     """A profile (or a baseline's fixed limit) made for the same model with a wider range:
     limits outside 150..300 W are never sent to NVML."""
     clock = ManualClock()
-    fake = FakeNVML(spec=a100(min_limit_mw=150_000, max_limit_mw=300_000,
-                              default_limit_mw=300_000), clock=clock)
+    fake = FakeNVML(
+        spec=a100(min_limit_mw=150_000, max_limit_mw=300_000, default_limit_mw=300_000), clock=clock
+    )
     gpus = NVMLGPUs(nvml=fake, clock=clock)
     with caplog.at_level(logging.WARNING):
         profile = profile_on(gpus, clock, PowerProfile(32, gpus.model, 1, (400, 300, 200, 100)))
     assert sorted(profile.measurements) == [200, 300]
     assert [mw for _, mw in fake.allowed_sets()] == [300_000, 200_000, 200_000, 300_000]
-    assert sum("lie outside this GPU's range [150, 300] W" in w
-               for w in warnings_of(caplog)) == 1
+    assert sum("lie outside this GPU's range [150, 300] W" in w for w in warnings_of(caplog)) == 1
 
     fake.set_calls.clear()
-    known = PowerProfile(32, gpus.model, 1, (400, 300), {
-        400: LimitMeasurement(400, 200.0, 20.0), 300: LimitMeasurement(300, 270.0, 10.0)})
+    known = PowerProfile(
+        32,
+        gpus.model,
+        1,
+        (400, 300),
+        {400: LimitMeasurement(400, 200.0, 20.0), 300: LimitMeasurement(300, 270.0, 10.0)},
+    )
     with caplog.at_level(logging.WARNING):
         profile_on(gpus, clock, known)  # its optimum, 400 W, is over this GPU's maximum
     assert fake.allowed_sets() == [(0, 300_000)]  # clamped to this GPU's maximum
-    assert any("power limit 400 W is outside this GPU's range" in w
-               for w in warnings_of(caplog))
+    assert any("power limit 400 W is outside this GPU's range" in w for w in warnings_of(caplog))
 
 
 def test_a_range_that_narrows_mid_run_is_read_again_and_clamped_to() -> None:
@@ -252,7 +297,8 @@ def test_a_range_that_narrows_mid_run_is_read_again_and_clamped_to() -> None:
 
 # --- a limit another task holds -----------------------------------------------------------------
 def test_a_gpu_leased_by_a_live_task_is_measured_and_said_once(
-        tmp_path: object, caplog: pytest.LogCaptureFixture) -> None:
+    tmp_path: object, caplog: pytest.LogCaptureFixture
+) -> None:
     clock = ManualClock()
     fake = FakeNVML(spec=a100(default_limit_mw=300_000), clock=clock)
     store = SQLStore(f"sqlite:///{tmp_path}/zeus.db", create_schema=True)
@@ -260,14 +306,24 @@ def test_a_gpu_leased_by_a_live_task_is_measured_and_said_once(
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         with store.engine.begin() as conn:
-            conn.execute(gpu_leases.insert().values(
-                host=leases.host, gpu_uuid=fake.gpu_uuids()[0], gpu_index=0,
-                original_limit_w=250, pid=other.pid, acquired_at=datetime.now(UTC)))
+            conn.execute(
+                gpu_leases.insert().values(
+                    host=leases.host,
+                    gpu_uuid=fake.gpu_uuids()[0],
+                    gpu_index=0,
+                    original_limit_w=250,
+                    pid=other.pid,
+                    acquired_at=datetime.now(UTC),
+                )
+            )
         device = NVMLGPUs(nvml=fake, clock=clock)
-        with caplog.at_level(logging.WARNING), \
-                PowerLimitGuard(device, leases, logging.getLogger("zeus_airflow")) as guard:
-            engine = Engine(store, guard.gpus, job(max_tries=2, batch_sizes=(16, 32)),
-                            seed=1, heartbeat_s=None)
+        with (
+            caplog.at_level(logging.WARNING),
+            PowerLimitGuard(device, leases, logging.getLogger("zeus_airflow")) as guard,
+        ):
+            engine = Engine(
+                store, guard.gpus, job(max_tries=2, batch_sizes=(16, 32)), seed=1, heartbeat_s=None
+            )
             result = engine.run_recurrence(steps_train(clock, metric=0.5), RecurrenceKey("r"))
     finally:
         other.kill()
@@ -283,7 +339,8 @@ def test_a_gpu_leased_by_a_live_task_is_measured_and_said_once(
 
 # --- the energy counter ---------------------------------------------------------------------------
 def test_an_energy_counter_going_backwards_is_bridged_with_power_and_said_once(
-        caplog: pytest.LogCaptureFixture) -> None:
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     clock = ManualClock()
     fake = FakeNVML(spec=a100(), clock=clock)  # 400 W limit: draws 360 W
     gpus = NVMLGPUs(nvml=fake, clock=clock)

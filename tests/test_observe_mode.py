@@ -31,13 +31,23 @@ def cifar() -> WorkloadTrace:
     return load_workload_trace(TRACES, "v100", "cifar100")
 
 
-def observe_job(store: SQLStore, trace: WorkloadTrace, recurrences: int = 3,
-                profiler: ProfilerConfig | None = None) -> list[RecurrenceResult]:
+def observe_job(
+    store: SQLStore,
+    trace: WorkloadTrace,
+    recurrences: int = 3,
+    profiler: ProfilerConfig | None = None,
+) -> list[RecurrenceResult]:
     """``recurrences`` of a replayed job in observe mode, its batch size fixed at b0."""
     w = trace.workload
-    config = JobConfig(JOB_ID, (trace.default_batch_size,), trace.default_batch_size,
-                       w.target_metric, w.max_epochs, w.higher_is_better,
-                       profiler=profiler or ProfilerConfig(mode="observe"))
+    config = JobConfig(
+        JOB_ID,
+        (trace.default_batch_size,),
+        trace.default_batch_size,
+        w.target_metric,
+        w.max_epochs,
+        w.higher_is_better,
+        profiler=profiler or ProfilerConfig(mode="observe"),
+    )
     gpu = ReplayGPU(trace)
     engine = Engine(store, gpu, config, seed=1, heartbeat_s=None)
     train = ReplayTraining(gpu, seed=1)
@@ -45,7 +55,8 @@ def observe_job(store: SQLStore, trace: WorkloadTrace, recurrences: int = 3,
 
 
 def test_a_try_trains_at_the_maximum_and_records_the_optimum_and_the_savings(
-        cifar: WorkloadTrace) -> None:
+    cifar: WorkloadTrace,
+) -> None:
     store = SQLStore.in_memory()
     results = observe_job(store, cifar)
     rows = list_trials(store)
@@ -66,14 +77,17 @@ def test_a_try_trains_at_the_maximum_and_records_the_optimum_and_the_savings(
 
 
 def test_the_xcoms_and_the_summary_line_say_what_observe_mode_would_have_saved(
-        cifar: WorkloadTrace) -> None:
+    cifar: WorkloadTrace,
+) -> None:
     result = observe_job(SQLStore.in_memory(), cifar, recurrences=1)[0]
     pushed = xcom_values(result)
     assert set(pushed) == set(XCOM_KEYS)
     outcome = result.final.outcome
     assert outcome.observer is not None
-    assert (pushed["power_limit_w"], pushed["optimal_power_limit_w"]) == \
-        (MAX_W, outcome.optimal_power_limit_w)
+    assert (pushed["power_limit_w"], pushed["optimal_power_limit_w"]) == (
+        MAX_W,
+        outcome.optimal_power_limit_w,
+    )
     assert pushed["would_save_energy_j"] == outcome.observer.would_save_energy_j > 0
     assert pushed["would_save_time_s"] == outcome.observer.would_save_time_s
     line = summary_line(result)  # the operator logs this line and shows it as zeus_summary
@@ -103,34 +117,36 @@ def test_the_reports_sum_what_observe_mode_would_have_saved(cifar: WorkloadTrace
         history = versions(conn, [JOB_ID])
         (summary,) = summaries(conn, [current(history[JOB_ID])], history)
         shown = runs(conn, summary.version.pk)
-    assert summary.would_save_energy_j == pytest.approx(sum(r.would_save_energy_j or 0
-                                                            for r in rows))
-    assert summary.would_save_time_s == pytest.approx(sum(r.would_save_time_s or 0
-                                                          for r in rows))
+    assert summary.would_save_energy_j == pytest.approx(
+        sum(r.would_save_energy_j or 0 for r in rows)
+    )
+    assert summary.would_save_time_s == pytest.approx(sum(r.would_save_time_s or 0 for r in rows))
     assert summary.observed_energy_j == pytest.approx(summary.energy_j)
-    assert [(r.power_limit_w, r.optimal_power_limit_w, r.would_save_energy_j) for r in shown] \
-        == [(t.power_limit_w, t.optimal_power_limit_w, t.would_save_energy_j) for t in rows]
+    assert [(r.power_limit_w, r.optimal_power_limit_w, r.would_save_energy_j) for r in shown] == [
+        (t.power_limit_w, t.optimal_power_limit_w, t.would_save_energy_j) for t in rows
+    ]
 
 
 def test_zeus_airflow_runs_shows_the_optimum_and_the_savings(
-        cifar: WorkloadTrace, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cifar: WorkloadTrace, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     url = f"sqlite:///{tmp_path / 'zeus.db'}"
     observe_job(SQLStore(url, create_schema=True), cifar, recurrences=2)
     code, out, _ = run_cli(capsys, "runs", "--db", url)
     header, *lines = out.splitlines()
     assert code == 0 and header.endswith("would save")
-    assert lines[0][header.index("would save"):].split()[1] in ("J", "kJ", "MJ")
+    assert lines[0][header.index("would save") :].split()[1] in ("J", "kJ", "MJ")
     note = out.split("\n\n")[-1].replace("\n", " ")
     assert "observe: at the optimum it would have saved " in note
     assert "(over the 2 tries above that trained in observe mode)" in note
     _, out, _ = run_cli(capsys, "runs", "--db", url, "--wide")
     header = out.splitlines()[0]
-    assert {"optimal_power_limit_w", "would_save_energy_j", "would_save_time_s"} <= \
-        set(header.split())
+    assert {"optimal_power_limit_w", "would_save_energy_j", "would_save_time_s"} <= set(
+        header.split()
+    )
 
 
-def test_a_try_shorter_than_its_profile_says_so_instead_of_a_saving(
-        cifar: WorkloadTrace) -> None:
+def test_a_try_shorter_than_its_profile_says_so_instead_of_a_saving(cifar: WorkloadTrace) -> None:
     """A short job in observe mode trains part of a run at the limits it profiles: the
     summary says so, rather than a limit and no finding, and the next run goes on."""
     steps = ProfilerConfig(mode="observe", warmup_steps=2_000, profile_steps=2_000)
@@ -142,8 +158,10 @@ def test_a_try_shorter_than_its_profile_says_so_instead_of_a_saving(
     assert xcom_values(first)["power_limit_w"] == first.power_limit_w
     line = summary_line(first)
     assert "optim" not in line
-    assert f"power profile unfinished: trained at the limits being profiled, " \
+    assert (
+        f"power profile unfinished: trained at the limits being profiled, "
         f"{first.power_limit_w} W last; it goes on next run" in line
+    )
     assert "observe:" not in line
     complete = observe_job(SQLStore.in_memory(), cifar, recurrences=1)[0]
     assert not complete.profile_unfinished

@@ -50,16 +50,32 @@ def make_dag(dag_id: str, **operator_args: Any) -> Any:
 
 
 def replay_dag(dag_id: str, train: Any = replay_train, **operator_args: Any) -> Any:
-    return make_dag(dag_id, train=train, device="replay:v100:cifar100",
-                    **replay_job_settings("v100", "cifar100"), **operator_args)
+    return make_dag(
+        dag_id,
+        train=train,
+        device="replay:v100:cifar100",
+        **replay_job_settings("v100", "cifar100"),
+        **operator_args,
+    )
 
 
 def fake_dag(dag_id: str, train: Any, **operator_args: Any) -> Any:
     """A job on the GPUs the task sees (``fake_gpus``), profiling 3 steps per limit (by
     steps only: its steps take 1 ms)."""
-    return make_dag(dag_id, train=train, device="auto", batch_sizes=[16, 32],
-                    default_batch_size=32, target_metric=1.0, max_epochs=2, warmup_steps=1,
-                    profile_steps=2, warmup_s=0.0, profile_s=0.0, **operator_args)
+    return make_dag(
+        dag_id,
+        train=train,
+        device="auto",
+        batch_sizes=[16, 32],
+        default_batch_size=32,
+        target_metric=1.0,
+        max_epochs=2,
+        warmup_steps=1,
+        profile_steps=2,
+        warmup_s=0.0,
+        profile_s=0.0,
+        **operator_args,
+    )
 
 
 def store_trials(url: str) -> list[Any]:
@@ -90,19 +106,24 @@ def test_three_runs_leave_three_trials_and_their_xcoms(zeus_store_url: str) -> N
     rows = store_trials(zeus_store_url)
     assert [task_state(run, "train") for run in runs] == [("success", 1)] * 3
     assert sorted(r.run_id for r in rows) == sorted(run.run_id for run in runs)
-    assert all(r.status == "succeeded" and r.observed and r.measurement == "replayed"
-               for r in rows)
+    assert all(r.status == "succeeded" and r.observed and r.measurement == "replayed" for r in rows)
     for run, row in zip(runs, rows, strict=True):
         pushed = xcoms("three_runs", run.run_id, "train")
         assert set(XCOM_KEYS) | {"return_value"} <= set(pushed)
-        assert (pushed["batch_size"], pushed["power_limit_w"], pushed["epochs"]) == \
-            (row.batch_size, row.power_limit_w, row.epochs)
+        assert (pushed["batch_size"], pushed["power_limit_w"], pushed["epochs"]) == (
+            row.batch_size,
+            row.power_limit_w,
+            row.epochs,
+        )
         assert pushed["energy_j"] == pytest.approx(row.energy_j)
         assert pushed["cost"] == pytest.approx(row.cost)
         # The first run is the walk's start (b0); then the exploration budget has no room
         # yet for the worst case of a new size, so the best known size runs.
-        assert (pushed["tries"], pushed["measurement"], pushed["reached_target"]) == \
-            (1, "replayed", True)
+        assert (pushed["tries"], pushed["measurement"], pushed["reached_target"]) == (
+            1,
+            "replayed",
+            True,
+        )
         assert pushed["phase"] == ("pruning" if run is runs[0] else "exploit")
         assert pushed["default_cost"] > 0
         # No reference before b0's first run has ended; a figure after it.
@@ -113,8 +134,9 @@ def test_three_runs_leave_three_trials_and_their_xcoms(zeus_store_url: str) -> N
         summary = shown["zeus_summary"]
         assert f"b={row.batch_size} · {row.power_limit_w} W" in summary
         assert summary.endswith("(replayed)")
-        assert ("exploited: exploring would have spent more than the exploration budget left"
-                in summary) == (run is not runs[0])
+        assert (
+            "exploited: exploring would have spent more than the exploration budget left" in summary
+        ) == (run is not runs[0])
         assert shown["job_id"] == "three_runs.train"
     # The walk starts at b0; each run saw the ones before it, and the budget keeps the next
     # ones at b0 until it can afford a new size's worst case.
@@ -143,7 +165,8 @@ def test_an_airflow_retry_replaces_the_failed_try_never_adds(zeus_store_url: str
 
 
 def test_a_user_exception_restores_the_limit_and_fails_with_its_traceback(
-        zeus_store_url: str, fake_gpus: FakeNVML, capfd: pytest.CaptureFixture[str]) -> None:
+    zeus_store_url: str, fake_gpus: FakeNVML, capfd: pytest.CaptureFixture[str]
+) -> None:
     fake = fake_gpus
 
     def diverged(run: TrainingRun) -> None:
@@ -151,8 +174,9 @@ def test_a_user_exception_restores_the_limit_and_fails_with_its_traceback(
 
     # No budget: it would keep the first run's 10 steps at the maximum limit, and the subject
     # is a limit profiling has changed.
-    dag = fake_dag("user_error", lambda run: train_steps(run, 10, then=diverged),
-                   exploration_budget=None)
+    dag = fake_dag(
+        "user_error", lambda run: train_steps(run, 10, then=diverged), exploration_budget=None
+    )
     dag_run = dag.test(logical_date=daily(0))
 
     assert task_state(dag_run, "train")[0] == "failed"
@@ -166,8 +190,9 @@ def test_a_user_exception_restores_the_limit_and_fails_with_its_traceback(
     assert lease_rows(zeus_store_url) == []
 
 
-def test_success_restores_the_original_limit_not_the_maximum(zeus_store_url: str,
-                                                            fake_gpus: FakeNVML) -> None:
+def test_success_restores_the_original_limit_not_the_maximum(
+    zeus_store_url: str, fake_gpus: FakeNVML
+) -> None:
     fake = fake_gpus
     dag = fake_dag("success", lambda run: train_steps(run, 40))
     dag_run = dag.test(logical_date=daily(0))
@@ -201,8 +226,9 @@ def sleep_past_timeout(run: TrainingRun) -> None:
         raise
 
 
-def test_on_kill_restores_the_limit_before_training_unwinds(zeus_store_url: str,
-                                                            fake_gpus: FakeNVML) -> None:
+def test_on_kill_restores_the_limit_before_training_unwinds(
+    zeus_store_url: str, fake_gpus: FakeNVML
+) -> None:
     LIMITS_WHEN_STOPPED.clear()
     dag = fake_dag("killed_now", lambda run: train_steps(run, 10, sigterm_self))
     dag.test(logical_date=daily(0))
@@ -210,17 +236,25 @@ def test_on_kill_restores_the_limit_before_training_unwinds(zeus_store_url: str,
     assert LIMITS_WHEN_STOPPED == [(ORIGINAL_MW // 1000,)]
 
 
-@pytest.mark.parametrize(("stop", "operator_args"), [
-    (sigterm_self, {}),
-    (sleep_past_timeout, {"execution_timeout": timedelta(seconds=1)}),
-], ids=["on_kill", "timeout"])
+@pytest.mark.parametrize(
+    ("stop", "operator_args"),
+    [
+        (sigterm_self, {}),
+        (sleep_past_timeout, {"execution_timeout": timedelta(seconds=1)}),
+    ],
+    ids=["on_kill", "timeout"],
+)
 def test_airflow_stopping_the_task_restores_the_limit(
-        zeus_store_url: str, fake_gpus: FakeNVML, stop: Any,
-        operator_args: dict[str, Any]) -> None:
+    zeus_store_url: str, fake_gpus: FakeNVML, stop: Any, operator_args: dict[str, Any]
+) -> None:
     fake = fake_gpus
     LIMITS_WHEN_STOPPED.clear()
-    dag = fake_dag(f"stopped_{stop.__name__}", lambda run: train_steps(run, 10, stop),
-                   exploration_budget=None, **operator_args)  # profiling at once, as above
+    dag = fake_dag(
+        f"stopped_{stop.__name__}",
+        lambda run: train_steps(run, 10, stop),
+        exploration_budget=None,
+        **operator_args,
+    )  # profiling at once, as above
     dag_run = dag.test(logical_date=daily(0))
 
     assert task_state(dag_run, "train")[0] == "failed"
@@ -243,22 +277,32 @@ def dead_pid() -> int:
 def add_lease(url: str, fake: FakeNVML, original_w: int, pid: int) -> None:
     """The lease a task holding the fake GPU would have recorded."""
     with create_engine(url).begin() as conn:
-        conn.execute(insert(gpu_leases).values(
-            host=socket.gethostname(), gpu_uuid=fake.gpu_uuids()[0], gpu_index=0,
-            original_limit_w=original_w, pid=pid, acquired_at=datetime.now(UTC)))
+        conn.execute(
+            insert(gpu_leases).values(
+                host=socket.gethostname(),
+                gpu_uuid=fake.gpu_uuids()[0],
+                gpu_index=0,
+                original_limit_w=original_w,
+                pid=pid,
+                acquired_at=datetime.now(UTC),
+            )
+        )
 
 
 def test_a_limit_left_by_a_killed_task_is_restored_by_the_next_one(
-        zeus_store_url: str, fake_gpus: FakeNVML) -> None:
+    zeus_store_url: str, fake_gpus: FakeNVML
+) -> None:
     fake = fake_gpus
     seen: list[tuple[int, ...]] = []
     add_lease(zeus_store_url, fake, ORIGINAL_MW // 1000, dead_pid())
     fake.nvmlInit()
     fake.nvmlDeviceSetPowerManagementLimit(fake.nvmlDeviceGetHandleByIndex(0), 150_000)
 
-    dag = fake_dag("after_kill", lambda run: train_steps(
-        run, 5, lambda r: seen.append(r.device.get_power_limits_w())),
-        power_limit_mode="measure")
+    dag = fake_dag(
+        "after_kill",
+        lambda run: train_steps(run, 5, lambda r: seen.append(r.device.get_power_limits_w())),
+        power_limit_mode="measure",
+    )
     dag_run = dag.test(logical_date=daily(0))
 
     assert task_state(dag_run, "train") == ("success", 1)
@@ -268,7 +312,8 @@ def test_a_limit_left_by_a_killed_task_is_restored_by_the_next_one(
 
 
 def test_a_gpu_leased_by_a_live_task_is_measured_without_touching_it(
-        zeus_store_url: str, fake_gpus: FakeNVML) -> None:
+    zeus_store_url: str, fake_gpus: FakeNVML
+) -> None:
     fake = fake_gpus
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
@@ -291,15 +336,22 @@ def test_templated_fields_reach_the_train_function_and_the_store(zeus_store_url:
         received.append(day)
         return replay_train(run)
 
-    dag = make_dag("templated", train=train, device="{{ 'replay:v100:cifar100' }}",
-                   job_id="{{ dag.dag_id }}-model", train_kwargs={"day": "{{ ds }}"},
-                   **replay_job_settings("v100", "cifar100"))
+    dag = make_dag(
+        "templated",
+        train=train,
+        device="{{ 'replay:v100:cifar100' }}",
+        job_id="{{ dag.dag_id }}-model",
+        train_kwargs={"day": "{{ ds }}"},
+        **replay_job_settings("v100", "cifar100"),
+    )
     dag_run = dag.test(logical_date=daily(4))
 
     assert task_state(dag_run, "train") == ("success", 1)
     assert received == ["2026-01-05"]
-    assert xcoms("templated", dag_run.run_id, "train")["_link_ZeusJobLink"] == \
-        "/zeus/jobs/templated-model"
+    assert (
+        xcoms("templated", dag_run.run_id, "train")["_link_ZeusJobLink"]
+        == "/zeus/jobs/templated-model"
+    )
     with create_engine(zeus_store_url).connect() as conn:
         assert conn.execute(select(trials.c.run_id)).scalar() == dag_run.run_id
 
@@ -311,13 +363,18 @@ def count_synchronize() -> None:
     SYNCHRONIZED.append(1)
 
 
-def test_measure_mode_on_a_gpu_never_calls_a_setter(zeus_store_url: str,
-                                                     fake_gpus: FakeNVML) -> None:
+def test_measure_mode_on_a_gpu_never_calls_a_setter(
+    zeus_store_url: str, fake_gpus: FakeNVML
+) -> None:
     """power_limit_mode="measure": NVML's setter is never called, not even to put back the
     limit; energy is still measured, every window edge synchronised (the user's own hook)."""
     SYNCHRONIZED.clear()
-    dag = fake_dag("measure_only", lambda run: train_steps(run, 40),
-                   power_limit_mode="measure", synchronize=count_synchronize)
+    dag = fake_dag(
+        "measure_only",
+        lambda run: train_steps(run, 40),
+        power_limit_mode="measure",
+        synchronize=count_synchronize,
+    )
     dag_run = dag.test(logical_date=daily(0))
 
     assert task_state(dag_run, "train") == ("success", 1)
@@ -332,8 +389,11 @@ def test_measure_mode_on_a_gpu_never_calls_a_setter(zeus_store_url: str,
 
 
 def test_a_store_without_schema_fails_before_any_gpu_change(
-        tmp_path: Any, fake_gpus: FakeNVML, monkeypatch: pytest.MonkeyPatch,
-        capfd: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Any,
+    fake_gpus: FakeNVML,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
     monkeypatch.setenv("ZEUS_AIRFLOW_DB_URL", f"sqlite:///{tmp_path / 'empty.db'}")
     dag = fake_dag("no_store", lambda run: train_steps(run, 40))
     dag_run = dag.test(logical_date=daily(0))
@@ -344,7 +404,8 @@ def test_a_store_without_schema_fails_before_any_gpu_change(
 
 
 def test_a_result_the_store_loses_fails_nothing_and_keeps_its_figures_in_xcom(
-        zeus_store_url: str, capfd: pytest.CaptureFixture[str]) -> None:
+    zeus_store_url: str, capfd: pytest.CaptureFixture[str]
+) -> None:
     def train(run: TrainingRun) -> dict[str, float]:
         value = replay_train(run)
         with create_engine(zeus_store_url).begin() as conn:  # the store loses the trial
@@ -365,13 +426,17 @@ def test_a_result_the_store_loses_fails_nothing_and_keeps_its_figures_in_xcom(
 
 
 def test_observe_mode_publishes_what_the_optimum_would_have_saved(
-        zeus_store_url: str, capfd: pytest.CaptureFixture[str]) -> None:
+    zeus_store_url: str, capfd: pytest.CaptureFixture[str]
+) -> None:
     dag = replay_dag("observing", power_limit_mode="observe")
     run = dag.test(logical_date=daily(0))
     (row,) = store_trials(zeus_store_url)
     pushed = xcoms("observing", run.run_id, "train")
-    assert (pushed["power_limit_w"], pushed["optimal_power_limit_w"]) == \
-        (row.power_limit_w, row.optimal_power_limit_w) == (250, row.optimal_power_limit_w)
+    assert (
+        (pushed["power_limit_w"], pushed["optimal_power_limit_w"])
+        == (row.power_limit_w, row.optimal_power_limit_w)
+        == (250, row.optimal_power_limit_w)
+    )
     assert row.optimal_power_limit_w < 250
     assert pushed["would_save_energy_j"] == pytest.approx(row.would_save_energy_j)
     assert pushed["would_save_time_s"] == pytest.approx(row.would_save_time_s)

@@ -21,9 +21,24 @@ from zeus_airflow.sim.simulator import default_configuration
 
 def demo(home: Path, days: int) -> str:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "ZEUS_"))}
-    done = subprocess.run([sys.executable, "-m", "zeus_airflow.cli", "demo", "--days", str(days),
-                           "--traces", str(TRACES), "--airflow-home", str(home)],
-                          env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "zeus_airflow.cli",
+            "demo",
+            "--days",
+            str(days),
+            "--traces",
+            str(TRACES),
+            "--airflow-home",
+            str(home),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return done.stdout
 
@@ -36,7 +51,8 @@ def test_the_demo_runs_days_through_airflow_and_reports(tmp_path: Path) -> None:
     assert "2025-01-01  success" in out and "2025-01-02  success" in out
     assert "(replayed)" in out and "2 DAG runs" in out
     table, report = out.split("$ zeus-airflow runs --job zeus_replay_daily.train\n")[1].split(
-        "$ zeus-airflow report --job zeus_replay_daily.train\n")
+        "$ zeus-airflow report --job zeus_replay_daily.train\n"
+    )
     assert table.count("2025-01-0") >= 2  # one row per try, named after its day
     assert max(map(len, table.splitlines())) <= 120 and "replayed" in table
     report = report.split("\nEnergy of ")[0]  # then the saving against the traces
@@ -47,37 +63,47 @@ def test_the_demo_runs_days_through_airflow_and_reports(tmp_path: Path) -> None:
 
 
 @pytest.mark.usefixtures("dag_test", "zeus_store_url")
-def test_a_second_demo_goes_on_from_the_day_after(tmp_path: Path,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_second_demo_goes_on_from_the_day_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # dag.test() finds DAGs in the configured DAGs folder only, and this session's is not the
     # repository's: serialize the DAG first.
-    monkeypatch.setattr(demo_runs, "_load_dag", lambda path: sync_dag(
-        load_dag_file(path, demo_runs.DAG_ID)))
+    monkeypatch.setattr(
+        demo_runs, "_load_dag", lambda path: sync_dag(load_dag_file(path, demo_runs.DAG_ID))
+    )
     days = []
     for name in ("first", "second"):
         results = tmp_path / f"{name}.json"
-        assert demo_runs.main(["--days", "1", "--dags-folder", str(REPO / "dags"),
-                               "--results", str(results)]) == 0
-        days.append(datetime.fromisoformat(json.loads(results.read_text())["runs"][0]
-                                           ["logical_date"]))
+        assert (
+            demo_runs.main(
+                ["--days", "1", "--dags-folder", str(REPO / "dags"), "--results", str(results)]
+            )
+            == 0
+        )
+        days.append(
+            datetime.fromisoformat(json.loads(results.read_text())["runs"][0]["logical_date"])
+        )
     assert days[1] - days[0] == timedelta(days=1)
 
 
 def test_the_saving_is_measured_energy_against_defaults_expectation() -> None:
     default = default_configuration(load_workload_trace(TRACES, "v100", "librispeech"), 0.5)
     runs = [{"energy_j": default.energy_j * 0.5}] * 4
-    report = energy_report({"device": "replay:v100:librispeech", "eta": 0.5, "runs": runs},
-                           TRACES)
+    report = energy_report({"device": "replay:v100:librispeech", "eta": 0.5, "runs": runs}, TRACES)
     assert "50.0% over the 4 runs; 50.0% over the last 4" in report
     assert f"b={default.batch_size} at {default.power_limit_w} W" in report
 
 
-@pytest.mark.parametrize(("args", "named"), [
-    (["--days", "0"], "days=0"),
-    (["--dags-folder", "/nonexistent"], "dags_folder="),
-])
-def test_bad_demo_arguments_are_named(args: list[str], named: str,
-                                      capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["--days", "0"], "days=0"),
+        (["--dags-folder", "/nonexistent"], "dags_folder="),
+    ],
+)
+def test_bad_demo_arguments_are_named(
+    args: list[str], named: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     with pytest.raises(SystemExit) as exited:
         main(["demo", "--traces", str(TRACES), *args])
     assert exited.value.code == 2 and named in capsys.readouterr().err
@@ -88,20 +114,28 @@ def test_the_printed_ui_command_follows_any_port(tmp_path: Path) -> None:
     was given: the api-server's port and the Execution API URL its tasks call agree."""
     from zeus_airflow.cli.demo import ui_instructions
 
-    lines = ui_instructions(tmp_path / "home", REPO / "dags", TRACES,
-                            "zeus_replay_daily.train").splitlines()
+    lines = ui_instructions(
+        tmp_path / "home", REPO / "dags", TRACES, "zeus_replay_daily.train"
+    ).splitlines()
     start = next(i for i, line in enumerate(lines) if "export PORT=" in line)
     end = next(i for i, line in enumerate(lines) if " api-server " in line)
-    script = "\n".join(lines[start:end + 1]).replace("export PORT=8080", "export PORT=18777")
+    script = "\n".join(lines[start : end + 1]).replace("export PORT=8080", "export PORT=18777")
     airflow = str(Path(sys.executable).parent / "airflow")
     fake = tmp_path / "airflow"
     fake.write_text('#!/bin/sh\necho "$AIRFLOW__CORE__EXECUTION_API_SERVER_URL $*"\n')
     fake.chmod(0o755)
-    done = subprocess.run(["sh", "-c", script.replace(airflow, str(fake))],
-                          capture_output=True, text=True, timeout=30)
+    done = subprocess.run(
+        ["sh", "-c", script.replace(airflow, str(fake))], capture_output=True, text=True, timeout=30
+    )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["http://127.0.0.1:18777/execution/", "api-server",
-                                   "--host", "127.0.0.1", "--port", "18777"]
+    assert done.stdout.split() == [
+        "http://127.0.0.1:18777/execution/",
+        "api-server",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "18777",
+    ]
     shown = "\n".join(lines)
     assert "Storage > XCom" in shown and "Browse > XComs" in shown
     assert "Details > Extra Links > Zeus job" in shown

@@ -29,13 +29,16 @@ def cifar() -> WorkloadTrace:
     return load_workload_trace(TRACES, "v100", "cifar100")
 
 
-@pytest.mark.parametrize(("text", "spec"), [
-    ("auto", DeviceSpec("nvml")),
-    ("nvml:2,0", DeviceSpec("nvml", indices=(2, 0))),
-    ("replay:a40:squad", DeviceSpec("replay", gpu="a40", workload="squad")),
-    ("simulated:v100", DeviceSpec("simulated", gpu="v100", workload="cifar100")),
-    ("simulated:a40:imagenet", DeviceSpec("simulated", gpu="a40", workload="imagenet")),
-])
+@pytest.mark.parametrize(
+    ("text", "spec"),
+    [
+        ("auto", DeviceSpec("nvml")),
+        ("nvml:2,0", DeviceSpec("nvml", indices=(2, 0))),
+        ("replay:a40:squad", DeviceSpec("replay", gpu="a40", workload="squad")),
+        ("simulated:v100", DeviceSpec("simulated", gpu="v100", workload="cifar100")),
+        ("simulated:a40:imagenet", DeviceSpec("simulated", gpu="a40", workload="imagenet")),
+    ],
+)
 def test_device_strings(text: str, spec: DeviceSpec) -> None:
     assert parse_device(text) == spec
 
@@ -49,13 +52,17 @@ def test_replay_and_simulated_devices_open_on_the_traces() -> None:
     # The operator's parameter is device=, so the error names it (it once said "gpu='h100'",
     # a parameter the operator does not have).
     for text in ("simulated:h100", "replay:h100:squad"):
-        with pytest.raises(ConfigError, match=r"device='\w+:h100\.\.\.' is invalid: no power "
-                                              r"traces for GPU 'h100'; expected one of a40, v100"):
+        with pytest.raises(
+            ConfigError,
+            match=r"device='\w+:h100\.\.\.' is invalid: no power "
+            r"traces for GPU 'h100'; expected one of a40, v100",
+        ):
             open_device(parse_device(text), TRACES)
 
 
 def test_traces_come_from_the_argument_the_environment_or_the_package(
-        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setenv("ZEUS_TRACES_DIR", str(tmp_path))  # no traces there: a clear error
     with pytest.raises(ConfigError, match=f"traces={str(tmp_path)!r} is invalid"):
         open_device(parse_device("replay:v100:squad"))
@@ -64,12 +71,17 @@ def test_traces_come_from_the_argument_the_environment_or_the_package(
     assert open_device(parse_device("simulated:a40")).measurement == "simulated"
 
 
-@pytest.mark.parametrize(("fake", "message"), [
-    (FakeNVML(0), "no GPU is visible"),
-    (FakeNVML(1, init_error=pynvml.NVML_ERROR_LIBRARY_NOT_FOUND), "cannot initialise NVML"),
-], ids=["no_gpu", "no_driver"])
-def test_auto_without_a_gpu_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, fake: FakeNVML,
-                                             message: str) -> None:
+@pytest.mark.parametrize(
+    ("fake", "message"),
+    [
+        (FakeNVML(0), "no GPU is visible"),
+        (FakeNVML(1, init_error=pynvml.NVML_ERROR_LIBRARY_NOT_FOUND), "cannot initialise NVML"),
+    ],
+    ids=["no_gpu", "no_driver"],
+)
+def test_auto_without_a_gpu_is_a_clear_error(
+    monkeypatch: pytest.MonkeyPatch, fake: FakeNVML, message: str
+) -> None:
     monkeypatch.setattr(nvml, "NVMLGPUs", functools.partial(nvml.NVMLGPUs, nvml=fake))
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     with pytest.raises(DeviceError, match=message):
@@ -82,14 +94,15 @@ def test_simulated_time_and_energy_follow_the_power_curve(cifar: WorkloadTrace) 
     b0, top = cifar.default_batch_size, max(cifar.power_limits_w)
     at_top, at_100 = cifar.epochs[(b0, top)], cifar.epochs[(b0, 100)]
 
-    clock.advance(10.0)                      # 10 real s at the maximum limit
+    clock.advance(10.0)  # 10 real s at the maximum limit
     gpu.set_power_limits_w([100])
-    clock.advance(10.0)                      # 10 real s capped at 100 W
+    clock.advance(10.0)  # 10 real s capped at 100 W
     slowdown = at_100.time_s / at_top.time_s
 
     assert gpu.now_s() == pytest.approx(10.0 + 10.0 * slowdown)
-    assert gpu.energy_j() == pytest.approx(at_top.avg_power_w * 10.0
-                                           + at_100.avg_power_w * 10.0 * slowdown)
+    assert gpu.energy_j() == pytest.approx(
+        at_top.avg_power_w * 10.0 + at_100.avg_power_w * 10.0 * slowdown
+    )
     assert slowdown > 1.4  # the curve has a real trade-off
     assert gpu.source == "summary_power_v100.csv, cifar100 at batch size 1024"
 
@@ -104,25 +117,35 @@ def test_simulated_limits_are_checked(cifar: WorkloadTrace) -> None:
         SimulatedGPU(cifar, batch_size=7)
 
 
-def test_the_profiler_finds_the_curves_optimum_on_a_simulated_gpu(cifar: WorkloadTrace,
-                                                                   tmp_path: Path) -> None:
+def test_the_profiler_finds_the_curves_optimum_on_a_simulated_gpu(
+    cifar: WorkloadTrace, tmp_path: Path
+) -> None:
     clock = ManualClock()
     gpu = SimulatedGPU(cifar, clock=clock)
-    config = JobConfig("simulated.job", (32, 64), 64, 1.0, 3,
-                       profiler=ProfilerConfig(warmup_steps=2, profile_steps=5))
+    config = JobConfig(
+        "simulated.job",
+        (32, 64),
+        64,
+        1.0,
+        3,
+        profiler=ProfilerConfig(warmup_steps=2, profile_steps=5),
+    )
 
     def train(run: TrainingRun) -> None:
         for _ in run.epochs():
             for _ in run.steps(range(200)):
-                clock.advance(0.05)          # every real step takes 50 ms
+                clock.advance(0.05)  # every real step takes 50 ms
             run.report_metric(1.0)
 
     store = SQLStore(f"sqlite:///{tmp_path}/zeus.db", create_schema=True)
     result = Engine(store, gpu, config, seed=1, heartbeat_s=None).run_recurrence(
-        train, RecurrenceKey("run-1"))
+        train, RecurrenceKey("run-1")
+    )
 
     top = max(cifar.power_limits_w)
-    expected = min(cifar.power_limits_w, key=lambda p: zeus_cost(
-        gpu.power_w(p) * gpu.slowdown(p), gpu.slowdown(p), 0.5, top))
+    expected = min(
+        cifar.power_limits_w,
+        key=lambda p: zeus_cost(gpu.power_w(p) * gpu.slowdown(p), gpu.slowdown(p), 0.5, top),
+    )
     assert result.power_limit_w == expected < top
     assert result.measurement == "simulated"

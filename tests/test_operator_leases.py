@@ -47,8 +47,7 @@ def test_a_lease_is_held_only_by_the_process_that_took_it() -> None:
 
 def test_one_lease_per_gpu_and_host(store_url: str, fake_gpus: FakeNVML) -> None:
     gpus = NVMLGPUs((0,), nvml=fake_gpus)
-    here, there = GPULeases(SQLStore(store_url)), GPULeases(SQLStore(store_url),
-                                                            host="other-host")
+    here, there = GPULeases(SQLStore(store_url)), GPULeases(SQLStore(store_url), host="other-host")
     first = here.acquire(gpus, (250,))
 
     assert first is not None and here.acquire(gpus, (250,)) is None
@@ -57,8 +56,9 @@ def test_one_lease_per_gpu_and_host(store_url: str, fake_gpus: FakeNVML) -> None
     assert [lease.host for lease in here.on_host()] == [] and len(there.on_host()) == 1
 
 
-def test_lease_writes_fail_as_store_errors_naming_the_store(store_url: str,
-                                                             fake_gpus: FakeNVML) -> None:
+def test_lease_writes_fail_as_store_errors_naming_the_store(
+    store_url: str, fake_gpus: FakeNVML
+) -> None:
     """Leases are the store's: its retries and its errors, not a raw database error."""
     from sqlalchemy import text
 
@@ -69,8 +69,11 @@ def test_lease_writes_fail_as_store_errors_naming_the_store(store_url: str,
     with store.engine.begin() as conn:
         conn.execute(text("DROP TABLE zeus_gpu_leases"))
     leases = GPULeases(store)
-    with pytest.raises(StoreError, match=r"leasing GPUs' power limits: the zeus-airflow store "
-                                         r"at sqlite:///"):
+    with pytest.raises(
+        StoreError,
+        match=r"leasing GPUs' power limits: the zeus-airflow store "
+        r"at sqlite:///",
+    ):
         leases.acquire(NVMLGPUs((0,), nvml=fake_gpus), (250,))
     with pytest.raises(StoreError, match="reading the GPU leases of"):
         leases.on_host()
@@ -81,15 +84,23 @@ def leave_capped_gpu(url: str, fake: FakeNVML, pid: int, index: int = 0) -> None
     gpus = NVMLGPUs((index,), nvml=fake)
     leases = GPULeases(SQLStore(url))
     with leases.store.engine.begin() as conn:  # a lease as that process would have taken it
-        conn.execute(gpu_leases.insert().values(
-            host=leases.host, gpu_uuid=gpus.uuids[0], gpu_index=index, original_limit_w=250,
-            pid=pid, acquired_at=datetime.now(UTC)))
+        conn.execute(
+            gpu_leases.insert().values(
+                host=leases.host,
+                gpu_uuid=gpus.uuids[0],
+                gpu_index=index,
+                original_limit_w=250,
+                pid=pid,
+                acquired_at=datetime.now(UTC),
+            )
+        )
     gpus.set_power_limits_w([150])
     gpus.close()
 
 
 def test_gpu_restore_puts_back_what_a_dead_task_left(
-        store_url: str, fake_gpus: FakeNVML, capsys: pytest.CaptureFixture[str]) -> None:
+    store_url: str, fake_gpus: FakeNVML, capsys: pytest.CaptureFixture[str]
+) -> None:
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     leave_capped_gpu(store_url, fake_gpus, dead.pid)
@@ -104,7 +115,8 @@ def test_gpu_restore_puts_back_what_a_dead_task_left(
 
 
 def test_gpu_restore_leaves_a_running_task_alone_unless_all(
-        store_url: str, fake_gpus: FakeNVML, capsys: pytest.CaptureFixture[str]) -> None:
+    store_url: str, fake_gpus: FakeNVML, capsys: pytest.CaptureFixture[str]
+) -> None:
     leave_capped_gpu(store_url, fake_gpus, os.getpid())  # "running": this very process
 
     assert main(["gpu", "restore", "--db", store_url]) == 0
@@ -116,20 +128,29 @@ def test_gpu_restore_leaves_a_running_task_alone_unless_all(
 
 
 def test_gpu_restore_refuses_a_renumbered_gpu(
-        store_url: str, fake_gpus: FakeNVML, capsys: pytest.CaptureFixture[str]) -> None:
+    store_url: str, fake_gpus: FakeNVML, capsys: pytest.CaptureFixture[str]
+) -> None:
     leases = GPULeases(SQLStore(store_url))
     with leases.store.engine.begin() as conn:
-        conn.execute(gpu_leases.insert().values(
-            host=leases.host, gpu_uuid="GPU-gone", gpu_index=0, original_limit_w=250, pid=1,
-            acquired_at=datetime(2020, 1, 1, tzinfo=UTC)))
+        conn.execute(
+            gpu_leases.insert().values(
+                host=leases.host,
+                gpu_uuid="GPU-gone",
+                gpu_index=0,
+                original_limit_w=250,
+                pid=1,
+                acquired_at=datetime(2020, 1, 1, tzinfo=UTC),
+            )
+        )
 
     assert main(["gpu", "restore", "--db", store_url]) == 1
     assert "not the leased GPU-gone" in capsys.readouterr().err
     assert fake_gpus.set_calls == [] and len(leases.on_host()) == 1
 
 
-def test_a_task_restores_every_dead_lease_of_its_host(store_url: str,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_task_restores_every_dead_lease_of_its_host(
+    store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Its own GPU through its group, another GPU through NVML; a lease that cannot be
     restored is reported and kept."""
     fake = FakeNVML(2, FakeGPUSpec(default_limit_mw=250_000))
@@ -140,12 +161,26 @@ def test_a_task_restores_every_dead_lease_of_its_host(store_url: str,
         leave_capped_gpu(store_url, fake, dead.pid, index)
     leases = GPULeases(SQLStore(store_url))
     with leases.store.engine.begin() as conn:
-        conn.execute(gpu_leases.insert().values(
-            host="another-host", gpu_uuid="GPU-elsewhere", gpu_index=0, original_limit_w=1,
-            pid=dead.pid, acquired_at=datetime.now(UTC)))
-        conn.execute(gpu_leases.insert().values(
-            host=leases.host, gpu_uuid="GPU-gone", gpu_index=1, original_limit_w=1,
-            pid=dead.pid, acquired_at=datetime.now(UTC)))
+        conn.execute(
+            gpu_leases.insert().values(
+                host="another-host",
+                gpu_uuid="GPU-elsewhere",
+                gpu_index=0,
+                original_limit_w=1,
+                pid=dead.pid,
+                acquired_at=datetime.now(UTC),
+            )
+        )
+        conn.execute(
+            gpu_leases.insert().values(
+                host=leases.host,
+                gpu_uuid="GPU-gone",
+                gpu_index=1,
+                original_limit_w=1,
+                pid=dead.pid,
+                acquired_at=datetime.now(UTC),
+            )
+        )
 
     own = nvml.NVMLGPUs((0,))
     done = restore_host_leases(leases, logging.getLogger("test"), own=own)

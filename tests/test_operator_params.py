@@ -13,8 +13,13 @@ import pytest
 from zeus_airflow.core.config import ConfigError
 from zeus_airflow.operators.replay import replay_train
 
-GOOD: dict[str, Any] = dict(train=replay_train, batch_sizes=[16, 32, 64],
-                            default_batch_size=32, target_metric=0.8, max_epochs=5)
+GOOD: dict[str, Any] = dict(
+    train=replay_train,
+    batch_sizes=[16, 32, 64],
+    default_batch_size=32,
+    target_metric=0.8,
+    max_epochs=5,
+)
 
 
 def build(**changes: Any) -> Any:
@@ -26,35 +31,39 @@ def build(**changes: Any) -> Any:
         return ZeusTrainOperator(task_id="train", **{**GOOD, **changes})
 
 
-@pytest.mark.parametrize(("changes", "named"), [
-    ({"train": "train.py"}, "train="),
-    ({"batch_sizes": 64}, "batch_sizes="),
-    ({"batch_sizes": []}, "batch_sizes="),
-    ({"batch_sizes": [64, 32]}, "batch_sizes="),
-    ({"default_batch_size": 48}, "default_batch_size="),
-    ({"target_metric": float("nan")}, "target_metric="),
-    ({"max_epochs": 0}, "max_epochs="),
-    ({"eta": 1.5}, "eta="),
-    ({"beta": 1.0}, "beta="),
-    ({"window_size": 0}, "window_size="),
-    ({"drift_detection": "yes"}, "drift_detection="),
-    ({"max_tries": 0}, "max_tries="),
-    ({"power_limit_mode": "fast"}, "power_limit_mode="),
-    ({"power_limit_selector": "cheapest"}, "power_limit_selector="),
-    ({"warmup_steps": -1}, "warmup_steps="),
-    ({"profile_steps": 0}, "profile_steps="),
-    ({"warmup_s": -0.5}, "warmup_s="),
-    ({"profile_s": float("inf")}, "profile_s="),
-    ({"profile_s": "3"}, "profile_s="),
-    ({"device": "cuda:0"}, "device="),
-    ({"device": "replay:v100"}, "device="),
-    ({"device": "replay:v100:mnist"}, "device="),
-    ({"device": "nvml:0,0"}, "device="),
-    ({"heartbeat_s": 0}, "heartbeat_s="),
-    ({"seed": -1}, "seed="),
-])
-def test_a_bad_argument_is_refused_at_parse_time_by_name(changes: dict[str, Any],
-                                                         named: str) -> None:
+@pytest.mark.parametrize(
+    ("changes", "named"),
+    [
+        ({"train": "train.py"}, "train="),
+        ({"batch_sizes": 64}, "batch_sizes="),
+        ({"batch_sizes": []}, "batch_sizes="),
+        ({"batch_sizes": [64, 32]}, "batch_sizes="),
+        ({"default_batch_size": 48}, "default_batch_size="),
+        ({"target_metric": float("nan")}, "target_metric="),
+        ({"max_epochs": 0}, "max_epochs="),
+        ({"eta": 1.5}, "eta="),
+        ({"beta": 1.0}, "beta="),
+        ({"window_size": 0}, "window_size="),
+        ({"drift_detection": "yes"}, "drift_detection="),
+        ({"max_tries": 0}, "max_tries="),
+        ({"power_limit_mode": "fast"}, "power_limit_mode="),
+        ({"power_limit_selector": "cheapest"}, "power_limit_selector="),
+        ({"warmup_steps": -1}, "warmup_steps="),
+        ({"profile_steps": 0}, "profile_steps="),
+        ({"warmup_s": -0.5}, "warmup_s="),
+        ({"profile_s": float("inf")}, "profile_s="),
+        ({"profile_s": "3"}, "profile_s="),
+        ({"device": "cuda:0"}, "device="),
+        ({"device": "replay:v100"}, "device="),
+        ({"device": "replay:v100:mnist"}, "device="),
+        ({"device": "nvml:0,0"}, "device="),
+        ({"heartbeat_s": 0}, "heartbeat_s="),
+        ({"seed": -1}, "seed="),
+    ],
+)
+def test_a_bad_argument_is_refused_at_parse_time_by_name(
+    changes: dict[str, Any], named: str
+) -> None:
     with pytest.raises(ConfigError, match=named):
         build(**changes)
 
@@ -62,21 +71,34 @@ def test_a_bad_argument_is_refused_at_parse_time_by_name(changes: dict[str, Any]
 def test_the_device_error_lists_the_allowed_forms() -> None:
     with pytest.raises(ConfigError) as err:
         build(device="gpu0")
-    assert all(form in str(err.value) for form in ("auto", "replay:<gpu>:<workload>",
-                                                   "simulated:<gpu>[:<workload>]"))
+    assert all(
+        form in str(err.value)
+        for form in ("auto", "replay:<gpu>:<workload>", "simulated:<gpu>[:<workload>]")
+    )
 
 
 def test_defaults_and_templates_pass_unchecked_until_rendered() -> None:
     operator = build(device="{{ var.value.zeus_device }}", job_id="{{ dag.dag_id }}")
     assert build().device == "auto" and build().job_id is None
     assert operator.device.startswith("{{")
-    assert {"job_id", "device", "train_kwargs", "zeus_conn_id", "traces_dir",
-            "zeus_summary"} <= set(operator.template_fields)
+    assert {
+        "job_id",
+        "device",
+        "train_kwargs",
+        "zeus_conn_id",
+        "traces_dir",
+        "zeus_summary",
+    } <= set(operator.template_fields)
 
 
 def run_python(code: str) -> str:
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                          text=True, timeout=120, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     return done.stdout.strip()
 
 
@@ -106,13 +128,16 @@ def test_the_package_and_its_core_never_import_airflow() -> None:
     assert loaded == "False zeus_airflow.core.run"
 
 
-@pytest.mark.parametrize(("energy_j", "time_s", "shown"), [
-    (812_000.0, 6840.0, "812 kJ · 114 min"),  # hours from two hours, as in the UI
-    (812_000.0, 7200.0, "812 kJ · 2 h"),
-    (950.0, 42.0, "950 J · 42 s"),
-    (950.0, 119.0, "950 J · 119 s"),  # minutes from two minutes
-    (3.21e6, 600.0, "3.21 MJ · 10 min"),
-])
+@pytest.mark.parametrize(
+    ("energy_j", "time_s", "shown"),
+    [
+        (812_000.0, 6840.0, "812 kJ · 114 min"),  # hours from two hours, as in the UI
+        (812_000.0, 7200.0, "812 kJ · 2 h"),
+        (950.0, 42.0, "950 J · 42 s"),
+        (950.0, 119.0, "950 J · 119 s"),  # minutes from two minutes
+        (3.21e6, 600.0, "3.21 MJ · 10 min"),
+    ],
+)
 def test_summary_units(energy_j: float, time_s: float, shown: str) -> None:
     from zeus_airflow.core.units import show_energy, show_time
 

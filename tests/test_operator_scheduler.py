@@ -63,25 +63,29 @@ DAGS = {"zeus_scheduled": DAG_FILE, "zeus_taskflow": TASKFLOW_DAG_FILE}
 
 
 @pytest.fixture
-def airflow_env(tmp_path: Path, airflow_db: Path, request: pytest.FixtureRequest
-                ) -> dict[str, str]:
+def airflow_env(tmp_path: Path, airflow_db: Path, request: pytest.FixtureRequest) -> dict[str, str]:
     """A separate AIRFLOW_HOME for the servers: a freshly migrated metadata DB, and the DAG
     in its DAGs folder, RUNS days to catch up on."""
     dag_id = getattr(request, "param", "zeus_scheduled")
-    return catching_up_home(tmp_path / "airflow", PRISTINE_DB, f"{dag_id}.py", DAGS[dag_id],
-                            RUNS, extra={"ZEUS_TRACES_DIR": str(TRACES)})
+    return catching_up_home(
+        tmp_path / "airflow",
+        PRISTINE_DB,
+        f"{dag_id}.py",
+        DAGS[dag_id],
+        RUNS,
+        extra={"ZEUS_TRACES_DIR": str(TRACES)},
+    )
 
 
 @pytest.fixture
-def servers(airflow_env: dict[str, str],
-            tmp_path: Path) -> Iterator[list[subprocess.Popen[bytes]]]:
+def servers(airflow_env: dict[str, str], tmp_path: Path) -> Iterator[list[subprocess.Popen[bytes]]]:
     with running_servers(airflow_env, tmp_path, DEADLINE_S) as started:
         yield started
 
 
-def test_scheduled_runs_in_real_task_processes(airflow_env: dict[str, str],
-                                               servers: list[subprocess.Popen[bytes]],
-                                               tmp_path: Path) -> None:
+def test_scheduled_runs_in_real_task_processes(
+    airflow_env: dict[str, str], servers: list[subprocess.Popen[bytes]], tmp_path: Path
+) -> None:
     home = airflow_env["AIRFLOW_HOME"]
     runs = wait_for_runs(home, "zeus_scheduled", RUNS, servers, DEADLINE_S)
     logs = "\n".join(path.read_text() for path in tmp_path.glob("*.log"))
@@ -90,11 +94,15 @@ def test_scheduled_runs_in_real_task_processes(airflow_env: dict[str, str],
     store = create_engine(f"sqlite:///{home}/zeus_airflow.db")  # the embedded default
     with store.connect() as conn:
         rows = conn.execute(select(trials).order_by(trials.c.id)).all()
-    assert [(r.run_id, r.status, r.try_number, r.measurement) for r in rows] == \
-        [(run_id, "succeeded", 1, "replayed") for run_id, _ in runs]
+    assert [(r.run_id, r.status, r.try_number, r.measurement) for r in rows] == [
+        (run_id, "succeeded", 1, "replayed") for run_id, _ in runs
+    ]
     with sqlite3.connect(Path(home) / "airflow.db") as db:
-        pushed = dict(db.execute("SELECT key, json(value) FROM xcom WHERE run_id = ?",
-                                 (runs[-1][0],)).fetchall())
+        pushed = dict(
+            db.execute(
+                "SELECT key, json(value) FROM xcom WHERE run_id = ?", (runs[-1][0],)
+            ).fetchall()
+        )
     assert json.loads(pushed["batch_size"]) == rows[-1].batch_size
     assert json.loads(pushed["measurement"]) == "replayed"
     task_logs = [path.read_text() for path in Path(home, "logs").rglob("*.log")]
@@ -103,8 +111,8 @@ def test_scheduled_runs_in_real_task_processes(airflow_env: dict[str, str],
 
 @pytest.mark.parametrize("airflow_env", ["zeus_taskflow"], indirect=True)
 def test_a_task_zeus_dag_trains_through_the_scheduler(
-        airflow_env: dict[str, str], servers: list[subprocess.Popen[bytes]],
-        tmp_path: Path) -> None:
+    airflow_env: dict[str, str], servers: list[subprocess.Popen[bytes]], tmp_path: Path
+) -> None:
     home = airflow_env["AIRFLOW_HOME"]
     runs = wait_for_runs(home, "zeus_taskflow", RUNS, servers, DEADLINE_S)
     logs = "\n".join(path.read_text() for path in tmp_path.glob("*.log"))
@@ -112,18 +120,22 @@ def test_a_task_zeus_dag_trains_through_the_scheduler(
     assert [state for _, state in runs] == ["success"] * RUNS, logs[-4000:]
     store = create_engine(f"sqlite:///{home}/zeus_airflow.db")
     with store.connect() as conn:
-        rows = conn.execute(select(jobs.c.job_id, trials.c.run_id, trials.c.status,
-                                   trials.c.batch_size)
-                            .join(jobs, jobs.c.id == trials.c.job_pk)
-                            .order_by(trials.c.id)).all()
-    assert [(r.job_id, r.run_id, r.status) for r in rows] == \
-        [("zeus_taskflow.train", run_id, "succeeded") for run_id, _ in runs]
+        rows = conn.execute(
+            select(jobs.c.job_id, trials.c.run_id, trials.c.status, trials.c.batch_size)
+            .join(jobs, jobs.c.id == trials.c.job_pk)
+            .order_by(trials.c.id)
+        ).all()
+    assert [(r.job_id, r.run_id, r.status) for r in rows] == [
+        ("zeus_taskflow.train", run_id, "succeeded") for run_id, _ in runs
+    ]
     with sqlite3.connect(Path(home) / "airflow.db") as db:
         run_id = runs[-1][0]
-        pushed = dict(db.execute("SELECT key, json(value) FROM xcom WHERE run_id = ?",
-                                 (run_id,)).fetchall())
-        ds = db.execute("SELECT date(logical_date) FROM dag_run WHERE run_id = ?",
-                        (run_id,)).fetchone()[0]
+        pushed = dict(
+            db.execute("SELECT key, json(value) FROM xcom WHERE run_id = ?", (run_id,)).fetchall()
+        )
+        ds = db.execute(
+            "SELECT date(logical_date) FROM dag_run WHERE run_id = ?", (run_id,)
+        ).fetchone()[0]
     returned = json.loads(pushed["return_value"])
     assert returned["day"] == ds  # the DAG's templated argument reached the function
     assert returned["batch_size"] == json.loads(pushed["batch_size"]) == rows[-1].batch_size

@@ -39,8 +39,9 @@ LIBRISPEECH_V100 = (2, 4, 8, 12, 16, 24, 32, 48, 56, 64, 72, 96, 128, 156, 192)
 def config(sizes: tuple[int, ...] = LIBRISPEECH_V100, b0: int = 192, **kw: object) -> JobConfig:
     """The paper's policy, without the exploration budget (tests/test_budget.py has it)."""
     kw.setdefault("exploration_budget", None)
-    return JobConfig("job", sizes, b0, target_metric=40.0, max_epochs=16,
-                     higher_is_better=False, **kw)  # type: ignore[arg-type]
+    return JobConfig(
+        "job", sizes, b0, target_metric=40.0, max_epochs=16, higher_is_better=False, **kw
+    )  # type: ignore[arg-type]
 
 
 # --- posterior --------------------------------------------------------------------------------
@@ -97,8 +98,9 @@ def explored(cfg: JobConfig, cost: dict[int, float]) -> tuple[ExplorationStep, .
     return tuple(history)
 
 
-def run_pruning(cfg: JobConfig, succeeds: dict[int, bool], cost: dict[int, float],
-                limit: int = 100) -> list[tuple[int, int]]:
+def run_pruning(
+    cfg: JobConfig, succeeds: dict[int, bool], cost: dict[int, float], limit: int = 100
+) -> list[tuple[int, int]]:
     """Drive pruning_state to its end: the (round, batch size) sequence it asks for."""
     history: list[ExplorationStep] = []
     visited = []
@@ -113,8 +115,20 @@ def run_pruning(cfg: JobConfig, succeeds: dict[int, bool], cost: dict[int, float
 
 
 def test_pruning_order_v100_librispeech_where_8_fails() -> None:
-    cost = {192: 12.5, 156: 11.1, 128: 11.8, 96: 9.2, 72: 9.4, 64: 9.6, 56: 9.3, 48: 8.2,
-            32: 8.9, 24: 10.1, 16: 11.8, 12: 12.5}
+    cost = {
+        192: 12.5,
+        156: 11.1,
+        128: 11.8,
+        96: 9.2,
+        72: 9.4,
+        64: 9.6,
+        56: 9.3,
+        48: 8.2,
+        32: 8.9,
+        24: 10.1,
+        16: 11.8,
+        12: 12.5,
+    }
     visited = run_pruning(config(), {8: False}, cost)
     round1 = [b for r, b in visited if r == 1]
     round2 = [b for r, b in visited if r == 2]
@@ -124,8 +138,20 @@ def test_pruning_order_v100_librispeech_where_8_fails() -> None:
 
 
 def test_round_two_walks_the_converged_set_and_skips_dominated_sizes() -> None:
-    cost = {192: 12.5, 156: 11.1, 128: 11.8, 96: 9.2, 72: 9.4, 64: 9.6, 56: 9.3, 48: 8.2,
-            32: 8.9, 24: 10.1, 16: 11.8, 12: 14.2}
+    cost = {
+        192: 12.5,
+        156: 11.1,
+        128: 11.8,
+        96: 9.2,
+        72: 9.4,
+        64: 9.6,
+        56: 9.3,
+        48: 8.2,
+        32: 8.9,
+        24: 10.1,
+        16: 11.8,
+        12: 14.2,
+    }
     round2 = [b for r, b in run_pruning(config(), {8: False}, cost) if r == 2]
     # Sizes costing far more than the best are implausible optima: the walks pass them over.
     assert round2[:2] == [48, 32]
@@ -166,12 +192,13 @@ def test_failure_in_round_one_stops_that_direction() -> None:
 
 def test_all_sizes_failing_ends_pruning_with_nothing_in_play() -> None:
     cfg = config((8, 16), 16)
-    history = (ExplorationStep(16, False, 30.0, seq=1, stop_reason="max_epochs"),
-               ExplorationStep(8, False, 30.0, seq=2, stop_reason="max_epochs"))
+    history = (
+        ExplorationStep(16, False, 30.0, seq=1, stop_reason="max_epochs"),
+        ExplorationStep(8, False, 30.0, seq=2, stop_reason="max_epochs"),
+    )
     state = pruning_state(cfg, history)
     assert (state.next_batch_size, state.survivors) == (None, ())
     assert job_phase(JobSnapshot(cfg, exploration=history)) == ("infeasible", ())
-
 
 
 def test_a_history_the_pruning_rounds_did_not_ask_for_is_its_own_error() -> None:
@@ -180,40 +207,56 @@ def test_a_history_the_pruning_rounds_did_not_ask_for_is_its_own_error() -> None
     with pytest.raises(HistoryOutOfOrderError, match="expected batch size 156, found 192"):
         pruning_state(config(), history)
 
+
 # --- no dead ends -----------------------------------------------------------------------------
-def failed_everywhere(cfg: JobConfig, stop_reason: str, bound: float | None = None
-                      ) -> tuple[ExplorationStep, ...]:
+def failed_everywhere(
+    cfg: JobConfig, stop_reason: str, bound: float | None = None
+) -> tuple[ExplorationStep, ...]:
     """Round 1 from b0 where b0 succeeds at cost 10 and every other size fails."""
     history: list[ExplorationStep] = []
     while (b := pruning_state(cfg, tuple(history)).next_batch_size) is not None:
         ok = b == cfg.default_batch_size
-        history.append(ExplorationStep(b, ok, 10.0 if ok else 15.0, seq=len(history) + 1,
-                                       stop_reason="target" if ok else stop_reason,
-                                       early_stop_cost=None if ok else bound))
+        history.append(
+            ExplorationStep(
+                b,
+                ok,
+                10.0 if ok else 15.0,
+                seq=len(history) + 1,
+                stop_reason="target" if ok else stop_reason,
+                early_stop_cost=None if ok else bound,
+            )
+        )
     return tuple(history)
 
 
 def test_with_no_size_in_play_the_policy_falls_back_instead_of_failing() -> None:
     cfg = config((8, 16), 16)
-    history = (ExplorationStep(16, False, 30.0, seq=1, stop_reason="max_epochs"),
-               ExplorationStep(8, False, 30.0, seq=2, stop_reason="max_epochs"))
+    history = (
+        ExplorationStep(16, False, 30.0, seq=1, stop_reason="max_epochs"),
+        ExplorationStep(8, False, 30.0, seq=2, stop_reason="max_epochs"),
+    )
     snapshot = JobSnapshot(cfg, exploration=history)
     decision = ZeusPolicy().decide(snapshot, np.random.default_rng(0))
     assert (decision.batch_size, decision.phase) == (16, "fallback")  # b0: nothing succeeded
     assert decision.early_stop_cost is None and decision.keep_power_limit and decision.final
-    assert decision.reason and "missed target_metric=40.0 within max_epochs=16" in \
-        decision.reason
+    assert decision.reason and "missed target_metric=40.0 within max_epochs=16" in decision.reason
     with pytest.raises(NoFeasibleBatchSizeError, match=r"16: missed target_metric"):
         ZeusPolicy(fallback=False).decide(snapshot, np.random.default_rng(0))
 
 
 def test_fallback_trains_the_size_whose_successes_cost_least() -> None:
     cfg = config((8, 16, 32), 16)
-    history = (ExplorationStep(16, False, 30.0, seq=1, stop_reason="max_epochs"),
-               ExplorationStep(8, False, 30.0, seq=2, stop_reason="max_epochs"),
-               ExplorationStep(32, False, 30.0, seq=3, stop_reason="max_epochs"))
-    snapshot = JobSnapshot(cfg, exploration=history, success_mean_cost={8: 12.0, 32: 11.0},
-                           evidence={8: SizeEvidence(None, None), 32: SizeEvidence(None, None)})
+    history = (
+        ExplorationStep(16, False, 30.0, seq=1, stop_reason="max_epochs"),
+        ExplorationStep(8, False, 30.0, seq=2, stop_reason="max_epochs"),
+        ExplorationStep(32, False, 30.0, seq=3, stop_reason="max_epochs"),
+    )
+    snapshot = JobSnapshot(
+        cfg,
+        exploration=history,
+        success_mean_cost={8: 12.0, 32: 11.0},
+        evidence={8: SizeEvidence(None, None), 32: SizeEvidence(None, None)},
+    )
     assert ZeusPolicy().decide(snapshot, np.random.default_rng(0)).batch_size == 32
 
 
@@ -227,9 +270,15 @@ def test_the_bound_is_beta_times_the_best_mean_not_one_lucky_run() -> None:
 def test_a_size_that_reached_the_target_is_never_pruned_for_an_early_stop_alone() -> None:
     cfg = config((8, 16, 32), 16)
     history = failed_everywhere(cfg, "early_stop", bound=20.0)
-    snapshot = JobSnapshot(cfg, exploration=history, success_mean_cost={16: 10.0},
-                           evidence={8: SizeEvidence(last_success_seq=1, max_stop_bound=20.0),
-                                     32: SizeEvidence(None, 20.0)})
+    snapshot = JobSnapshot(
+        cfg,
+        exploration=history,
+        success_mean_cost={16: 10.0},
+        evidence={
+            8: SizeEvidence(last_success_seq=1, max_stop_bound=20.0),
+            32: SizeEvidence(None, 20.0),
+        },
+    )
     assert job_phase(snapshot)[1] == (8, 16)  # 8 reached the target once: it stays in play
 
 
@@ -239,8 +288,11 @@ def test_a_size_pruned_by_early_stops_returns_once_the_bound_has_grown() -> None
     evidence = {8: SizeEvidence(None, 20.0), 32: SizeEvidence(None, 20.0)}
 
     def in_play(best_mean: float) -> tuple[int, ...]:
-        return job_phase(JobSnapshot(cfg, exploration=history, evidence=evidence,
-                                     success_mean_cost={16: best_mean}))[1]
+        return job_phase(
+            JobSnapshot(
+                cfg, exploration=history, evidence=evidence, success_mean_cost={16: best_mean}
+            )
+        )[1]
 
     assert in_play(10.0) == (16,)  # the bound that stopped them still holds
     assert in_play(10.0 * READMIT_GROWTH * 1.01) == (8, 16, 32)  # it was set by a lucky run
@@ -257,9 +309,15 @@ def test_a_best_mean_that_rose_within_its_noise_readmits_nothing() -> None:
 
     def in_play(costs: list[float]) -> tuple[int, ...]:
         stats = ArmStats.of(costs)
-        return job_phase(JobSnapshot(cfg, exploration=history, evidence=evidence,
-                                     observations={16: stats},
-                                     success_mean_cost={16: stats.mean}))[1]
+        return job_phase(
+            JobSnapshot(
+                cfg,
+                exploration=history,
+                evidence=evidence,
+                observations={16: stats},
+                success_mean_cost={16: stats.mean},
+            )
+        )[1]
 
     assert ArmStats.of(bimodal).mean * 2 > READMIT_GROWTH * 20.0  # the plain bound grew
     assert in_play(bimodal) == (16,)
@@ -270,14 +328,26 @@ def test_a_best_mean_that_rose_within_its_noise_readmits_nothing() -> None:
 def test_a_size_that_missed_the_target_returns_only_after_reaching_it() -> None:
     cfg = config((8, 16), 16)
     history = failed_everywhere(cfg, "max_epochs")
-    snapshot = JobSnapshot(cfg, exploration=history, success_mean_cost={16: 10.0},
-                           evidence={8: SizeEvidence(None, None)})
+    snapshot = JobSnapshot(
+        cfg,
+        exploration=history,
+        success_mean_cost={16: 10.0},
+        evidence={8: SizeEvidence(None, None)},
+    )
     assert job_phase(snapshot)[1] == (16,)
-    later = JobSnapshot(cfg, exploration=history, success_mean_cost={16: 10.0, 8: 11.0},
-                        evidence={8: SizeEvidence(last_success_seq=9, max_stop_bound=None)})
+    later = JobSnapshot(
+        cfg,
+        exploration=history,
+        success_mean_cost={16: 10.0, 8: 11.0},
+        evidence={8: SizeEvidence(last_success_seq=9, max_stop_bound=None)},
+    )
     assert job_phase(later)[1] == (8, 16)  # a later run of 8 reached the target
-    earlier = JobSnapshot(cfg, exploration=history, success_mean_cost={16: 10.0},
-                          evidence={8: SizeEvidence(last_success_seq=0, max_stop_bound=None)})
+    earlier = JobSnapshot(
+        cfg,
+        exploration=history,
+        success_mean_cost={16: 10.0},
+        evidence={8: SizeEvidence(last_success_seq=0, max_stop_bound=None)},
+    )
     assert job_phase(earlier)[1] == (16,)  # a success before its failure is no evidence
 
 
@@ -291,11 +361,12 @@ def test_dropped_but_not_failed_sizes_stay_dropped() -> None:
 
 def test_the_infeasibility_report_names_each_cause() -> None:
     cfg = config((8, 16, 32, 64), 16)
-    history = (ExplorationStep(16, True, 10.0, seq=1, stop_reason="target"),
-               ExplorationStep(8, False, 21.0, seq=2, stop_reason="early_stop",
-                               early_stop_cost=20.0),
-               ExplorationStep(32, False, 30.0, seq=3, stop_reason="max_epochs"),
-               ExplorationStep(16, False, 25.0, seq=4, stop_reason="max_epochs"))
+    history = (
+        ExplorationStep(16, True, 10.0, seq=1, stop_reason="target"),
+        ExplorationStep(8, False, 21.0, seq=2, stop_reason="early_stop", early_stop_cost=20.0),
+        ExplorationStep(32, False, 30.0, seq=3, stop_reason="max_epochs"),
+        ExplorationStep(16, False, 25.0, seq=4, stop_reason="max_epochs"),
+    )
     report = infeasibility_report(JobSnapshot(cfg, exploration=history))
     assert "8: early-stopped at the bound beta=2.0" in report and "(20)" in report
     assert "32: missed target_metric=40.0 within max_epochs=16" in report
@@ -325,8 +396,7 @@ def test_a_size_that_cannot_win_ends_the_walk_in_its_direction() -> None:
 
 
 def test_a_size_that_cannot_win_returns_after_a_drift_under_drift_detection() -> None:
-    cfg = JobConfig("job", (8, 16, 32), 32, target_metric=0.9, max_epochs=10,
-                    drift_detection=True)
+    cfg = JobConfig("job", (8, 16, 32), 32, target_metric=0.9, max_epochs=10, drift_detection=True)
     history = explored(cfg, {32: 10.0, 16: 20.0, 8: 30.0})
     snapshot = JobSnapshot(cfg, exploration=history)
     assert job_phase(snapshot)[1] == (32,)
@@ -336,8 +406,7 @@ def test_a_size_that_cannot_win_returns_after_a_drift_under_drift_detection() ->
 
 def test_with_a_window_the_walk_goes_on_past_a_size_that_cannot_win() -> None:
     cfg = JobConfig("job", (8, 16, 32), 32, target_metric=0.9, max_epochs=10, window_size=10)
-    assert [s.batch_size for s in explored(cfg, {32: 10.0, 16: 20.0, 8: 30.0})[:3]] == [
-        32, 16, 8]
+    assert [s.batch_size for s in explored(cfg, {32: 10.0, 16: 20.0, 8: 30.0})[:3]] == [32, 16, 8]
 
 
 def test_dominance_uses_the_posterior_gap() -> None:
@@ -351,15 +420,24 @@ def test_dominance_uses_the_posterior_gap() -> None:
 def test_zeus_explores_then_samples_the_cheapest_arm_most() -> None:
     cfg = config((8, 16, 32), 16)
     history = explored(cfg, {8: 11.0, 16: 10.0, 32: 12.0})
-    snapshot = JobSnapshot(cfg, exploration=history, observations={
-        8: ArmStats.of([11.0, 11.2, 10.8]), 16: ArmStats.of([10.0, 10.1, 9.9]),
-        32: ArmStats.of([12.0, 12.3, 11.7])}, success_mean_cost={8: 11.0, 16: 10.0, 32: 12.0})
+    snapshot = JobSnapshot(
+        cfg,
+        exploration=history,
+        observations={
+            8: ArmStats.of([11.0, 11.2, 10.8]),
+            16: ArmStats.of([10.0, 10.1, 9.9]),
+            32: ArmStats.of([12.0, 12.3, 11.7]),
+        },
+        success_mean_cost={8: 11.0, 16: 10.0, 32: 12.0},
+    )
     rng = np.random.default_rng(0)
     picks = [ZeusPolicy().decide(snapshot, rng) for _ in range(200)]
     assert all(p.phase == "sampling" for p in picks)
     # The bound is beta x the best size's mean; the best size itself (16) runs to its end.
-    assert all(p.early_stop_cost == (None if p.batch_size == 16 else pytest.approx(2 * 10.0))
-               for p in picks)
+    assert all(
+        p.early_stop_cost == (None if p.batch_size == 16 else pytest.approx(2 * 10.0))
+        for p in picks
+    )
     counts = {b: sum(p.batch_size == b for p in picks) for b in (8, 16, 32)}
     assert counts[16] > 150 and counts[32] < 10
 
@@ -367,26 +445,44 @@ def test_zeus_explores_then_samples_the_cheapest_arm_most() -> None:
 def test_a_retry_takes_the_cheapest_size_left_instead_of_exploring() -> None:
     cfg = config((8, 16, 32, 64), 16)
     history = explored(cfg, {8: 12.0, 16: 10.0, 32: 11.0, 64: 13.0})
-    snapshot = JobSnapshot(cfg, exploration=history, excluded=frozenset({16}), observations={
-        8: ArmStats.of([12.0, 12.5]), 16: ArmStats.of([10.0]), 32: ArmStats.of([11.0, 11.2]),
-        64: ArmStats.of([13.0])}, success_mean_cost={8: 12.25, 16: 10.0, 32: 11.1, 64: 13.0})
-    picks = {ZeusPolicy().decide(snapshot, np.random.default_rng(seed)).batch_size
-             for seed in range(50)}
+    snapshot = JobSnapshot(
+        cfg,
+        exploration=history,
+        excluded=frozenset({16}),
+        observations={
+            8: ArmStats.of([12.0, 12.5]),
+            16: ArmStats.of([10.0]),
+            32: ArmStats.of([11.0, 11.2]),
+            64: ArmStats.of([13.0]),
+        },
+        success_mean_cost={8: 12.25, 16: 10.0, 32: 11.1, 64: 13.0},
+    )
+    picks = {
+        ZeusPolicy().decide(snapshot, np.random.default_rng(seed)).batch_size for seed in range(50)
+    }
     assert picks == {32}  # no random draw: this recurrence already paid for one failure
 
 
 def test_sampling_skips_sizes_that_failed_in_this_recurrence() -> None:
     cfg = config((8, 16), 16)
     history = explored(cfg, {8: 10.0, 16: 10.0})
-    snapshot = JobSnapshot(cfg, exploration=history, excluded=frozenset({16}),
-                           observations={8: ArmStats.of([10.0]), 16: ArmStats.of([1.0])})
+    snapshot = JobSnapshot(
+        cfg,
+        exploration=history,
+        excluded=frozenset({16}),
+        observations={8: ArmStats.of([10.0]), 16: ArmStats.of([1.0])},
+    )
     assert ZeusPolicy().decide(snapshot, np.random.default_rng(1)).batch_size == 8
 
 
 def test_concurrent_run_during_pruning_gets_best_known_size() -> None:
     cfg = config((8, 16, 32), 16)
-    snapshot = JobSnapshot(cfg, exploration=(ExplorationStep(16, True, 10.0),),
-                           in_flight=(8,), observations={16: ArmStats.of([10.0])})
+    snapshot = JobSnapshot(
+        cfg,
+        exploration=(ExplorationStep(16, True, 10.0),),
+        in_flight=(8,),
+        observations={16: ArmStats.of([10.0])},
+    )
     decision = ZeusPolicy().decide(snapshot, np.random.default_rng(0))
     assert (decision.batch_size, decision.phase) == (16, "concurrent")
 
@@ -394,12 +490,15 @@ def test_concurrent_run_during_pruning_gets_best_known_size() -> None:
 def test_same_seed_same_decisions() -> None:
     cfg = config((8, 16, 32), 16)
     history = explored(cfg, {8: 10.0, 16: 10.0, 32: 10.0})
-    snapshot = JobSnapshot(cfg, exploration=history, observations={
-        b: ArmStats.of([10.0, 10.5]) for b in (8, 16, 32)})
+    snapshot = JobSnapshot(
+        cfg, exploration=history, observations={b: ArmStats.of([10.0, 10.5]) for b in (8, 16, 32)}
+    )
 
     def picks(seed: int) -> list[int]:
-        return [ZeusPolicy().decide(snapshot, np.random.default_rng([seed, i])).batch_size
-                for i in range(30)]
+        return [
+            ZeusPolicy().decide(snapshot, np.random.default_rng([seed, i])).batch_size
+            for i in range(30)
+        ]
 
     assert picks(7) == picks(7)
     assert picks(7) != picks(8)
@@ -419,16 +518,18 @@ def test_grid_search_visits_every_limit_then_exploits_the_cheapest_pair() -> Non
     cost = {(16, 250): 10.0, (16, 200): 9.0, (8, 250): 12.0, (8, 200): 8.5}
     seen = []
     for _ in range(4):
-        d = GridSearchPolicy().decide(JobSnapshot(cfg, exploration=tuple(history),
-                                                  power_limits_w=limits),
-                                      np.random.default_rng(0))
+        d = GridSearchPolicy().decide(
+            JobSnapshot(cfg, exploration=tuple(history), power_limits_w=limits),
+            np.random.default_rng(0),
+        )
         assert d.power_limit_w is not None
         seen.append((d.batch_size, d.power_limit_w))
         history.append(ExplorationStep(d.batch_size, True, cost[seen[-1]], d.power_limit_w))
     assert seen == [(16, 250), (16, 200), (8, 250), (8, 200)]
-    final = GridSearchPolicy().decide(JobSnapshot(cfg, exploration=tuple(history),
-                                                  power_limits_w=limits),
-                                      np.random.default_rng(0))
+    final = GridSearchPolicy().decide(
+        JobSnapshot(cfg, exploration=tuple(history), power_limits_w=limits),
+        np.random.default_rng(0),
+    )
     assert (final.batch_size, final.power_limit_w, final.phase) == (8, 200, "exploit")
 
 
@@ -445,10 +546,13 @@ def test_merged_stats_equal_stats_of_all_costs() -> None:
 def test_when_every_survivor_failed_the_cheapest_runs_without_the_bound() -> None:
     cfg = config((8, 16, 32), 16)
     history = explored(cfg, {8: 11.0, 16: 10.0, 32: 12.0})
-    snapshot = JobSnapshot(cfg, exploration=history, excluded=frozenset({8, 16, 32}),
-                           observations={8: ArmStats.of([11.0]), 16: ArmStats.of([10.0]),
-                                         32: ArmStats.of([12.0])},
-                           success_mean_cost={8: 11.0, 16: 10.0, 32: 12.0})
+    snapshot = JobSnapshot(
+        cfg,
+        exploration=history,
+        excluded=frozenset({8, 16, 32}),
+        observations={8: ArmStats.of([11.0]), 16: ArmStats.of([10.0]), 32: ArmStats.of([12.0])},
+        success_mean_cost={8: 11.0, 16: 10.0, 32: 12.0},
+    )
     decision = ZeusPolicy().decide(snapshot, np.random.default_rng(0))
     assert (decision.batch_size, decision.phase) == (16, "sampling")
     assert decision.early_stop_cost is None  # runs to the target or max_epochs

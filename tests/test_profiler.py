@@ -58,12 +58,16 @@ class Rig:
         """The limits (W) NVML accepted for one GPU, in order."""
         return [mw // 1000 for i, mw in self.fake.allowed_sets() if i == index]
 
-    def train(self, steps_per_epoch: int, target_epoch: int = 3,
-              step_time_s: Mapping[int, float] = STEP_TIME_S,
-              on_epoch: Callable[[TrainingRun], None] | None = None
-              ) -> Callable[[TrainingRun], None]:
+    def train(
+        self,
+        steps_per_epoch: int,
+        target_epoch: int = 3,
+        step_time_s: Mapping[int, float] = STEP_TIME_S,
+        on_epoch: Callable[[TrainingRun], None] | None = None,
+    ) -> Callable[[TrainingRun], None]:
         """A train function: each step takes the table's time at the GPUs' current limit;
         the metric reaches the target (1.0) at ``target_epoch``."""
+
         def train(run: TrainingRun) -> None:
             for epoch in run.epochs():
                 if on_epoch is not None:
@@ -72,35 +76,67 @@ class Rig:
                     self.clock.advance(step_time_s[self.fake.limits_mw()[0] // 1000])
                 self.clock.advance(EVAL_S)
                 run.report_metric(epoch / target_epoch)
+
         return train
 
-    def engine(self, store: SQLStore | None = None, config: JobConfig | None = None,
-               **options: Any) -> Engine:
+    def engine(
+        self, store: SQLStore | None = None, config: JobConfig | None = None, **options: Any
+    ) -> Engine:
         """The real engine on these GPUs: seed 1, no heartbeat thread, an in-memory store
         unless one is given."""
-        return Engine(store or SQLStore.in_memory(), self.gpus, config or job_config(), seed=1,
-                      heartbeat_s=None, **options)
+        return Engine(
+            store or SQLStore.in_memory(),
+            self.gpus,
+            config or job_config(),
+            seed=1,
+            heartbeat_s=None,
+            **options,
+        )
 
 
-def make_rig(count: int = 1, *, spec: FakeGPUSpec | None = None,
-             gpus: list[FakeGPUSpec] | None = None, can_set_limits: bool = True) -> Rig:
+def make_rig(
+    count: int = 1,
+    *,
+    spec: FakeGPUSpec | None = None,
+    gpus: list[FakeGPUSpec] | None = None,
+    can_set_limits: bool = True,
+) -> Rig:
     clock = ManualClock()
     spec = spec or replace(A100_PCIE, default_limit_mw=ORIGINAL_W * 1000)
     fake = FakeNVML(count, spec, gpus=gpus, clock=clock, can_set_limits=can_set_limits)
     return Rig(fake, clock, NVMLGPUs(nvml=fake, clock=clock))
 
 
-def job_config(mode: str = "optimize", selector: str = "zeus", *, eta: float = 0.5,
-               max_slowdown: float = 1.1, max_epochs: int = 10,
-               exploration_budget: float | None = None) -> JobConfig:
+def job_config(
+    mode: str = "optimize",
+    selector: str = "zeus",
+    *,
+    eta: float = 0.5,
+    max_slowdown: float = 1.1,
+    max_epochs: int = 10,
+    exploration_budget: float | None = None,
+) -> JobConfig:
     # Windows by steps only (no seconds), so that each slice's steps are known in advance.
     # No budget unless a test is about it: the slices' order and length are the subject.
-    profiler = ProfilerConfig(warmup_steps=WARMUP_STEPS, profile_steps=PROFILE_STEPS,
-                              warmup_s=0.0, profile_s=0.0, mode=mode, selector=selector,  # type: ignore[arg-type]
-                              max_slowdown=max_slowdown)
-    return JobConfig("job", (BATCH_SIZE,), BATCH_SIZE, target_metric=1.0,
-                     max_epochs=max_epochs, eta=eta, profiler=profiler,
-                     exploration_budget=exploration_budget)
+    profiler = ProfilerConfig(
+        warmup_steps=WARMUP_STEPS,
+        profile_steps=PROFILE_STEPS,
+        warmup_s=0.0,
+        profile_s=0.0,
+        mode=mode,
+        selector=selector,  # type: ignore[arg-type]
+        max_slowdown=max_slowdown,
+    )
+    return JobConfig(
+        "job",
+        (BATCH_SIZE,),
+        BATCH_SIZE,
+        target_metric=1.0,
+        max_epochs=max_epochs,
+        eta=eta,
+        profiler=profiler,
+        exploration_budget=exploration_budget,
+    )
 
 
 @dataclass
@@ -109,8 +145,12 @@ class Trial:
     profiler: PowerLimitProfiler
 
 
-def run_trial(rig: Rig, train: Callable[[TrainingRun], None], config: JobConfig | None = None,
-              profile: PowerProfile | None = None) -> Trial:
+def run_trial(
+    rig: Rig,
+    train: Callable[[TrainingRun], None],
+    config: JobConfig | None = None,
+    profile: PowerProfile | None = None,
+) -> Trial:
     """One try through the core's public way to open one."""
     config = config or job_config()
     with open_run(config, BATCH_SIZE, rig.gpus, profile=profile) as run:
@@ -120,8 +160,9 @@ def run_trial(rig: Rig, train: Callable[[TrainingRun], None], config: JobConfig 
 
 
 def new_profile(rig: Rig) -> PowerProfile:
-    return PowerProfile(BATCH_SIZE, rig.gpus.model, rig.gpus.count,
-                        rig.gpus.candidate_power_limits_w())
+    return PowerProfile(
+        BATCH_SIZE, rig.gpus.model, rig.gpus.count, rig.gpus.candidate_power_limits_w()
+    )
 
 
 def assert_exact_profile(profile: PowerProfile, count: int = 1) -> None:
@@ -152,14 +193,17 @@ def test_a_complete_profile_is_reused_without_profiling_again() -> None:
 
 @pytest.mark.parametrize("steps_past_warmup", [0, 2])
 def test_an_epoch_ending_mid_profile_keeps_what_was_measured_without_the_evaluation(
-        steps_past_warmup: int) -> None:
+    steps_past_warmup: int,
+) -> None:
     rig = make_rig()
     seen_at_epoch_start: list[set[int]] = []
     # 250 and 150 W finish in epoch 1; the 225 W slice is cut just after its warm-up or two
     # measured steps later, and the epoch's evaluation (EVAL_S) follows.
     steps = 2 * SLICE_STEPS + WARMUP_STEPS + steps_past_warmup
-    train = rig.train(steps_per_epoch=steps, on_epoch=lambda run: (
-        seen_at_epoch_start.append(set(run.profiler.profile.measurements))))
+    train = rig.train(
+        steps_per_epoch=steps,
+        on_epoch=lambda run: seen_at_epoch_start.append(set(run.profiler.profile.measurements)),
+    )
     trial = run_trial(rig, train)
     assert seen_at_epoch_start[:2] == [set(), {250, 150}]
     assert rig.sets_w() == [250, 150, 225, 200, 175, OPTIMUM_W, ORIGINAL_W]
@@ -171,8 +215,9 @@ def test_a_run_ending_mid_profile_leaves_a_partial_profile_the_next_run_continue
     profile = new_profile(rig)
     # One epoch of 10 steps: 250 W measured, 150 W (the minimum, measured second) cut three
     # steps in.
-    first = run_trial(rig, rig.train(steps_per_epoch=SLICE_STEPS + 3, target_epoch=1),
-                      profile=profile)
+    first = run_trial(
+        rig, rig.train(steps_per_epoch=SLICE_STEPS + 3, target_epoch=1), profile=profile
+    )
     assert set(profile.measurements) == {250} and not profile.complete
     assert first.outcome.reached_target
     assert rig.sets_w() == [250, 150, ORIGINAL_W]
@@ -191,8 +236,9 @@ def test_runs_shorter_than_a_slice_finish_the_profile_over_several_runs() -> Non
     short = rig.train(steps_per_epoch=WARMUP_STEPS + 3, target_epoch=1)
     run_trial(rig, short, profile=profile)
     # 250 W: 2 warm-up steps, then 3 measured at 0.1 s, drawing 90 % of 250 W.
-    assert profile.partial == SliceInProgress(250, 3, pytest.approx(0.3),
-                                              pytest.approx(0.9 * 250 * 0.3))
+    assert profile.partial == SliceInProgress(
+        250, 3, pytest.approx(0.3), pytest.approx(0.9 * 250 * 0.3)
+    )
     assert not profile.measurements
     runs = 1
     while not profile.complete:
@@ -220,11 +266,12 @@ def test_an_epoch_end_warms_up_by_steps_the_first_warmup_at_a_limit_by_seconds()
                 rig.clock.advance(STEP_TIME_S[limits[-1][-1]])
             rig.clock.advance(EVAL_S)
             run.report_metric(epoch / 2)
+
     run_trial(rig, train, config)
     # Epoch 1: 10 warm-up steps at 250 W (1 s), 2 measured. Epoch 2: 2 warm-up, 3 measured,
     # then 150 W (the minimum, measured second).
     assert limits[0] == [250] * 12
-    assert limits[1][:WARMUP_STEPS + 3] == [250] * 5 and limits[1][5] == 150
+    assert limits[1][: WARMUP_STEPS + 3] == [250] * 5 and limits[1][5] == 150
 
 
 def test_the_store_keeps_a_slice_in_progress_apart_from_the_measurements() -> None:
@@ -236,8 +283,9 @@ def test_the_store_keeps_a_slice_in_progress_apart_from_the_measurements() -> No
     job = store.register_job(job_config())
     loaded = store.load_profile(job, BATCH_SIZE, engine.device_info)
     assert not loaded.measurements
-    assert loaded.partial == SliceInProgress(250, 3, pytest.approx(0.3),
-                                             pytest.approx(0.9 * 250 * 0.3))
+    assert loaded.partial == SliceInProgress(
+        250, 3, pytest.approx(0.3), pytest.approx(0.9 * 250 * 0.3)
+    )
     with store.engine.connect() as conn:
         assert profile_points(conn, job.id) == ()  # no report shows it
     engine.run_recurrence(short, RecurrenceKey("r2"))
@@ -245,8 +293,9 @@ def test_the_store_keeps_a_slice_in_progress_apart_from_the_measurements() -> No
     assert set(loaded.measurements) == {250} and loaded.partial is None
     assert_exact_profile(loaded)
     with store.engine.connect() as conn:
-        rows = conn.execute(select(power_profiles.c.power_limit_w,
-                                   power_profiles.c.measured_steps)).all()
+        rows = conn.execute(
+            select(power_profiles.c.power_limit_w, power_profiles.c.measured_steps)
+        ).all()
         assert [p.power_limit_w for p in profile_points(conn, job.id)] == [250]
     assert rows == [(250, None)]
 
@@ -264,8 +313,7 @@ def test_observer_mode_trains_at_the_maximum_and_reports_the_savings() -> None:
     # After profiling: the remaining steps and the 3 evaluations, at 250 W (225 W drawn).
     after_s = (3 * steps_per_epoch - 5 * SLICE_STEPS) * STEP_TIME_S[250] + 3 * EVAL_S
     energy_ratio = (175 * STEP_TIME_S[175]) / (250 * STEP_TIME_S[250])
-    assert report.would_save_energy_j == pytest.approx(225 * after_s * (1 - energy_ratio),
-                                                       rel=1e-4)
+    assert report.would_save_energy_j == pytest.approx(225 * after_s * (1 - energy_ratio), rel=1e-4)
     assert report.would_save_energy_j > 0
     assert report.would_save_time_s < 0  # 175 W is slower
 
@@ -282,7 +330,8 @@ def test_measure_mode_never_changes_a_setting() -> None:
 
 
 def test_no_permission_warns_and_trains_on_in_measure_mode(
-        caplog: pytest.LogCaptureFixture) -> None:
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     rig = make_rig(can_set_limits=False)
     with caplog.at_level(logging.WARNING):
         trial = run_trial(rig, rig.train(steps_per_epoch=100))
@@ -329,40 +378,59 @@ def test_the_engine_keeps_a_partial_profile_for_the_next_recurrence() -> None:
     assert result.power_limit_w == OPTIMUM_W
 
 
-SELECTOR_STEP_TIME_S = {300: 0.100, 275: 0.100, 250: 0.101, 225: 0.104, 200: 0.108,
-                        175: 0.115, 150: 0.125, 125: 0.145, 100: 0.180}
+SELECTOR_STEP_TIME_S = {
+    300: 0.100,
+    275: 0.100,
+    250: 0.101,
+    225: 0.104,
+    200: 0.108,
+    175: 0.115,
+    150: 0.125,
+    125: 0.145,
+    100: 0.180,
+}
 """A 100..300 W GPU drawing 90 % of its limit. Per step, with MAXPOWER 300 W:
 energy 0.9 p t is lowest at 100 W; time is lowest at 300 and 275 W (a tie: the higher wins);
 the Zeus cost (0.45 p + 150) t at eta 0.5 is lowest at 200 W; within a 5 % slowdown
 (t <= 0.105 s) the least energy is at 225 W."""
 
 
-@pytest.mark.parametrize(("selector", "eta", "max_slowdown", "expected_w"), [
-    ("zeus", 0.5, 1.1, 200),
-    ("zeus", 1.0, 1.1, 100),  # eta 1: energy only
-    ("zeus", 0.0, 1.1, 300),  # eta 0: time only
-    ("min-energy", 0.5, 1.1, 100),
-    ("min-time", 0.5, 1.1, 300),
-    ("min-energy-within-slowdown", 0.5, 1.05, 225),
-])
-def test_selectors_pick_the_expected_limit(selector: str, eta: float, max_slowdown: float,
-                                           expected_w: int) -> None:
+@pytest.mark.parametrize(
+    ("selector", "eta", "max_slowdown", "expected_w"),
+    [
+        ("zeus", 0.5, 1.1, 200),
+        ("zeus", 1.0, 1.1, 100),  # eta 1: energy only
+        ("zeus", 0.0, 1.1, 300),  # eta 0: time only
+        ("min-energy", 0.5, 1.1, 100),
+        ("min-time", 0.5, 1.1, 300),
+        ("min-energy-within-slowdown", 0.5, 1.05, 225),
+    ],
+)
+def test_selectors_pick_the_expected_limit(
+    selector: str, eta: float, max_slowdown: float, expected_w: int
+) -> None:
     rig = make_rig(spec=FakeGPUSpec(min_limit_mw=100_000, max_limit_mw=300_000))
     config = job_config(selector=selector, eta=eta, max_slowdown=max_slowdown)
     trial = run_trial(rig, rig.train(100, step_time_s=SELECTOR_STEP_TIME_S), config)
     assert trial.profiler.optimal_power_limit_w == expected_w
-    profiled = rig.sets_w()[:len(trial.profiler.profile.measurements)]
+    profiled = rig.sets_w()[: len(trial.profiler.profile.measurements)]
     assert profiled[0] == 300 and len(profiled) < len(SELECTOR_STEP_TIME_S)  # a search
     assert rig.sets_w()[len(profiled)] == expected_w  # right after profiling
     assert rig.fake.limits_mw() == [300_000]
 
 
 def test_four_gpus_are_set_together_and_each_restored_to_its_own_limit() -> None:
-    spec = FakeGPUSpec(min_limit_mw=150_000, max_limit_mw=250_000,
-                       default_limit_mw=ORIGINAL_W * 1000)
-    rig = make_rig(gpus=[spec, spec, spec, FakeGPUSpec(min_limit_mw=150_000,
-                                                       max_limit_mw=250_000,
-                                                       default_limit_mw=225_000)])
+    spec = FakeGPUSpec(
+        min_limit_mw=150_000, max_limit_mw=250_000, default_limit_mw=ORIGINAL_W * 1000
+    )
+    rig = make_rig(
+        gpus=[
+            spec,
+            spec,
+            spec,
+            FakeGPUSpec(min_limit_mw=150_000, max_limit_mw=250_000, default_limit_mw=225_000),
+        ]
+    )
     trial = run_trial(rig, rig.train(steps_per_epoch=100))
     profiled = [250, 150, 225, 200, 175, OPTIMUM_W]
     for index in range(3):
@@ -371,7 +439,8 @@ def test_four_gpus_are_set_together_and_each_restored_to_its_own_limit() -> None
     assert rig.fake.limits_mw() == [200_000, 200_000, 200_000, 225_000]
     assert_exact_profile(trial.profiler.profile, count=4)
     assert trial.outcome.cost == pytest.approx(
-        0.5 * trial.outcome.energy_j + 0.5 * 4 * 250 * trial.outcome.time_s)
+        0.5 * trial.outcome.energy_j + 0.5 * 4 * 250 * trial.outcome.time_s
+    )
 
 
 def test_an_unknown_selector_is_named_with_every_valid_one() -> None:
@@ -398,21 +467,27 @@ def steps_per_limit(rig: Rig, config: JobConfig, steps: int = 100) -> list[tuple
                 else:
                     seen.append((limit_w, 1))
             run.report_metric(1.0)
+
     run_trial(rig, train, config)
     return seen
 
 
-@pytest.mark.parametrize(("warmup_s", "profile_s", "slice_steps", "slice_steps_150"), [
-    (0.1, 0.3, SLICE_STEPS, SLICE_STEPS),  # 0.1 s steps: the step floors end it
-    # The seconds end it: at 250 W (0.1 s steps) 10 steps of warm-up and 30 measured, at
-    # 150 W (0.13 s, the minimum, measured second) 8 and 23.
-    (0.95, 2.95, 10 + 30, 8 + 23),
-])
+@pytest.mark.parametrize(
+    ("warmup_s", "profile_s", "slice_steps", "slice_steps_150"),
+    [
+        (0.1, 0.3, SLICE_STEPS, SLICE_STEPS),  # 0.1 s steps: the step floors end it
+        # The seconds end it: at 250 W (0.1 s steps) 10 steps of warm-up and 30 measured, at
+        # 150 W (0.13 s, the minimum, measured second) 8 and 23.
+        (0.95, 2.95, 10 + 30, 8 + 23),
+    ],
+)
 def test_a_slice_ends_once_both_its_steps_and_its_seconds_have_passed(
-        warmup_s: float, profile_s: float, slice_steps: int, slice_steps_150: int) -> None:
+    warmup_s: float, profile_s: float, slice_steps: int, slice_steps_150: int
+) -> None:
     config = job_config()
-    config = replace(config, profiler=replace(config.profiler, warmup_s=warmup_s,
-                                              profile_s=profile_s))
+    config = replace(
+        config, profiler=replace(config.profiler, warmup_s=warmup_s, profile_s=profile_s)
+    )
     seen = steps_per_limit(make_rig(), config, steps=400)
     assert seen[0] == (250, slice_steps)
     assert seen[1] == (150, slice_steps_150)
@@ -429,11 +504,14 @@ def test_bulk_stepping_reaches_the_time_in_estimated_chunks() -> None:
 
     def train(run: TrainingRun) -> None:
         for _ in run.epochs():
+
             def work(steps: int) -> None:
                 chunks.append(steps)
                 rig.clock.advance(steps * STEP_TIME_S[rig.fake.limits_mw()[0] // 1000])
+
             run.run_steps(400, work)
             run.report_metric(1.0)
+
     trial = run_trial(rig, train, config)
     assert chunks[:4] == [WARMUP_STEPS, 8, PROFILE_STEPS, 25]  # 250 W: 10 + 30 steps
     assert trial.profiler.optimal_power_limit_w == OPTIMUM_W
@@ -466,13 +544,19 @@ def test_profiles_stored_before_the_search_still_work() -> None:
     on from the limits it holds, measuring none of them again."""
     rig = make_rig()
     full = run_trial(rig, rig.train(100)).profiler.profile
-    old_full = PowerProfile(BATCH_SIZE, rig.gpus.model, 1, full.candidates_w,
-                            dict(full.measurements))
+    old_full = PowerProfile(
+        BATCH_SIZE, rig.gpus.model, 1, full.candidates_w, dict(full.measurements)
+    )
     rig.fake.set_calls.clear()
     assert run_trial(rig, rig.train(100), profile=old_full).outcome.power_limit_w == OPTIMUM_W
     assert rig.sets_w() == [OPTIMUM_W, ORIGINAL_W]
-    old_partial = PowerProfile(BATCH_SIZE, rig.gpus.model, 1, full.candidates_w,
-                               {w: full.measurements[w] for w in (250, 225, 200)})
+    old_partial = PowerProfile(
+        BATCH_SIZE,
+        rig.gpus.model,
+        1,
+        full.candidates_w,
+        {w: full.measurements[w] for w in (250, 225, 200)},
+    )
     rig.fake.set_calls.clear()
     trial = run_trial(rig, rig.train(100), profile=old_partial)
     assert rig.sets_w()[:-2] == [150, 175]  # the minimum first, then the search's probe
@@ -516,9 +600,14 @@ def test_the_search_finds_the_swept_optimum_on_every_unimodal_traced_curve() -> 
             limits = trace.power_limits_w
             objective = LimitObjective("zeus", 0.5, float(max(limits)))
             for b in trace.batch_sizes:
-                exact = {w: LimitMeasurement(w, trace.epoch(b, w).avg_power_w,
-                                             trace.steps_per_epoch(b) / trace.epoch(b, w).time_s)
-                         for w in limits}
+                exact = {
+                    w: LimitMeasurement(
+                        w,
+                        trace.epoch(b, w).avg_power_w,
+                        trace.steps_per_epoch(b) / trace.epoch(b, w).time_s,
+                    )
+                    for w in limits
+                }
                 measured: dict[int, LimitMeasurement] = {}
                 while (w := next_limit_w(limits, measured, objective)) is not None:
                     measured[w] = exact[w]
@@ -552,6 +641,7 @@ def _step_cost(limit_w: int) -> float:
 def _steep_train(rig: Rig, steps: int, limits_seen: list[int]) -> Callable[[TrainingRun], None]:
     """One epoch of ``steps`` at the table's speed, no evaluation: what Default would have
     spent is exactly the steps at 250 W."""
+
     def train(run: TrainingRun) -> None:
         for _ in run.epochs():
             for _ in run.steps(range(steps)):
@@ -559,14 +649,19 @@ def _steep_train(rig: Rig, steps: int, limits_seen: list[int]) -> Callable[[Trai
                 limits_seen.append(limit_w)
                 rig.clock.advance(STEEP_STEP_TIME_S[limit_w])
             run.report_metric(1.0)
+
     return train
 
 
 def test_a_slice_starts_only_once_the_run_has_earned_its_worst_case_extra_cost() -> None:
     rig = make_rig()
     limits: list[int] = []
-    with open_run(job_config(), BATCH_SIZE, rig.gpus,
-                  profiling_credit=ProfilingCredit(carried=0.0, fraction=0.1)) as run:
+    with open_run(
+        job_config(),
+        BATCH_SIZE,
+        rig.gpus,
+        profiling_credit=ProfilingCredit(carried=0.0, fraction=0.1),
+    ) as run:
         _steep_train(rig, 200, limits)(run)
         run.finish()
     # At every step, what profiling added over 250 W stays within 10 % of the steps' cost at
@@ -577,15 +672,15 @@ def test_a_slice_starts_only_once_the_run_has_earned_its_worst_case_extra_cost()
     # 7 steps at 250 W measure its cost; the 150 W slice (7 steps, planned at 33.3 per step)
     # waits at 250 W until 0.1 x 23.75 per step has paid for it: 28.3 steps.
     assert limits[:first_low] == [250] * 29
-    assert set(limits[first_low:first_low + SLICE_STEPS]) == {150}
+    assert set(limits[first_low : first_low + SLICE_STEPS]) == {150}
     assert run.profiler.optimal_power_limit_w is not None
 
 
 def test_short_runs_stay_within_the_budget_and_still_finish_the_profile() -> None:
     """A job of 20-step runs: with the budget, every run's cumulative cost stays within 1.1 x
     Default's; without it, the first run's slices break that."""
-    def cumulative_ratios(exploration_budget: float | None
-                          ) -> tuple[list[float], RecurrenceResult]:
+
+    def cumulative_ratios(exploration_budget: float | None) -> tuple[list[float], RecurrenceResult]:
         rig = make_rig()
         engine = rig.engine(config=job_config(exploration_budget=exploration_budget))
         spent = default = 0.0

@@ -34,7 +34,11 @@ def test_intel_packages_and_dram_are_summed_apart(tmp_path: Path) -> None:
     reader = RAPLReader(tmp_path, poll_interval_s=0)
     assert reader.available and reader.has_dram
     assert sorted((z.domain, z.socket) for z in reader.zones) == [
-        ("dram", 0), ("dram", 1), ("package", 0), ("package", 1)]
+        ("dram", 0),
+        ("dram", 1),
+        ("package", 0),
+        ("package", 1),
+    ]
     start = reader.read()
     assert (start.cpu_energy_j, start.dram_energy_j) == (0.0, 0.0)
     tree.add("intel-rapl:0", 30_000_000)  # 30 J
@@ -89,11 +93,12 @@ def test_the_poller_catches_wraps_between_reads(tmp_path: Path) -> None:
 
 
 def test_unreadable_counters_are_not_measured_and_said_once(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     tree = intel_two_sockets(tmp_path)
     counter = tree.root / "intel-rapl:0" / "energy_uj"
     if os.geteuid() == 0:  # root reads any file (the tests may run as root): a read that
-        counter.unlink()   # fails as surely, with another OSError
+        counter.unlink()  # fails as surely, with another OSError
         counter.mkdir()
         expected = "Is a directory"
     else:
@@ -103,8 +108,11 @@ def test_unreadable_counters_are_not_measured_and_said_once(
         reader = RAPLReader(tmp_path, poll_interval_s=0)
         first, second = reader.read(), reader.read()
     assert not reader.available
-    assert (first.cpu_energy_j, first.dram_energy_j) == (None, None) == \
-        (second.cpu_energy_j, second.dram_energy_j)
+    assert (
+        (first.cpu_energy_j, first.dram_energy_j)
+        == (None, None)
+        == (second.cpu_energy_j, second.dram_energy_j)
+    )
     (warning,) = [r.getMessage() for r in caplog.records]
     assert "not measured" in warning and expected in warning
 
@@ -117,22 +125,26 @@ def test_no_powercap_at_all_is_not_measured(tmp_path: Path, layout: str) -> None
     reader = RAPLReader(root, poll_interval_s=0)
     assert not reader.available
     assert reader.read().cpu_energy_j is None
-    assert reader.unavailable_because is not None and "not measured" in \
-        reader.unavailable_because
+    assert reader.unavailable_because is not None and "not measured" in reader.unavailable_because
 
 
 def test_the_monitor_measures_cpu_and_dram_in_the_gpus_windows(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     tree = intel_two_sockets(tmp_path)
     clock = ManualClock()
-    monitor = EnergyMonitor(NVMLGPUs(nvml=FakeNVML(clock=clock), clock=clock),
-                            host=RAPLReader(tmp_path, poll_interval_s=0))
+    monitor = EnergyMonitor(
+        NVMLGPUs(nvml=FakeNVML(clock=clock), clock=clock),
+        host=RAPLReader(tmp_path, poll_interval_s=0),
+    )
     monitor.begin_window("run")
     clock.advance(2.0)
     tree.add("intel-rapl:0", 100_000_000)
     tree.add("intel-rapl:1:1", 10_000_000)
     measured = monitor.end_window("run")
     assert measured.energy_j == pytest.approx(2 * 270.0, abs=0.01)  # the GPU alone
-    assert (measured.cpu_energy_j, measured.dram_energy_j) == (pytest.approx(100.0),
-                                                               pytest.approx(10.0))
+    assert (measured.cpu_energy_j, measured.dram_energy_j) == (
+        pytest.approx(100.0),
+        pytest.approx(10.0),
+    )

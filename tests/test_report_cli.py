@@ -19,8 +19,19 @@ from zeus_airflow.core.replay_training import ReplayTraining
 from zeus_airflow.core.store.sql import SQLStore
 from zeus_airflow.core.traces import WorkloadTrace
 
-REQUIRED = {"job_id", "runs", "phase", "energy_j", "default_energy_j", "saved_energy_fraction",
-            "cost", "default_cost", "saved_cost_fraction", "emissions_g", "measurement"}
+REQUIRED = {
+    "job_id",
+    "runs",
+    "phase",
+    "energy_j",
+    "default_energy_j",
+    "saved_energy_fraction",
+    "cost",
+    "default_cost",
+    "saved_cost_fraction",
+    "emissions_g",
+    "measurement",
+}
 
 
 @pytest.fixture
@@ -43,8 +54,9 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, s
     return code, captured.out, captured.err
 
 
-def test_json_has_every_job_and_the_fleet(filled_url: str, sql_store: SQLStore,
-                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_json_has_every_job_and_the_fleet(
+    filled_url: str, sql_store: SQLStore, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, out, _ = run_cli(capsys, "report", "--db", filled_url, "--format", "json")
     found = json.loads(out)
     jobs = {j["job_id"]: j for j in found["jobs"]}
@@ -59,34 +71,47 @@ def test_json_has_every_job_and_the_fleet(filled_url: str, sql_store: SQLStore,
     assert daily["energy_j"] == pytest.approx(summary.energy_j)
     assert daily["default_energy_j"] == pytest.approx(summary.default_energy_j)
     assert daily["saved_energy_fraction"] == pytest.approx(
-        summary.energy_saved_j / summary.default_energy_j)
+        summary.energy_saved_j / summary.default_energy_j
+    )
     assert daily["default_cost"] > 0
-    assert daily["saved_cost_fraction"] == pytest.approx(
-        1 - daily["cost"] / daily["default_cost"])
+    assert daily["saved_cost_fraction"] == pytest.approx(1 - daily["cost"] / daily["default_cost"])
     assert daily["emissions_g"] is None  # no carbon_zone: no emissions, not zero
     fleet = found["fleet"]
     assert fleet["jobs"] == 2 and fleet["runs"] == 14
     assert fleet["energy_j"] == pytest.approx(sum(j["energy_j"] for j in jobs.values()))
     compared = [j for j in jobs.values() if j["default_energy_j"] is not None]
     assert fleet["saved_energy_fraction"] == pytest.approx(
-        1 - sum(j["energy_j"] for j in compared) / sum(j["default_energy_j"] for j in compared))
+        1 - sum(j["energy_j"] for j in compared) / sum(j["default_energy_j"] for j in compared)
+    )
     assert fleet["measurement"] == "replayed"
 
 
-def test_since_counts_the_later_tries_only(filled_url: str,
-                                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_since_counts_the_later_tries_only(
+    filled_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     _, out, _ = run_cli(capsys, "report", "--db", filled_url, "--format", "json")
     everything = json.loads(out)["jobs"]
     future = (datetime.now(UTC) + timedelta(days=1)).date().isoformat()
-    code, out, _ = run_cli(capsys, "report", "--db", filled_url, "--format", "json",
-                           "--job", "daily.job", "--since", future)
+    code, out, _ = run_cli(
+        capsys,
+        "report",
+        "--db",
+        filled_url,
+        "--format",
+        "json",
+        "--job",
+        "daily.job",
+        "--since",
+        future,
+    )
     (later,) = json.loads(out)["jobs"]
     assert code == 0 and everything[0]["runs"] == 12
     assert (later["runs"], later["energy_j"], later["default_energy_j"]) == (0, 0.0, 0.0)
 
 
 def test_table_is_readable_and_csv_keeps_raw_numbers(
-        filled_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    filled_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     _, out, _ = run_cli(capsys, "report", "--db", filled_url)
     lines = out.splitlines()
     assert lines[0].split()[:4] == ["job", "runs", "phase", "next"]
@@ -101,8 +126,7 @@ def test_table_is_readable_and_csv_keeps_raw_numbers(
     assert float(rows["daily.job"]["energy_j"]) > 1e3  # J, not a rounded "1.2 MJ"
 
 
-def test_bad_input_names_the_option(filled_url: str,
-                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_input_names_the_option(filled_url: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as stop:
         main(["report", "--db", filled_url, "--since", "last tuesday"])
     err = capsys.readouterr().err

@@ -24,11 +24,13 @@ def with_epochs(rig: Rig, metrics: list[float]) -> Callable[[TrainingRun], None]
                 rig.clock.advance(STEP_TIME_S[rig.fake.limits_mw()[0] // 1000])
             rig.clock.advance(EVAL_S)
             run.report_metric(metrics[epoch - 1])
+
     return train
 
 
 def with_hooks(rig: Rig, metrics: list[float]) -> Callable[[TrainingRun], None]:
     """The same training, driven the way a Trainer callback drives it."""
+
     def train(run: TrainingRun) -> None:
         run.start_training()
         while run.should_stop() is None:
@@ -39,11 +41,13 @@ def with_hooks(rig: Rig, metrics: list[float]) -> Callable[[TrainingRun], None]:
             rig.clock.advance(EVAL_S)
             run.report_metric(metrics[epoch - 1])
             run.end_epoch()
+
     return train
 
 
-@pytest.mark.parametrize("metrics", [[0.2, 0.5, 1.0, 1.0], [0.1] * 10],
-                         ids=["target", "max_epochs"])
+@pytest.mark.parametrize(
+    "metrics", [[0.2, 0.5, 1.0, 1.0], [0.1] * 10], ids=["target", "max_epochs"]
+)
 def test_the_hook_api_and_epochs_give_the_same_run(metrics: list[float]) -> None:
     runs = []
     for style in (with_epochs, with_hooks):

@@ -19,8 +19,9 @@ OUTSIDE = ("../" + "shared", "shared/" + "traces", "shared/" + "reference", "not
 def tracked_files() -> list[str]:
     if not (REPO / ".git").exists():
         pytest.skip("not a git checkout: the tracked files are unknown")
-    listed = subprocess.run(["git", "-C", str(REPO), "ls-files", "-z"], capture_output=True,
-                            check=True).stdout.decode()
+    listed = subprocess.run(
+        ["git", "-C", str(REPO), "ls-files", "-z"], capture_output=True, check=True
+    ).stdout.decode()
     return [name for name in listed.split("\0") if name]
 
 
@@ -49,9 +50,23 @@ def test_the_demo_runs_from_a_copy_with_nothing_beside_it(tmp_path: Path) -> Non
     # The environment's Python and packages, this copy's code, no traces folder named.
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "ZEUS_"))}
     env["PYTHONPATH"] = str(copy)
-    done = subprocess.run([sys.executable, "-m", "zeus_airflow.cli", "demo", "--days", "2",
-                           "--airflow-home", str(tmp_path / "home")],
-                          cwd=copy, env=env, capture_output=True, text=True, timeout=170)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "zeus_airflow.cli",
+            "demo",
+            "--days",
+            "2",
+            "--airflow-home",
+            str(tmp_path / "home"),
+        ],
+        cwd=copy,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=170,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     out = done.stdout
     assert f"DAGs folder:  {copy / 'dags'}" in out  # the copy's code ran, not the checkout's

@@ -31,12 +31,12 @@ def filled_url(sql_store: SQLStore, cifar_trace: WorkloadTrace) -> str:
     its task."""
     for job_id, runs, map_index in (("cli.job", 3, -1), ("other.job", 1, 2)):
         gpu = ReplayGPU(cifar_trace)
-        engine = Engine(sql_store, gpu, job_config(cifar_trace, job_id), seed=1,
-                        heartbeat_s=None)
+        engine = Engine(sql_store, gpu, job_config(cifar_trace, job_id), seed=1, heartbeat_s=None)
         train = ReplayTraining(gpu, seed=1)
         for i in range(runs):
-            engine.run_recurrence(train, RecurrenceKey(f"run-{i}", "dag", f"{job_id}-task",
-                                                       map_index))
+            engine.run_recurrence(
+                train, RecurrenceKey(f"run-{i}", "dag", f"{job_id}-task", map_index)
+            )
     return sql_store.engine.url.render_as_string(hide_password=False)
 
 
@@ -68,45 +68,60 @@ def test_runs_in_every_format(filled_url: str, capsys: pytest.CaptureFixture[str
     assert all(r["status"] == "succeeded" and r["energy_j"] > 0 for r in runs)
     _, out, _ = run_cli(capsys, "runs", "--db", filled_url, "--format", "csv")
     rows = list(csv.DictReader(io.StringIO(out)))
-    assert [(int(r["id"]), float(r["cost"])) for r in rows] == \
-        [(r["id"], r["cost"]) for r in runs]
+    assert [(int(r["id"]), float(r["cost"])) for r in rows] == [(r["id"], r["cost"]) for r in runs]
     _, out, _ = run_cli(capsys, "runs", "--db", filled_url, "--job", "other.job", "--wide")
     header, *lines = out.splitlines()
     columns = header.split()
     assert columns == ["id", "job_id", "version"] + [
-        f.name for f in dataclasses.fields(TrialRecord)
-        if f.name not in ("id", "job_id", "version")]  # every column
+        f.name for f in dataclasses.fields(TrialRecord) if f.name not in ("id", "job_id", "version")
+    ]  # every column
     shown = table_row(header, lines[0])
-    assert (shown["job_id"], shown["version"], shown["task_id"], shown["map_index"],
-            shown["run_id"]) == ("other.job", "1", "other.job-task", "2", "run-0")
+    assert (
+        shown["job_id"],
+        shown["version"],
+        shown["task_id"],
+        shown["map_index"],
+        shown["run_id"],
+    ) == ("other.job", "1", "other.job-task", "2", "run-0")
     assert (shown["reached_target"], shown["stop_reason"]) == ("True", "target")
     assert float(shown["setup_time_s"]) >= 0.0  # measured apart, beside training time
 
 
 def test_runs_reads_in_units_that_fit_within_120_columns(
-        filled_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    filled_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     _, out, _ = run_cli(capsys, "runs", "--db", filled_url)
     header, *lines = out.splitlines()
-    assert header.split() == ["id", "job", "run", "try", "outcome", "phase", "batch", "limit",
-                              "energy", "time", "data"]
+    assert header.split() == [
+        "id",
+        "job",
+        "run",
+        "try",
+        "outcome",
+        "phase",
+        "batch",
+        "limit",
+        "energy",
+        "time",
+        "data",
+    ]
     assert max(map(len, out.splitlines())) <= 120
     first = lines[0]
     at = header.index("energy")
     energy, unit = first[at:].split()[:2]
     assert unit in ("kJ", "MJ") and float(energy) < 1000  # 90.7 kJ, not 90701.2
-    assert first[header.index("outcome"):].split()[0] == "succeeded"
-    assert first[header.index("limit"):].split()[1] == "W"
+    assert first[header.index("outcome") :].split()[0] == "succeeded"
+    assert first[header.index("limit") :].split()[1] == "W"
     assert "e+0" not in out and "outcome: each try's own" in out
 
 
 def test_a_try_that_missed_its_target_inside_a_task_is_not_called_failed(
-        sql_store: SQLStore, cifar_trace: WorkloadTrace,
-        capsys: pytest.CaptureFixture[str]) -> None:
+    sql_store: SQLStore, cifar_trace: WorkloadTrace, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The task went on to another batch size and succeeded: the missed try says what it
     missed, in both tables, never "failed"."""
     gpu = ReplayGPU(cifar_trace)
-    engine = Engine(sql_store, gpu, job_config(cifar_trace, "hard.job"), seed=1,
-                    heartbeat_s=None)
+    engine = Engine(sql_store, gpu, job_config(cifar_trace, "hard.job"), seed=1, heartbeat_s=None)
     reaching, never = ReplayTraining(gpu, seed=1), replay_never_reaching(gpu)
     tries: list[int] = []
 
@@ -128,24 +143,33 @@ def test_a_try_that_missed_its_target_inside_a_task_is_not_called_failed(
 
 
 def test_jobs_shows_every_version(filled_url: str, capsys: pytest.CaptureFixture[str]) -> None:
-    assert run_cli(capsys, "reset", "--db", filled_url, "--job", "cli.job", "--yes")[1] == \
-        "job 'cli.job' starts over as version 2\n"
+    assert (
+        run_cli(capsys, "reset", "--db", filled_url, "--job", "cli.job", "--yes")[1]
+        == "job 'cli.job' starts over as version 2\n"
+    )
     _, out, _ = run_cli(capsys, "jobs", "--db", filled_url, "--format", "json")
     listed = json.loads(out)
     versions = [(j["job_id"], j["version"], j["active"], j["trials"]) for j in listed]
-    assert versions == [("cli.job", 1, False, 3), ("cli.job", 2, True, 0),
-                        ("other.job", 1, True, 1)]
+    assert versions == [
+        ("cli.job", 1, False, 3),
+        ("cli.job", 2, True, 0),
+        ("other.job", 1, True, 1),
+    ]
     assert listed[1]["config"]["job_id"] == "cli.job"
     assert listed[1]["config"] == listed[0]["config"]  # a reset keeps the configuration
     _, out, _ = run_cli(capsys, "jobs", "--db", filled_url, "--format", "csv")
     assert json.loads(next(csv.DictReader(io.StringIO(out)))["config"])["eta"] == 0.5
     _, out, _ = run_cli(capsys, "jobs", "--db", filled_url)
-    assert [line.split()[:3] for line in out.splitlines()[1:4]] == \
-        [["cli.job", "1", "3"], ["cli.job", "2", "(active)"], ["other.job", "1", "(active)"]]
+    assert [line.split()[:3] for line in out.splitlines()[1:4]] == [
+        ["cli.job", "1", "3"],
+        ["cli.job", "2", "(active)"],
+        ["other.job", "1", "(active)"],
+    ]
 
 
-def test_jobs_says_where_the_energy_comes_from(filled_url: str,
-                                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_jobs_says_where_the_energy_comes_from(
+    filled_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A replayed job's energy total is labelled replayed, in the table and in json."""
     _, out, _ = run_cli(capsys, "jobs", "--db", filled_url)
     header, *lines = out.splitlines()
@@ -158,9 +182,9 @@ def test_jobs_says_where_the_energy_comes_from(filled_url: str,
     assert [j["measurement"] for j in json.loads(out)] == ["replayed", "replayed"]
 
 
-def test_reset_asks_before_starting_a_job_over(filled_url: str,
-                                               capsys: pytest.CaptureFixture[str],
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_reset_asks_before_starting_a_job_over(
+    filled_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     def versions() -> int:
         store = SQLStore(filled_url)
         count = sum(j.job_id == "cli.job" for j in list_jobs(store))
@@ -180,8 +204,11 @@ def test_reset_asks_before_starting_a_job_over(filled_url: str,
 
 
 def test_an_unreachable_store_is_an_error_message_not_a_traceback(
-        db_backend: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    db_backend: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     from zeus_airflow.core.store import sql
     from zeus_airflow.core.store.retry import RetryPolicy
 
@@ -193,33 +220,55 @@ def test_an_unreachable_store_is_an_error_message_not_a_traceback(
 
 def test_the_installed_command_lists_runs(filled_url: str) -> None:
     command = Path(sys.executable).parent / "zeus-airflow"
-    done = subprocess.run([str(command), "runs", "--db", filled_url, "--job", "cli.job",
-                           "--format", "json"], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [str(command), "runs", "--db", filled_url, "--job", "cli.job", "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert [r["run_id"] for r in json.loads(done.stdout)] == ["run-0", "run-1", "run-2"]
 
 
 def test_runs_shows_carbon_columns_once_a_trial_has_them(
-        filled_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    filled_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     from zeus_airflow.core.domain import RunCarbon
 
     store = SQLStore(filled_url)
     other = [t.id for t in list_trials(store, "other.job")]
-    store.record_carbon({other[0]: RunCarbon("DE", 12.5, 0.31, 210.0, "forecast",
-                                             start_delay_s=5400.0, expected_emissions_g=11.0,
-                                             start_reason="the midday dip")})
+    store.record_carbon(
+        {
+            other[0]: RunCarbon(
+                "DE",
+                12.5,
+                0.31,
+                210.0,
+                "forecast",
+                start_delay_s=5400.0,
+                expected_emissions_g=11.0,
+                start_reason="the midday dip",
+            )
+        }
+    )
     store.engine.dispose()
     _, out, _ = run_cli(capsys, "runs", "--db", filled_url, "--job", "other.job")
     header, line = out.splitlines()[:2]
     assert header.split().index("CO2e") == header.split().index("time") + 1
-    assert line[header.index("CO2e"):].split()[:2] == ["12.5", "gCO2e"]
+    assert line[header.index("CO2e") :].split()[:2] == ["12.5", "gCO2e"]
     _, out, _ = run_cli(capsys, "runs", "--db", filled_url, "--job", "other.job", "--wide")
     header, line = out.splitlines()
     shown = table_row(header, line)
-    assert (shown["carbon_zone"], shown["emissions_g"], shown["carbon_provenance"],
-            shown["start_delay_s"], shown["expected_emissions_g"]) == \
-        ("DE", "12.5", "forecast", "5400", "11")
+    assert (
+        shown["carbon_zone"],
+        shown["emissions_g"],
+        shown["carbon_provenance"],
+        shown["start_delay_s"],
+        shown["expected_emissions_g"],
+    ) == ("DE", "12.5", "forecast", "5400", "11")
     _, out, _ = run_cli(capsys, "runs", "--db", filled_url, "--format", "json")
     listed = {r["id"]: r for r in json.loads(out)}
-    assert (listed[other[0]]["energy_cost"], listed[other[0]]["start_reason"]) == \
-        (0.31, "the midday dip")
+    assert (listed[other[0]]["energy_cost"], listed[other[0]]["start_reason"]) == (
+        0.31,
+        "the midday dip",
+    )

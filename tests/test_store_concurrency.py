@@ -56,9 +56,13 @@ def wait_for_line(process: subprocess.Popen[str], expected: str, timeout_s: floa
 
 
 def test_a_killed_workers_trial_expires_and_stops_blocking_the_job(
-        migrated_url: str, cifar_trace: WorkloadTrace) -> None:
-    worker = subprocess.Popen([sys.executable, "-c", WORKER, migrated_url, str(STORE_TRACES),
-                               str(Path(__file__).parent)], stdout=subprocess.PIPE, text=True)
+    migrated_url: str, cifar_trace: WorkloadTrace
+) -> None:
+    worker = subprocess.Popen(
+        [sys.executable, "-c", WORKER, migrated_url, str(STORE_TRACES), str(Path(__file__).parent)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         wait_for_line(worker, "training", timeout_s=60)
         store = SQLStore(migrated_url, lease_s=1.0)
@@ -75,8 +79,9 @@ def test_a_killed_workers_trial_expires_and_stops_blocking_the_job(
     device = DeviceInfo(later.gpu_model, 1, "replayed", tuple(cifar_trace.power_limits_w))
 
     def begin(run_id: str) -> TrialStart:
-        return store.begin_trial(job, RecurrenceKey(run_id), 1, decided_by(ZeusPolicy()), device,
-                                 frozenset())
+        return store.begin_trial(
+            job, RecurrenceKey(run_id), 1, decided_by(ZeusPolicy()), device, frozenset()
+        )
 
     # Within the lease the dead worker's trial still looks in flight...
     early = begin("early")
@@ -85,20 +90,39 @@ def test_a_killed_workers_trial_expires_and_stops_blocking_the_job(
     store.heartbeat(early.trial_id)  # this one's worker is alive
     # ...after it, the trial expires and pruning explores its batch size again.
     assert begin("late").decision == Decision(config.default_batch_size, "pruning")
-    assert {t.run_id: t.status for t in list_trials(store)} == \
-        {"killed": "expired", "early": "running", "late": "running"}
+    assert {t.run_id: t.status for t in list_trials(store)} == {
+        "killed": "expired",
+        "early": "running",
+        "late": "running",
+    }
     store.engine.dispose()
 
 
 def test_racing_workers_lose_and_duplicate_nothing(migrated_url: str) -> None:
     bench = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "store_concurrency.py"), "--db", migrated_url,
-         "--workers", "4", "--runs", "4", "--traces", str(STORE_TRACES)],
-        capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            str(REPO / "bench" / "store_concurrency.py"),
+            "--db",
+            migrated_url,
+            "--workers",
+            "4",
+            "--runs",
+            "4",
+            "--traces",
+            str(STORE_TRACES),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert bench.returncode == 0, bench.stderr
     last = bench.stdout.strip().splitlines()[-1]
-    found = re.fullmatch(r"trials=(\d+) lost=(\d+) duplicated=(\d+) stuck=(\d+) "
-                         r"decide_p50_ms=[\d.]+ decide_p99_ms=[\d.]+", last)
+    found = re.fullmatch(
+        r"trials=(\d+) lost=(\d+) duplicated=(\d+) stuck=(\d+) "
+        r"decide_p50_ms=[\d.]+ decide_p99_ms=[\d.]+",
+        last,
+    )
     assert found, last
     trials, lost, duplicated, stuck = map(int, found.groups())
     assert trials >= 16 and (lost, duplicated, stuck) == (0, 0, 0)

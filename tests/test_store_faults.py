@@ -47,6 +47,7 @@ def cutting_after_training(outage: StoreOutage, gpu: ReplayGPU) -> TrainFunction
         value = replay(run)
         outage.cut()
         return value
+
     return train
 
 
@@ -62,8 +63,9 @@ class RestoreOnFirstRetry(logging.Handler):
             self.outage.restore()
 
 
-def test_an_unreachable_store_fails_at_start_with_a_clear_error(db_backend: str,
-                                                                tmp_path: Path) -> None:
+def test_an_unreachable_store_fails_at_start_with_a_clear_error(
+    db_backend: str, tmp_path: Path
+) -> None:
     with pytest.raises(StoreError) as raised:
         open_store(unreachable_url(db_backend, tmp_path), retry=FAST_RETRY)
     message = str(raised.value)
@@ -77,7 +79,8 @@ def test_an_unreachable_store_fails_at_start_with_a_clear_error(db_backend: str,
 
 
 def test_a_store_down_at_task_start_fails_before_any_gpu_change(
-        store_outage: StoreOutage, cifar_trace: WorkloadTrace) -> None:
+    store_outage: StoreOutage, cifar_trace: WorkloadTrace
+) -> None:
     store = SQLStore(store_outage.url, retry=FAST_RETRY, timeout_s=0.2)
     gpu = WatchedGPU(cifar_trace)
     engine = Engine(store, gpu, job_config(cifar_trace), seed=1, heartbeat_s=None)
@@ -88,8 +91,11 @@ def test_a_store_down_at_task_start_fails_before_any_gpu_change(
 
 
 def test_a_result_that_cannot_be_recorded_waits_in_the_outbox_and_is_recorded_late_once(
-        store_outage: StoreOutage, cifar_trace: WorkloadTrace,
-        caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]) -> None:
+    store_outage: StoreOutage,
+    cifar_trace: WorkloadTrace,
+    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     store = SQLStore(store_outage.url, retry=FAST_RETRY, timeout_s=0.2)
     gpu = WatchedGPU(cifar_trace)
     engine = Engine(store, gpu, job_config(cifar_trace), seed=1, heartbeat_s=None)
@@ -100,12 +106,16 @@ def test_a_result_that_cannot_be_recorded_waits_in_the_outbox_and_is_recorded_la
     assert pending.outcome == result.final.outcome and pending.observed
     assert pending.trial_id == result.final.trial_id
     message = pending.failure
-    for figure in (f"batch_size={result.batch_size} ", f"energy_j={result.energy_j:.6g} ",
-                   "reached_target=True"):
+    for figure in (
+        f"batch_size={result.batch_size} ",
+        f"energy_j={result.energy_j:.6g} ",
+        "reached_target=True",
+    ):
         assert figure in message
     assert "gave up after 3 tries" in message and "is NOT in the store" in message
-    assert caplog.text.count(f"recording trial {pending.trial_id}: the store is "
-                             "unavailable") == 2  # retried twice, with backoff
+    assert (
+        caplog.text.count(f"recording trial {pending.trial_id}: the store is unavailable") == 2
+    )  # retried twice, with backoff
     assert "kept in the outbox" in caplog.text
     assert gpu.get_power_limits_w() == (max(cifar_trace.power_limits_w),)  # restored
     store_outage.restore()
@@ -129,8 +139,8 @@ def test_a_result_that_cannot_be_recorded_waits_in_the_outbox_and_is_recorded_la
 
 
 def test_a_brief_outage_while_recording_is_ridden_out(
-        store_outage: StoreOutage, cifar_trace: WorkloadTrace,
-        caplog: pytest.LogCaptureFixture) -> None:
+    store_outage: StoreOutage, cifar_trace: WorkloadTrace, caplog: pytest.LogCaptureFixture
+) -> None:
     patient = RetryPolicy(attempts=3, first_delay_s=0.1)
     store = SQLStore(store_outage.url, retry=patient, timeout_s=0.2)
     gpu = ReplayGPU(cifar_trace)

@@ -25,39 +25,60 @@ def test_an_explicit_url_beats_the_environment_which_beats_the_embedded_file() -
     env = {"ZEUS_AIRFLOW_DB_URL": "postgres://u@env-host/zeus", "AIRFLOW_HOME": "/srv/af"}
     assert resolve_location("sqlite:////x.db", env).url.database == "/x.db"
     from_env = resolve_location(None, env)
-    assert (from_env.source, str(from_env.url)) == ("environment",
-                                                    "postgresql+psycopg://u@env-host/zeus")
+    assert (from_env.source, str(from_env.url)) == (
+        "environment",
+        "postgresql+psycopg://u@env-host/zeus",
+    )
     embedded = resolve_location(None, {"AIRFLOW_HOME": "/srv/af"})
     assert (embedded.source, embedded.url.database) == ("embedded", "/srv/af/zeus_airflow.db")
 
 
-def test_airflow_home_defaults_to_the_home_directory(monkeypatch: pytest.MonkeyPatch,
-                                                     tmp_path: Path) -> None:
+def test_airflow_home_defaults_to_the_home_directory(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setenv("HOME", str(tmp_path))
-    assert resolve_location(None, {}).url.database == str(tmp_path / "airflow"
-                                                          / "zeus_airflow.db")
+    assert resolve_location(None, {}).url.database == str(tmp_path / "airflow" / "zeus_airflow.db")
 
 
 def test_urls_get_the_psycopg_driver_and_never_show_their_password() -> None:
     for given in ("postgres://u:pw@h:5433/db", "postgresql://u:pw@h:5433/db"):
         assert normalize_url(given).drivername == "postgresql+psycopg"
-    assert display_url(normalize_url("postgres://u:pw@h/db")) == \
-        "postgresql+psycopg://u:***@h/db"
+    assert display_url(normalize_url("postgres://u:pw@h/db")) == "postgresql+psycopg://u:***@h/db"
 
 
 # --- Connections ------------------------------------------------------------------------------
 @pytest.mark.parametrize("conn_type", ["postgres", "zeus_store"])
 def test_a_postgres_connection_becomes_a_url_whatever_its_password(conn_type: str) -> None:
-    conn = Connection(conn_id="zeus_default", conn_type=conn_type, host="db.example",
-                      login="zeus", password="p@ss:w/rd?#", port=5433, schema="zeus",
-                      extra=json.dumps({"sslmode": "require", "cursor": "dictcursor"}))
+    conn = Connection(
+        conn_id="zeus_default",
+        conn_type=conn_type,
+        host="db.example",
+        login="zeus",
+        password="p@ss:w/rd?#",
+        port=5433,
+        schema="zeus",
+        extra=json.dumps({"sslmode": "require", "cursor": "dictcursor"}),
+    )
     url = url_from_connection(conn)
     # The URL survives being written out and read back (get_uri()'s would not).
     parsed = make_url(url.render_as_string(hide_password=False))
-    assert (parsed.drivername, parsed.username, parsed.password, parsed.host, parsed.port,
-            parsed.database, dict(parsed.query)) == (
-        "postgresql+psycopg", "zeus", "p@ss:w/rd?#", "db.example", 5433, "zeus",
-        {"sslmode": "require"})
+    assert (
+        parsed.drivername,
+        parsed.username,
+        parsed.password,
+        parsed.host,
+        parsed.port,
+        parsed.database,
+        dict(parsed.query),
+    ) == (
+        "postgresql+psycopg",
+        "zeus",
+        "p@ss:w/rd?#",
+        "db.example",
+        5433,
+        "zeus",
+        {"sslmode": "require"},
+    )
 
 
 def test_a_sqlite_connection_names_its_file_in_host_or_schema() -> None:
@@ -68,16 +89,22 @@ def test_a_sqlite_connection_names_its_file_in_host_or_schema() -> None:
 
 
 def test_any_connection_may_carry_its_own_sqlalchemy_url() -> None:
-    conn = Connection(conn_id="zeus_default", conn_type="generic",
-                      extra=json.dumps({"sqlalchemy_url": "postgres://u@h/zeus"}))
+    conn = Connection(
+        conn_id="zeus_default",
+        conn_type="generic",
+        extra=json.dumps({"sqlalchemy_url": "postgres://u@h/zeus"}),
+    )
     assert str(url_from_connection(conn)) == "postgresql+psycopg://u@h/zeus"
 
 
 def test_an_unsupported_connection_type_names_the_allowed_ones() -> None:
     conn = Connection(conn_id="zeus_default", conn_type="mysql", host="h")
-    with pytest.raises(StoreError, match=r"conn_type 'mysql': expected one of postgres, "
-                                         r"postgresql, zeus_store, sqlite, or any type "
-                                         r"with extra\.sqlalchemy_url"):
+    with pytest.raises(
+        StoreError,
+        match=r"conn_type 'mysql': expected one of postgres, "
+        r"postgresql, zeus_store, sqlite, or any type "
+        r"with extra\.sqlalchemy_url",
+    ):
         url_from_connection(conn)
 
 
@@ -88,8 +115,11 @@ def test_the_connection_comes_before_the_environment(monkeypatch: pytest.MonkeyP
     location = resolve_store_location()
     assert (location.source, location.url.database) == ("connection", "/from-conn.db")
     assert resolve_store_location(url="sqlite:////given.db").url.database == "/given.db"
-    with pytest.raises(StoreError, match=r"zeus_conn_id='zeus_prod': no such Airflow "
-                                         r"connection"):
+    with pytest.raises(
+        StoreError,
+        match=r"zeus_conn_id='zeus_prod': no such Airflow "
+        r"connection",
+    ):
         resolve_store_location("zeus_prod")
 
 
@@ -99,15 +129,22 @@ def connection_json(url: str) -> str:
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         return json.dumps({"conn_type": "sqlite", "host": parsed.database})
-    return json.dumps({"conn_type": "postgres", "host": parsed.host, "port": parsed.port,
-                       "login": parsed.username, "schema": parsed.database,
-                       "extra": dict(parsed.query)})
+    return json.dumps(
+        {
+            "conn_type": "postgres",
+            "host": parsed.host,
+            "port": parsed.port,
+            "login": parsed.username,
+            "schema": parsed.database,
+            "extra": dict(parsed.query),
+        }
+    )
 
 
 @pytest.mark.usefixtures("dag_test")
 def test_a_task_opens_the_store_through_its_connection(
-        migrated_url: str, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
+    migrated_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     from airflow.sdk import dag, task
 
     from zeus_airflow.core.config import JobConfig

@@ -35,13 +35,21 @@ def schema_of(url: str) -> dict[str, object]:
 
 
 def _sqlite_schema(conn: Connection) -> dict[str, object]:
-    rows = conn.execute(text("SELECT type, name, sql FROM sqlite_master WHERE tbl_name LIKE "
-                             "'zeus_%' AND tbl_name != :version AND sql IS NOT NULL"),
-                        {"version": schema.VERSION_TABLE})
+    rows = conn.execute(
+        text(
+            "SELECT type, name, sql FROM sqlite_master WHERE tbl_name LIKE "
+            "'zeus_%' AND tbl_name != :version AND sql IS NOT NULL"
+        ),
+        {"version": schema.VERSION_TABLE},
+    )
     # A table's columns and constraints, in any order (SQLite keeps the DDL text as written,
     # and appends ALTER TABLE's columns to it on the last column's line).
-    return {name: sorted(_top_level_items(sql[sql.index("(") + 1:sql.rindex(")")]))
-            if kind == "table" else sql for kind, name, sql in rows}
+    return {
+        name: sorted(_top_level_items(sql[sql.index("(") + 1 : sql.rindex(")")]))
+        if kind == "table"
+        else sql
+        for kind, name, sql in rows
+    }
 
 
 def _top_level_items(body: str) -> list[str]:
@@ -61,25 +69,26 @@ def _postgres_schema(conn: Connection) -> dict[str, object]:
     # Only this schema's tables (tests share a database, each in a schema of its own).
     queries = {
         "columns": "SELECT table_name, column_name, data_type, character_maximum_length, "
-                   "is_nullable, column_default, col_description(format('%I.%I', "
-                   "table_schema, table_name)::regclass, ordinal_position) FROM "
-                   "information_schema.columns WHERE table_schema = current_schema() AND "
-                   "table_name != :version",
+        "is_nullable, column_default, col_description(format('%I.%I', "
+        "table_schema, table_name)::regclass, ordinal_position) FROM "
+        "information_schema.columns WHERE table_schema = current_schema() AND "
+        "table_name != :version",
         "constraints": "SELECT c.relname, conname, pg_get_constraintdef(k.oid) FROM "
-                       "pg_constraint k JOIN pg_class c ON c.oid = k.conrelid JOIN "
-                       "pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = "
-                       "current_schema() AND c.relname != :version",
+        "pg_constraint k JOIN pg_class c ON c.oid = k.conrelid JOIN "
+        "pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = "
+        "current_schema() AND c.relname != :version",
         "indexes": "SELECT indexname, replace(indexdef, current_schema() || '.', '') FROM "
-                   "pg_indexes WHERE schemaname = current_schema() AND tablename != :version",
+        "pg_indexes WHERE schemaname = current_schema() AND tablename != :version",
     }
-    return {name: sorted(tuple(r) for r in conn.execute(text(q),
-                                                        {"version": schema.VERSION_TABLE}))
-            for name, q in queries.items()}
+    return {
+        name: sorted(tuple(r) for r in conn.execute(text(q), {"version": schema.VERSION_TABLE}))
+        for name, q in queries.items()
+    }
 
 
-def test_the_migrations_build_exactly_the_tables_module(db_url: str, db_backend: str,
-                                                        tmp_path: Path,
-                                                        postgres_url: str | None) -> None:
+def test_the_migrations_build_exactly_the_tables_module(
+    db_url: str, db_backend: str, tmp_path: Path, postgres_url: str | None
+) -> None:
     upgrade_store(db_url)
     with empty_database(db_backend, tmp_path, postgres_url) as reference_url:
         engine = create_engine(reference_url)
@@ -92,7 +101,8 @@ def test_the_migrations_build_exactly_the_tables_module(db_url: str, db_backend:
     engine = create_engine(db_url)
     with engine.connect() as conn:
         context = MigrationContext.configure(
-            conn, opts={"compare_type": True, "version_table": schema.VERSION_TABLE})
+            conn, opts={"compare_type": True, "version_table": schema.VERSION_TABLE}
+        )
         assert compare_metadata(context, metadata) == []
     engine.dispose()
 
@@ -102,24 +112,31 @@ def test_schema_version_names_the_head_migration() -> None:
 
 
 def test_an_empty_database_is_refused_with_the_command_that_fixes_it(db_url: str) -> None:
-    with pytest.raises(StoreError, match=r"no tables yet: create them with `zeus-airflow db "
-                                         r"upgrade`"):
+    with pytest.raises(
+        StoreError,
+        match=r"no tables yet: create them with `zeus-airflow db "
+        r"upgrade`",
+    ):
         SQLStore(db_url)
     engine = create_engine(db_url)
     assert inspect(engine).get_table_names() == []  # refusing created nothing
     engine.dispose()
 
 
-def test_a_store_behind_the_code_is_refused(migrated_url: str,
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_store_behind_the_code_is_refused(
+    migrated_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # A store at 0001 opened by this release, which expects SCHEMA_VERSION.
     engine = create_engine(migrated_url)
     with engine.begin() as conn:
         conn.execute(text(f"UPDATE {schema.VERSION_TABLE} SET version_num = '0001'"))
     engine.dispose()
-    with pytest.raises(StoreError, match=rf"at schema revision 0001, behind this zeus-airflow "
-                                         rf"\(expects {SCHEMA_VERSION}\): run `zeus-airflow db "
-                                         r"upgrade`"):
+    with pytest.raises(
+        StoreError,
+        match=rf"at schema revision 0001, behind this zeus-airflow "
+        rf"\(expects {SCHEMA_VERSION}\): run `zeus-airflow db "
+        r"upgrade`",
+    ):
         open_store(migrated_url)
 
 
@@ -133,10 +150,12 @@ def test_a_store_from_a_newer_release_is_refused(migrated_url: str) -> None:
 
 
 def test_db_upgrade_creates_the_tables_then_has_nothing_to_do(
-        db_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    db_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["db", "upgrade", "--db", db_url]) == 0
-    assert f"created the store's tables (schema revision {SCHEMA_VERSION})" in \
-        capsys.readouterr().out
+    assert (
+        f"created the store's tables (schema revision {SCHEMA_VERSION})" in capsys.readouterr().out
+    )
     assert main(["db", "upgrade", "--db", db_url]) == 0
     assert f"already at schema revision {SCHEMA_VERSION}" in capsys.readouterr().out
     store = SQLStore(db_url)
@@ -160,20 +179,29 @@ def test_concurrent_upgrades_of_one_database_wait_for_each_other(db_url: str) ->
     for thread in threads:
         thread.join()
     assert errors == []
-    assert sorted((r.before or "", r.after) for r in results) == \
-        [("", SCHEMA_VERSION)] + [(SCHEMA_VERSION, SCHEMA_VERSION)] * 3
+    assert (
+        sorted((r.before or "", r.after) for r in results)
+        == [("", SCHEMA_VERSION)] + [(SCHEMA_VERSION, SCHEMA_VERSION)] * 3
+    )
 
 
 def test_the_embedded_default_upgrades_itself_on_first_use(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     home = tmp_path / "airflow-home"
     monkeypatch.setenv("AIRFLOW_HOME", str(home))
     monkeypatch.delenv("ZEUS_AIRFLOW_DB_URL", raising=False)
     # Several workers opening the fresh default at once: one creates it, none fails.
-    code = ("from zeus_airflow.core.store.location import open_store; "
-            "store = open_store(); print(store.where)")
-    workers = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    code = (
+        "from zeus_airflow.core.store.location import open_store; "
+        "store = open_store(); print(store.where)"
+    )
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(3)
+    ]
     outputs = [w.communicate(timeout=120) for w in workers]
     assert [w.returncode for w in workers] == [0, 0, 0], outputs
     assert all(out.strip() == f"sqlite:///{home / 'zeus_airflow.db'}" for out, _ in outputs)
@@ -189,11 +217,29 @@ def test_the_migrations_ship_in_the_wheel(tmp_path: Path) -> None:
     source.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(repo / name, source / name)
-    shutil.copytree(repo / "zeus_airflow", source / "zeus_airflow",
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-                    "-q", "-w", str(tmp_path), str(source)], check=True, capture_output=True)
+    shutil.copytree(
+        repo / "zeus_airflow", source / "zeus_airflow", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+            str(source),
+        ],
+        check=True,
+        capture_output=True,
+    )
     (wheel,) = tmp_path.glob("zeus_airflow-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    assert {"zeus_airflow/migrations/env.py", "zeus_airflow/migrations/script.py.mako",
-            "zeus_airflow/migrations/versions/0001_initial_schema.py"} <= names
+    assert {
+        "zeus_airflow/migrations/env.py",
+        "zeus_airflow/migrations/script.py.mako",
+        "zeus_airflow/migrations/versions/0001_initial_schema.py",
+    } <= names

@@ -43,15 +43,30 @@ def ti(run_id: str, try_number: int = 1) -> RecurrenceKey:
 
 
 def outcome(batch_size: int, cost: float = 1000.0, reached: bool = True) -> RunOutcome:
-    return RunOutcome(batch_size, 250, energy_j=cost * 1.5, time_s=cost / 100, cost=cost,
-                      epochs=3, reached_target=reached,
-                      stop_reason="target" if reached else "max_epochs", last_metric=None)
+    return RunOutcome(
+        batch_size,
+        250,
+        energy_j=cost * 1.5,
+        time_s=cost / 100,
+        cost=cost,
+        epochs=3,
+        reached_target=reached,
+        stop_reason="target" if reached else "max_epochs",
+        last_metric=None,
+    )
 
 
-def begin(store: SQLStore, job: JobRef, key: RecurrenceKey, attempt: int = 1,
-          policy: object = ZEUS) -> tuple[int, Decision]:
-    start = store.begin_trial(job, key, attempt, decided_by(policy),  # type: ignore[arg-type]
-                              DEVICE, frozenset())
+def begin(
+    store: SQLStore, job: JobRef, key: RecurrenceKey, attempt: int = 1, policy: object = ZEUS
+) -> tuple[int, Decision]:
+    start = store.begin_trial(
+        job,
+        key,
+        attempt,
+        decided_by(policy),  # type: ignore[arg-type]
+        DEVICE,
+        frozenset(),
+    )
     return start.trial_id, start.decision
 
 
@@ -77,8 +92,9 @@ def config(cifar_trace: WorkloadTrace) -> JobConfig:
 
 
 # --- atomic decisions -------------------------------------------------------------------------
-def test_an_overlapping_run_sees_the_trial_in_flight(sql_store: SQLStore,
-                                                     config: JobConfig) -> None:
+def test_an_overlapping_run_sees_the_trial_in_flight(
+    sql_store: SQLStore, config: JobConfig
+) -> None:
     job = sql_store.register_job(config, seed=1)
     first, explored = begin(sql_store, job, ti("r1"))
     assert explored == Decision(config.default_batch_size, "pruning")
@@ -92,8 +108,9 @@ def test_an_overlapping_run_sees_the_trial_in_flight(sql_store: SQLStore,
     assert [t.decision_seq for t in list_trials(sql_store)] == [1, 2, 3]
 
 
-def test_the_database_refuses_a_second_live_trial_for_one_try(sql_store: SQLStore,
-                                                              config: JobConfig) -> None:
+def test_the_database_refuses_a_second_live_trial_for_one_try(
+    sql_store: SQLStore, config: JobConfig
+) -> None:
     job = sql_store.register_job(config)
     trial_id, _ = begin(sql_store, job, ti("r1"))
     with sql_store.engine.connect() as conn:
@@ -108,7 +125,8 @@ def test_the_database_refuses_a_second_live_trial_for_one_try(sql_store: SQLStor
 
 # --- idempotency per Airflow task instance ----------------------------------------------------
 def test_a_retry_supersedes_a_finished_try_and_only_the_retry_counts(
-        sql_store: SQLStore, config: JobConfig) -> None:
+    sql_store: SQLStore, config: JobConfig
+) -> None:
     job = sql_store.register_job(config, seed=1)
     first, decision = begin(sql_store, job, ti("r1", try_number=1))
     sql_store.finish_trial(first, outcome(decision.batch_size, 1000.0), observed=True)
@@ -121,7 +139,8 @@ def test_a_retry_supersedes_a_finished_try_and_only_the_retry_counts(
 
 
 def test_a_retry_abandons_a_try_still_running_and_its_late_result_never_counts(
-        sql_store: SQLStore, config: JobConfig, caplog: pytest.LogCaptureFixture) -> None:
+    sql_store: SQLStore, config: JobConfig, caplog: pytest.LogCaptureFixture
+) -> None:
     job = sql_store.register_job(config, seed=1)
     first, decision = begin(sql_store, job, ti("r1", try_number=1))
     retry, again = begin(sql_store, job, ti("r1", try_number=2))
@@ -142,20 +161,21 @@ def test_running_the_same_try_again_replaces_it(sql_store: SQLStore, config: Job
     assert statuses(sql_store) == {first: ("superseded", False), second: ("succeeded", True)}
 
 
-def test_recording_a_trial_twice_replaces_its_figures(sql_store: SQLStore,
-                                                      config: JobConfig) -> None:
+def test_recording_a_trial_twice_replaces_its_figures(
+    sql_store: SQLStore, config: JobConfig
+) -> None:
     job = sql_store.register_job(config, seed=1)
     trial_id, decision = begin(sql_store, job, ti("r1"))
     sql_store.finish_trial(trial_id, outcome(decision.batch_size, 1000.0), observed=True)
     sql_store.finish_trial(trial_id, outcome(decision.batch_size, 700.0), observed=True)
     (row,) = list_trials(sql_store)
-    assert (row.status, row.cost, row.energy_j, row.observed) == ("succeeded", 700.0, 1050.0,
-                                                                  True)
+    assert (row.status, row.cost, row.energy_j, row.observed) == ("succeeded", 700.0, 1050.0, True)
 
 
 # --- leases -----------------------------------------------------------------------------------
 def test_a_trial_without_heartbeats_expires_and_its_size_is_explored_again(
-        migrated_url: str, config: JobConfig) -> None:
+    migrated_url: str, config: JobConfig
+) -> None:
     store = SQLStore(migrated_url, lease_s=0.3)
     job = store.register_job(config, seed=1)
     lost, decision = begin(store, job, ti("r1"))
@@ -182,7 +202,8 @@ def test_heartbeats_keep_a_long_trial_alive(migrated_url: str, config: JobConfig
 
 
 def test_the_late_result_of_an_expired_sampling_trial_is_taken_back(
-        migrated_url: str, config: JobConfig) -> None:
+    migrated_url: str, config: JobConfig
+) -> None:
     store = SQLStore(migrated_url, lease_s=0.2)
     job = store.register_job(config, seed=1)
     sampling = Fixed(config.default_batch_size, "sampling")
@@ -195,21 +216,26 @@ def test_the_late_result_of_an_expired_sampling_trial_is_taken_back(
     store.engine.dispose()
 
 
-def test_an_errored_trial_is_kept_and_its_size_explored_again(sql_store: SQLStore,
-                                                              config: JobConfig) -> None:
+def test_an_errored_trial_is_kept_and_its_size_explored_again(
+    sql_store: SQLStore, config: JobConfig
+) -> None:
     job = sql_store.register_job(config, seed=1)
     broken, decision = begin(sql_store, job, ti("r1"))
     sql_store.fail_trial(broken, "Traceback ...\nValueError: bad batch")
     _, next_decision = begin(sql_store, job, ti("r2"))
     assert next_decision == decision
     (row, _) = list_trials(sql_store)
-    assert (row.status, row.observed, row.error) == ("error", False,
-                                                     "Traceback ...\nValueError: bad batch")
+    assert (row.status, row.observed, row.error) == (
+        "error",
+        False,
+        "Traceback ...\nValueError: bad batch",
+    )
 
 
 # --- job versions -----------------------------------------------------------------------------
 def test_a_changed_configuration_starts_a_new_version_and_keeps_the_history(
-        sql_store: SQLStore, config: JobConfig) -> None:
+    sql_store: SQLStore, config: JobConfig
+) -> None:
     v1 = sql_store.register_job(config, seed=1)
     trial_id, decision = begin(sql_store, v1, ti("r1"))
     sql_store.finish_trial(trial_id, outcome(decision.batch_size), observed=True)
@@ -226,8 +252,7 @@ def test_a_changed_configuration_starts_a_new_version_and_keeps_the_history(
     assert sql_store.register_job(config).version == 3  # going back is a change too
 
 
-def test_reset_starts_the_job_over_as_a_new_version(sql_store: SQLStore,
-                                                    config: JobConfig) -> None:
+def test_reset_starts_the_job_over_as_a_new_version(sql_store: SQLStore, config: JobConfig) -> None:
     v1 = sql_store.register_job(config, seed=7)
     trial_id, decision = begin(sql_store, v1, ti("r1"))
     sql_store.finish_trial(trial_id, outcome(decision.batch_size), observed=True)
@@ -236,33 +261,42 @@ def test_reset_starts_the_job_over_as_a_new_version(sql_store: SQLStore,
     assert v2.version == 2
     assert begin(sql_store, v2, ti("r2"))[1] == Decision(config.default_batch_size, "pruning")
     assert [t.version for t in list_trials(sql_store, config.job_id)] == [1, 2]
-    with pytest.raises(StoreError, match=r"job 'nope' is not in the store .* known jobs: "
-                                         r"store\.job"):
+    with pytest.raises(
+        StoreError,
+        match=r"job 'nope' is not in the store .* known jobs: "
+        r"store\.job",
+    ):
         reset_job(sql_store, "nope")
 
 
 # --- power profiles ---------------------------------------------------------------------------
-def test_power_profiles_merge_measurements_per_limit(sql_store: SQLStore,
-                                                     config: JobConfig) -> None:
+def test_power_profiles_merge_measurements_per_limit(
+    sql_store: SQLStore, config: JobConfig
+) -> None:
     job = sql_store.register_job(config)
     limits = DEVICE.power_limits_w
 
     def profile(measured: dict[int, float], model: str = DEVICE.model) -> PowerProfile:
-        return PowerProfile(256, model, 1, limits,
-                            {w: LimitMeasurement(w, p, 10.0) for w, p in measured.items()})
+        return PowerProfile(
+            256, model, 1, limits, {w: LimitMeasurement(w, p, 10.0) for w, p in measured.items()}
+        )
 
     sql_store.save_profile(job, profile({250: 240.0, 225: 220.0}))
     sql_store.save_profile(job, profile({225: 221.0, 200: 199.0}))  # another worker's slice
     sql_store.save_profile(job, profile({250: 111.0}, model="A40"))
     loaded = sql_store.load_profile(job, 256, DEVICE)
-    assert {w: m.avg_power_w for w, m in loaded.measurements.items()} == \
-        {250: 240.0, 225: 221.0, 200: 199.0}
+    assert {w: m.avg_power_w for w, m in loaded.measurements.items()} == {
+        250: 240.0,
+        225: 221.0,
+        200: 199.0,
+    }
     assert sql_store.load_profile(job, 512, DEVICE).measurements == {}
 
 
 # --- what a decision reads ----------------------------------------------------------------------
-def test_the_decision_reads_each_arms_newest_observations(sql_store: SQLStore,
-                                                          config: JobConfig) -> None:
+def test_the_decision_reads_each_arms_newest_observations(
+    sql_store: SQLStore, config: JobConfig
+) -> None:
     windowed = JobConfig(**{**config.__dict__, "window_size": 2})
     job = sql_store.register_job(windowed)
     fixed = {b: Fixed(b, "sampling") for b in (256, 512)}
@@ -271,32 +305,41 @@ def test_the_decision_reads_each_arms_newest_observations(sql_store: SQLStore,
         for b, series in costs.items():
             if i < len(series):
                 trial_id, _ = begin(sql_store, job, ti(f"r{b}-{i}"), policy=fixed[b])
-                sql_store.finish_trial(trial_id, outcome(b, series[i], reached=b == 256),
-                                       observed=True)
+                sql_store.finish_trial(
+                    trial_id, outcome(b, series[i], reached=b == 256), observed=True
+                )
     with sql_store.reading() as conn:
         snapshot = job_snapshot(read_state(conn, job, DEVICE, frozenset()))
-        unwindowed = job_snapshot(read_state(
-            conn, JobRef(job.id, job.job_id, job.version, config), DEVICE, frozenset()))
-    assert {b: (a.count, a.mean) for b, a in snapshot.observations.items()} == \
-        {256: (2, 325.0), 512: (2, 450.0)}
+        unwindowed = job_snapshot(
+            read_state(conn, JobRef(job.id, job.job_id, job.version, config), DEVICE, frozenset())
+        )
+    assert {b: (a.count, a.mean) for b, a in snapshot.observations.items()} == {
+        256: (2, 325.0),
+        512: (2, 450.0),
+    }
     # The mean of 256's successes within its window (512 never reached the target).
     assert snapshot.success_mean_cost == {256: 325.0}
-    assert {b: (a.count, a.mean) for b, a in unwindowed.observations.items()} == \
-        {256: (4, pytest.approx(387.5)), 512: (3, 600.0)}
+    assert {b: (a.count, a.mean) for b, a in unwindowed.observations.items()} == {
+        256: (4, pytest.approx(387.5)),
+        512: (3, 600.0),
+    }
     assert unwindowed.success_mean_cost == {256: pytest.approx(387.5)}
 
 
 def test_the_engine_decides_on_this_database_as_on_the_in_memory_store(
-        sql_store: SQLStore, cifar_trace: WorkloadTrace) -> None:
+    sql_store: SQLStore, cifar_trace: WorkloadTrace
+) -> None:
     config = job_config(cifar_trace, window_size=5)
 
     def decisions(store: SQLStore) -> list[tuple[int, str, int]]:
         gpu = ReplayGPU(cifar_trace)
         engine = Engine(store, gpu, config, seed=3, heartbeat_s=None)
         train = ReplayTraining(gpu, seed=3)
-        return [(t.outcome.batch_size, t.phase, t.outcome.power_limit_w)
-                for i in range(12)
-                for t in engine.run_recurrence(train, ti(f"r{i}")).tries]
+        return [
+            (t.outcome.batch_size, t.phase, t.outcome.power_limit_w)
+            for i in range(12)
+            for t in engine.run_recurrence(train, ti(f"r{i}")).tries
+        ]
 
     expected = decisions(SQLStore.in_memory())
     assert decisions(sql_store) == expected

@@ -11,13 +11,22 @@ import zeus_airflow
 
 ROOT = Path(zeus_airflow.__file__).parent
 STORE = "zeus_airflow.core.store"
-ABOVE_THE_STORE = ("zeus_airflow.core.run", "zeus_airflow.core.profiler",
-                   "zeus_airflow.core.engine", "zeus_airflow.core.policy",
-                   "zeus_airflow.core.fleet", "zeus_airflow.core.monitor",
-                   "zeus_airflow.core.reports")
-GROUND_FLOOR = ("zeus_airflow.core.config", "zeus_airflow.core.cost",
-                "zeus_airflow.core.limit_search", "zeus_airflow.core.devices.base",
-                "zeus_airflow.core.domain")
+ABOVE_THE_STORE = (
+    "zeus_airflow.core.run",
+    "zeus_airflow.core.profiler",
+    "zeus_airflow.core.engine",
+    "zeus_airflow.core.policy",
+    "zeus_airflow.core.fleet",
+    "zeus_airflow.core.monitor",
+    "zeus_airflow.core.reports",
+)
+GROUND_FLOOR = (
+    "zeus_airflow.core.config",
+    "zeus_airflow.core.cost",
+    "zeus_airflow.core.limit_search",
+    "zeus_airflow.core.devices.base",
+    "zeus_airflow.core.domain",
+)
 """What the domain may import (besides itself)."""
 
 
@@ -53,6 +62,7 @@ def imports(module: str) -> frozenset[str]:
                 found.add(name if name in MODULES else node.module)
         for child in ast.iter_child_nodes(node):
             visit(child)
+
     visit(tree)
     return frozenset(m for m in found if m in MODULES and m != module)
 
@@ -80,16 +90,14 @@ def test_the_import_graph_has_no_cycle() -> None:
 def test_the_store_imports_nothing_above_the_domain() -> None:
     store = [m for m in MODULES if within(m, (STORE,))]
     assert len(store) > 5  # the walk found the store's modules
-    wrong = {m: sorted(d for d in reachable(m) if within(d, ABOVE_THE_STORE))
-             for m in store}
+    wrong = {m: sorted(d for d in reachable(m) if within(d, ABOVE_THE_STORE)) for m in store}
     assert not {m: d for m, d in wrong.items() if d}
 
 
 def test_the_domain_stands_on_the_ground_floor() -> None:
     domain = [m for m in MODULES if within(m, ("zeus_airflow.core.domain",))]
     assert len(domain) >= 5
-    wrong = {m: sorted(d for d in reachable(m) if not within(d, GROUND_FLOOR))
-             for m in domain}
+    wrong = {m: sorted(d for d in reachable(m) if not within(d, GROUND_FLOOR)) for m in domain}
     assert not {m: d for m, d in wrong.items() if d}
 
 

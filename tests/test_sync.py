@@ -105,10 +105,15 @@ class LaggingGPU:
 
 def config() -> JobConfig:
     # No budget: what every limit's slice measures is the subject.
-    return JobConfig("lagging", (32,), 32, target_metric=1.0, max_epochs=1,
-                     profiler=ProfilerConfig(warmup_steps=WARMUP_STEPS,
-                                             profile_steps=PROFILE_STEPS),
-                     exploration_budget=None)
+    return JobConfig(
+        "lagging",
+        (32,),
+        32,
+        target_metric=1.0,
+        max_epochs=1,
+        profiler=ProfilerConfig(warmup_steps=WARMUP_STEPS, profile_steps=PROFILE_STEPS),
+        exploration_budget=None,
+    )
 
 
 def train_on(gpu: LaggingGPU, steps: int) -> Callable[[TrainingRun], None]:
@@ -117,17 +122,18 @@ def train_on(gpu: LaggingGPU, steps: int) -> Callable[[TrainingRun], None]:
             for _ in run.steps(range(steps)):
                 gpu.launch_step()
             run.report_metric(1.0)
+
     return train
 
 
-def run_once(synchronize: Callable[[], None] | None) -> tuple[Engine, RecurrenceResult,
-                                                               float]:
+def run_once(synchronize: Callable[[], None] | None) -> tuple[Engine, RecurrenceResult, float]:
     """One recurrence (profiling every limit, then training at the optimum) and the energy
     the GPU really drew over it, queued work included."""
     clock = ManualClock()
     gpu = LaggingGPU(clock)
-    engine = Engine(SQLStore.in_memory(), gpu, config(), seed=1, heartbeat_s=None,
-                    synchronize=synchronize)
+    engine = Engine(
+        SQLStore.in_memory(), gpu, config(), seed=1, heartbeat_s=None, synchronize=synchronize
+    )
     start_j = gpu.energy_j()
     result = engine.run_recurrence(train_on(gpu, 400), RecurrenceKey("r1"))
     gpu.synchronize()
@@ -203,7 +209,8 @@ class _FakeCuda:
 
 
 def test_cuda_synchronizer_waits_on_the_groups_cuda_devices_only_once_torch_uses_cuda(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     sync = CUDASynchronizer((1, 0))
     monkeypatch.delitem(sys.modules, "torch", raising=False)
     sync()  # torch never imported: nothing to wait for, and torch is not imported by us
@@ -217,5 +224,6 @@ def test_cuda_synchronizer_waits_on_the_groups_cuda_devices_only_once_torch_uses
 
 def test_cuda_synchronizer_with_the_real_cpu_torch_does_nothing() -> None:
     import torch  # the dev install has the CPU build
+
     assert not torch.cuda.is_available()
     CUDASynchronizer((0,))()  # no CUDA: returns at once, no error

@@ -20,8 +20,9 @@ from zeus_airflow.core.traces import (
 )
 
 
-def test_explicit_then_environment_then_the_package(monkeypatch: pytest.MonkeyPatch,
-                                                    tmp_path: Path) -> None:
+def test_explicit_then_environment_then_the_package(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setenv(TRACES_ENV, str(tmp_path / "env"))
     assert resolve_traces_dir(tmp_path / "given") == tmp_path / "given"
     assert resolve_traces_dir() == tmp_path / "env"
@@ -54,18 +55,42 @@ def test_package_data_ships_every_traces_file() -> None:
     patterns = config["tool"]["setuptools"]["package-data"]["zeus_airflow"]
     package = REPO / "zeus_airflow"
     assert sorted(path.name for path in PACKAGED_TRACES.iterdir()) == [
-        "README.md", "summary_power_a40.csv", "summary_power_v100.csv", "summary_train.csv"]
+        "README.md",
+        "summary_power_a40.csv",
+        "summary_power_v100.csv",
+        "summary_train.csv",
+    ]
     files = [path.relative_to(package).as_posix() for path in PACKAGED_TRACES.iterdir()]
     assert all(any(fnmatch.fnmatch(f, p) for p in patterns) for f in files)
 
 
-def test_simulate_needs_no_traces_argument(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_simulate_needs_no_traces_argument(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.delenv(TRACES_ENV)
     out = tmp_path / "out.csv"
-    assert main(["simulate", "--gpu", "v100", "--workload", "squad", "--policy", "default",
-                 "--seeds", "1", "--recurrences", "3", "--jobs", "1",
-                 "--output-csv", str(out)]) == 0
+    assert (
+        main(
+            [
+                "simulate",
+                "--gpu",
+                "v100",
+                "--workload",
+                "squad",
+                "--policy",
+                "default",
+                "--seeds",
+                "1",
+                "--recurrences",
+                "3",
+                "--jobs",
+                "1",
+                "--output-csv",
+                str(out),
+            ]
+        )
+        == 0
+    )
     with open(out, newline="") as f:
         (row,) = csv.DictReader(f)
     assert row["gpu"] == "v100" and row["recurrences"] == "3"

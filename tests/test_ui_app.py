@@ -45,8 +45,7 @@ def test_an_empty_store_says_so(client: TestClient) -> None:
 
 
 def test_a_job_that_has_not_run_has_a_page(client: TestClient, store: SQLStore) -> None:
-    store.register_job(JobConfig("quiet.train", (32, 64), 64, target_metric=0.9,
-                                 max_epochs=5))
+    store.register_job(JobConfig("quiet.train", (32, 64), 64, target_metric=0.9, max_epochs=5))
     page = client.get("/jobs/quiet.train")
     assert page.status_code == 200
     assert "No run yet" in page.text and "No estimate yet" in page.text
@@ -54,14 +53,17 @@ def test_a_job_that_has_not_run_has_a_page(client: TestClient, store: SQLStore) 
     runs = client.get("/api/jobs/quiet.train/runs").json()
     assert (runs["total"], runs["pages"], runs["runs"]) == (0, 1, [])
     job = client.get("/api/jobs/quiet.train").json()["job"]
-    assert (job["phase"], job["best_batch_size"], job["default_estimate"]) == \
-        ("pruning", None, None)
+    assert (job["phase"], job["best_batch_size"], job["default_estimate"]) == (
+        "pruning",
+        None,
+        None,
+    )
 
 
-def test_an_unknown_job_or_version_is_404_in_the_callers_format(client: TestClient,
-                                                                 store: SQLStore) -> None:
-    store.register_job(JobConfig("quiet.train", (32, 64), 64, target_metric=0.9,
-                                 max_epochs=5))
+def test_an_unknown_job_or_version_is_404_in_the_callers_format(
+    client: TestClient, store: SQLStore
+) -> None:
+    store.register_job(JobConfig("quiet.train", (32, 64), 64, target_metric=0.9, max_epochs=5))
     api = client.get("/api/jobs/nope")
     assert api.status_code == 404 and "nope" in api.json()["detail"]
     page = client.get("/jobs/quiet.train?version=7")
@@ -70,10 +72,12 @@ def test_an_unknown_job_or_version_is_404_in_the_callers_format(client: TestClie
 
 
 def test_a_store_that_cannot_be_read_is_503_naming_the_store(
-        client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
     def unreachable() -> SQLStore:
-        raise StoreError("the zeus-airflow store at postgresql+psycopg://zeus:***@db/zeus "
-                         "is unreachable")
+        raise StoreError(
+            "the zeus-airflow store at postgresql+psycopg://zeus:***@db/zeus is unreachable"
+        )
 
     monkeypatch.setattr(queries, "store", unreachable)
     api = client.get("/api/jobs")
@@ -95,8 +99,9 @@ def test_an_infeasible_job_is_explained_not_failed(client: TestClient, store: SQ
 
     gpu = ReplayGPU(load_workload_trace(resolve_traces_dir(), "v100", "cifar100"))
     # The paper's walk: with the budget, b0's miss would end each recurrence instead.
-    config = JobConfig("hard.train", (512, 1024), 1024, target_metric=0.99, max_epochs=3,
-                       exploration_budget=None)
+    config = JobConfig(
+        "hard.train", (512, 1024), 1024, target_metric=0.99, max_epochs=3, exploration_budget=None
+    )
     engine = Engine(store, gpu, config, seed=1, heartbeat_s=None)
 
     never = replay_never_reaching(gpu)
@@ -116,13 +121,15 @@ def test_an_infeasible_job_is_explained_not_failed(client: TestClient, store: SQ
     # The runs' Airflow tasks succeeded (a missed target is a warning): the status must not
     # read "failed" beside a green task, and it says what it means.
     statuses = re.findall(r'<td class="status-(\w+)" title="([^"]+)">([^<]+)', page.text)
-    assert [(status, shown.strip()) for status, _, shown in statuses] == \
-        [("failed", "target missed")] * 3
+    assert [(status, shown.strip()) for status, _, shown in statuses] == [
+        ("failed", "target missed")
+    ] * 3
     assert all("task still succeeded" in title for _, title, _ in statuses)
 
 
-def test_the_summary_line_and_the_job_page_show_a_run_alike(client: TestClient,
-                                                            store: SQLStore) -> None:
+def test_the_summary_line_and_the_job_page_show_a_run_alike(
+    client: TestClient, store: SQLStore
+) -> None:
     """One run of 1.5 h: the summary line (Rendered Templates, task log) and the UI format it
     with the same units module, so both read the same text. Before they shared it, this run
     read "1.5 h" in the summary and "89.8 min" on the page."""
@@ -137,7 +144,8 @@ def test_the_summary_line_and_the_job_page_show_a_run_alike(client: TestClient,
     gpu = ReplayGPU(load_workload_trace(resolve_traces_dir(), "v100", "sentiment140"))
     config = JobConfig("units.train", (16,), 16, target_metric=0.5, max_epochs=100)
     result = Engine(store, gpu, config, seed=1, heartbeat_s=None).run_recurrence(
-        ReplayTraining(gpu), RecurrenceKey("day0", "units", "train"))
+        ReplayTraining(gpu), RecurrenceKey("day0", "units", "train")
+    )
     assert 3600 <= result.time_s < 7200  # between the two old switches to hours
     energy, duration = summary_line(result).split(" · ")[:2]
     page = client.get("/jobs/units.train").text
@@ -149,7 +157,8 @@ def test_the_summary_line_and_the_job_page_show_a_run_alike(client: TestClient,
 
 
 def test_a_job_with_carbon_figures_shows_them_per_run_and_against_default(
-        client: TestClient, store: SQLStore) -> None:
+    client: TestClient, store: SQLStore
+) -> None:
     """Three runs of b0 (so Default has an estimate): one on schedule at 400 gCO2e/kWh, one
     started 3 h later at 100 (400 had it not waited), one whose source fell back."""
     from zeus_airflow.core.devices.replay import ReplayGPU
@@ -162,33 +171,48 @@ def test_a_job_with_carbon_figures_shows_them_per_run_and_against_default(
     gpu = ReplayGPU(load_workload_trace(resolve_traces_dir(), "v100", "sentiment140"))
     config = JobConfig("green.train", (16,), 16, target_metric=0.5, max_epochs=100)
     engine = Engine(store, gpu, config, seed=1, heartbeat_s=None)
-    results = [engine.run_recurrence(ReplayTraining(gpu, seed=1),
-                                     RecurrenceKey(f"day{i}", "green", "train"))
-               for i in range(3)]
+    results = [
+        engine.run_recurrence(
+            ReplayTraining(gpu, seed=1), RecurrenceKey(f"day{i}", "green", "train")
+        )
+        for i in range(3)
+    ]
     kwh = [r.energy_j / 3.6e6 for r in results]
-    store.record_carbon({
-        results[0].final.trial_id: RunCarbon("DE", kwh[0] * 400, None, 400.0, "live"),
-        results[1].final.trial_id: RunCarbon(
-            "DE", kwh[1] * 100, None, 100.0, "forecast", start_delay_s=3 * 3600.0,
-            expected_emissions_g=kwh[1] * 90, unshifted_intensity_g_per_kwh=400.0,
-            start_reason="the midday dip"),
-        results[2].final.trial_id: RunCarbon("DE", kwh[2] * 475, None, 475.0, "fallback",
-                                             "HTTP 401"),
-    })
+    store.record_carbon(
+        {
+            results[0].final.trial_id: RunCarbon("DE", kwh[0] * 400, None, 400.0, "live"),
+            results[1].final.trial_id: RunCarbon(
+                "DE",
+                kwh[1] * 100,
+                None,
+                100.0,
+                "forecast",
+                start_delay_s=3 * 3600.0,
+                expected_emissions_g=kwh[1] * 90,
+                unshifted_intensity_g_per_kwh=400.0,
+                start_reason="the midday dip",
+            ),
+            results[2].final.trial_id: RunCarbon(
+                "DE", kwh[2] * 475, None, 475.0, "fallback", "HTTP 401"
+            ),
+        }
+    )
     page = client.get("/jobs/green.train").text
     assert 'id="emissions"' in page and "3 runs · zone DE · 1 started later" in page
     assert page.count('class="badge provenance-') == 3
     assert '<span class="badge provenance-fallback">fallback</span>' in page
     assert 'title="the midday dip">3 h</td>' in page
     assert 'id="chart-emissions"' in page and "Cumulative emissions against Default" in page
-    chart = page[page.index('id="chart-emissions"'):]
-    chart = chart[:chart.index("</figure>")]
+    chart = page[page.index('id="chart-emissions"') :]
+    chart = chart[: chart.index("</figure>")]
     assert "Default (estimate)" in chart and "started 3 h late" in chart
     runs = client.get("/api/jobs/green.train/runs").json()["runs"]
     by_run = {r["run"]["run_id"]: r["run"] for r in runs}
     assert by_run["day1"]["emissions_g"] == pytest.approx(kwh[1] * 100)
-    assert (by_run["day1"]["start_delay_s"], by_run["day2"]["carbon_provenance"]) == \
-        (10800.0, "fallback")
+    assert (by_run["day1"]["start_delay_s"], by_run["day2"]["carbon_provenance"]) == (
+        10800.0,
+        "fallback",
+    )
 
     from zeus_airflow.core import reports
 
@@ -203,11 +227,13 @@ def test_a_job_with_carbon_figures_shows_them_per_run_and_against_default(
 
 
 def test_an_observe_mode_job_shows_what_the_optimum_would_have_saved(
-        client: TestClient, store: SQLStore) -> None:
+    client: TestClient, store: SQLStore
+) -> None:
     from test_observe_mode import JOB_ID, MAX_W, observe_job
 
     from zeus_airflow.core.traces import load_workload_trace
     from zeus_airflow.core.units import show_energy, show_time
+
     results = observe_job(store, load_workload_trace(TRACES, "v100", "cifar100"), 2)
     saved_j = sum(r.would_save_energy_j or 0.0 for r in results)
     optimum = results[-1].optimal_power_limit_w
@@ -217,34 +243,41 @@ def test_an_observe_mode_job_shows_what_the_optimum_would_have_saved(
     assert "Observe mode: the optimum would save" in card and show_energy(saved_j) in card
     # Under "would save", a bare "time +37 s" read as 37 s saved when it meant 37 s longer.
     saved_s = sum(r.would_save_time_s or 0.0 for r in results)
-    assert (f"taking {show_time(-saved_s)} longer" if saved_s < 0
-            else f"finishing {show_time(saved_s)} sooner") in card
+    assert (
+        f"taking {show_time(-saved_s)} longer"
+        if saved_s < 0
+        else f"finishing {show_time(saved_s)} sooner"
+    ) in card
     assert "time +" not in card and "time −" not in card
-    assert f"{MAX_W} W <span class=\"muted\"" in page.text  # the limit trained at, then...
+    assert f'{MAX_W} W <span class="muted"' in page.text  # the limit trained at, then...
     assert f"(optimum {optimum} W)" in page.text
     job = client.get(f"/api/jobs/{JOB_ID}").json()
     assert job["job"]["would_save_energy_j"] == pytest.approx(saved_j)
     assert [r["optimal_power_limit_w"] for r in job["runs"]] == [optimum, optimum]
 
 
-def test_the_runs_table_shows_cpu_and_dram_beside_the_gpus(client: TestClient, store: SQLStore,
-                                                          tmp_path: Path) -> None:
+def test_the_runs_table_shows_cpu_and_dram_beside_the_gpus(
+    client: TestClient, store: SQLStore, tmp_path: Path
+) -> None:
     from test_host_energy import run_job
 
     result, _ = run_job(tmp_path)  # the same store file as the app's
     page = client.get("/jobs/host")
     assert page.status_code == 200
     assert "CPU+DRAM (J)" in page.text
-    assert '>180</td>' in page.text and "CPU 150.0 J, DRAM 30.0 J" in page.text
+    assert ">180</td>" in page.text and "CPU 150.0 J, DRAM 30.0 J" in page.text
     (run,) = client.get("/api/jobs/host/runs").json()["runs"]
-    assert (run["run"]["cpu_energy_j"], run["run"]["dram_energy_j"]) == \
-        (pytest.approx(result.cpu_energy_j), pytest.approx(result.dram_energy_j))
+    assert (run["run"]["cpu_energy_j"], run["run"]["dram_energy_j"]) == (
+        pytest.approx(result.cpu_energy_j),
+        pytest.approx(result.dram_energy_j),
+    )
 
 
 # --- a store that goes down, ids no job can have --------------------------------------------
 @pytest.fixture
-def pg_client(airflow_db: Path, store_outage: StoreOutage,
-              monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[TestClient, StoreOutage]]:
+def pg_client(
+    airflow_db: Path, store_outage: StoreOutage, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[TestClient, StoreOutage]]:
     """The app on a PostgreSQL store behind a TCP proxy that ``cut()`` takes down."""
     from zeus_airflow.plugins.app import create_app
     from zeus_airflow.plugins.auth import dag_access
@@ -259,13 +292,13 @@ def pg_client(airflow_db: Path, store_outage: StoreOutage,
 
 
 ON_POSTGRESQL = pytest.mark.parametrize("db_backend", ["postgresql"], indirect=True)
-ROUTES = ["/jobs", "/jobs/pg.train", "/api/jobs", "/api/jobs/pg.train",
-          "/api/jobs/pg.train/runs"]
+ROUTES = ["/jobs", "/jobs/pg.train", "/api/jobs", "/api/jobs/pg.train", "/api/jobs/pg.train/runs"]
 
 
 @ON_POSTGRESQL
 def test_a_store_that_goes_down_after_it_was_opened_is_503_on_every_route(
-        pg_client: tuple[TestClient, StoreOutage]) -> None:
+    pg_client: tuple[TestClient, StoreOutage],
+) -> None:
     client, outage = pg_client
     assert [client.get(path).status_code for path in ROUTES] == [200] * len(ROUTES)
     outage.cut()
@@ -290,21 +323,24 @@ MALFORMED_IDS = ["a%00b", "%00", "j" * 251]
 @ON_POSTGRESQL
 @pytest.mark.parametrize("job_id", MALFORMED_IDS, ids=["nul", "only-nul", "too-long"])
 @pytest.mark.parametrize("route", ["/jobs/{}", "/api/jobs/{}", "/api/jobs/{}/runs"])
-def test_an_id_no_job_can_have_is_404_not_500(pg_client: tuple[TestClient, StoreOutage],
-                                              job_id: str, route: str) -> None:
+def test_an_id_no_job_can_have_is_404_not_500(
+    pg_client: tuple[TestClient, StoreOutage], job_id: str, route: str
+) -> None:
     client, _ = pg_client
     answer = client.get(route.format(job_id))
     assert answer.status_code == 404, answer.text[:300]
     assert "no job has such an id" in answer.text
 
 
-def test_the_fleet_page_pages_its_rows_and_totals_them_all(client: TestClient,
-                                                          store: SQLStore) -> None:
+def test_the_fleet_page_pages_its_rows_and_totals_them_all(
+    client: TestClient, store: SQLStore
+) -> None:
     from zeus_airflow.plugins.fleet_page import PER_PAGE
 
     for i in range(PER_PAGE + 1):
-        store.register_job(JobConfig(f"many_{i:03d}.train", (32, 64), 64, target_metric=0.9,
-                                     max_epochs=5))
+        store.register_job(
+            JobConfig(f"many_{i:03d}.train", (32, 64), 64, target_metric=0.9, max_epochs=5)
+        )
     first, second = client.get("/jobs").text, client.get("/jobs?page=2").text
     rows = r'<tr>\s*<td><a href="/zeus/jobs/'
     assert len(re.findall(rows, first)) == PER_PAGE and len(re.findall(rows, second)) == 1
@@ -335,9 +371,11 @@ def test_a_result_recorded_late_is_shown_as_such(client: TestClient, store: SQLS
         value = replay(run)  # type: ignore[arg-type]
         lock.cut()
         return value
+
     config = job_config(trace, job_id="late.train")
     result = Engine(quick, gpu, config, seed=1, heartbeat_s=None).run_recurrence(
-        train, RecurrenceKey("r1", dag_id="late", task_id="train"))
+        train, RecurrenceKey("r1", dag_id="late", task_id="train")
+    )
     lock.restore()
     lock.close()
     assert record_late(store, list(result.unrecorded), logging.getLogger("t")) == []

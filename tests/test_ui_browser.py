@@ -22,8 +22,15 @@ from fixtures_ui import (
 )
 
 JOB_PATH = f"/zeus/jobs/{ALPHA_JOB}"
-CHARTS = ("energy", "time", "batch-size", "cumulative", "arms", "profile-power",
-          "profile-throughput")
+CHARTS = (
+    "energy",
+    "time",
+    "batch-size",
+    "cumulative",
+    "arms",
+    "profile-power",
+    "profile-throughput",
+)
 
 # What the browser drew: per chart, its marks and their laid-out size.
 DRAWN = """(() => {
@@ -48,7 +55,7 @@ BACKGROUND = "getComputedStyle(document.body).backgroundColor"
 
 
 def luminance(css_rgb: str) -> float:
-    r, g, b = (int(v) for v in css_rgb[css_rgb.index("(") + 1:-1].split(",")[:3])
+    r, g, b = (int(v) for v in css_rgb[css_rgb.index("(") + 1 : -1].split(",")[:3])
     return (0.2126 * r + 0.7152 * g + 0.0722 * b) / 255
 
 
@@ -67,15 +74,17 @@ def log_in(browser: Browser, server: ApiServer, path: str, user: str) -> None:
         input.dispatchEvent(new Event('input', {{bubbles: true}}));
       }}
     }})()""")
-    browser.wait_for("!document.querySelector('button[type=submit]').disabled",
-                     what="the sign-in button")
+    browser.wait_for(
+        "!document.querySelector('button[type=submit]').disabled", what="the sign-in button"
+    )
     browser.evaluate("document.querySelector('button[type=submit]').click()")
-    browser.wait_for(f"location.pathname === {json.dumps(path)} && "
-                     "document.readyState === 'complete'", what=f"{path} after the login")
+    browser.wait_for(
+        f"location.pathname === {json.dumps(path)} && document.readyState === 'complete'",
+        what=f"{path} after the login",
+    )
 
 
-def test_logged_in_the_job_page_draws_its_charts(browser: Browser,
-                                                 api_server: ApiServer) -> None:
+def test_logged_in_the_job_page_draws_its_charts(browser: Browser, api_server: ApiServer) -> None:
     log_in(browser, api_server, JOB_PATH, "viewer")
     drawn = browser.evaluate(DRAWN)
     assert set(CHARTS) <= set(drawn)
@@ -96,8 +105,9 @@ def test_logged_in_the_job_page_draws_its_charts(browser: Browser,
     assert luminance(light) > 0.8
     browser.screenshot(ARTIFACTS / "ui-job-page.png")
 
-    browser.send("Emulation.setEmulatedMedia",
-                 features=[{"name": "prefers-color-scheme", "value": "dark"}])
+    browser.send(
+        "Emulation.setEmulatedMedia", features=[{"name": "prefers-color-scheme", "value": "dark"}]
+    )
     browser.wait_for(f"{BACKGROUND} !== {json.dumps(light)}", what="the dark colour scheme")
     assert luminance(browser.evaluate(BACKGROUND)) < 0.2
     dark_fills = browser.evaluate(DRAWN)["batch-size"]["fills"]
@@ -106,38 +116,48 @@ def test_logged_in_the_job_page_draws_its_charts(browser: Browser,
 
 
 def test_inside_airflow_the_dag_tab_shows_the_job_in_airflows_theme(
-        browser: Browser, api_server: ApiServer, ui_data: UIData) -> None:
+    browser: Browser, api_server: ApiServer, ui_data: UIData
+) -> None:
     tab = f"/dags/{ALPHA_DAG}/plugin/zeus_dag"
     log_in(browser, api_server, JOB_PATH, "viewer")
     browser.evaluate("localStorage.setItem('theme', 'dark')")  # Airflow's own theme choice
     browser.goto(api_server.url + tab)
     frame = "document.querySelector('iframe')?.contentDocument"
-    browser.wait_for(f"{frame}?.querySelectorAll('svg.chart').length >= {len(CHARTS)}",
-                     timeout_s=90, what="the job page inside Airflow's DAG tab")
+    browser.wait_for(
+        f"{frame}?.querySelectorAll('svg.chart').length >= {len(CHARTS)}",
+        timeout_s=90,
+        what="the job page inside Airflow's DAG tab",
+    )
     assert browser.evaluate(f"{frame}.location.pathname") == JOB_PATH
     assert browser.evaluate(f"{frame}.documentElement.dataset.theme") == "dark"
-    assert luminance(browser.evaluate(
-        f"getComputedStyle({frame}.body).backgroundColor")) < 0.2
+    assert luminance(browser.evaluate(f"getComputedStyle({frame}.body).backgroundColor")) < 0.2
     browser.screenshot(ARTIFACTS / "ui-dag-tab.png")
 
     # A mapped instance's tab: Airflow fills {MAP_INDEX} in, the tab opens that instance's job
     run_id = quote(ui_data.mapped_runs[0].run_id, safe="")
-    browser.goto(f"{api_server.url}/dags/{MAPPED_DAG}/runs/{run_id}/tasks/train/mapped/0"
-                 "/plugin/zeus_task_instance")
+    browser.goto(
+        f"{api_server.url}/dags/{MAPPED_DAG}/runs/{run_id}/tasks/train/mapped/0"
+        "/plugin/zeus_task_instance"
+    )
     job_path = f"/zeus/jobs/{quote(MAPPED_JOBS[0], safe='')}"
-    browser.wait_for(f"{frame}?.location.pathname === {json.dumps(job_path)} && "
-                     f"{frame}.querySelectorAll('#runs-table tr.highlight').length === 1",
-                     timeout_s=90, what="instance 0's job inside Airflow's task instance tab")
+    browser.wait_for(
+        f"{frame}?.location.pathname === {json.dumps(job_path)} && "
+        f"{frame}.querySelectorAll('#runs-table tr.highlight').length === 1",
+        timeout_s=90,
+        what="instance 0's job inside Airflow's task instance tab",
+    )
 
 
 def test_the_fleet_page_draws_its_totals_and_chart_and_filters_in_the_browser(
-        browser: Browser, api_server: ApiServer) -> None:
+    browser: Browser, api_server: ApiServer
+) -> None:
     log_in(browser, api_server, "/zeus/", "viewer")
     drawn = browser.evaluate(DRAWN)["fleet-cumulative"]
     assert drawn["width"] > 300 and drawn["height"] > 100
     assert len(drawn["lines"]) == 2 and all(length > 10 for length in drawn["lines"])
-    cards = browser.evaluate("[...document.querySelectorAll('#fleet-totals .card')]"
-                             ".map(c => c.innerText)")
+    cards = browser.evaluate(
+        "[...document.querySelectorAll('#fleet-totals .card')].map(c => c.innerText)"
+    )
     assert any(c.startswith("Jobs") and "pruning" in c for c in cards)
     saved = next(c for c in cards if c.startswith("Energy saved vs Default"))
     assert "%" in saved and "J" in saved and "e-0" not in saved  # readable magnitudes
@@ -153,19 +173,27 @@ def test_the_fleet_page_draws_its_totals_and_chart_and_filters_in_the_browser(
       document.querySelector('select[name=dag]').value = {json.dumps(MAPPED_DAG)};
       document.querySelector('#filters button[type=submit]').click();
     }})()""")
-    browser.wait_for(f"location.search.includes('dag={MAPPED_DAG}') && "
-                     f"document.readyState === 'complete' && {rows} === {len(MAPPED_JOBS)}",
-                     what="the mapped DAG's jobs only")
-    browser.evaluate("[...document.querySelectorAll('#jobs thead a.sort')]"
-                     ".find(a => a.textContent.startsWith('Energy')).click()")
-    browser.wait_for("!!document.querySelector('#jobs thead th[aria-sort]')",
-                     what="the table sorted by energy")
+    browser.wait_for(
+        f"location.search.includes('dag={MAPPED_DAG}') && "
+        f"document.readyState === 'complete' && {rows} === {len(MAPPED_JOBS)}",
+        what="the mapped DAG's jobs only",
+    )
+    browser.evaluate(
+        "[...document.querySelectorAll('#jobs thead a.sort')]"
+        ".find(a => a.textContent.startsWith('Energy')).click()"
+    )
+    browser.wait_for(
+        "!!document.querySelector('#jobs thead th[aria-sort]')", what="the table sorted by energy"
+    )
     assert f"dag={MAPPED_DAG}" in browser.evaluate("location.search")  # the filter stays
 
-    browser.send("Emulation.setEmulatedMedia",
-                 features=[{"name": "prefers-color-scheme", "value": "dark"}])
+    browser.send(
+        "Emulation.setEmulatedMedia", features=[{"name": "prefers-color-scheme", "value": "dark"}]
+    )
     browser.goto(api_server.url + "/zeus/")
-    browser.wait_for(f"document.readyState === 'complete' && {BACKGROUND} !== "
-                     f"{json.dumps(light)}", what="the dark colour scheme")
+    browser.wait_for(
+        f"document.readyState === 'complete' && {BACKGROUND} !== {json.dumps(light)}",
+        what="the dark colour scheme",
+    )
     assert luminance(browser.evaluate(BACKGROUND)) < 0.2
     browser.screenshot(ARTIFACTS / "ui-fleet-page-dark.png")

@@ -16,8 +16,15 @@ from zeus_airflow.plugins.job_charts import batch_size_chart, energy_chart
 
 
 def test_nice_steps_are_one_two_or_five_times_a_power_of_ten() -> None:
-    assert [nice_step(x) for x in (0.013, 0.3, 1.0, 1.5, 3.2, 7, 4200)] == \
-        [0.02, 0.5, 1.0, 2.0, 5.0, 10.0, 5000.0]
+    assert [nice_step(x) for x in (0.013, 0.3, 1.0, 1.5, 3.2, 7, 4200)] == [
+        0.02,
+        0.5,
+        1.0,
+        2.0,
+        5.0,
+        10.0,
+        5000.0,
+    ]
 
 
 def test_a_linear_axis_covers_its_values_with_round_ticks() -> None:
@@ -65,16 +72,33 @@ def test_degenerate_ranges_still_make_an_axis(values: list[float]) -> None:
     assert axis.hi > axis.lo and len(axis.ticks) >= 2
 
 
-def _run(index: int, energy_j: float, reached_target: bool | None = True,
-         status: TrialStatus | None = None) -> RunRecord:
-    return RunRecord(index=index, dag_id="d", task_id="t", run_id=f"r{index}", map_index=-1,
-                     try_number=1, batch_sizes=(64,),
-                     status=status or ("running" if reached_target is None else "succeeded"),
-                     phase="pruning", power_limit_w=250, energy_j=energy_j, time_s=3.0,
-                     cost=energy_j, epochs=2, reached_target=reached_target,
-                     measurement="simulated", gpu_model="V100",
-                     started_at=datetime(2026, 1, index, tzinfo=UTC),
-                     finished_at=datetime(2026, 1, index, 1, tzinfo=UTC))
+def _run(
+    index: int,
+    energy_j: float,
+    reached_target: bool | None = True,
+    status: TrialStatus | None = None,
+) -> RunRecord:
+    return RunRecord(
+        index=index,
+        dag_id="d",
+        task_id="t",
+        run_id=f"r{index}",
+        map_index=-1,
+        try_number=1,
+        batch_sizes=(64,),
+        status=status or ("running" if reached_target is None else "succeeded"),
+        phase="pruning",
+        power_limit_w=250,
+        energy_j=energy_j,
+        time_s=3.0,
+        cost=energy_j,
+        epochs=2,
+        reached_target=reached_target,
+        measurement="simulated",
+        gpu_model="V100",
+        started_at=datetime(2026, 1, index, tzinfo=UTC),
+        finished_at=datetime(2026, 1, index, 1, tzinfo=UTC),
+    )
 
 
 def test_a_young_jobs_run_axis_has_whole_run_numbers_only() -> None:
@@ -93,31 +117,44 @@ def test_a_run_still_training_is_not_drawn_as_a_missed_target() -> None:
     svg = str(chart.svg)
     assert svg.count('class="dot bad"') == 1  # run 2 only
     assert svg.count('class="dot hollow s0"') == 1 and "still training" in svg
-    assert [text for text, _ in chart.legend] == ["reached target", "target not reached",
-                                                 "still training"]
+    assert [text for text, _ in chart.legend] == [
+        "reached target",
+        "target not reached",
+        "still training",
+    ]
 
 
 def test_a_run_whose_train_function_broke_is_neither_missed_nor_still_training() -> None:
     """A try that raised keeps its energy without a verdict, and an invalid one (no metric
     reported) says nothing about its target: drawn apart, not as the batch size's miss."""
-    runs = [_run(1, 900.0), _run(2, 400.0, None, status="error"),
-            _run(3, 700.0, False, status="invalid")]
+    runs = [
+        _run(1, 900.0),
+        _run(2, 400.0, None, status="error"),
+        _run(3, 700.0, False, status="invalid"),
+    ]
     chart = energy_chart(runs, {1: "run 1", 2: "run 2", 3: "run 3"})
     svg = str(chart.svg)
     assert svg.count('class="dot hollow warn"') == 2
     assert 'class="dot bad"' not in svg and "still training" not in svg
     assert [text for text, _ in chart.legend] == [
-        "reached target", "no verdict (the train function raised or broke its contract)"]
+        "reached target",
+        "no verdict (the train function raised or broke its contract)",
+    ]
 
 
 def test_the_batch_size_chart_draws_a_run_without_a_verdict_apart_from_its_phase() -> None:
     """An invalid or raised try leaves the learning state untouched: drawn as a pruning
     step, it read as exploration the job never did."""
-    runs = [_run(1, 900.0), _run(2, 400.0, None, status="error"),
-            _run(3, 700.0, False, status="invalid")]
+    runs = [
+        _run(1, 900.0),
+        _run(2, 400.0, None, status="error"),
+        _run(3, 700.0, False, status="invalid"),
+    ]
     chart = batch_size_chart(runs, (32, 64, 128), {1: "run 1", 2: "run 2", 3: "run 3"})
     svg = str(chart.svg)
     assert svg.count('class="dot s1"') == 1  # the pruning colour: run 1 only
     assert svg.count('class="dot hollow warn"') == 2
     assert [text for text, _ in chart.legend] == [
-        "pruning", "no verdict (the train function raised or broke its contract)"]
+        "pruning",
+        "no verdict (the train function raised or broke its contract)",
+    ]

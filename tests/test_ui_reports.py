@@ -31,15 +31,20 @@ def replayed() -> SQLStore:
     """20 recurrences of V100 cifar100: pruning, a run with three tries, then sampling."""
     trace = load_workload_trace(resolve_traces_dir(), "v100", "cifar100")
     gpu = ReplayGPU(trace)
-    config = JobConfig(JOB, trace.batch_sizes, trace.default_batch_size,
-                       trace.workload.target_metric, trace.workload.max_epochs,
-                       trace.workload.higher_is_better, exploration_budget=None)
+    config = JobConfig(
+        JOB,
+        trace.batch_sizes,
+        trace.default_batch_size,
+        trace.workload.target_metric,
+        trace.workload.max_epochs,
+        trace.workload.higher_is_better,
+        exploration_budget=None,
+    )
     store = SQLStore.in_memory()
     engine = Engine(store, gpu, config, seed=1, heartbeat_s=None)
     train = ReplayTraining(gpu, 1)
     for i in range(RECURRENCES):
-        engine.run_recurrence(train, RecurrenceKey(run_id=f"r{i:02d}", dag_id="d",
-                                                   task_id="t"))
+        engine.run_recurrence(train, RecurrenceKey(run_id=f"r{i:02d}", dag_id="d", task_id="t"))
     return store
 
 
@@ -73,10 +78,17 @@ def test_a_run_is_a_task_instance_with_its_tries_summed(replayed: SQLStore) -> N
         assert run.time_s == pytest.approx(sum(t.time_s for t in mine))
         assert run.epochs == sum(t.epochs for t in mine)
         assert (run.power_limit_w, run.reached_target, run.status) == (
-            mine[-1].power_limit_w, mine[-1].reached_target, mine[-1].status)
+            mine[-1].power_limit_w,
+            mine[-1].reached_target,
+            mine[-1].status,
+        )
         assert run.measurement == "replayed"
-    assert all(not t.reached_target for r in multi
-               for t in rows if t.run_id == r.run_id and t.batch_size != r.batch_size)
+    assert all(
+        not t.reached_target
+        for r in multi
+        for t in rows
+        if t.run_id == r.run_id and t.batch_size != r.batch_size
+    )
 
 
 def test_summary_totals_the_trials_and_knows_the_phase(replayed: SQLStore) -> None:
@@ -86,8 +98,9 @@ def test_summary_totals_the_trials_and_knows_the_phase(replayed: SQLStore) -> No
     assert s.time_s == pytest.approx(sum(t.time_s for t in rows))
     assert s.tasks == (("d", "t"),) and s.measurements == ("replayed",)
     assert s.phase == "sampling" and rows[-1].phase == "sampling"
-    assert s.best_power_limit_w == next(t.power_limit_w for t in reversed(rows)
-                                        if t.batch_size == s.best_batch_size)
+    assert s.best_power_limit_w == next(
+        t.power_limit_w for t in reversed(rows) if t.batch_size == s.best_batch_size
+    )
 
 
 def test_arms_are_what_thompson_sampling_draws_from(replayed: SQLStore) -> None:
@@ -103,11 +116,9 @@ def test_arms_are_what_thompson_sampling_draws_from(replayed: SQLStore) -> None:
         assert arm.mean_cost == pytest.approx(sum(costs) / len(costs))
         assert arm.posterior_sd is not None and arm.posterior_sd > 0
     in_play = [a for a in detail.arms if not a.pruned and a.observations]
-    assert detail.summary.best_batch_size == min(in_play, key=lambda a: a.mean_cost or 0
-                                                 ).batch_size
+    assert detail.summary.best_batch_size == min(in_play, key=lambda a: a.mean_cost or 0).batch_size
     failed_pruning = {t.batch_size for t in rows if t.phase == "pruning" and not t.reached_target}
     assert failed_pruning and all(a.pruned for a in detail.arms if a.batch_size in failed_pruning)
-
 
 
 def test_a_job_another_policy_explored_is_reported_without_zeus_pruning() -> None:
@@ -118,9 +129,14 @@ def test_a_job_another_policy_explored_is_reported_without_zeus_pruning() -> Non
 
     trace = load_workload_trace(resolve_traces_dir(), "v100", "cifar100")
     gpu = ReplayGPU(trace)
-    config = JobConfig("grid.t", trace.batch_sizes, trace.default_batch_size,
-                       trace.workload.target_metric, trace.workload.max_epochs,
-                       trace.workload.higher_is_better)
+    config = JobConfig(
+        "grid.t",
+        trace.batch_sizes,
+        trace.default_batch_size,
+        trace.workload.target_metric,
+        trace.workload.max_epochs,
+        trace.workload.higher_is_better,
+    )
     store = SQLStore.in_memory()
     engine = Engine(store, gpu, config, GridSearchPolicy(), seed=1, heartbeat_s=None)
     for i in range(3):
@@ -129,6 +145,7 @@ def test_a_job_another_policy_explored_is_reported_without_zeus_pruning() -> Non
     detail = detail_of(store, "grid.t")
     assert (detail.summary.phase, detail.summary.best_batch_size) == ("grid", None)
     assert [a.batch_size for a in detail.arms if not a.pruned] == list(trace.batch_sizes)
+
 
 def test_more_observations_narrow_an_arms_spread(replayed: SQLStore) -> None:
     arms = [a for a in detail_of(replayed).arms if a.observations and a.mean_cost]
@@ -142,8 +159,9 @@ def test_profile_points_are_the_stored_profile(replayed: SQLStore) -> None:
     with replayed.reading() as conn:
         stored = conn.execute(select(power_profiles)).all()
     assert len(points) == len(stored) > 0
-    assert {(p.batch_size, p.power_limit_w) for p in points} == \
-        {(r.batch_size, r.power_limit_w) for r in stored}
+    assert {(p.batch_size, p.power_limit_w) for p in points} == {
+        (r.batch_size, r.power_limit_w) for r in stored
+    }
     assert all(p.samples_per_s == pytest.approx(p.steps_per_s * p.batch_size) for p in points)
 
 
@@ -163,32 +181,78 @@ def add_job(store: SQLStore, job_id: str = "j") -> int:
     return store.register_job(config, seed=1).id
 
 
-def add_trial(store: SQLStore, job_pk: int, run_id: str, batch_size: int, *, status: str =
-              "succeeded", energy_j: float | None = 1000.0, time_s: float = 100.0,
-              limit_w: int = 150, try_number: int = 1, attempt: int = 1, dag_id: str = "d",
-              phase: str = "pruning") -> None:
+def add_trial(
+    store: SQLStore,
+    job_pk: int,
+    run_id: str,
+    batch_size: int,
+    *,
+    status: str = "succeeded",
+    energy_j: float | None = 1000.0,
+    time_s: float = 100.0,
+    limit_w: int = 150,
+    try_number: int = 1,
+    attempt: int = 1,
+    dag_id: str = "d",
+    phase: str = "pruning",
+) -> None:
     with store.transaction() as conn:
-        seq = (conn.execute(select(trials.c.decision_seq).where(trials.c.job_pk == job_pk)
-                            .order_by(trials.c.decision_seq.desc()).limit(1)).scalar() or 0) + 1
+        seq = (
+            conn.execute(
+                select(trials.c.decision_seq)
+                .where(trials.c.job_pk == job_pk)
+                .order_by(trials.c.decision_seq.desc())
+                .limit(1)
+            ).scalar()
+            or 0
+        ) + 1
         finished = energy_j is not None
-        conn.execute(insert(trials).values(
-            job_pk=job_pk, decision_seq=seq, dag_id=dag_id, task_id="t", run_id=run_id,
-            map_index=-1, try_number=try_number, attempt=attempt, status=status, phase=phase,
-            batch_size=batch_size, power_limit_w=limit_w, energy_j=energy_j,
-            time_s=time_s if finished else None, cost=energy_j, epochs=3 if finished else None,
-            # a try that raised keeps its figures without a verdict (engine.fail_trial)
-            reached_target=(status == "succeeded") if finished and status != "error" else None,
-            observed=status == "succeeded", measurement="measured", gpu_model="A40",
-            gpu_count=1, started_at=NOW, heartbeat_at=NOW,
-            finished_at=NOW if finished else None))
+        conn.execute(
+            insert(trials).values(
+                job_pk=job_pk,
+                decision_seq=seq,
+                dag_id=dag_id,
+                task_id="t",
+                run_id=run_id,
+                map_index=-1,
+                try_number=try_number,
+                attempt=attempt,
+                status=status,
+                phase=phase,
+                batch_size=batch_size,
+                power_limit_w=limit_w,
+                energy_j=energy_j,
+                time_s=time_s if finished else None,
+                cost=energy_j,
+                epochs=3 if finished else None,
+                # a try that raised keeps its figures without a verdict (engine.fail_trial)
+                reached_target=(status == "succeeded") if finished and status != "error" else None,
+                observed=status == "succeeded",
+                measurement="measured",
+                gpu_model="A40",
+                gpu_count=1,
+                started_at=NOW,
+                heartbeat_at=NOW,
+                finished_at=NOW if finished else None,
+            )
+        )
 
 
-def add_profile(store: SQLStore, job_pk: int, limit_w: int, power_w: float,
-                steps_per_s: float) -> None:
+def add_profile(
+    store: SQLStore, job_pk: int, limit_w: int, power_w: float, steps_per_s: float
+) -> None:
     with store.transaction() as conn:
-        conn.execute(insert(power_profiles).values(
-            job_pk=job_pk, batch_size=B0, gpu_model="A40", gpu_count=1, power_limit_w=limit_w,
-            avg_power_w=power_w, steps_per_s=steps_per_s))
+        conn.execute(
+            insert(power_profiles).values(
+                job_pk=job_pk,
+                batch_size=B0,
+                gpu_model="A40",
+                gpu_count=1,
+                power_limit_w=limit_w,
+                avg_power_w=power_w,
+                steps_per_s=steps_per_s,
+            )
+        )
 
 
 def test_default_estimate_scales_b0s_successes_to_the_maximum_limit(store: SQLStore) -> None:
@@ -212,15 +276,20 @@ def test_default_estimate_scales_b0s_successes_to_the_maximum_limit(store: SQLSt
 
 
 def test_without_a_profile_b0_counts_as_measured_and_without_success_there_is_none(
-        store: SQLStore) -> None:
+    store: SQLStore,
+) -> None:
     job = add_job(store)
     add_trial(store, job, "r1", B0, status="failed", energy_j=900.0)
     assert summary_of(store, "j").default is None
     assert summary_of(store, "j").energy_saved_j is None
     add_trial(store, job, "r2", B0, energy_j=800.0, time_s=50.0)
     d = summary_of(store, "j").default
-    assert d is not None and (d.energy_j, d.time_s, d.scaled_runs, d.power_limit_w) == \
-        (800.0, 50.0, 0, None)
+    assert d is not None and (d.energy_j, d.time_s, d.scaled_runs, d.power_limit_w) == (
+        800.0,
+        50.0,
+        0,
+        None,
+    )
 
 
 def test_a_retry_after_an_error_replaces_the_errored_try(store: SQLStore) -> None:
@@ -234,8 +303,11 @@ def test_a_retry_after_an_error_replaces_the_errored_try(store: SQLStore) -> Non
 
     runs = detail_of(store, "j").runs
     assert [(r.run_id, r.try_number, r.status, r.energy_j) for r in runs] == [
-        ("r1", 2, "succeeded", 600.0), ("r2", 2, "succeeded", 500.0),
-        ("r3", 1, "error", None), ("r4", 1, "running", None)]
+        ("r1", 2, "succeeded", 600.0),
+        ("r2", 2, "succeeded", 500.0),
+        ("r3", 1, "error", None),
+        ("r4", 1, "running", None),
+    ]
     s = summary_of(store, "j")
     assert (s.runs, s.finished_runs, s.energy_j) == (4, 2, 1100.0)
 
@@ -256,8 +328,7 @@ def test_a_run_still_trying_has_not_missed_its_target_yet(store: SQLStore) -> No
     assert summary_of(store, "j").finished_runs == 1
 
 
-def test_a_run_whose_last_try_raised_keeps_its_energy_without_a_verdict(
-        store: SQLStore) -> None:
+def test_a_run_whose_last_try_raised_keeps_its_energy_without_a_verdict(store: SQLStore) -> None:
     job = add_job(store)
     add_trial(store, job, "r1", OTHER, status="failed", energy_j=700.0)
     add_trial(store, job, "r1", B0, status="error", energy_j=250.0, attempt=2)
@@ -267,16 +338,21 @@ def test_a_run_whose_last_try_raised_keeps_its_energy_without_a_verdict(
 
 
 def test_jobs_know_their_dags_and_tasks_their_job(store: SQLStore) -> None:
-    alpha, shared, fresh = add_job(store, "alpha.t"), add_job(store, "shared"), add_job(
-        store, "fresh.t")
+    alpha, shared, fresh = (
+        add_job(store, "alpha.t"),
+        add_job(store, "shared"),
+        add_job(store, "fresh.t"),
+    )
     add_trial(store, alpha, "r1", B0, dag_id="alpha")
     add_trial(store, shared, "r1", B0, dag_id="a")
     add_trial(store, shared, "r2", B0, dag_id="b")
     add_trial(store, shared, "r3", B0, dag_id="")
     with store.reading() as conn:
-        assert reports.job_dags(conn) == {"alpha.t": frozenset({"alpha"}),
-                                          "shared": frozenset({"a", "b"}),
-                                          "fresh.t": frozenset()}
+        assert reports.job_dags(conn) == {
+            "alpha.t": frozenset({"alpha"}),
+            "shared": frozenset({"a", "b"}),
+            "fresh.t": frozenset(),
+        }
         assert reports.job_dags(conn, "shared") == {"shared": frozenset({"a", "b"})}
         assert reports.instance_job(conn, "b", "t") == "shared"
         assert reports.instance_job(conn, "nope", "t") is None
@@ -287,8 +363,12 @@ def test_a_job_without_runs_has_no_best_and_is_pruning(store: SQLStore) -> None:
     add_job(store)
     detail = detail_of(store, "j")
     s = detail.summary
-    assert (s.phase, s.best_batch_size, s.best_power_limit_w, s.energy_j) == \
-        ("pruning", None, None, 0.0)
+    assert (s.phase, s.best_batch_size, s.best_power_limit_w, s.energy_j) == (
+        "pruning",
+        None,
+        None,
+        0.0,
+    )
     assert detail.runs == () and detail.profile == ()
     assert [a.batch_size for a in detail.arms] == [OTHER, B0]
     assert not any(a.pruned or a.observations for a in detail.arms)

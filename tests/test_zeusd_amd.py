@@ -30,10 +30,15 @@ LOG = logging.getLogger("zeus_airflow")
 
 
 def job() -> JobConfig:
-    return JobConfig("moving.train", (16, 32, 64), 64, target_metric=1.0, max_epochs=2,
-                     exploration_budget=None,
-                     profiler=ProfilerConfig(warmup_steps=1, profile_steps=2, warmup_s=0.0,
-                                             profile_s=0.0))
+    return JobConfig(
+        "moving.train",
+        (16, 32, 64),
+        64,
+        target_metric=1.0,
+        max_epochs=2,
+        exploration_budget=None,
+        profiler=ProfilerConfig(warmup_steps=1, profile_steps=2, warmup_s=0.0, profile_s=0.0),
+    )
 
 
 def train_on(clock: ManualClock):  # type: ignore[no-untyped-def]
@@ -42,27 +47,30 @@ def train_on(clock: ManualClock):  # type: ignore[no-untyped-def]
             for _ in run.steps(range(4096 // run.batch_size)):
                 clock.advance(0.01 * (1 + run.batch_size / 64))  # a larger size: fewer steps
             run.report_metric(1.0)
+
     return train
 
 
-def run_on(sock: Path, spec: FakeGPUSpec, store: SQLStore, count: int,
-           prefix: str) -> list[RecurrenceResult]:
+def run_on(
+    sock: Path, spec: FakeGPUSpec, store: SQLStore, count: int, prefix: str
+) -> list[RecurrenceResult]:
     clock = ManualClock()
     results = []
     with FakeZeusd(sock, FakeNVML(1, spec, clock=clock)) as daemon:
         endpoint = ZeusdEndpoint(socket_path=str(sock))
         for i in range(count):
-            with PowerLimitGuard(ZeusdGPUs((0,), endpoint=endpoint, clock=clock),
-                                 GPULeases(store), LOG) as guard:
+            with PowerLimitGuard(
+                ZeusdGPUs((0,), endpoint=endpoint, clock=clock), GPULeases(store), LOG
+            ) as guard:
                 engine = Engine(store, guard.gpus, job(), seed=3, heartbeat_s=None)
-                results.append(engine.run_recurrence(train_on(clock),
-                                                     RecurrenceKey(f"{prefix}-{i}")))
+                results.append(
+                    engine.run_recurrence(train_on(clock), RecurrenceKey(f"{prefix}-{i}"))
+                )
         assert daemon.nvml.limits_mw() == [spec.default_limit_mw or spec.max_limit_mw]
     return results
 
 
-def test_an_amd_gpu_is_learned_on_and_reported_as_a_gpu_model_of_its_own(
-        tmp_path: Path) -> None:
+def test_an_amd_gpu_is_learned_on_and_reported_as_a_gpu_model_of_its_own(tmp_path: Path) -> None:
     store = SQLStore(f"sqlite:///{tmp_path}/zeus.db", create_schema=True)
     on_nvidia = run_on(tmp_path / "nvidia.sock", A100, store, 6, "a100")
     on_amd = run_on(tmp_path / "amd.sock", MI300X, store, 4, "mi300x")
@@ -79,8 +87,9 @@ def test_an_amd_gpu_is_learned_on_and_reported_as_a_gpu_model_of_its_own(
     with store.reading() as conn:
         shown = runs(conn, on_amd[0].job.id)
         points = profile_points(conn, on_amd[0].job.id)
-    assert [r.gpu_model for r in shown] == ["NVIDIA A100-SXM4-40GB"] * 6 + \
-        ["AMD Instinct MI300X"] * 4
+    assert [r.gpu_model for r in shown] == ["NVIDIA A100-SXM4-40GB"] * 6 + [
+        "AMD Instinct MI300X"
+    ] * 4
     amd_points = [p for p in points if p.gpu_model == "AMD Instinct MI300X"]
     assert amd_points and max(p.power_limit_w for p in amd_points) == 750
     assert min(p.power_limit_w for p in amd_points) >= 200
@@ -90,6 +99,8 @@ def test_an_amd_gpu_is_learned_on_and_reported_as_a_gpu_model_of_its_own(
 @pytest.mark.parametrize("name", ["AMD Instinct MI250X / MI250", "AMD Radeon PRO W7900"])
 def test_the_daemons_name_is_the_model(tmp_path: Path, name: str) -> None:
     with FakeZeusd(tmp_path / "z.sock", FakeNVML(2, replace(MI300X, model=name))) as daemon:
-        gpus = ZeusdGPUs(endpoint=ZeusdEndpoint(socket_path=str(daemon.socket_path)),
-                         visible_pci=lambda: frozenset({"0000:11:00.0", "0000:12:00.0"}))
+        gpus = ZeusdGPUs(
+            endpoint=ZeusdEndpoint(socket_path=str(daemon.socket_path)),
+            visible_pci=lambda: frozenset({"0000:11:00.0", "0000:12:00.0"}),
+        )
         assert (gpus.model, gpus.count, gpus.power_limit_range_w()) == (name, 2, (200, 750))

@@ -66,14 +66,23 @@ def store(tmp_path: Path) -> SQLStore:
 
 
 def gpus_of(daemon: FakeZeusd, ids: tuple[int, ...] = (0, 1), **kw: Any) -> ZeusdGPUs:
-    return ZeusdGPUs(ids, endpoint=ZeusdEndpoint(socket_path=str(daemon.socket_path), **kw),
-                     clock=daemon.nvml.clock)
+    return ZeusdGPUs(
+        ids,
+        endpoint=ZeusdEndpoint(socket_path=str(daemon.socket_path), **kw),
+        clock=daemon.nvml.clock,
+    )
 
 
 def job() -> JobConfig:
-    return JobConfig("job", (32,), 32, target_metric=1.0, max_epochs=2, exploration_budget=None,
-                     profiler=ProfilerConfig(warmup_steps=1, profile_steps=2, warmup_s=0.0,
-                                             profile_s=0.0))
+    return JobConfig(
+        "job",
+        (32,),
+        32,
+        target_metric=1.0,
+        max_epochs=2,
+        exploration_budget=None,
+        profiler=ProfilerConfig(warmup_steps=1, profile_steps=2, warmup_s=0.0, profile_s=0.0),
+    )
 
 
 def steps_train(clock: ManualClock, during: Any = None):  # type: ignore[no-untyped-def]
@@ -85,12 +94,14 @@ def steps_train(clock: ManualClock, during: Any = None):  # type: ignore[no-unty
                     during(epoch, step)
             run.report_metric(1.0)
         return "trained"
+
     return train
 
 
 # --- reading -----------------------------------------------------------------------------------
-def test_discovery_units_and_energy_through_the_daemon(daemon: FakeZeusd,
-                                                       clock: ManualClock) -> None:
+def test_discovery_units_and_energy_through_the_daemon(
+    daemon: FakeZeusd, clock: ManualClock
+) -> None:
     gpus = gpus_of(daemon)
     assert (gpus.model, gpus.count, gpus.indices) == ("NVIDIA A100-SXM4-40GB", 2, (0, 1))
     assert gpus.uuids == ("pci:0000:11:00.0", "pci:0000:12:00.0")
@@ -103,17 +114,20 @@ def test_discovery_units_and_energy_through_the_daemon(daemon: FakeZeusd,
 
 
 def test_window_edges_wait_for_the_containers_cuda_devices(
-        daemon: FakeZeusd, monkeypatch: pytest.MonkeyPatch) -> None:
+    daemon: FakeZeusd, monkeypatch: pytest.MonkeyPatch
+) -> None:
     waited: list[int] = []
-    cuda = types.SimpleNamespace(is_available=lambda: True, is_initialized=lambda: True,
-                                 synchronize=waited.append)
+    cuda = types.SimpleNamespace(
+        is_available=lambda: True, is_initialized=lambda: True, synchronize=waited.append
+    )
     monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
     gpus_of(daemon, (1, 0)).synchronize()  # the daemon's GPUs 1 and 0: CUDA's 0 and 1 here
     assert waited == [0, 1]
 
 
 def test_a_gpu_without_a_trustworthy_counter_is_measured_from_its_power(
-        sock: Path, clock: ManualClock) -> None:
+    sock: Path, clock: ManualClock
+) -> None:
     with FakeZeusd(sock, FakeNVML(1, replace(A100, energy_counter=False), clock=clock)) as d:
         gpus = gpus_of(d, (0,))
         assert gpus.energy_source == "sampling"
@@ -123,8 +137,9 @@ def test_a_gpu_without_a_trustworthy_counter_is_measured_from_its_power(
         gpus.close()
 
 
-def test_the_hosts_cpu_and_dram_energy_come_from_the_cpu_group(sock: Path,
-                                                               clock: ManualClock) -> None:
+def test_the_hosts_cpu_and_dram_energy_come_from_the_cpu_group(
+    sock: Path, clock: ManualClock
+) -> None:
     cpus = (FakeCPU(cpu_w=50.0, dram_w=5.0), FakeCPU(cpu_w=30.0, dram_w=5.0))
     with FakeZeusd(sock, FakeNVML(1, A100, clock=clock), cpus=cpus) as d:
         host = open_host_energy(gpus_of(d, (0,)))
@@ -135,10 +150,12 @@ def test_the_hosts_cpu_and_dram_energy_come_from_the_cpu_group(sock: Path,
 
 
 def test_auto_picks_the_daemons_gpus_this_container_sees(
-        daemon: FakeZeusd, monkeypatch: pytest.MonkeyPatch) -> None:
+    daemon: FakeZeusd, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("ZEUSD_SOCK_PATH", str(daemon.socket_path))
-    monkeypatch.setattr("zeus_airflow.core.devices.zeusd.visible_pci_addresses",
-                        lambda: frozenset({"0000:12:00.0"}))
+    monkeypatch.setattr(
+        "zeus_airflow.core.devices.zeusd.visible_pci_addresses", lambda: frozenset({"0000:12:00.0"})
+    )
     device = open_device(parse_device("auto"))
     assert isinstance(device, ZeusdGPUs) and device.indices == (1,)
     assert isinstance(open_device(parse_device("zeusd:0,1")), ZeusdGPUs)
@@ -154,17 +171,21 @@ def test_nvml_in_the_container_names_its_gpus_by_pci_address(daemon: FakeZeusd) 
 
     assert nvidia_pci(FakeNVML(3, A100)) == {"0000:11:00.0", "0000:12:00.0", "0000:13:00.0"}
     container = FakeNVML(1, A100)
-    gpus = ZeusdGPUs(endpoint=ZeusdEndpoint(socket_path=str(daemon.socket_path)),
-                     visible_pci=lambda: nvidia_pci(container))
+    gpus = ZeusdGPUs(
+        endpoint=ZeusdEndpoint(socket_path=str(daemon.socket_path)),
+        visible_pci=lambda: nvidia_pci(container),
+    )
     assert gpus.indices == (0,) and gpus.uuids == ("pci:0000:11:00.0",)
     assert container.init_count == 0  # NVML shut down again
     assert nvidia_pci(FakeNVML(1, init_error=pynvml.NVML_ERROR_DRIVER_NOT_LOADED)) is None
 
 
-def test_bad_gpu_ids_are_refused_before_any_request_changes_anything(
-        daemon: FakeZeusd) -> None:
-    with pytest.raises(DeviceError, match=r"device=zeusd:0,7 is invalid: expected distinct "
-                                          r"GPU ids of zeusd at .*, one of \[0, 1\]"):
+def test_bad_gpu_ids_are_refused_before_any_request_changes_anything(daemon: FakeZeusd) -> None:
+    with pytest.raises(
+        DeviceError,
+        match=r"device=zeusd:0,7 is invalid: expected distinct "
+        r"GPU ids of zeusd at .*, one of \[0, 1\]",
+    ):
         gpus_of(daemon, (0, 7))
     gpus = gpus_of(daemon)
     with pytest.raises(DeviceError, match=r"power limit 50 W is invalid .* \[100, 400\] W"):
@@ -175,9 +196,11 @@ def test_bad_gpu_ids_are_refused_before_any_request_changes_anything(
 # --- set and restore --------------------------------------------------------------------------
 @pytest.mark.parametrize("exit_path", ["returns", "raises", "on_kill"])
 def test_limits_set_through_the_daemon_are_restored_on_every_exit_path(
-        daemon: FakeZeusd, store: SQLStore, clock: ManualClock, exit_path: str) -> None:
-    daemon.nvml.nvmlDeviceSetPowerManagementLimit(daemon.nvml.nvmlDeviceGetHandleByIndex(1),
-                                                  325_500)  # an odd limit, restored exactly
+    daemon: FakeZeusd, store: SQLStore, clock: ManualClock, exit_path: str
+) -> None:
+    daemon.nvml.nvmlDeviceSetPowerManagementLimit(
+        daemon.nvml.nvmlDeviceGetHandleByIndex(1), 325_500
+    )  # an odd limit, restored exactly
     leases = GPULeases(store)
     try:
         with PowerLimitGuard(gpus_of(daemon), leases, LOG) as guard:
@@ -198,10 +221,12 @@ def test_limits_set_through_the_daemon_are_restored_on_every_exit_path(
 
 
 def test_the_engine_profiles_through_the_daemon_and_puts_the_limits_back(
-        daemon: FakeZeusd, store: SQLStore, clock: ManualClock) -> None:
+    daemon: FakeZeusd, store: SQLStore, clock: ManualClock
+) -> None:
     with PowerLimitGuard(gpus_of(daemon), GPULeases(store), LOG) as guard:
         result = Engine(store, guard.gpus, job(), seed=1, heartbeat_s=None).run_recurrence(
-            steps_train(clock), RecurrenceKey("r1"))
+            steps_train(clock), RecurrenceKey("r1")
+        )
     assert result.reached_target and result.return_value == "trained"
     limits_set = {mw for _, mw in daemon.set_limit_calls()}
     assert 400_000 in limits_set and len(limits_set) >= 3  # the profiler walked the range
@@ -223,11 +248,16 @@ KILLED_TASK = textwrap.dedent("""
 
 
 def test_a_sigkilled_tasks_limit_is_restored_through_the_daemon_by_the_next_task(
-        sock: Path, store: SQLStore, tmp_path: Path) -> None:
+    sock: Path, store: SQLStore, tmp_path: Path
+) -> None:
     with FakeZeusd(sock, FakeNVML(1, A100)) as daemon:
         env = {**os.environ, "ZEUSD_SOCK_PATH": str(sock)}
-        task = subprocess.Popen([sys.executable, "-c", KILLED_TASK, str(store.engine.url)],
-                                env=env, stdout=subprocess.PIPE, text=True)
+        task = subprocess.Popen(
+            [sys.executable, "-c", KILLED_TASK, str(store.engine.url)],
+            env=env,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         try:
             assert task.stdout is not None and task.stdout.readline().strip() == "capped"
         finally:
@@ -253,18 +283,19 @@ def test_a_rejected_token_is_a_clear_error_at_start(sock: Path) -> None:
 
 
 def test_a_token_without_gpu_control_measures_at_the_current_limits(
-        sock: Path, clock: ManualClock, store: SQLStore,
-        caplog: pytest.LogCaptureFixture) -> None:
-    with FakeZeusd(sock, FakeNVML(1, A100, clock=clock),
-                   tokens={"reader": ("gpu-read",)}) as daemon:
+    sock: Path, clock: ManualClock, store: SQLStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    with FakeZeusd(
+        sock, FakeNVML(1, A100, clock=clock), tokens={"reader": ("gpu-read",)}
+    ) as daemon:
         gpus = gpus_of(daemon, (0,), token="reader")
-        assert "lacks the gpu-control scope (it has: gpu-read)" in (
-            gpus.limits_fixed_because or "")
+        assert "lacks the gpu-control scope (it has: gpu-read)" in (gpus.limits_fixed_because or "")
         with pytest.raises(PowerLimitPermissionError, match="--scope gpu-control"):
             gpus.set_power_limits_w([150])
         with caplog.at_level(logging.WARNING):
             result = Engine(store, gpus, job(), seed=1, heartbeat_s=None).run_recurrence(
-                steps_train(clock), RecurrenceKey("r1"))
+                steps_train(clock), RecurrenceKey("r1")
+            )
         assert result.reached_target and result.power_limit_w == 400
         assert daemon.set_limit_calls() == []
         assert any("gpu-control" in r.getMessage() for r in caplog.records)
@@ -275,16 +306,23 @@ def test_a_gpu_control_group_the_daemon_does_not_serve_is_said(sock: Path) -> No
         gpus = gpus_of(daemon, (0,))
         assert "does not serve the gpu-control API group" in (gpus.limits_fixed_because or "")
         assert open_host_energy(gpus).read().cpu_energy_j is None  # no cpu-read either
-    with FakeZeusd(sock, FakeNVML(1, A100), groups=("cpu-read",)) as daemon, \
-            pytest.raises(DeviceError, match=r"cannot measure the GPUs: .* gpu-read"):
+    with (
+        FakeZeusd(sock, FakeNVML(1, A100), groups=("cpu-read",)) as daemon,
+        pytest.raises(DeviceError, match=r"cannot measure the GPUs: .* gpu-read"),
+    ):
         gpus_of(daemon, (0,))
 
 
-@pytest.mark.parametrize(("code", "status", "error"), [
-    (pynvml.NVML_ERROR_NO_PERMISSION, 403, PowerLimitPermissionError),
-    (pynvml.NVML_ERROR_UNKNOWN, 500, PowerLimitUnavailableError)])
+@pytest.mark.parametrize(
+    ("code", "status", "error"),
+    [
+        (pynvml.NVML_ERROR_NO_PERMISSION, 403, PowerLimitPermissionError),
+        (pynvml.NVML_ERROR_UNKNOWN, 500, PowerLimitUnavailableError),
+    ],
+)
 def test_a_refused_set_fixes_the_limits_and_rolls_the_group_back(
-        sock: Path, code: int, status: int, error: type[Exception]) -> None:
+    sock: Path, code: int, status: int, error: type[Exception]
+) -> None:
     fake = FakeNVML(gpus=[A100, replace(A100, set_limit_error=code)])
     with FakeZeusd(sock, fake) as daemon:
         gpus = gpus_of(daemon)
@@ -296,8 +334,7 @@ def test_a_refused_set_fixes_the_limits_and_rolls_the_group_back(
         assert fake.limits_mw() == [400_000, 400_000]
 
 
-def test_the_driver_refusing_behind_the_daemon_is_a_403_and_measure_mode(
-        sock: Path) -> None:
+def test_the_driver_refusing_behind_the_daemon_is_a_403_and_measure_mode(sock: Path) -> None:
     with FakeZeusd(sock, FakeNVML(1, A100, can_set_limits=False)) as daemon:
         gpus = gpus_of(daemon, (0,))
         with pytest.raises(PowerLimitPermissionError, match="answered 403"):
@@ -307,18 +344,22 @@ def test_the_driver_refusing_behind_the_daemon_is_a_403_and_measure_mode(
 
 # --- the daemon goes away ---------------------------------------------------------------------
 def test_a_daemon_gone_mid_run_leaves_the_training_finished_and_the_lease_for_later(
-        sock: Path, store: SQLStore, clock: ManualClock,
-        caplog: pytest.LogCaptureFixture) -> None:
+    sock: Path, store: SQLStore, clock: ManualClock, caplog: pytest.LogCaptureFixture
+) -> None:
     daemon = FakeZeusd(sock, FakeNVML(1, A100, clock=clock)).start()
 
     def vanish(epoch: int, step: int) -> None:
         if epoch == 1 and step == 10:
             daemon.stop()
+
     leases = GPULeases(store)
-    with caplog.at_level(logging.WARNING), \
-            PowerLimitGuard(gpus_of(daemon, (0,)), leases, LOG) as guard:
+    with (
+        caplog.at_level(logging.WARNING),
+        PowerLimitGuard(gpus_of(daemon, (0,)), leases, LOG) as guard,
+    ):
         result = Engine(store, guard.gpus, job(), seed=1, heartbeat_s=None).run_recurrence(
-            steps_train(clock, vanish), RecurrenceKey("r1"))
+            steps_train(clock, vanish), RecurrenceKey("r1")
+        )
     assert result.reached_target and result.return_value == "trained"
     assert result.energy_j > 0
     messages = " ".join(r.getMessage() for r in caplog.records)
@@ -331,15 +372,17 @@ def test_a_daemon_gone_mid_run_leaves_the_training_finished_and_the_lease_for_la
     with store.engine.begin() as conn:  # the task's process has ended since, as in Airflow
         conn.execute(gpu_leases.update().values(pid=ended.pid))
 
-    with FakeZeusd(sock, daemon.nvml) as again, \
-            PowerLimitGuard(gpus_of(again, (0,)), leases, LOG):  # back: the next task heals
+    with (
+        FakeZeusd(sock, daemon.nvml) as again,
+        PowerLimitGuard(gpus_of(again, (0,)), leases, LOG),
+    ):  # back: the next task heals
         assert again.nvml.limits_mw() == [lease.original_limit_w * 1000]
     assert leases.on_host() == []
 
 
 def test_the_cli_restores_a_dead_tasks_zeusd_lease_through_the_daemon(
-        sock: Path, store: SQLStore, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
+    sock: Path, store: SQLStore, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     from zeus_airflow.cli import main
 
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
@@ -349,9 +392,16 @@ def test_the_cli_restores_a_dead_tasks_zeusd_lease_through_the_daemon(
         gpus = gpus_of(daemon, (1,))
         leases = GPULeases(store)
         with store.engine.begin() as conn:  # what a task killed on GPU 1 leaves behind
-            conn.execute(gpu_leases.insert().values(
-                host=leases.host, gpu_uuid=gpus.uuids[0], gpu_index=1, original_limit_w=400,
-                pid=dead.pid, acquired_at=datetime.now(UTC)))
+            conn.execute(
+                gpu_leases.insert().values(
+                    host=leases.host,
+                    gpu_uuid=gpus.uuids[0],
+                    gpu_index=1,
+                    original_limit_w=400,
+                    pid=dead.pid,
+                    acquired_at=datetime.now(UTC),
+                )
+            )
         gpus.set_power_limits_w([150])
 
         assert main(["gpu", "restore", "--db", str(store.engine.url)]) == 0
@@ -361,7 +411,8 @@ def test_the_cli_restores_a_dead_tasks_zeusd_lease_through_the_daemon(
 
 
 def test_on_kubernetes_a_task_restores_only_its_own_gpus_leases(
-        sock: Path, store: SQLStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    sock: Path, store: SQLStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Pods keyed by node (ZEUS_AIRFLOW_NODE_NAME) cannot see each other's processes: a lease
     on another GPU may be a live pod's, so only the task's own GPU is healed."""
     monkeypatch.setenv("ZEUS_AIRFLOW_NODE_NAME", "gpu-node-7")
@@ -374,9 +425,16 @@ def test_on_kubernetes_a_task_restores_only_its_own_gpus_leases(
         both = gpus_of(daemon)
         with store.engine.begin() as conn:
             for index, uuid in zip(both.indices, both.uuids, strict=True):
-                conn.execute(gpu_leases.insert().values(
-                    host="gpu-node-7", gpu_uuid=uuid, gpu_index=index, original_limit_w=400,
-                    pid=dead.pid, acquired_at=datetime.now(UTC)))
+                conn.execute(
+                    gpu_leases.insert().values(
+                        host="gpu-node-7",
+                        gpu_uuid=uuid,
+                        gpu_index=index,
+                        original_limit_w=400,
+                        pid=dead.pid,
+                        acquired_at=datetime.now(UTC),
+                    )
+                )
         both.set_power_limits_w([150, 150])
 
         with PowerLimitGuard(gpus_of(daemon, (1,)), leases, LOG):
@@ -384,8 +442,7 @@ def test_on_kubernetes_a_task_restores_only_its_own_gpus_leases(
         assert [lease.gpu_index for lease in leases.on_host()] == [0]
 
 
-def test_amd_gpus_given_to_the_container_are_found_by_their_render_nodes(
-        tmp_path: Path) -> None:
+def test_amd_gpus_given_to_the_container_are_found_by_their_render_nodes(tmp_path: Path) -> None:
     from zeus_airflow.core.devices.zeusd import _amd_pci
 
     dev, drm = tmp_path / "dev" / "dri", tmp_path / "sys" / "class" / "drm"

@@ -61,18 +61,25 @@ def daemon(tmp_path: Path) -> Iterator[FakeZeusd]:
 
 
 @pytest.fixture
-def servers(tmp_path: Path, airflow_db: Path, daemon: FakeZeusd
-            ) -> Iterator[tuple[dict[str, str], list[subprocess.Popen[bytes]]]]:
+def servers(
+    tmp_path: Path, airflow_db: Path, daemon: FakeZeusd
+) -> Iterator[tuple[dict[str, str], list[subprocess.Popen[bytes]]]]:
     """The servers on a home of their own, whose tasks are given the daemon's socket."""
-    env = catching_up_home(tmp_path / "airflow", PRISTINE_DB, "zeusd_scheduled.py", DAG_FILE,
-                           RUNS, extra={"ZEUSD_SOCK_PATH": str(daemon.socket_path)})
+    env = catching_up_home(
+        tmp_path / "airflow",
+        PRISTINE_DB,
+        "zeusd_scheduled.py",
+        DAG_FILE,
+        RUNS,
+        extra={"ZEUSD_SOCK_PATH": str(daemon.socket_path)},
+    )
     with running_servers(env, tmp_path, DEADLINE_S) as started:
         yield env, started
 
 
 def test_scheduled_runs_set_and_restore_limits_through_zeusd(
-        servers: tuple[dict[str, str], list[subprocess.Popen[bytes]]], daemon: FakeZeusd,
-        tmp_path: Path) -> None:
+    servers: tuple[dict[str, str], list[subprocess.Popen[bytes]]], daemon: FakeZeusd, tmp_path: Path
+) -> None:
     env, started = servers
     home = env["AIRFLOW_HOME"]
     runs = wait_for_runs(home, "zeusd_scheduled", RUNS, started, DEADLINE_S)
@@ -87,15 +94,21 @@ def test_scheduled_runs_set_and_restore_limits_through_zeusd(
     with store.connect() as conn:
         rows = conn.execute(select(trials).order_by(trials.c.id)).all()
         assert conn.execute(select(gpu_leases)).all() == []  # released after each restore
-    assert [(r.status, r.measurement, r.gpu_model) for r in rows] == \
-        [("succeeded", "measured", "NVIDIA A100-SXM4-40GB")] * RUNS
+    assert [(r.status, r.measurement, r.gpu_model) for r in rows] == [
+        ("succeeded", "measured", "NVIDIA A100-SXM4-40GB")
+    ] * RUNS
     with sqlite3.connect(Path(home) / "airflow.db") as db:
         for run_id, _ in runs:
-            pushed = dict(db.execute("SELECT key, json(value) FROM xcom WHERE run_id = ?",
-                                     (run_id,)).fetchall())
+            pushed = dict(
+                db.execute(
+                    "SELECT key, json(value) FROM xcom WHERE run_id = ?", (run_id,)
+                ).fetchall()
+            )
             assert json.loads(pushed["power_control"]) == "zeusd"
             assert json.loads(pushed["measurement"]) == "measured"
-            (fields,) = db.execute("SELECT rendered_fields FROM rendered_task_instance_fields"
-                                   " WHERE run_id = ?", (run_id,)).fetchone()
+            (fields,) = db.execute(
+                "SELECT rendered_fields FROM rendered_task_instance_fields WHERE run_id = ?",
+                (run_id,),
+            ).fetchone()
             summary = json.loads(fields)["zeus_summary"]
             assert f"{json.loads(pushed['power_limit_w'])} W via zeusd" in summary, summary

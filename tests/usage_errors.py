@@ -9,8 +9,9 @@ import pytest
 from zeus_airflow.cli import main
 
 
-def assert_usage_error(capsys: pytest.CaptureFixture[str], argv: list[str], message: str,
-                       unwritten: Path) -> None:
+def assert_usage_error(
+    capsys: pytest.CaptureFixture[str], argv: list[str], message: str, unwritten: Path
+) -> None:
     """``zeus-airflow argv`` exits with status 2, says ``message`` on stderr, and has not
     written ``unwritten`` (its output): it refused before doing the work."""
     with pytest.raises(SystemExit) as exit_info:

@@ -34,8 +34,7 @@ class UnsupportedAirflowError(ImportError):
 def supported_versions_text() -> str:
     """The supported versions in words, for messages and docs."""
     minimum = ".".join(map(str, MIN_AIRFLOW))
-    return (f"Apache Airflow {minimum} or later (tested with "
-            f"{' and '.join(TESTED_AIRFLOW)})")
+    return f"Apache Airflow {minimum} or later (tested with {' and '.join(TESTED_AIRFLOW)})"
 
 
 def parse_airflow_version(version: str) -> tuple[int, int] | None:
@@ -53,7 +52,8 @@ def check_airflow_version(version: str) -> None:
             f"zeus-airflow supports {supported_versions_text()}; this is Apache Airflow "
             f"{version}. Upgrade Airflow (pip install 'apache-airflow>="
             f"{'.'.join(map(str, MIN_AIRFLOW))}' with Airflow's constraints for your Python), "
-            "or keep zeus-airflow out of this environment.")
+            "or keep zeus-airflow out of this environment."
+        )
 
 
 def auth_manager_login_url(auth_manager: Any, next_url: str) -> str:
@@ -101,7 +101,18 @@ from airflow.sdk.definitions._internal.mixins import ResolveMixin  # noqa: E402
 from airflow.sdk.definitions.mappedoperator import OperatorPartial  # noqa: E402
 from airflow.sdk.exceptions import AirflowSkipException, AirflowTaskTerminated  # noqa: E402
 
-__all__ = ["MIN_AIRFLOW", "TESTED_AIRFLOW", "AirflowSkipException", "AirflowTaskTerminated",
-           "OperatorPartial", "ResolveMixin", "UnsupportedAirflowError", "auth_manager_login_url",
-           "check_airflow_version", "initialize_stats", "parse_airflow_version", "stats_gauge",
-           "supported_versions_text"]
+__all__ = [
+    "MIN_AIRFLOW",
+    "TESTED_AIRFLOW",
+    "AirflowSkipException",
+    "AirflowTaskTerminated",
+    "OperatorPartial",
+    "ResolveMixin",
+    "UnsupportedAirflowError",
+    "auth_manager_login_url",
+    "check_airflow_version",
+    "initialize_stats",
+    "parse_airflow_version",
+    "stats_gauge",
+    "supported_versions_text",
+]

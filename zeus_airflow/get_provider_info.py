@@ -18,13 +18,19 @@ def get_provider_info() -> dict[str, Any]:
         "package-name": "zeus-airflow",
         "name": "Zeus energy-aware training",
         "description": "Learns the batch size and GPU power limit of recurring training tasks "
-                       "across DAG runs (Zeus, NSDI'23), and shows per-run energy in the UI.",
-        "connection-types": [{"connection-type": "zeus_store",
-                              "hook-class-name": "zeus_airflow.hooks.store.ZeusStoreHook"},
-                             {"connection-type": "electricitymaps",
-                              "hook-class-name":
-                                  "zeus_airflow.hooks.carbon.ElectricityMapsHook"}],
+        "across DAG runs (Zeus, NSDI'23), and shows per-run energy in the UI.",
+        "connection-types": [
+            {
+                "connection-type": "zeus_store",
+                "hook-class-name": "zeus_airflow.hooks.store.ZeusStoreHook",
+            },
+            {
+                "connection-type": "electricitymaps",
+                "hook-class-name": "zeus_airflow.hooks.carbon.ElectricityMapsHook",
+            },
+        ],
         "extra-links": ["zeus_airflow.operators.links.ZeusJobLink"],
-        "task-decorators": [{"name": "zeus",
-                             "class-name": "zeus_airflow.decorators.zeus.zeus_task"}],
+        "task-decorators": [
+            {"name": "zeus", "class-name": "zeus_airflow.decorators.zeus.zeus_task"}
+        ],
     }

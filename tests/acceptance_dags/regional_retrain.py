@@ -39,5 +39,6 @@ with DAG(
         # would prove nothing (tests/test_budget.py covers the budget).
         exploration_budget=None,
         map_index_template="{{ task.train_kwargs['region'] }}",
-    ).expand(train_kwargs=[{"region": region, "day": "{{ ds_nodash }}"}
-                           for region in workload.REGIONS])
+    ).expand(
+        train_kwargs=[{"region": region, "day": "{{ ds_nodash }}"} for region in workload.REGIONS]
+    )

@@ -76,8 +76,14 @@ def make_data(region: str, seed: int, samples: int) -> tuple[Any, Any]:
     """``samples`` points of ``region``'s clusters, drawn with ``seed``."""
     from zeus_airflow.examples import classifier
 
-    return classifier.clusters(region_seed(region), seed, samples, features=FEATURES,
-                               classes=CLASSES, spread=SPREAD[region])
+    return classifier.clusters(
+        region_seed(region),
+        seed,
+        samples,
+        features=FEATURES,
+        classes=CLASSES,
+        spread=SPREAD[region],
+    )
 
 
 def batches(features: Any, labels: Any, batch_size: int, seed: int) -> Iterator[tuple[Any, Any]]:
@@ -86,12 +92,13 @@ def batches(features: Any, labels: Any, batch_size: int, seed: int) -> Iterator[
 
     order = torch.randperm(len(labels), generator=torch.Generator().manual_seed(seed))
     for start in range(0, len(labels), batch_size):
-        index = order[start:start + batch_size]
+        index = order[start : start + batch_size]
         yield features[index], labels[index]
 
 
-def train(run: TrainingRun, region: str, day: str,
-          setup_delay: float | None = None) -> dict[str, Any]:
+def train(
+    run: TrainingRun, region: str, day: str, setup_delay: float | None = None
+) -> dict[str, Any]:
     """Build the model (an injected setup delay of 0 to 5 s first, as a busy machine would
     spend importing and loading), then train it on ``region``'s data of ``day`` (YYYYMMDD).
 
@@ -109,7 +116,10 @@ def train(run: TrainingRun, region: str, day: str,
     model = classifier.mlp(FEATURES, HIDDEN, CLASSES)
     optimizer = torch.optim.SGD(model.parameters(), lr=learning_rate(run.batch_size))
     accuracy = classifier.fit(
-        run, model, optimizer,
+        run,
+        model,
+        optimizer,
         lambda epoch: batches(features, labels, run.batch_size, seed + epoch),
-        (val_features, val_labels))
+        (val_features, val_labels),
+    )
     return {"region": region, "validation_accuracy": accuracy}

@@ -16,8 +16,19 @@ def overlapping_replay(run: TrainingRun, run_id: str) -> dict[str, float]:
     return replay_train(run)
 
 
-with DAG(dag_id=DAG_ID, schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
-         catchup=False, max_active_runs=2):
-    ZeusTrainOperator(task_id="train", train=overlapping_replay,
-                      train_kwargs={"run_id": "{{ run_id }}"}, device="replay:v100:cifar100",
-                      max_tries=1, seed=7, **replay_job_settings("v100", "cifar100"))
+with DAG(
+    dag_id=DAG_ID,
+    schedule=None,
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    max_active_runs=2,
+):
+    ZeusTrainOperator(
+        task_id="train",
+        train=overlapping_replay,
+        train_kwargs={"run_id": "{{ run_id }}"},
+        device="replay:v100:cifar100",
+        max_tries=1,
+        seed=7,
+        **replay_job_settings("v100", "cifar100"),
+    )

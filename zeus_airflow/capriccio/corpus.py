@@ -19,16 +19,25 @@ import numpy as np
 from zeus_airflow.core.config import ConfigError
 
 COLUMNS: tuple[str, ...] = ("sentiment", "id", "date", "query", "user", "text")
-HEADER_ALIASES: dict[str, str] = {"target": "sentiment", "polarity": "sentiment",
-                                  "ids": "id", "flag": "query"}
+HEADER_ALIASES: dict[str, str] = {
+    "target": "sentiment",
+    "polarity": "sentiment",
+    "ids": "id",
+    "flag": "query",
+}
 """Other names the columns go by in published copies of the file."""
 SENTIMENTS: dict[str, int] = {"0": 0, "4": 1}
 """Sentiment field to class label: 0 -> negative (0), 4 -> positive (1)."""
 ENCODING = "latin-1"
 TIMEZONES_H: dict[str, int] = {"PDT": -7, "PST": -8, "UTC": 0, "GMT": 0}
 """UTC offsets (h) of the zone abbreviations the date field may carry."""
-_MONTHS = {m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug",
-                                       "Sep", "Oct", "Nov", "Dec"), start=1)}
+_MONTHS = {
+    m: i
+    for i, m in enumerate(
+        ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"),
+        start=1,
+    )
+}
 
 
 class CorpusError(ConfigError):
@@ -58,10 +67,16 @@ class Tweets:
     def take(self, index: np.ndarray) -> Tweets:
         """The tweets at ``index``, in that order."""
         picked = index.tolist()
-        return Tweets(self.label[index], self.time_s[index], self.day[index],
-                      [self.ids[i] for i in picked], [self.dates[i] for i in picked],
-                      [self.queries[i] for i in picked], [self.users[i] for i in picked],
-                      [self.texts[i] for i in picked])
+        return Tweets(
+            self.label[index],
+            self.time_s[index],
+            self.day[index],
+            [self.ids[i] for i in picked],
+            [self.dates[i] for i in picked],
+            [self.queries[i] for i in picked],
+            [self.users[i] for i in picked],
+            [self.texts[i] for i in picked],
+        )
 
     def sorted_by_time(self) -> Tweets:
         """Oldest first; tweets posted in the same second keep their file order."""
@@ -83,11 +98,14 @@ def read_tweets(path: str | Path) -> Tweets:
             time_s, day = parse_date(row[2], where=f"{path}:{line}")
             times.append(time_s)
             days.append(day)
-            for column, value in zip(fields, (row[1], row[2], row[3], row[4], row[5]),
-                                     strict=True):
+            for column, value in zip(fields, (row[1], row[2], row[3], row[4], row[5]), strict=True):
                 column.append(value)
-    return Tweets(np.array(labels, dtype=np.int8), np.array(times, dtype=np.int64),
-                  np.array(days, dtype="datetime64[D]"), *fields)
+    return Tweets(
+        np.array(labels, dtype=np.int8),
+        np.array(times, dtype=np.int64),
+        np.array(days, dtype="datetime64[D]"),
+        *fields,
+    )
 
 
 def write_tweets(path: str | Path, tweets: Tweets) -> None:
@@ -98,8 +116,16 @@ def write_tweets(path: str | Path, tweets: Tweets) -> None:
     with open(path, "w", newline="", encoding=ENCODING) as f:
         writer = csv.writer(f, quoting=csv.QUOTE_ALL)
         for i in range(len(tweets)):
-            writer.writerow((sentiment[int(tweets.label[i])], tweets.ids[i], tweets.dates[i],
-                             tweets.queries[i], tweets.users[i], tweets.texts[i]))
+            writer.writerow(
+                (
+                    sentiment[int(tweets.label[i])],
+                    tweets.ids[i],
+                    tweets.dates[i],
+                    tweets.queries[i],
+                    tweets.users[i],
+                    tweets.texts[i],
+                )
+            )
 
 
 def format_date(local: datetime, zone: str = "PDT") -> str:
@@ -114,13 +140,13 @@ def parse_date(text: str, where: str = "date") -> tuple[int, int]:
     try:
         _, month, day, clock, zone, year = parts
         hour, minute, second = (int(x) for x in clock.split(":"))
-        local = datetime(int(year), _MONTHS[month], int(day), hour, minute, second,
-                         tzinfo=UTC)
+        local = datetime(int(year), _MONTHS[month], int(day), hour, minute, second, tzinfo=UTC)
         offset_s = TIMEZONES_H[zone] * 3600
     except (ValueError, KeyError) as err:
         raise CorpusError(
             f"{where}: date={text!r} is unparsable: expected e.g. 'Mon Apr 06 22:19:45 PDT "
-            f"2009' with a zone in {', '.join(TIMEZONES_H)}") from err
+            f"2009' with a zone in {', '.join(TIMEZONES_H)}"
+        ) from err
     local_s = int(local.timestamp())
     return local_s - offset_s, local_s // 86400
 
@@ -141,12 +167,15 @@ def _rows(path: Path, f: Iterator[str]) -> Iterator[tuple[int, Sequence[str]]]:
             continue
         if order is not None:
             if len(row) < max(order) + 1:
-                raise CorpusError(f"{path}:{line}: {len(row)} columns; the header names "
-                                  f"{max(order) + 1}")
+                raise CorpusError(
+                    f"{path}:{line}: {len(row)} columns; the header names {max(order) + 1}"
+                )
             yield line, [row[i] for i in order]
         elif len(row) != len(COLUMNS):
-            raise CorpusError(f"{path}:{line}: {len(row)} columns; expected {len(COLUMNS)}: "
-                              f"{', '.join(COLUMNS)} (missing columns?)")
+            raise CorpusError(
+                f"{path}:{line}: {len(row)} columns; expected {len(COLUMNS)}: "
+                f"{', '.join(COLUMNS)} (missing columns?)"
+            )
         else:
             yield line, row
 
@@ -159,8 +188,10 @@ def _header_order(path: Path, row: Sequence[str]) -> list[int]:
     names = [HEADER_ALIASES.get(n.strip().lower(), n.strip().lower()) for n in row]
     missing = [c for c in COLUMNS if c not in names]
     if missing:
-        raise CorpusError(f"{path}:1: missing column(s) {', '.join(missing)}; the header has "
-                          f"{', '.join(row)}; expected {', '.join(COLUMNS)}")
+        raise CorpusError(
+            f"{path}:1: missing column(s) {', '.join(missing)}; the header has "
+            f"{', '.join(row)}; expected {', '.join(COLUMNS)}"
+        )
     return [names.index(c) for c in COLUMNS]
 
 
@@ -168,5 +199,6 @@ def _sentiment(path: Path, line: int, value: str) -> int:
     try:
         return SENTIMENTS[value.strip()]
     except KeyError:
-        raise CorpusError(f"{path}:{line}: sentiment={value!r} is invalid: expected 0 "
-                          "(negative) or 4 (positive)") from None
+        raise CorpusError(
+            f"{path}:{line}: sentiment={value!r} is invalid: expected 0 (negative) or 4 (positive)"
+        ) from None

@@ -73,34 +73,48 @@ class SliceOutcome:
         return " ".join(f"{b}:{phase}:{stop}" for b, phase, stop in self.tries) or self.failure
 
 
-def run_capriccio(tweets: Tweets, sizes: SliceSizes, job: CapriccioJob, store: Store,
-                  device: GPUGroup, slices: int, *, seed: int = 1,
-                  shift: date | None = None, eta: float = DEFAULT_ETA,
-                  split_seed: int = DEFAULT_SPLIT_SEED,
-                  settings: ModelSettings | None = None,
-                  on_slice: Callable[[SliceOutcome], None] = lambda outcome: None
-                  ) -> list[SliceOutcome]:
+def run_capriccio(
+    tweets: Tweets,
+    sizes: SliceSizes,
+    job: CapriccioJob,
+    store: Store,
+    device: GPUGroup,
+    slices: int,
+    *,
+    seed: int = 1,
+    shift: date | None = None,
+    eta: float = DEFAULT_ETA,
+    split_seed: int = DEFAULT_SPLIT_SEED,
+    settings: ModelSettings | None = None,
+    on_slice: Callable[[SliceOutcome], None] = lambda outcome: None,
+) -> list[SliceOutcome]:
     """Retrain on the first ``slices`` slices of a time-sorted corpus, one recurrence each."""
     plan = plan_slices(tweets, sizes)
     if not (isinstance(slices, int) and 1 <= slices <= len(plan)):
-        raise ConfigError(f"slices={slices!r} is invalid: the corpus has {len(plan)} slices of "
-                          f"{sizes.slice_size} tweets; expected an integer in [1, {len(plan)}]")
+        raise ConfigError(
+            f"slices={slices!r} is invalid: the corpus has {len(plan)} slices of "
+            f"{sizes.slice_size} tweets; expected an integer in [1, {len(plan)}]"
+        )
     settings = settings or ModelSettings()
     encoded = encode(tweets.texts, tweets.label, settings.buckets)
     engine = Engine(store, device, job.job_config(JOB_ID, eta), seed=seed, heartbeat_s=None)
     outcomes = []
     for spec in plan[:slices]:
         train, val = split_slice(spec, sizes, split_seed)
-        training = CapriccioTraining(SliceData(encoded.take(train), encoded.take(val)),
-                                     settings, seed=seed * 1000 + spec.index)
+        training = CapriccioTraining(
+            SliceData(encoded.take(train), encoded.take(val)),
+            settings,
+            seed=seed * 1000 + spec.index,
+        )
         outcome = _retrain(engine, training, spec, _post_shift_share(tweets, spec, shift))
         on_slice(outcome)
         outcomes.append(outcome)
     return outcomes
 
 
-def _retrain(engine: Engine, training: CapriccioTraining, spec: SliceSpec,
-             post_shift_share: float | None) -> SliceOutcome:
+def _retrain(
+    engine: Engine, training: CapriccioTraining, spec: SliceSpec, post_shift_share: float | None
+) -> SliceOutcome:
     device = engine.device
     energy_j, time_s, started = device.energy_j(), device.now_s(), time.perf_counter()
     key = RecurrenceKey(run_id=f"slice-{spec.index:02d}-{spec.day.isoformat()}")
@@ -113,21 +127,26 @@ def _retrain(engine: Engine, training: CapriccioTraining, spec: SliceSpec,
     energy_j, time_s = device.energy_j() - energy_j, device.now_s() - time_s
     reached = result is not None and result.reached_target
     return SliceOutcome(
-        index=spec.index, day=spec.day, post_shift_share=post_shift_share,
+        index=spec.index,
+        day=spec.day,
+        post_shift_share=post_shift_share,
         batch_size=result.batch_size if reached and result else None,
         power_limit_w=result.power_limit_w if reached and result else None,
-        energy_j=energy_j, time_s=time_s,
+        energy_j=energy_j,
+        time_s=time_s,
         cost=zeus_cost(energy_j, time_s, engine.config.eta, max_power_w(device)),
         epochs=result.epochs if result else 0,
-        tries=tuple((t.outcome.batch_size, t.phase, t.outcome.stop_reason)
-                    for t in result.tries) if result else (),
+        tries=tuple((t.outcome.batch_size, t.phase, t.outcome.stop_reason) for t in result.tries)
+        if result
+        else (),
         failure=failure,
         val_accuracy=result.final.outcome.last_metric if result else None,
-        wall_s=time.perf_counter() - started)
+        wall_s=time.perf_counter() - started,
+    )
 
 
 def _post_shift_share(tweets: Tweets, spec: SliceSpec, shift: date | None) -> float | None:
     if shift is None:
         return None
-    days = tweets.day[spec.start:spec.stop]
+    days = tweets.day[spec.start : spec.stop]
     return float(np.mean(days >= np.datetime64(shift, "D")))

@@ -31,10 +31,48 @@ import numpy as np
 from zeus_airflow.capriccio.corpus import TIMEZONES_H, Tweets, format_date, write_tweets
 from zeus_airflow.core.config import ConfigError
 
-FUNCTION_WORDS = ("i", "the", "to", "a", "my", "and", "you", "is", "it", "in", "for", "of",
-                  "on", "me", "so", "have", "that", "but", "just", "with", "at", "be", "this",
-                  "was", "not", "now", "today", "get", "go", "got", "going", "all", "up", "out",
-                  "im", "lol", "day", "too", "back", "about")
+FUNCTION_WORDS = (
+    "i",
+    "the",
+    "to",
+    "a",
+    "my",
+    "and",
+    "you",
+    "is",
+    "it",
+    "in",
+    "for",
+    "of",
+    "on",
+    "me",
+    "so",
+    "have",
+    "that",
+    "but",
+    "just",
+    "with",
+    "at",
+    "be",
+    "this",
+    "was",
+    "not",
+    "now",
+    "today",
+    "get",
+    "go",
+    "got",
+    "going",
+    "all",
+    "up",
+    "out",
+    "im",
+    "lol",
+    "day",
+    "too",
+    "back",
+    "about",
+)
 FIRST_ID = 1_467_810_369
 """The first id of the real file, so generated ids look alike."""
 _SYLLABLES = [c + v for c in "bdfgklmnprstvz" for v in "aeiou"]
@@ -78,15 +116,28 @@ class CorpusSpec:
     after: Era = field(default_factory=lambda: Era(0.25, 0.06, -0.1, 60, carried_over=0.5))
 
     def __post_init__(self) -> None:
-        _require(isinstance(self.days, int) and self.days >= 1, "days", self.days,
-                 "an integer >= 1")
-        _require(isinstance(self.tweets_per_day, int) and self.tweets_per_day >= 1,
-                 "tweets_per_day", self.tweets_per_day, "an integer >= 1")
-        _require(0.0 <= self.empty_day_share < 1.0, "empty_day_share", self.empty_day_share,
-                 "a number in [0, 1)")
-        _require(self.shift_day is None or (isinstance(self.shift_day, int)
-                                            and 1 <= self.shift_day < self.days),
-                 "shift_day", self.shift_day, f"None or an integer in [1, days={self.days})")
+        _require(
+            isinstance(self.days, int) and self.days >= 1, "days", self.days, "an integer >= 1"
+        )
+        _require(
+            isinstance(self.tweets_per_day, int) and self.tweets_per_day >= 1,
+            "tweets_per_day",
+            self.tweets_per_day,
+            "an integer >= 1",
+        )
+        _require(
+            0.0 <= self.empty_day_share < 1.0,
+            "empty_day_share",
+            self.empty_day_share,
+            "a number in [0, 1)",
+        )
+        _require(
+            self.shift_day is None
+            or (isinstance(self.shift_day, int) and 1 <= self.shift_day < self.days),
+            "shift_day",
+            self.shift_day,
+            f"None or an integer in [1, days={self.days})",
+        )
 
     @property
     def shift_date(self) -> date | None:
@@ -107,8 +158,11 @@ def generate(spec: CorpusSpec) -> Tweets:
     empty = spec.empty_days(rng)
     days: list[Tweets] = []
     for day in range(spec.days):
-        count = 0 if day in empty else max(1, round(spec.tweets_per_day
-                                                    * math.exp(rng.normal(0.0, 0.2))))
+        count = (
+            0
+            if day in empty
+            else max(1, round(spec.tweets_per_day * math.exp(rng.normal(0.0, 0.2))))
+        )
         language.advance(day)
         if count:
             days.append(language.tweets(day, count, rng))
@@ -142,18 +196,23 @@ class _Language:
         self.spec = spec
         self.eras = (spec.before, spec.after)
         per_topics = spec.topics * spec.words_per_topic
-        words = iter(_unique_words(rng, per_topics + sum(2 * era.sentiment_words
-                                                         for era in self.eras)))
-        self.topic_words = np.array([next(words) for _ in range(per_topics)]
-                                    ).reshape(spec.topics, -1)
-        self.sentiment_words = [np.array([next(words) for _ in range(2 * era.sentiment_words)])
-                                .reshape(2, -1) for era in self.eras]
+        words = iter(
+            _unique_words(rng, per_topics + sum(2 * era.sentiment_words for era in self.eras))
+        )
+        self.topic_words = np.array([next(words) for _ in range(per_topics)]).reshape(
+            spec.topics, -1
+        )
+        self.sentiment_words = [
+            np.array([next(words) for _ in range(2 * era.sentiment_words)]).reshape(2, -1)
+            for era in self.eras
+        ]
         era_days = [spec.shift_day or spec.days, spec.days - (spec.shift_day or spec.days)]
         # Birth days spread each era's words over the era, starting a lifetime early so the
         # first days already have a full lexicon.
-        self.births = [rng.uniform(-spec.word_lifetime_days, max(days, 1),
-                                   (2, era.sentiment_words))
-                       for era, days in zip(self.eras, era_days, strict=True)]
+        self.births = [
+            rng.uniform(-spec.word_lifetime_days, max(days, 1), (2, era.sentiment_words))
+            for era, days in zip(self.eras, era_days, strict=True)
+        ]
         self.topic_bias = rng.normal(0.0, 1.0, spec.topics)
         """How much each topic leans positive (logit)."""
         self.topic_logits = rng.normal(0.0, 1.0, spec.topics)
@@ -200,10 +259,14 @@ class _Language:
         lexicon = np.where(rng.random(owner.size) < era.carried_over, era_index - 1, era_index)
         for source in {era_index, max(era_index - 1, 0)}:
             for polarity in (0, 1):
-                where = np.flatnonzero(is_sentiment & (lexicon == source)
-                                       & (sentiment[owner] == polarity))
-                picks = rng.choice(self.eras[source].sentiment_words, where.size,
-                                   p=self._lexicon_weights(source, polarity, day))
+                where = np.flatnonzero(
+                    is_sentiment & (lexicon == source) & (sentiment[owner] == polarity)
+                )
+                picks = rng.choice(
+                    self.eras[source].sentiment_words,
+                    where.size,
+                    p=self._lexicon_weights(source, polarity, day),
+                )
                 words[where] = self.sentiment_words[source][polarity][picks]
         texts = [" ".join(w) for w in np.split(words, np.cumsum(lengths)[:-1])]
         seconds = np.sort(rng.integers(0, 86_400, count))
@@ -216,28 +279,42 @@ class _Language:
         return weights / weights.sum()
 
 
-def _day_tweets(day: date, seconds: np.ndarray, label: np.ndarray, texts: list[str],
-                rng: np.random.Generator) -> Tweets:
+def _day_tweets(
+    day: date, seconds: np.ndarray, label: np.ndarray, texts: list[str], rng: np.random.Generator
+) -> Tweets:
     """One day's tweets at local (PDT) times ``seconds`` after midnight."""
     midnight = datetime(day.year, day.month, day.day)
     local = [midnight + timedelta(seconds=int(s)) for s in seconds]
     dates = [format_date(t) for t in local]
-    utc_midnight = int((midnight - datetime(1970, 1, 1)).total_seconds()) \
-        - TIMEZONES_H["PDT"] * 3600
+    utc_midnight = (
+        int((midnight - datetime(1970, 1, 1)).total_seconds()) - TIMEZONES_H["PDT"] * 3600
+    )
     count = len(texts)
     users = [f"user{u}" for u in rng.integers(0, 50_000, count)]
-    return Tweets(label, utc_midnight + seconds.astype(np.int64),
-                  np.full(count, np.datetime64(day, "D")), [""] * count, dates,
-                  ["NO_QUERY"] * count, users, texts)
+    return Tweets(
+        label,
+        utc_midnight + seconds.astype(np.int64),
+        np.full(count, np.datetime64(day, "D")),
+        [""] * count,
+        dates,
+        ["NO_QUERY"] * count,
+        users,
+        texts,
+    )
 
 
 def _concat(parts: list[Tweets]) -> Tweets:
     ids = [str(FIRST_ID + i) for i in range(sum(len(p) for p in parts))]
-    return Tweets(np.concatenate([p.label for p in parts]),
-                  np.concatenate([p.time_s for p in parts]),
-                  np.concatenate([p.day for p in parts]), ids,
-                  [d for p in parts for d in p.dates], [q for p in parts for q in p.queries],
-                  [u for p in parts for u in p.users], [t for p in parts for t in p.texts])
+    return Tweets(
+        np.concatenate([p.label for p in parts]),
+        np.concatenate([p.time_s for p in parts]),
+        np.concatenate([p.day for p in parts]),
+        ids,
+        [d for p in parts for d in p.dates],
+        [q for p in parts for q in p.queries],
+        [u for p in parts for u in p.users],
+        [t for p in parts for t in p.texts],
+    )
 
 
 def _unique_words(rng: np.random.Generator, count: int) -> list[str]:

@@ -49,21 +49,35 @@ class CapriccioJob:
 
     def operator_kwargs(self) -> dict[str, Any]:
         """Arguments for ``ZeusTrainOperator`` (besides ``train`` and the device)."""
-        return {"batch_sizes": list(self.batch_sizes),
-                "default_batch_size": self.default_batch_size,
-                "target_metric": self.target_metric, "max_epochs": self.max_epochs,
-                "window_size": self.window_size, "beta": self.beta,
-                "exploration_budget": self.exploration_budget,
-                "warmup_steps": self.warmup_steps, "profile_steps": self.profile_steps,
-                "warmup_s": self.warmup_s, "profile_s": self.profile_s}
+        return {
+            "batch_sizes": list(self.batch_sizes),
+            "default_batch_size": self.default_batch_size,
+            "target_metric": self.target_metric,
+            "max_epochs": self.max_epochs,
+            "window_size": self.window_size,
+            "beta": self.beta,
+            "exploration_budget": self.exploration_budget,
+            "warmup_steps": self.warmup_steps,
+            "profile_steps": self.profile_steps,
+            "warmup_s": self.warmup_s,
+            "profile_s": self.profile_s,
+        }
 
     def job_config(self, job_id: str, eta: float = DEFAULT_ETA) -> JobConfig:
-        return JobConfig(job_id, self.batch_sizes, self.default_batch_size, self.target_metric,
-                         self.max_epochs, eta=eta, beta=self.beta, window_size=self.window_size,
-                         exploration_budget=self.exploration_budget,
-                         profiler=ProfilerConfig(warmup_steps=self.warmup_steps,
-                                                 profile_steps=self.profile_steps,
-                                                 warmup_s=self.warmup_s,
-                                                 profile_s=self.profile_s))
-
-
+        return JobConfig(
+            job_id,
+            self.batch_sizes,
+            self.default_batch_size,
+            self.target_metric,
+            self.max_epochs,
+            eta=eta,
+            beta=self.beta,
+            window_size=self.window_size,
+            exploration_budget=self.exploration_budget,
+            profiler=ProfilerConfig(
+                warmup_steps=self.warmup_steps,
+                profile_steps=self.profile_steps,
+                warmup_s=self.warmup_s,
+                profile_s=self.profile_s,
+            ),
+        )

@@ -87,8 +87,9 @@ def encode(texts: Sequence[str], labels: np.ndarray, buckets: int) -> Encoded:
     return Encoded(offsets, np.array(ids, dtype=np.int64), np.asarray(labels, dtype=np.int64))
 
 
-def batches(data: Encoded, batch_size: int, rng: np.random.Generator
-            ) -> Iterator[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+def batches(
+    data: Encoded, batch_size: int, rng: np.random.Generator
+) -> Iterator[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
     """One epoch of shuffled (word ids, bag offsets, labels) batches; the last may be short."""
     shuffled = data.take(rng.permutation(len(data)))
     ids, labels = torch.from_numpy(shuffled.ids), torch.from_numpy(shuffled.labels)
@@ -107,9 +108,13 @@ class TextClassifier(nn.Module):
         # Sparse gradients: a step updates only the rows of the words in its batch, not all
         # ``buckets`` rows, which keeps small-batch steps cheap.
         self.bag = nn.EmbeddingBag(settings.buckets, settings.dim, mode="mean", sparse=True)
-        self.head = nn.Sequential(nn.Linear(settings.dim, settings.hidden), nn.ReLU(),
-                                  nn.Linear(settings.hidden, settings.hidden), nn.ReLU(),
-                                  nn.Linear(settings.hidden, 2))
+        self.head = nn.Sequential(
+            nn.Linear(settings.dim, settings.hidden),
+            nn.ReLU(),
+            nn.Linear(settings.hidden, settings.hidden),
+            nn.ReLU(),
+            nn.Linear(settings.hidden, 2),
+        )
 
     def forward(self, ids: torch.Tensor, bag_starts: torch.Tensor) -> torch.Tensor:
         return self.head(self.bag(ids, bag_starts))
@@ -120,9 +125,10 @@ class Optimizer:
 
     def __init__(self, model: TextClassifier, settings: ModelSettings, batch_size: int) -> None:
         lr = settings.learning_rate(batch_size)
-        self._parts = [torch.optim.SparseAdam(list(model.bag.parameters()), lr=lr),
-                       torch.optim.AdamW(model.head.parameters(), lr=lr,
-                                         weight_decay=settings.weight_decay)]
+        self._parts = [
+            torch.optim.SparseAdam(list(model.bag.parameters()), lr=lr),
+            torch.optim.AdamW(model.head.parameters(), lr=lr, weight_decay=settings.weight_decay),
+        ]
 
     def step(self, loss: torch.Tensor) -> None:
         for part in self._parts:

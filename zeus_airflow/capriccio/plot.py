@@ -26,9 +26,14 @@ def plot_capriccio(outcomes: Sequence[SliceOutcome], path: Path, title: str) -> 
     for o in outcomes:
         for attempt, (batch_size, phase, _) in enumerate(o.tries):
             final = attempt == len(o.tries) - 1 and o.reached_target
-            size_ax.scatter(o.index, batch_size, marker="o" if final else "x",
-                            s=36 if final else 24, color=_PHASE_COLORS.get(phase, "gray"),
-                            zorder=3)
+            size_ax.scatter(
+                o.index,
+                batch_size,
+                marker="o" if final else "x",
+                s=36 if final else 24,
+                color=_PHASE_COLORS.get(phase, "gray"),
+                zorder=3,
+            )
         if not o.tries:
             size_ax.scatter(o.index, 1, marker="v", color="red", s=40, zorder=3)
     phases = {phase for o in outcomes for _, phase, _ in o.tries}
@@ -60,10 +65,16 @@ def _mark_shift(outcomes: Sequence[SliceOutcome], axes: Sequence[Axes]) -> None:
     after = next((o.index for o in outcomes if o.post_shift_share == 1), None)
     for ax in axes:
         if mixed:
-            ax.axvspan(min(mixed) - 0.5, max(mixed) + 0.5, color="orange", alpha=0.12,
-                       label="slices mixing pre- and post-shift tweets")
+            ax.axvspan(
+                min(mixed) - 0.5,
+                max(mixed) + 0.5,
+                color="orange",
+                alpha=0.12,
+                label="slices mixing pre- and post-shift tweets",
+            )
         if after is not None:
-            ax.axvline(after - 0.5, color="red", linewidth=0.9,
-                       label="first slice after the abrupt shift")
+            ax.axvline(
+                after - 0.5, color="red", linewidth=0.9, label="first slice after the abrupt shift"
+            )
     if mixed or after is not None:
         axes[-1].legend(fontsize=7, loc="upper right")

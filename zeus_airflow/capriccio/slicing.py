@@ -38,8 +38,9 @@ class SliceSizes:
 
     def __post_init__(self) -> None:
         check_int("slice_size", self.slice_size, minimum=2)
-        check_int_below("val_size", self.val_size, minimum=1, bound="slice_size",
-                        below=self.slice_size)
+        check_int_below(
+            "val_size", self.val_size, minimum=1, bound="slice_size", below=self.slice_size
+        )
 
     @property
     def train_size(self) -> int:
@@ -64,27 +65,32 @@ class SliceSpec:
 def plan_slices(tweets: Tweets, sizes: SliceSizes) -> list[SliceSpec]:
     """Every slice of a time-sorted corpus, oldest first."""
     if len(tweets) < sizes.slice_size:
-        raise CorpusError(f"the corpus has {len(tweets)} tweets, fewer than one slice "
-                          f"(slice_size={sizes.slice_size}); expected at least that many")
+        raise CorpusError(
+            f"the corpus has {len(tweets)} tweets, fewer than one slice "
+            f"(slice_size={sizes.slice_size}); expected at least that many"
+        )
     if np.any(np.diff(tweets.time_s) < 0):
         raise ValueError("plan_slices needs a time-sorted corpus (Tweets.sorted_by_time)")
     days, firsts = np.unique(tweets.day, return_index=True)
-    return [SliceSpec(index, day_of(day), int(first), sizes.slice_size)
-            for index, (day, first) in enumerate(
-                (d, f) for d, f in zip(days, firsts, strict=True)
-                if f + sizes.slice_size <= len(tweets))]
+    return [
+        SliceSpec(index, day_of(day), int(first), sizes.slice_size)
+        for index, (day, first) in enumerate(
+            (d, f) for d, f in zip(days, firsts, strict=True) if f + sizes.slice_size <= len(tweets)
+        )
+    ]
 
 
-def split_slice(spec: SliceSpec, sizes: SliceSizes, seed: int = DEFAULT_SPLIT_SEED
-                ) -> tuple[np.ndarray, np.ndarray]:
+def split_slice(
+    spec: SliceSpec, sizes: SliceSizes, seed: int = DEFAULT_SPLIT_SEED
+) -> tuple[np.ndarray, np.ndarray]:
     """Corpus indices of the slice's (training, validation) tweets, each in time order.
 
     The permutation is seeded by ``seed`` and the slice's day, so a slice splits the same way
     whichever corpus file or run it comes from."""
     rng = np.random.default_rng((seed, spec.day.toordinal()))
     order = rng.permutation(spec.size)
-    val = np.sort(order[:sizes.val_size]) + spec.start
-    train = np.sort(order[sizes.val_size:]) + spec.start
+    val = np.sort(order[: sizes.val_size]) + spec.start
+    train = np.sort(order[sizes.val_size :]) + spec.start
     return train, val
 
 
@@ -93,22 +99,39 @@ def slice_for_day(slices: list[SliceSpec], day: date) -> SliceSpec | None:
     return next((s for s in slices if s.day == day), None)
 
 
-def write_slice(tweets: Tweets, spec: SliceSpec, sizes: SliceSizes, out_dir: str | Path,
-                seed: int = DEFAULT_SPLIT_SEED, source: str = "") -> Path:
+def write_slice(
+    tweets: Tweets,
+    spec: SliceSpec,
+    sizes: SliceSizes,
+    out_dir: str | Path,
+    seed: int = DEFAULT_SPLIT_SEED,
+    source: str = "",
+) -> Path:
     """Write ``train.csv`` and ``val.csv`` (Sentiment140 format) and ``slice.json``."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     train, val = split_slice(spec, sizes, seed)
     write_tweets(out / TRAIN_FILE, tweets.take(train))
     write_tweets(out / VAL_FILE, tweets.take(val))
-    manifest = {**asdict(spec), "day": spec.day.isoformat(), "train_size": sizes.train_size,
-                "val_size": sizes.val_size, "split_seed": seed, "source": source}
+    manifest = {
+        **asdict(spec),
+        "day": spec.day.isoformat(),
+        "train_size": sizes.train_size,
+        "val_size": sizes.val_size,
+        "split_seed": seed,
+        "source": source,
+    }
     (out / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
     return out
 
 
-def prepare_day(corpus: str | Path, day: date, out_root: str | Path, sizes: SliceSizes,
-                seed: int = DEFAULT_SPLIT_SEED) -> Path | None:
+def prepare_day(
+    corpus: str | Path,
+    day: date,
+    out_root: str | Path,
+    sizes: SliceSizes,
+    seed: int = DEFAULT_SPLIT_SEED,
+) -> Path | None:
     """Write the slice starting on ``day`` under ``out_root/<day>``; None when no slice starts
     that day (a day without tweets, or too late in the corpus for a full slice)."""
     tweets = read_tweets(corpus).sorted_by_time()

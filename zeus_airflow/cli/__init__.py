@@ -22,8 +22,15 @@ def _registrars() -> tuple[Register, ...]:
     every subcommand's dependencies."""
     from zeus_airflow.cli import capriccio, demo, drift, gpu, report, simulate, store
 
-    return (capriccio.register, demo.register, drift.register, gpu.register, report.register,
-            simulate.register, store.register)
+    return (
+        capriccio.register,
+        demo.register,
+        drift.register,
+        gpu.register,
+        report.register,
+        simulate.register,
+        store.register,
+    )
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -37,7 +44,8 @@ class _OneLineParser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _OneLineParser(
         prog="zeus-airflow",
-        description="Energy-aware scheduled retraining for Apache Airflow (Zeus, NSDI'23).")
+        description="Energy-aware scheduled retraining for Apache Airflow (Zeus, NSDI'23).",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for register in _registrars():
@@ -48,8 +56,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
-                        format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
     try:
         return int(args.handler(args) or 0)
     except ConfigError as err:

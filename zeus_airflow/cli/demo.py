@@ -53,16 +53,25 @@ class Saving:
 
 def register(commands: argparse._SubParsersAction) -> None:
     demo = commands.add_parser(
-        "demo", help="run the replay DAG through Airflow for 60 days; print the runs and the "
-                     "energy saved against the Default configuration")
-    demo.add_argument("--days", type=int, default=DEFAULT_DAYS,
-                      help=f"daily runs to make (default {DEFAULT_DAYS})")
+        "demo",
+        help="run the replay DAG through Airflow for 60 days; print the runs and the "
+        "energy saved against the Default configuration",
+    )
+    demo.add_argument(
+        "--days",
+        type=int,
+        default=DEFAULT_DAYS,
+        help=f"daily runs to make (default {DEFAULT_DAYS})",
+    )
     demo.add_argument("--traces", metavar="DIR", help=TRACES_HELP)
-    demo.add_argument("--airflow-home", metavar="DIR",
-                      help=f"default: $AIRFLOW_HOME, else ./{LOCAL_HOME}")
-    demo.add_argument("--dags-folder", metavar="DIR",
-                      help="folder holding zeus_replay_daily.py (default: the repository's "
-                           "dags/)")
+    demo.add_argument(
+        "--airflow-home", metavar="DIR", help=f"default: $AIRFLOW_HOME, else ./{LOCAL_HOME}"
+    )
+    demo.add_argument(
+        "--dags-folder",
+        metavar="DIR",
+        help="folder holding zeus_replay_daily.py (default: the repository's dags/)",
+    )
     demo.set_defaults(handler=_demo)
 
 
@@ -79,17 +88,30 @@ def _demo(args: argparse.Namespace) -> int:
     # distribution there and in the virtual environment).
     with tempfile.TemporaryDirectory() as scratch:
         results_file = Path(scratch) / "runs.json"
-        done = subprocess.run([sys.executable, "-P", "-m", "zeus_airflow.cli.demo_runs",
-                               "--days", str(args.days), "--dags-folder", str(dags),
-                               "--results", str(results_file)], env=env)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-P",
+                "-m",
+                "zeus_airflow.cli.demo_runs",
+                "--days",
+                str(args.days),
+                "--dags-folder",
+                str(dags),
+                "--results",
+                str(results_file),
+            ],
+            env=env,
+        )
         if not results_file.exists():
             return done.returncode or 1
         results = json.loads(results_file.read_text())
     job_id = default_job_id(DAG_ID, TASK_ID)
     for command in (["runs", "--job", job_id], ["report", "--job", job_id]):
         print(f"\n$ zeus-airflow {' '.join(command)}", flush=True)
-        subprocess.run([sys.executable, "-P", "-m", "zeus_airflow.cli", *command], env=env,
-                       check=False)
+        subprocess.run(
+            [sys.executable, "-P", "-m", "zeus_airflow.cli", *command], env=env, check=False
+        )
     print(energy_report(results, traces))
     print(ui_instructions(home, dags, traces, job_id))
     return done.returncode
@@ -99,14 +121,16 @@ def demo_environment(home: Path, dags: Path, traces: Path) -> dict[str, str]:
     """The demo's Airflow: its own home, the repository's DAGs, the embedded store."""
     env = dict(os.environ)
     env.pop("ZEUS_AIRFLOW_DB_URL", None)  # never a production store: the one under home
-    env.update({
-        "AIRFLOW_HOME": str(home),
-        "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",  # one line per run, not hundreds
-        "PYTHONWARNINGS": "ignore",
-        TRACES_ENV: str(traces),
-    })
+    env.update(
+        {
+            "AIRFLOW_HOME": str(home),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",  # one line per run, not hundreds
+            "PYTHONWARNINGS": "ignore",
+            TRACES_ENV: str(traces),
+        }
+    )
     return env
 
 
@@ -118,20 +142,26 @@ def energy_report(results: dict[str, Any], traces: Path) -> str:
     best = oracle(trace, results["eta"])
     energies = [run["energy_j"] for run in results["runs"] if run["energy_j"] is not None]
     whole = Saving(len(energies), sum(energies), len(energies) * default.energy_j)
-    last = Saving(min(LAST_RUNS, len(energies)), sum(energies[-LAST_RUNS:]),
-                  min(LAST_RUNS, len(energies)) * default.energy_j)
-    return "\n".join([
-        "",
-        f"Energy of {whole.runs} runs of {spec.workload} on a {spec.gpu.upper()}, replayed from "
-        "the paper's traces:",
-        f"  Zeus:     {whole.zeus_energy_j / 1e6:10.1f} MJ used by the runs on the replay GPU",
-        f"  Default:  {whole.default_energy_j / 1e6:10.1f} MJ expected (b={default.batch_size} "
-        f"at {default.power_limit_w} W every run: {default.energy_j / 1e6:.2f} MJ a run, "
-        "from the traces' mean epochs to target)",
-        f"  Saved:    {whole.fraction:10.1%} over the {whole.runs} runs; {last.fraction:.1%} over "
-        f"the last {last.runs} (the best fixed configuration, b={best.batch_size} at "
-        f"{best.power_limit_w} W, would save {1 - best.energy_j / default.energy_j:.1%})",
-    ])
+    last = Saving(
+        min(LAST_RUNS, len(energies)),
+        sum(energies[-LAST_RUNS:]),
+        min(LAST_RUNS, len(energies)) * default.energy_j,
+    )
+    best_saves = 1 - best.energy_j / default.energy_j
+    return "\n".join(
+        [
+            "",
+            f"Energy of {whole.runs} runs of {spec.workload} on a {spec.gpu.upper()}, "
+            "replayed from the paper's traces:",
+            f"  Zeus:     {whole.zeus_energy_j / 1e6:10.1f} MJ used by the runs on the replay GPU",
+            f"  Default:  {whole.default_energy_j / 1e6:10.1f} MJ expected (b={default.batch_size} "
+            f"at {default.power_limit_w} W every run: {default.energy_j / 1e6:.2f} MJ a run, "
+            "from the traces' mean epochs to target)",
+            f"  Saved:    {whole.fraction:10.1%} over the {whole.runs} runs; "
+            f"{last.fraction:.1%} over the last {last.runs} (the best fixed configuration, "
+            f"b={best.batch_size} at {best.power_limit_w} W, would save {best_saves:.1%})",
+        ]
+    )
 
 
 UI_PORT = 8080
@@ -144,28 +174,32 @@ def ui_instructions(home: Path, dags: Path, traces: Path, job_id: str) -> str:
     "Connection refused"."""
     airflow = Path(sys.executable).parent / "airflow"
     job = f"http://127.0.0.1:$PORT{job_url(job_id)}"
-    return "\n".join([
-        "",
-        "See the runs in the Airflow UI:",
-        f"  export PORT={UI_PORT}  # or any free port: the Execution API URL follows it",
-        f"  AIRFLOW_HOME={home} AIRFLOW__CORE__DAGS_FOLDER={dags} \\",
-        f"    {TRACES_ENV}={traces} \\",
-        "    AIRFLOW__CORE__EXECUTION_API_SERVER_URL=http://127.0.0.1:$PORT/execution/ \\",
-        f"    {airflow} api-server --host 127.0.0.1 --port $PORT",
-        "  then open http://127.0.0.1:$PORT and log in as admin with the password in",
-        f"  {home / 'simple_auth_manager_passwords.json.generated'} (written when the server "
-        "starts).",
-        "  Zeus energy in the navigation bar is the fleet page. DAG "
-        f"{DAG_ID} > a run > task {TASK_ID}:",
-        "  Rendered Templates (zeus_summary); Storage > XCom (energy_j, batch_size...; every "
-        "run's: Browse > XComs);",
-        f"  Details > Extra Links > Zeus job ({job}); the Zeus energy tab.",
-    ])
+    return "\n".join(
+        [
+            "",
+            "See the runs in the Airflow UI:",
+            f"  export PORT={UI_PORT}  # or any free port: the Execution API URL follows it",
+            f"  AIRFLOW_HOME={home} AIRFLOW__CORE__DAGS_FOLDER={dags} \\",
+            f"    {TRACES_ENV}={traces} \\",
+            "    AIRFLOW__CORE__EXECUTION_API_SERVER_URL=http://127.0.0.1:$PORT/execution/ \\",
+            f"    {airflow} api-server --host 127.0.0.1 --port $PORT",
+            "  then open http://127.0.0.1:$PORT and log in as admin with the password in",
+            f"  {home / 'simple_auth_manager_passwords.json.generated'} (written when the server "
+            "starts).",
+            "  Zeus energy in the navigation bar is the fleet page. DAG "
+            f"{DAG_ID} > a run > task {TASK_ID}:",
+            "  Rendered Templates (zeus_summary); Storage > XCom (energy_j, batch_size...; every "
+            "run's: Browse > XComs);",
+            f"  Details > Extra Links > Zeus job ({job}); the Zeus energy tab.",
+        ]
+    )
 
 
 def _dags_folder(explicit: str | None) -> Path:
     folder = Path(explicit) if explicit else Path(zeus_airflow.__file__).parents[1] / "dags"
     if not (folder / f"{DAG_ID}.py").is_file():
-        raise ConfigError(f"dags_folder={str(folder)!r} is invalid: expected a folder holding "
-                          f"{DAG_ID}.py (pass --dags-folder DIR)")
+        raise ConfigError(
+            f"dags_folder={str(folder)!r} is invalid: expected a folder holding "
+            f"{DAG_ID}.py (pass --dags-folder DIR)"
+        )
     return folder.resolve()

@@ -19,8 +19,17 @@ from typing import Any
 
 DAG_ID = "zeus_replay_daily"
 TASK_ID = "train"
-FIGURES = ("energy_j", "time_s", "cost", "batch_size", "power_limit_w", "phase", "tries",
-           "reached_target", "measurement")
+FIGURES = (
+    "energy_j",
+    "time_s",
+    "cost",
+    "batch_size",
+    "power_limit_w",
+    "phase",
+    "tries",
+    "reached_target",
+    "measurement",
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -43,8 +52,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     for day in range(args.days):
         runs.append(_run_day(dag, first + timedelta(days=day), day, args.days))
     print(f"{args.days} DAG runs in {time.monotonic() - started:.0f} s", flush=True)
-    args.results.write_text(json.dumps(
-        {"device": task.device, "eta": task.eta, "runs": runs}, indent=1, default=str))
+    args.results.write_text(
+        json.dumps({"device": task.device, "eta": task.eta, "runs": runs}, indent=1, default=str)
+    )
     return 0 if all(run["state"] == "success" for run in runs) else 1
 
 
@@ -64,8 +74,9 @@ def _next_day(dag: Any) -> datetime:
     from sqlalchemy import func, select
 
     with create_session() as session:
-        latest = session.scalar(select(func.max(DagRun.logical_date))
-                                .where(DagRun.dag_id == DAG_ID))
+        latest = session.scalar(
+            select(func.max(DagRun.logical_date)).where(DagRun.dag_id == DAG_ID)
+        )
     return latest + timedelta(days=1) if latest is not None else dag.start_date
 
 
@@ -74,10 +85,17 @@ def _run_day(dag: Any, logical_date: datetime, day: int, days: int) -> dict[str,
     dag_run = dag.test(logical_date=logical_date, run_after=logical_date)
     figures = _xcoms(dag_run.run_id)
     summary = _summary(dag_run.run_id)
-    print(f"  {day + 1:>3}/{days}  {logical_date:%Y-%m-%d}  {dag_run.state:<7}  {summary}  "
-          f"[{figures.get('phase', '-')}]", flush=True)
-    return {"run_id": dag_run.run_id, "logical_date": logical_date.isoformat(),
-            "state": str(dag_run.state), **{k: figures.get(k) for k in FIGURES}}
+    print(
+        f"  {day + 1:>3}/{days}  {logical_date:%Y-%m-%d}  {dag_run.state:<7}  {summary}  "
+        f"[{figures.get('phase', '-')}]",
+        flush=True,
+    )
+    return {
+        "run_id": dag_run.run_id,
+        "logical_date": logical_date.isoformat(),
+        "state": str(dag_run.state),
+        **{k: figures.get(k) for k in FIGURES},
+    }
 
 
 def _xcoms(run_id: str) -> dict[str, Any]:
@@ -86,9 +104,14 @@ def _xcoms(run_id: str) -> dict[str, Any]:
     from sqlalchemy import select
 
     with create_session() as session:
-        rows = session.scalars(select(XComModel).where(
-            XComModel.dag_id == DAG_ID, XComModel.run_id == run_id,
-            XComModel.task_id == TASK_ID, XComModel.key.in_(FIGURES))).all()
+        rows = session.scalars(
+            select(XComModel).where(
+                XComModel.dag_id == DAG_ID,
+                XComModel.run_id == run_id,
+                XComModel.task_id == TASK_ID,
+                XComModel.key.in_(FIGURES),
+            )
+        ).all()
         return {row.key: XComModel.deserialize_value(row) for row in rows}
 
 
@@ -99,8 +122,11 @@ def _summary(run_id: str) -> str:
     from sqlalchemy import select
 
     with create_session() as session:
-        fields = session.scalar(select(Rendered.rendered_fields).where(
-            Rendered.dag_id == DAG_ID, Rendered.run_id == run_id, Rendered.task_id == TASK_ID))
+        fields = session.scalar(
+            select(Rendered.rendered_fields).where(
+                Rendered.dag_id == DAG_ID, Rendered.run_id == run_id, Rendered.task_id == TASK_ID
+            )
+        )
     return str((fields or {}).get("zeus_summary", "(no summary)"))
 
 

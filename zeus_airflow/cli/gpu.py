@@ -15,8 +15,16 @@ import sys
 from zeus_airflow.cli.store import add_location_options, reporting_errors, store_from_args, write
 from zeus_airflow.core.gpu_lease import GPULeases, holder_alive, restore_host_leases
 
-LEASE_COLUMNS = ("id", "host", "gpu_index", "gpu_uuid", "original_limit_w", "pid", "holder",
-                 "acquired_at")
+LEASE_COLUMNS = (
+    "id",
+    "host",
+    "gpu_index",
+    "gpu_uuid",
+    "original_limit_w",
+    "pid",
+    "holder",
+    "acquired_at",
+)
 log = logging.getLogger(__name__)
 
 
@@ -27,19 +35,25 @@ def register(commands: argparse._SubParsersAction) -> None:
     add_location_options(leases)
     leases.set_defaults(handler=reporting_errors(_leases))
     restore = gpu_commands.add_parser(
-        "restore", help="put back the original power limits that dead tasks left on this "
-                        "host's GPUs")
+        "restore",
+        help="put back the original power limits that dead tasks left on this host's GPUs",
+    )
     add_location_options(restore)
-    restore.add_argument("--all", action="store_true",
-                         help="also the leases of tasks still running (a stuck task); the "
-                              "task may change the limit again")
+    restore.add_argument(
+        "--all",
+        action="store_true",
+        help="also the leases of tasks still running (a stuck task); the "
+        "task may change the limit again",
+    )
     restore.set_defaults(handler=reporting_errors(_restore))
 
 
 def _leases(args: argparse.Namespace) -> int:
     leases = GPULeases(store_from_args(args))
-    rows = [{**vars(lease), "holder": "running" if holder_alive(lease) else "dead"}
-            for lease in leases.on_host()]
+    rows = [
+        {**vars(lease), "holder": "running" if holder_alive(lease) else "dead"}
+        for lease in leases.on_host()
+    ]
     write(rows, LEASE_COLUMNS, "table", sys.stdout)
     return 0
 
@@ -48,11 +62,15 @@ def _restore(args: argparse.Namespace) -> int:
     leases = GPULeases(store_from_args(args))
     done = restore_host_leases(leases, log, include_live=args.all)
     for lease in done.restored:
-        print(f"GPU {lease.gpu_index} ({lease.gpu_uuid}): power limit restored to "
-              f"{lease.original_limit_w} W (left by pid {lease.pid})")
+        print(
+            f"GPU {lease.gpu_index} ({lease.gpu_uuid}): power limit restored to "
+            f"{lease.original_limit_w} W (left by pid {lease.pid})"
+        )
     for lease, why in done.failed:
-        print(f"zeus-airflow gpu restore: error: GPU {lease.gpu_index} ({lease.gpu_uuid}): "
-              f"{why}", file=sys.stderr)
+        print(
+            f"zeus-airflow gpu restore: error: GPU {lease.gpu_index} ({lease.gpu_uuid}): {why}",
+            file=sys.stderr,
+        )
     if not done.restored and not done.failed:
         print(f"nothing to restore on {leases.host}")
     return 1 if done.failed else 0

@@ -10,19 +10,25 @@ from pathlib import Path
 
 from zeus_airflow.core.config import is_blank
 
-TRACES_HELP = ("folder with summary_train.csv and summary_power_<gpu>.csv (default: "
-               "$ZEUS_TRACES_DIR, else the paper's V100 and A40 traces shipped in the package)")
+TRACES_HELP = (
+    "folder with summary_train.csv and summary_power_<gpu>.csv (default: "
+    "$ZEUS_TRACES_DIR, else the paper's V100 and A40 traces shipped in the package)"
+)
 
 
 def non_blank(what: str) -> Callable[[str], str]:
     """An argparse ``type`` that refuses '' (and NUL bytes): an empty value is missing, and
     must never mean the default (``--db ''`` would act on the default store)."""
+
     def check(text: str) -> str:
         if is_blank(text):
-            raise argparse.ArgumentTypeError(f"{text!r} is invalid: expected {what} (not "
-                                             "empty, no NUL bytes); leave the option out for "
-                                             "the default")
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is invalid: expected {what} (not "
+                "empty, no NUL bytes); leave the option out for "
+                "the default"
+            )
         return text
+
     return check
 
 
@@ -39,9 +45,13 @@ def traces_passed_on(traces: Path | None) -> list[str]:
 def add_output_option(parser: argparse.ArgumentParser, stem: str) -> None:
     """A benchmark's ``--output STEM`` (its files are STEM.md, STEM.csv, ...); resolve it with
     :func:`bench_output` after parsing."""
-    parser.add_argument("--output", type=Path, default=None,
-                        help=f"stem of the files written (default: bench/{stem}; with --quick, "
-                             "a new temporary folder)")
+    parser.add_argument(
+        "--output",
+        type=Path,
+        default=None,
+        help=f"stem of the files written (default: bench/{stem}; with --quick, "
+        "a new temporary folder)",
+    )
 
 
 def bench_output(output: Path | None, quick: bool, stem: str) -> Path:

@@ -16,20 +16,24 @@ def check_writable(name: str, path: Path) -> None:
     again when it did not exist before; missing parent folders are created (as the writers
     would)."""
     if path.is_dir():
-        raise ConfigError(f"{name}={str(path)!r} is invalid: it is a folder; expected the path "
-                          "of a file to write")
+        raise ConfigError(
+            f"{name}={str(path)!r} is invalid: it is a folder; expected the path of a file to write"
+        )
     existed = path.exists()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "a"):
             pass
     except FileExistsError as err:  # a file stands where a parent folder should be
-        raise ConfigError(f"{name}={str(path)!r} is invalid: {err.filename} is a file, not a "
-                          "folder; expected a writable file path") from None
+        raise ConfigError(
+            f"{name}={str(path)!r} is invalid: {err.filename} is a file, not a "
+            "folder; expected a writable file path"
+        ) from None
     except OSError as err:
-        raise ConfigError(f"{name}={str(path)!r} is invalid: cannot write there "
-                          f"({err.strerror}: {err.filename}); expected a writable file path"
-                          ) from None
+        raise ConfigError(
+            f"{name}={str(path)!r} is invalid: cannot write there "
+            f"({err.strerror}: {err.filename}); expected a writable file path"
+        ) from None
     if not existed:
         path.unlink()
 

@@ -27,23 +27,42 @@ from zeus_airflow.cli.store import (
 from zeus_airflow.core import reports
 from zeus_airflow.core.units import show_cost, show_emissions, show_energy, show_share, show_time
 
-TABLE_COLUMNS = ("job", "runs", "phase", "next", "energy", "saved", "cost saved", "time",
-                 "time saved", "emissions", "budget", "data")
+TABLE_COLUMNS = (
+    "job",
+    "runs",
+    "phase",
+    "next",
+    "energy",
+    "saved",
+    "cost saved",
+    "time",
+    "time saved",
+    "emissions",
+    "budget",
+    "data",
+)
 """The table's columns (``emissions`` only when a job has carbon figures); ``saved``: energy
 saved against Default, as a share of Default's."""
 
 
 def register(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
-        "report", help="what each job and the fleet saved against Default (energy, time, "
-                       "cost, emissions), and what each job's next run will do")
+        "report",
+        help="what each job and the fleet saved against Default (energy, time, "
+        "cost, emissions), and what each job's next run will do",
+    )
     add_location_options(parser)
     parser.add_argument("--job", metavar="ID", type=non_blank("a job id"), help="only this job")
-    parser.add_argument("--since", metavar="DATE", type=since_date,
-                        help="only the tries started at or after DATE (ISO 8601, e.g. "
-                             "2026-11-01 or 2026-11-01T12:00; UTC unless it says)")
-    parser.add_argument("--format", choices=FORMATS, default="table",
-                        help="output format (default: table)")
+    parser.add_argument(
+        "--since",
+        metavar="DATE",
+        type=since_date,
+        help="only the tries started at or after DATE (ISO 8601, e.g. "
+        "2026-11-01 or 2026-11-01T12:00; UTC unless it says)",
+    )
+    parser.add_argument(
+        "--format", choices=FORMATS, default="table", help="output format (default: table)"
+    )
     parser.set_defaults(handler=reporting_errors(_report))
 
 
@@ -55,7 +74,8 @@ def since_date(text: str) -> datetime:
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"{text!r} is invalid: expected an ISO 8601 date such as 2026-11-01 or "
-            "2026-11-01T12:00 (UTC unless an offset is given)") from None
+            "2026-11-01T12:00 (UTC unless an offset is given)"
+        ) from None
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -67,24 +87,31 @@ def _report(args: argparse.Namespace) -> int:
     fleet = dataclasses.asdict(reports.fleet_totals(found))
     jobs = [dataclasses.asdict(job) for job in found]
     if args.format == "json":
-        json.dump({"since": args.since, "jobs": jobs, "fleet": fleet}, sys.stdout, indent=2,
-                  default=json_value)
+        json.dump(
+            {"since": args.since, "jobs": jobs, "fleet": fleet},
+            sys.stdout,
+            indent=2,
+            default=json_value,
+        )
         sys.stdout.write("\n")
     elif args.format == "csv":
         columns = [f.name for f in dataclasses.fields(reports.JobReport)]
-        write([{**job, "dags": " ".join(job["dags"])} for job in jobs], columns, "csv",
-              sys.stdout)
+        write([{**job, "dags": " ".join(job["dags"])} for job in jobs], columns, "csv", sys.stdout)
     else:
         _table(jobs, fleet, sys.stdout)
     return 0
 
 
-NOTES = ("saved: the share of Default's estimate (the default batch size at the maximum power "
-         "limit) saved; negative: spent more. budget: the exploration budget left when the "
-         "last run was decided, in Default runs' worth. next: what the next run most likely "
-         "does.")
-NOT_MEASURED = ("data: replayed (the paper's traces) and simulated (a power model) figures "
-                "are not measurements of a GPU.")
+NOTES = (
+    "saved: the share of Default's estimate (the default batch size at the maximum power "
+    "limit) saved; negative: spent more. budget: the exploration budget left when the "
+    "last run was decided, in Default runs' worth. next: what the next run most likely "
+    "does."
+)
+NOT_MEASURED = (
+    "data: replayed (the paper's traces) and simulated (a power model) figures "
+    "are not measurements of a GPU."
+)
 WIDTH = 120
 """Columns of the terminal the notes are wrapped to."""
 
@@ -103,25 +130,41 @@ def _cells(j: dict[str, Any]) -> tuple[str, ...]:
     size = j["next_batch_size"]
     next_run = "-" if size is None else f"{j['next_phase']} b={size}"
     budget = "-" if j["budget_left_runs"] is None else f"{j['budget_left_runs']:.1f}"
-    return (j["job_id"], str(j["runs"]), j["phase"], next_run, show_energy(j["energy_j"]),
-            _share(j["saved_energy_fraction"]), _share(j["saved_cost_fraction"]),
-            show_time(j["time_s"]), _share(j["saved_time_fraction"]),
-            _or_dash(show_emissions, j["emissions_g"]), budget, j["measurement"] or "-")
+    return (
+        j["job_id"],
+        str(j["runs"]),
+        j["phase"],
+        next_run,
+        show_energy(j["energy_j"]),
+        _share(j["saved_energy_fraction"]),
+        _share(j["saved_cost_fraction"]),
+        show_time(j["time_s"]),
+        _share(j["saved_time_fraction"]),
+        _or_dash(show_emissions, j["emissions_g"]),
+        budget,
+        j["measurement"] or "-",
+    )
 
 
 def _fleet_line(fleet: dict[str, Any]) -> str:
-    saved = ("no Default estimate yet" if fleet["default_energy_j"] is None else
-             f"saved {_share(fleet['saved_energy_fraction'])} of Default's energy "
-             f"({show_energy(fleet['compared_energy_j'])} against "
-             f"{show_energy(fleet['default_energy_j'])}), "
-             f"{_share(fleet['saved_cost_fraction'])} of its cost "
-             f"({show_cost(fleet['compared_cost'])} against {show_cost(fleet['default_cost'])})")
-    emissions = ("" if fleet["emissions_g"] is None else
-                 f"; emitted {show_emissions(fleet['emissions_g'])}")
-    return (f"fleet: {fleet['jobs']} jobs, {fleet['runs']} runs, "
-            f"{show_energy(fleet['energy_j'])} over {show_time(fleet['time_s'])}; {saved}"
-            f"{emissions}; {fleet['learning_jobs']} still pruning, "
-            f"{fleet['falling_back_jobs']} falling back ({fleet['measurement'] or 'no runs'})")
+    saved = (
+        "no Default estimate yet"
+        if fleet["default_energy_j"] is None
+        else f"saved {_share(fleet['saved_energy_fraction'])} of Default's energy "
+        f"({show_energy(fleet['compared_energy_j'])} against "
+        f"{show_energy(fleet['default_energy_j'])}), "
+        f"{_share(fleet['saved_cost_fraction'])} of its cost "
+        f"({show_cost(fleet['compared_cost'])} against {show_cost(fleet['default_cost'])})"
+    )
+    emissions = (
+        "" if fleet["emissions_g"] is None else f"; emitted {show_emissions(fleet['emissions_g'])}"
+    )
+    return (
+        f"fleet: {fleet['jobs']} jobs, {fleet['runs']} runs, "
+        f"{show_energy(fleet['energy_j'])} over {show_time(fleet['time_s'])}; {saved}"
+        f"{emissions}; {fleet['learning_jobs']} still pruning, "
+        f"{fleet['falling_back_jobs']} falling back ({fleet['measurement'] or 'no runs'})"
+    )
 
 
 def _share(fraction: float | None) -> str:

@@ -28,45 +28,84 @@ from zeus_airflow.core.policy import POLICIES
 from zeus_airflow.core.traces import WORKLOADS, load_workload_trace
 from zeus_airflow.sim.simulator import SimulationResult, SimulationSpec, job_config, simulate
 
-CSV_COLUMNS = ["policy", "gpu", "workload", "seed", "recurrences", "last5_energy_ratio",
-               "last5_time_ratio", "oracle_energy_ratio", "oracle_time_ratio", "cum_energy_j",
-               "cum_time_s", "cum_regret", "wall_s", "oracle_batch_size",
-               "oracle_power_limit_w", "final_batch_size", "final_power_limit_w", "measurement"]
+CSV_COLUMNS = [
+    "policy",
+    "gpu",
+    "workload",
+    "seed",
+    "recurrences",
+    "last5_energy_ratio",
+    "last5_time_ratio",
+    "oracle_energy_ratio",
+    "oracle_time_ratio",
+    "cum_energy_j",
+    "cum_time_s",
+    "cum_regret",
+    "wall_s",
+    "oracle_batch_size",
+    "oracle_power_limit_w",
+    "final_batch_size",
+    "final_power_limit_w",
+    "measurement",
+]
 
 
 def register(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
-        "simulate", help="replay paper workloads through the real engine on the replay GPU",
+        "simulate",
+        help="replay paper workloads through the real engine on the replay GPU",
         description="Replay the Zeus paper's traces through the real engine, profiler and store "
-                    "on a virtual GPU, with the Default and Grid-search baselines. All figures "
-                    "are replayed, not measured.")
+        "on a virtual GPU, with the Default and Grid-search baselines. All figures "
+        "are replayed, not measured.",
+    )
     add_traces_option(parser)
-    parser.add_argument("--gpu", required=True, action="append",
-                        help="GPU trace name (e.g. v100, a40); repeatable")
-    parser.add_argument("--workload", required=True, action="append",
-                        help=f"workload; repeatable; one of {', '.join(WORKLOADS)}")
+    parser.add_argument(
+        "--gpu", required=True, action="append", help="GPU trace name (e.g. v100, a40); repeatable"
+    )
+    parser.add_argument(
+        "--workload",
+        required=True,
+        action="append",
+        help=f"workload; repeatable; one of {', '.join(WORKLOADS)}",
+    )
     parser.add_argument("--policy", default="all", choices=[*POLICIES, "all"])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
     parser.add_argument("--eta", type=float, default=DEFAULT_ETA)
     parser.add_argument("--beta", type=float, default=DEFAULT_BETA)
-    parser.add_argument("--window", type=int, default=None,
-                        help="posterior window per batch size (default: none)")
-    parser.add_argument("--drift-detection", choices=["on", "off"],
-                        default="on" if DEFAULT_DRIFT_DETECTION else "off",
-                        help="look for change points in each batch size's costs "
-                             "(docs/drift.md; default: the operator's, "
-                             f"{'on' if DEFAULT_DRIFT_DETECTION else 'off'})")
-    parser.add_argument("--exploration-budget", type=budget_argument,
-                        default=DEFAULT_EXPLORATION_BUDGET, metavar="FRACTION|none",
-                        help="the job's cost stays within (1 + FRACTION) x Default's over the "
-                             "same runs; 'none' explores as the paper does (default: the "
-                             f"operator's, {DEFAULT_EXPLORATION_BUDGET})")
-    parser.add_argument("--recurrences", type=int, default=None,
-                        help="default: 2 x |batch sizes| x |power limits| (paper)")
+    parser.add_argument(
+        "--window", type=int, default=None, help="posterior window per batch size (default: none)"
+    )
+    parser.add_argument(
+        "--drift-detection",
+        choices=["on", "off"],
+        default="on" if DEFAULT_DRIFT_DETECTION else "off",
+        help="look for change points in each batch size's costs "
+        "(docs/drift.md; default: the operator's, "
+        f"{'on' if DEFAULT_DRIFT_DETECTION else 'off'})",
+    )
+    parser.add_argument(
+        "--exploration-budget",
+        type=budget_argument,
+        default=DEFAULT_EXPLORATION_BUDGET,
+        metavar="FRACTION|none",
+        help="the job's cost stays within (1 + FRACTION) x Default's over the "
+        "same runs; 'none' explores as the paper does (default: the "
+        f"operator's, {DEFAULT_EXPLORATION_BUDGET})",
+    )
+    parser.add_argument(
+        "--recurrences",
+        type=int,
+        default=None,
+        help="default: 2 x |batch sizes| x |power limits| (paper)",
+    )
     parser.add_argument("--output-csv", required=True, type=Path)
     parser.add_argument("--plot", type=Path, default=None, help="PNG: regret and batch sizes")
-    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
-                        help="processes to run simulations in (default: all cores)")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="processes to run simulations in (default: all cores)",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -80,8 +119,10 @@ def run(args: argparse.Namespace) -> int:
     results = run_all(specs, args.jobs)
     write_csv(args.output_csv, CSV_COLUMNS, (r.row() for r in results))
     print(format_table(results))
-    print(f"\nwrote {args.output_csv} ({len(results)} rows; all energy and time figures are "
-          "replayed from the paper's traces)")
+    print(
+        f"\nwrote {args.output_csv} ({len(results)} rows; all energy and time figures are "
+        "replayed from the paper's traces)"
+    )
     if args.plot is not None:
         from zeus_airflow.sim.plots import plot_simulation
 
@@ -98,8 +139,8 @@ def budget_argument(text: str) -> float | None:
         return float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"exploration budget {text!r} is invalid: expected a fraction >= 0 (e.g. 0.1) or "
-            "'none'") from None
+            f"exploration budget {text!r} is invalid: expected a fraction >= 0 (e.g. 0.1) or 'none'"
+        ) from None
 
 
 def build_specs(args: argparse.Namespace) -> list[SimulationSpec]:
@@ -118,10 +159,19 @@ def build_specs(args: argparse.Namespace) -> list[SimulationSpec]:
             trace = load_workload_trace(traces, gpu, workload)  # raises naming gpu/workload
             for policy in policies:
                 for seed in args.seeds:
-                    spec = SimulationSpec(policy, gpu, workload, seed, str(traces),
-                                          args.eta, args.beta, args.window, args.recurrences,
-                                          args.drift_detection == "on",
-                                          args.exploration_budget)
+                    spec = SimulationSpec(
+                        policy,
+                        gpu,
+                        workload,
+                        seed,
+                        str(traces),
+                        args.eta,
+                        args.beta,
+                        args.window,
+                        args.recurrences,
+                        args.drift_detection == "on",
+                        args.exploration_budget,
+                    )
                     job_config(trace, spec)  # raises naming eta/beta/window
                     specs.append(spec)
     return specs
@@ -137,9 +187,13 @@ def run_all(specs: Sequence[SimulationSpec], jobs: int) -> list[SimulationResult
         nonlocal done
         done += 1
         s = result.spec
-        print(f"[{done:3d}/{len(specs)}] {s.policy:7s} {s.gpu:5s} {s.workload:13s} seed {s.seed}"
-              f"  {result.recurrences} recurrences in {result.wall_s:5.2f} s "
-              f"(elapsed {time.perf_counter() - started:6.1f} s)", file=sys.stderr, flush=True)
+        print(
+            f"[{done:3d}/{len(specs)}] {s.policy:7s} {s.gpu:5s} {s.workload:13s} seed {s.seed}"
+            f"  {result.recurrences} recurrences in {result.wall_s:5.2f} s "
+            f"(elapsed {time.perf_counter() - started:6.1f} s)",
+            file=sys.stderr,
+            flush=True,
+        )
 
     if jobs <= 1 or len(specs) == 1:
         for spec in specs:
@@ -162,19 +216,20 @@ def _expected_work(spec: SimulationSpec) -> float:
     return len(trace.batch_sizes) * len(trace.power_limits_w) * trace.workload.max_epochs
 
 
-
-
 def format_table(results: Sequence[SimulationResult]) -> str:
     """Mean over seeds per (gpu, workload, policy); regret in 1e6 cost units."""
     groups: dict[tuple[str, str, str], list[dict[str, object]]] = defaultdict(list)
     for result in results:
         s = result.spec
         groups[(s.gpu, s.workload, s.policy)].append(result.row())
-    header = (f"{'gpu':5s} {'workload':13s} {'policy':7s} {'seeds':>5s} {'last5 E/Def':>11s} "
-              f"{'oracle E/Def':>12s} {'last5 T/Def':>11s} {'cum regret 1e6':>14s} "
-              f"{'final (b, W)':>13s} {'oracle (b, W)':>13s}")
+    header = (
+        f"{'gpu':5s} {'workload':13s} {'policy':7s} {'seeds':>5s} {'last5 E/Def':>11s} "
+        f"{'oracle E/Def':>12s} {'last5 T/Def':>11s} {'cum regret 1e6':>14s} "
+        f"{'final (b, W)':>13s} {'oracle (b, W)':>13s}"
+    )
     lines = ["All figures replayed from the paper's traces.", header, "-" * len(header)]
     for (gpu, workload, policy), rows in groups.items():
+
         def avg(column: str, rows: list[dict[str, object]] = rows) -> float:
             return mean(float(str(r[column])) for r in rows)
 
@@ -184,5 +239,6 @@ def format_table(results: Sequence[SimulationResult]) -> str:
             f"{avg('last5_energy_ratio'):11.3f} {avg('oracle_energy_ratio'):12.3f} "
             f"{avg('last5_time_ratio'):11.3f} {avg('cum_regret') / 1e6:14.2f} "
             f"{first['final_batch_size']!s:>7s}, {first['final_power_limit_w']!s:>4s} "
-            f"{first['oracle_batch_size']!s:>7s}, {first['oracle_power_limit_w']!s:>4s}")
+            f"{first['oracle_batch_size']!s:>7s}, {first['oracle_power_limit_w']!s:>4s}"
+        )
     return "\n".join(lines)

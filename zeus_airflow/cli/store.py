@@ -37,8 +37,10 @@ FORMATS = ("table", "json", "csv")
 with ``--wide``; json and csv: every field, raw SI numbers."""
 
 _WHICH = ("id", "job_id", "version")
-WIDE_RUN_COLUMNS = (*_WHICH, *(f.name for f in dataclasses.fields(TrialRecord)
-                              if f.name not in _WHICH))
+WIDE_RUN_COLUMNS = (
+    *_WHICH,
+    *(f.name for f in dataclasses.fields(TrialRecord) if f.name not in _WHICH),
+)
 """Every field of a trial, which trial first (``--wide``, json, csv)."""
 
 Handler = Callable[[argparse.Namespace], int]
@@ -48,7 +50,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     db = commands.add_parser("db", help="the store's schema")
     db_commands = db.add_subparsers(dest="db_command", required=True, metavar="COMMAND")
     upgrade = db_commands.add_parser(
-        "upgrade", help="create the store's tables or upgrade them to this version's schema")
+        "upgrade", help="create the store's tables or upgrade them to this version's schema"
+    )
     add_location_options(upgrade)
     upgrade.set_defaults(handler=reporting_errors(_upgrade))
 
@@ -62,41 +65,60 @@ def register(commands: argparse._SubParsersAction) -> None:
     add_location_options(runs)
     _format_option(runs)
     _wide_option(runs)
-    runs.add_argument("--job", metavar="ID", type=non_blank("a job id"),
-                      help="only this job's trials (all its versions)")
+    runs.add_argument(
+        "--job",
+        metavar="ID",
+        type=non_blank("a job id"),
+        help="only this job's trials (all its versions)",
+    )
     runs.set_defaults(handler=reporting_errors(_runs))
 
     reset = commands.add_parser(
-        "reset", help="start a job over as a new, empty version (its history stays visible)")
+        "reset", help="start a job over as a new, empty version (its history stays visible)"
+    )
     add_location_options(reset)
-    reset.add_argument("--job", metavar="ID", required=True, type=non_blank("a job id"),
-                       help="the job to start over")
+    reset.add_argument(
+        "--job",
+        metavar="ID",
+        required=True,
+        type=non_blank("a job id"),
+        help="the job to start over",
+    )
     reset.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     reset.set_defaults(handler=reporting_errors(_reset))
 
 
 def add_location_options(parser: argparse.ArgumentParser) -> None:
     """``--db`` / ``--conn-id``: where the store is (shared by every subcommand that opens it)."""
-    parser.add_argument("--db", metavar="URL", type=non_blank("a database URL"),
-                        help="SQLAlchemy URL of the store")
-    parser.add_argument("--conn-id", metavar="ID", type=non_blank("an Airflow connection id"),
-                        help="Airflow connection of the store (default: zeus_default if it "
-                             "exists)")
+    parser.add_argument(
+        "--db", metavar="URL", type=non_blank("a database URL"), help="SQLAlchemy URL of the store"
+    )
+    parser.add_argument(
+        "--conn-id",
+        metavar="ID",
+        type=non_blank("an Airflow connection id"),
+        help="Airflow connection of the store (default: zeus_default if it exists)",
+    )
 
 
 def _format_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--format", choices=FORMATS, default="table",
-                        help="output format (default: table)")
+    parser.add_argument(
+        "--format", choices=FORMATS, default="table", help="output format (default: table)"
+    )
 
 
 def _wide_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--wide", action="store_true",
-                        help="table: every column, raw SI numbers (default: the columns that "
-                             "fit 120 characters, in units that fit)")
+    parser.add_argument(
+        "--wide",
+        action="store_true",
+        help="table: every column, raw SI numbers (default: the columns that "
+        "fit 120 characters, in units that fit)",
+    )
 
 
 def reporting_errors(handler: Handler) -> Handler:
     """Wrap a subcommand so a store error ends it with one clear line and exit status 1."""
+
     def run(args: argparse.Namespace) -> int:
         if not args.verbose:  # Airflow's logging setup would print Alembic's every step
             logging.getLogger("alembic").setLevel(logging.WARNING)
@@ -105,6 +127,7 @@ def reporting_errors(handler: Handler) -> Handler:
         except StoreError as err:
             print(f"zeus-airflow {args.command}: error: {err}", file=sys.stderr)
             return 1
+
     return run
 
 
@@ -113,6 +136,7 @@ def _location(args: argparse.Namespace) -> StoreLocation:
         return resolve_location(args.db)
     # Imported only here: Airflow takes seconds to import, and --db does not need it.
     from zeus_airflow.hooks.store import resolve_store_location
+
     return resolve_store_location(args.conn_id)
 
 
@@ -125,27 +149,33 @@ def _upgrade(args: argparse.Namespace) -> int:
     location = _location(args)
     done = upgrade_store(location)
     if done.recreated:
-        print(f"{location.describe()}: recreated the missing table(s) "
-              f"{', '.join(done.recreated)}, empty (schema revision {done.after})")
+        print(
+            f"{location.describe()}: recreated the missing table(s) "
+            f"{', '.join(done.recreated)}, empty (schema revision {done.after})"
+        )
     elif done.before == done.after:
         print(f"{location.describe()}: already at schema revision {done.after}")
     elif done.before is None:
-        print(f"{location.describe()}: created the store's tables (schema revision "
-              f"{done.after})")
+        print(f"{location.describe()}: created the store's tables (schema revision {done.after})")
     else:
-        print(f"{location.describe()}: upgraded from schema revision {done.before} to "
-              f"{done.after}")
+        print(f"{location.describe()}: upgraded from schema revision {done.before} to {done.after}")
     return 0
 
 
 def _jobs(args: argparse.Namespace) -> int:
     store = store_from_args(args)
     kinds = _measurements(list_trials(store))
-    rows = [{**dataclasses.asdict(job), "measurement": kinds.get((job.job_id, job.version), "")}
-            for job in list_jobs(store)]
+    rows = [
+        {**dataclasses.asdict(job), "measurement": kinds.get((job.job_id, job.version), "")}
+        for job in list_jobs(store)
+    ]
     if args.format == "table" and not args.wide:
-        write(views.cells(rows, views.JOB_COLUMNS), [c for c, _ in views.JOB_COLUMNS], "table",
-              sys.stdout)
+        write(
+            views.cells(rows, views.JOB_COLUMNS),
+            [c for c, _ in views.JOB_COLUMNS],
+            "table",
+            sys.stdout,
+        )
         _notes(views.JOB_NOTE)
         return 0
     columns = (*(f.name for f in dataclasses.fields(JobVersion)), "measurement")
@@ -177,10 +207,15 @@ def _runs(args: argparse.Namespace) -> int:
     observed = [row for row in rows if row["would_save_energy_j"] is not None]
     if observed:
         energy_j = sum(row["energy_j"] or 0.0 for row in observed)
-        notes.append(observe_note(None, energy_j,
-                                  sum(row["would_save_energy_j"] for row in observed),
-                                  sum(row["would_save_time_s"] or 0.0 for row in observed))
-                     + f" (over the {len(observed)} tries above that trained in observe mode)")
+        notes.append(
+            observe_note(
+                None,
+                energy_j,
+                sum(row["would_save_energy_j"] for row in observed),
+                sum(row["would_save_time_s"] or 0.0 for row in observed),
+            )
+            + f" (over the {len(observed)} tries above that trained in observe mode)"
+        )
     _notes(*notes)
     return 0
 
@@ -193,8 +228,10 @@ def _notes(*notes: str) -> None:
 
 def _reset(args: argparse.Namespace) -> int:
     store = store_from_args(args)
-    if not args.yes and not _confirm(f"Start job {args.job!r} over in {store.where}? Its "
-                                     "history stays visible but no longer counts. [y/N] "):
+    if not args.yes and not _confirm(
+        f"Start job {args.job!r} over in {store.where}? Its "
+        "history stays visible but no longer counts. [y/N] "
+    ):
         print("not reset", file=sys.stderr)
         return 1
     version = reset_job(store, args.job)
@@ -204,8 +241,11 @@ def _reset(args: argparse.Namespace) -> int:
 
 def _confirm(question: str) -> bool:
     if not sys.stdin.isatty():
-        print(f"{question}\nzeus-airflow reset: refusing without a terminal to ask; pass "
-              "--yes to confirm", file=sys.stderr)
+        print(
+            f"{question}\nzeus-airflow reset: refusing without a terminal to ask; pass "
+            "--yes to confirm",
+            file=sys.stderr,
+        )
         return False
     return input(question).strip().lower() in ("y", "yes")
 
@@ -214,8 +254,7 @@ def _confirm(question: str) -> bool:
 def write(rows: Sequence[dict[str, Any]], columns: Sequence[str], fmt: str, out: TextIO) -> None:
     """Rows as an aligned table, a JSON array or CSV with a header."""
     if fmt == "json":
-        json.dump([{c: row[c] for c in columns} for row in rows], out, indent=2,
-                  default=json_value)
+        json.dump([{c: row[c] for c in columns} for row in rows], out, indent=2, default=json_value)
         out.write("\n")
     elif fmt == "csv":
         writer = csv.writer(out)
@@ -225,8 +264,10 @@ def write(rows: Sequence[dict[str, Any]], columns: Sequence[str], fmt: str, out:
         cells = [list(columns)] + [[_text(row[c]) for c in columns] for row in rows]
         widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
         for line in cells:
-            out.write("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True))
-                      .rstrip() + "\n")
+            out.write(
+                "  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip()
+                + "\n"
+            )
 
 
 def json_value(value: object) -> str:

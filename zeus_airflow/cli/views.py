@@ -19,13 +19,17 @@ Column = tuple[str, Callable[[Row], str]]
 
 WIDTH = 120
 """The terminal the default tables are made for (job ids up to about 24 characters)."""
-TRY_NOTE = ("outcome: each try's own (target missed: that batch size missed the target, and "
-            "the task went on to another; the Airflow task's state is in Airflow). run: the DAG "
-            "run's date or id [map index]. try: Airflow's try number.Zeus's attempt within it. "
-            "--wide: every column, in SI units.")
-JOB_NOTE = ("tries: every try of every run (task instance); a run goes on to another batch "
-            "size after a try misses its target, so its task can succeed with tries that "
-            "missed. --wide: every column.")
+TRY_NOTE = (
+    "outcome: each try's own (target missed: that batch size missed the target, and "
+    "the task went on to another; the Airflow task's state is in Airflow). run: the DAG "
+    "run's date or id [map index]. try: Airflow's try number.Zeus's attempt within it. "
+    "--wide: every column, in SI units."
+)
+JOB_NOTE = (
+    "tries: every try of every run (task instance); a run goes on to another batch "
+    "size after a try misses its target, so its task can succeed with tries that "
+    "missed. --wide: every column."
+)
 
 
 def _or_dash(show: Callable[[float], str], value: float | None) -> str:
@@ -51,7 +55,7 @@ def short_run_id(run_id: str) -> str:
         if run_id.startswith(prefix):
             run_id = run_id.removeprefix(prefix).removesuffix("+00:00").removesuffix(":00")
             break
-    return run_id if len(run_id) <= RUN_ID_CHARS else run_id[:RUN_ID_CHARS - 1] + "…"
+    return run_id if len(run_id) <= RUN_ID_CHARS else run_id[: RUN_ID_CHARS - 1] + "…"
 
 
 def _watts(value: int | None) -> str:
@@ -61,8 +65,10 @@ def _watts(value: int | None) -> str:
 RUN_COLUMNS: tuple[Column, ...] = (
     ("id", lambda r: str(r["id"])),
     ("job", lambda r: str(r["job_id"])),
-    ("run", lambda r: short_run_id(r["run_id"]) + ("" if r["map_index"] < 0
-                                                   else f"[{r['map_index']}]")),
+    (
+        "run",
+        lambda r: short_run_id(r["run_id"]) + ("" if r["map_index"] < 0 else f"[{r['map_index']}]"),
+    ),
     ("try", lambda r: f"{r['try_number']}.{r['attempt']}"),
     ("outcome", outcome),
     ("phase", lambda r: str(r["phase"])),
@@ -79,21 +85,31 @@ CARBON_COLUMN: Column = ("CO2e", lambda r: _or_dash(show_emissions, r["emissions
 BUDGET_COLUMN: Column = ("budget", lambda r: _or_dash("{:.1f}".format, r["budget_left_runs"]))
 """After ``time`` once a listed try ran under an exploration budget: the budget left when it
 was decided, in Default runs' worth."""
-LATE_COLUMN: Column = ("late", lambda r: "-" if r["recorded_late_at"] is None
-                       else r["recorded_late_at"].isoformat(timespec="minutes")[:16])
+LATE_COLUMN: Column = (
+    "late",
+    lambda r: (
+        "-"
+        if r["recorded_late_at"] is None
+        else r["recorded_late_at"].isoformat(timespec="minutes")[:16]
+    ),
+)
 """Last once a listed try's result reached the store late, from the outbox (the store could
 not take it when the try finished): when it was recorded."""
-OBSERVE_COLUMN: Column = ("would save",
-                          lambda r: _or_dash(show_energy, r["would_save_energy_j"]))
+OBSERVE_COLUMN: Column = ("would save", lambda r: _or_dash(show_energy, r["would_save_energy_j"]))
 """Last once a listed try ran in observe mode: what training at its optimum would have
 saved."""
 
 
 def run_columns(rows: Sequence[Row]) -> tuple[Column, ...]:
     """The default table's columns for these tries."""
-    extra = [column for column, shown in (
-        (CARBON_COLUMN, any(r["emissions_g"] is not None for r in rows)),
-        (BUDGET_COLUMN, any(r["budget_left_runs"] is not None for r in rows))) if shown]
+    extra = [
+        column
+        for column, shown in (
+            (CARBON_COLUMN, any(r["emissions_g"] is not None for r in rows)),
+            (BUDGET_COLUMN, any(r["budget_left_runs"] is not None for r in rows)),
+        )
+        if shown
+    ]
     at = [name for name, _ in RUN_COLUMNS].index("time") + 1
     columns = (*RUN_COLUMNS[:at], *extra, *RUN_COLUMNS[at:])
     if any(r["would_save_energy_j"] is not None for r in rows):

@@ -42,8 +42,9 @@ def default_cost_bound(ledger: BudgetLedger) -> float | None:
     return stats.mean * max(1.0 - CONFIDENCE_Z * spread, 0.0)
 
 
-def budget_status(config: JobConfig, ledger: BudgetLedger,
-                  cost_ratio: float = 1.0) -> BudgetStatus | None:
+def budget_status(
+    config: JobConfig, ledger: BudgetLedger, cost_ratio: float = 1.0
+) -> BudgetStatus | None:
     """Where the job's budget stands; None without a budget or before Default's cost is
     estimated (then only the default batch size may run: it is Default's own choice).
 
@@ -56,8 +57,7 @@ def budget_status(config: JobConfig, ledger: BudgetLedger,
         return None
     default *= cost_ratio
     unknown = max(ledger.recurrences - ledger.known_recurrences, 0)
-    allowance = (1.0 + config.exploration_budget) * (ledger.known_default_cost
-                                                     + unknown * default)
+    allowance = (1.0 + config.exploration_budget) * (ledger.known_default_cost + unknown * default)
     return BudgetStatus(allowance, ledger.spent_cost, default)
 
 
@@ -80,8 +80,7 @@ class ProfilingCredit:
     carried: float
     fraction: float
 
-    def available(self, steps_run: int, max_limit_step_cost: float,
-                  extra_spent: float) -> float:
+    def available(self, steps_run: int, max_limit_step_cost: float, extra_spent: float) -> float:
         """The credit left after ``steps_run`` steps, ``extra_spent`` of it used."""
         return self.carried + self.fraction * steps_run * max_limit_step_cost - extra_spent
 

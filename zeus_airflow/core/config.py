@@ -57,8 +57,11 @@ prior spread, so the cap costs nothing measurable, and it bounds what a decision
 
 CARBON_OBJECTIVES: tuple[str, ...] = ("emissions", "cost", "mix")
 """What a carbon-aware start minimises: expected gCO2e, expected energy cost, or a mix."""
-CARBON_SOURCE_KINDS: tuple[str, ...] = ("electricitymaps", "fixed:<gCO2e/kWh>[:<price/MWh>]",
-                                        "csv:<path>")
+CARBON_SOURCE_KINDS: tuple[str, ...] = (
+    "electricitymaps",
+    "fixed:<gCO2e/kWh>[:<price/MWh>]",
+    "csv:<path>",
+)
 DEFAULT_CARBON_SOURCE = "electricitymaps"
 DEFAULT_CARBON_WEIGHT = 0.5
 DEFAULT_FALLBACK_G_PER_KWH = 475.0
@@ -78,15 +81,19 @@ Australia 17,500 AUD)."""
 def grid_value_problem(intensity_g_per_kwh: object, price_per_mwh: object = None) -> str | None:
     """Why an intensity (and a price, None: none) cannot be used; None when both can."""
     for name, value, (low, high), unit in (
-            ("carbon intensity", intensity_g_per_kwh, INTENSITY_RANGE_G_PER_KWH, "gCO2e/kWh"),
-            ("price", price_per_mwh, PRICE_RANGE_PER_MWH, "per MWh")):
+        ("carbon intensity", intensity_g_per_kwh, INTENSITY_RANGE_G_PER_KWH, "gCO2e/kWh"),
+        ("price", price_per_mwh, PRICE_RANGE_PER_MWH, "per MWh"),
+    ):
         if value is None and name == "price":
             continue
         number = real_number(value)
         if number is None or not math.isfinite(number) or not low <= number <= high:
-            return (f"{name} {value!r} is not a finite number in [{low:g}, {high:g}] {unit} "
-                    "(docs/carbon.md, \"Plausible values\")")
+            return (
+                f"{name} {value!r} is not a finite number in [{low:g}, {high:g}] {unit} "
+                '(docs/carbon.md, "Plausible values")'
+            )
     return None
+
 
 DB_INT_MAX = 2**31 - 1
 """The largest integer every store backend keeps: PostgreSQL's ``Integer`` columns are 32-bit
@@ -166,10 +173,15 @@ class JobConfig:
             # Kept as checked: a numpy or Decimal number becomes Python's int or float, so
             # the fingerprint and the stored JSON see the same value whatever type it came as.
             object.__setattr__(self, name, PARAMETER_CHECKS[name](getattr(self, name)))
-        _require(self.default_batch_size in self.batch_sizes, "default_batch_size",
-                 self.default_batch_size, f"one of batch_sizes {list(self.batch_sizes)}")
-        _require(isinstance(self.profiler, ProfilerConfig), "profiler", self.profiler,
-                 "a ProfilerConfig")
+        _require(
+            self.default_batch_size in self.batch_sizes,
+            "default_batch_size",
+            self.default_batch_size,
+            f"one of batch_sizes {list(self.batch_sizes)}",
+        )
+        _require(
+            isinstance(self.profiler, ProfilerConfig), "profiler", self.profiler, "a ProfilerConfig"
+        )
 
     @property
     def tries_per_recurrence(self) -> int:
@@ -190,11 +202,16 @@ class JobConfig:
         sizes (steps and seconds) do not change what a cost means (and a job keeps its history
         when drift detection or the budget is switched).
         """
-        relevant = {k: v for k, v in asdict(self).items()
-                    if k not in ("job_id", "max_tries", "drift_detection",
-                                 "exploration_budget")}
-        relevant["profiler"] = {"mode": self.profiler.mode, "selector": self.profiler.selector,
-                                "max_slowdown": self.profiler.max_slowdown}
+        relevant = {
+            k: v
+            for k, v in asdict(self).items()
+            if k not in ("job_id", "max_tries", "drift_detection", "exploration_budget")
+        }
+        relevant["profiler"] = {
+            "mode": self.profiler.mode,
+            "selector": self.profiler.selector,
+            "max_slowdown": self.profiler.max_slowdown,
+        }
         if not self.cost_includes_cpu:
             # Absent unless set, so that jobs created before the option keep their version.
             del relevant["cost_includes_cpu"]
@@ -224,7 +241,6 @@ def plain_numbers(value: Any) -> Any:
 def _require(ok: bool, name: str, value: object, allowed: str) -> None:
     if not ok:
         raise ConfigError(f"{name}={value!r} is invalid: expected {allowed}")
-
 
 
 # --- reusable checks: every entry point (JobConfig, the operator, its partial()) uses these ---
@@ -265,8 +281,9 @@ def check_int(name: str, value: object, *, minimum: int, none: str = "") -> int 
     if isinstance(number, int) and minimum <= number <= DB_INT_MAX:
         return number
     allowed = f"an integer >= {minimum} and <= {DB_INT_MAX} (the store's integer columns)"
-    raise ConfigError(f"{name}={value!r} is invalid: expected "
-                      f"{f'{none} or {allowed}' if none else allowed}")
+    raise ConfigError(
+        f"{name}={value!r} is invalid: expected {f'{none} or {allowed}' if none else allowed}"
+    )
 
 
 def check_int_below(name: str, value: object, *, minimum: int, bound: str, below: int) -> int:
@@ -275,12 +292,14 @@ def check_int_below(name: str, value: object, *, minimum: int, bound: str, below
     number = real_number(value)
     if isinstance(number, int) and minimum <= number < below:
         return number
-    raise ConfigError(f"{name}={value!r} is invalid: expected an integer in "
-                      f"[{minimum}, {bound}={below})")
+    raise ConfigError(
+        f"{name}={value!r} is invalid: expected an integer in [{minimum}, {bound}={below})"
+    )
 
 
-def check_number(name: str, value: object, allowed: str,
-                 within: Callable[[float], bool] | None = None) -> float:
+def check_number(
+    name: str, value: object, allowed: str, within: Callable[[float], bool] | None = None
+) -> float:
     """A finite real number (not a bool, not a string; numpy's and Decimal too, returned as
     Python's int or float) that also passes ``within``; ``allowed`` says what is accepted,
     in words."""
@@ -293,14 +312,23 @@ def check_number(name: str, value: object, allowed: str,
 def check_batch_sizes(value: object) -> tuple[int, ...]:
     """A non-empty, strictly increasing sequence of integers > 0 that the store can keep."""
     if not isinstance(value, Sequence) or isinstance(value, str | bytes) or not value:
-        raise ConfigError(f"batch_sizes={value!r} is invalid: expected a non-empty list of "
-                          "integers > 0")
+        raise ConfigError(
+            f"batch_sizes={value!r} is invalid: expected a non-empty list of integers > 0"
+        )
     numbers = [real_number(b) for b in value]
-    _require(all(isinstance(b, int) and 0 < b <= DB_INT_MAX for b in numbers),
-             "batch_sizes", list(value), f"integers > 0 and <= {DB_INT_MAX}")
+    _require(
+        all(isinstance(b, int) and 0 < b <= DB_INT_MAX for b in numbers),
+        "batch_sizes",
+        list(value),
+        f"integers > 0 and <= {DB_INT_MAX}",
+    )
     sizes = tuple(int(b) for b in numbers if b is not None)
-    _require(list(sizes) == sorted(set(sizes)), "batch_sizes", list(sizes),
-             "strictly increasing integers (sorted, no duplicates)")
+    _require(
+        list(sizes) == sorted(set(sizes)),
+        "batch_sizes",
+        list(sizes),
+        "strictly increasing integers (sorted, no duplicates)",
+    )
     return sizes
 
 
@@ -313,14 +341,17 @@ def is_blank(value: object) -> bool:
 def check_job_id(value: object) -> str:
     """A non-empty string without NUL bytes that fits the store's ``job_id`` column."""
     if is_blank(value):
-        raise ConfigError(f"job_id={value!r} is invalid: expected a non-empty string without "
-                          "NUL bytes")
+        raise ConfigError(
+            f"job_id={value!r} is invalid: expected a non-empty string without NUL bytes"
+        )
     assert isinstance(value, str)
     if len(value) > JOB_ID_MAX_LENGTH:
         # The id itself may be hundreds of characters: show its start only.
-        raise ConfigError(f"job_id={value[:40] + '...'!r} is invalid: expected at most "
-                          f"{JOB_ID_MAX_LENGTH} characters (the store's job_id column), "
-                          f"got {len(value)}")
+        raise ConfigError(
+            f"job_id={value[:40] + '...'!r} is invalid: expected at most "
+            f"{JOB_ID_MAX_LENGTH} characters (the store's job_id column), "
+            f"got {len(value)}"
+        )
     return value
 
 
@@ -332,9 +363,12 @@ def check_choice(name: str, value: object, choices: tuple[str, ...]) -> str:
 
 def check_heartbeat(value: object) -> float:
     """Seconds between a trial's heartbeats: finite, > 0 and <= MAX_HEARTBEAT_S."""
-    return check_number("heartbeat_s", value,
-                        f"a finite number of seconds > 0 and <= {MAX_HEARTBEAT_S:g}",
-                        lambda x: 0 < x <= MAX_HEARTBEAT_S)
+    return check_number(
+        "heartbeat_s",
+        value,
+        f"a finite number of seconds > 0 and <= {MAX_HEARTBEAT_S:g}",
+        lambda x: 0 < x <= MAX_HEARTBEAT_S,
+    )
 
 
 def check_seed(value: object) -> int | None:
@@ -347,8 +381,10 @@ def check_kwargs(name: str, value: object) -> dict[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
-        raise ConfigError(f"{name}={value!r} is invalid: expected None or a mapping (dict) "
-                          "with str keys, passed to the train function as keyword arguments")
+        raise ConfigError(
+            f"{name}={value!r} is invalid: expected None or a mapping (dict) "
+            "with str keys, passed to the train function as keyword arguments"
+        )
     return dict(value)
 
 
@@ -357,8 +393,9 @@ _DURATION_UNITS_S = {"s": 1.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
 MAX_DURATION_S = 366 * 86400.0
 """The longest duration accepted (a year): longer ones are mistakes, and past about 10**13 s
 they no longer fit a datetime."""
-DURATION_FORMS = ("a timedelta, seconds (a number > 0) or a text such as '90min', '6h', '1d', "
-                  "at most 366 days")
+DURATION_FORMS = (
+    "a timedelta, seconds (a number > 0) or a text such as '90min', '6h', '1d', at most 366 days"
+)
 
 
 def parse_duration_s(name: str, value: object) -> float:
@@ -393,26 +430,31 @@ def check_start_deadline(value: object) -> object:
         return None
     if isinstance(value, datetime):
         if value.tzinfo is None:
-            raise ConfigError(f"start_deadline={value!r} is invalid: expected a timezone-aware "
-                              "datetime")
+            raise ConfigError(
+                f"start_deadline={value!r} is invalid: expected a timezone-aware datetime"
+            )
         return value
     if isinstance(value, str) and parse_moment(value) is not None:
         return value
     try:
         return parse_duration_s("start_deadline", value)
     except ConfigError:
-        raise ConfigError(f"start_deadline={value!r} is invalid: expected None, {DURATION_FORMS}"
-                          ", or a date and time with its offset (ISO 8601, e.g. a template such "
-                          "as '{{ data_interval_end.add(hours=8) }}')") from None
+        raise ConfigError(
+            f"start_deadline={value!r} is invalid: expected None, {DURATION_FORMS}"
+            ", or a date and time with its offset (ISO 8601, e.g. a template such "
+            "as '{{ data_interval_end.add(hours=8) }}')"
+        ) from None
 
 
 def check_carbon_zone(value: object) -> str | None:
     if value is None:
         return None
     if is_blank(value) or len(value) > MAX_ZONE_LENGTH:  # type: ignore[arg-type]
-        raise ConfigError(f"carbon_zone={value!r} is invalid: expected None (no carbon "
-                          "accounting) or a grid zone such as 'DE', 'FR' or 'US-CAL-CISO' "
-                          f"(at most {MAX_ZONE_LENGTH} characters, no NUL bytes)")
+        raise ConfigError(
+            f"carbon_zone={value!r} is invalid: expected None (no carbon "
+            "accounting) or a grid zone such as 'DE', 'FR' or 'US-CAL-CISO' "
+            f"(at most {MAX_ZONE_LENGTH} characters, no NUL bytes)"
+        )
     return value  # type: ignore[return-value]
 
 
@@ -442,6 +484,8 @@ def check_carbon_source(value: object) -> str:
 
 def check_optional_duration(name: str, value: object) -> float | None:
     return None if value is None else parse_duration_s(name, value)
+
+
 def check_synchronize(value: object) -> Callable[[], object] | None:
     """None (the device's own: CUDA through PyTorch on NVIDIA GPUs) or a function taking no
     argument that returns once the GPUs' queued work is done."""
@@ -455,10 +499,12 @@ def check_synchronize(value: object) -> Callable[[], object] | None:
             return value
         except TypeError:
             pass
-    raise ConfigError(f"synchronize={value!r} is invalid: expected None (PyTorch's CUDA "
-                      "synchronisation when PyTorch is in use) or a function called with no "
-                      "argument that waits for the GPUs' queued work (e.g. "
-                      "jax.effects_barrier)")
+    raise ConfigError(
+        f"synchronize={value!r} is invalid: expected None (PyTorch's CUDA "
+        "synchronisation when PyTorch is in use) or a function called with no "
+        "argument that waits for the GPUs' queued work (e.g. "
+        "jax.effects_barrier)"
+    )
 
 
 PARAMETER_CHECKS: dict[str, Callable[[Any], object]] = {
@@ -473,31 +519,52 @@ PARAMETER_CHECKS: dict[str, Callable[[Any], object]] = {
     "window_size": lambda v: check_int("window_size", v, minimum=1, none="None (no window)"),
     "drift_detection": lambda v: check_bool("drift_detection", v),
     "max_tries": lambda v: check_int("max_tries", v, minimum=1, none="None"),
-    "exploration_budget": lambda v: None if v is None else check_number(
-        "exploration_budget", v, "None (explore without a budget) or a finite number >= 0 (a "
-        "fraction of the Default configuration's cost, e.g. 0.1)", lambda x: x >= 0),
+    "exploration_budget": lambda v: (
+        None
+        if v is None
+        else check_number(
+            "exploration_budget",
+            v,
+            "None (explore without a budget) or a finite number >= 0 (a "
+            "fraction of the Default configuration's cost, e.g. 0.1)",
+            lambda x: x >= 0,
+        )
+    ),
     "warmup_steps": lambda v: check_int("warmup_steps", v, minimum=0),
     "profile_steps": lambda v: check_int("profile_steps", v, minimum=1),
-    "warmup_s": lambda v: check_number("warmup_s", v, "a finite number of seconds >= 0",
-                                       lambda x: x >= 0),
-    "profile_s": lambda v: check_number("profile_s", v, "a finite number of seconds >= 0",
-                                        lambda x: x >= 0),
+    "warmup_s": lambda v: check_number(
+        "warmup_s", v, "a finite number of seconds >= 0", lambda x: x >= 0
+    ),
+    "profile_s": lambda v: check_number(
+        "profile_s", v, "a finite number of seconds >= 0", lambda x: x >= 0
+    ),
     "power_limit_mode": lambda v: check_choice("power_limit_mode", v, POWER_LIMIT_MODES),
     "power_limit_selector": lambda v: check_choice("power_limit_selector", v, SELECTORS),
-    "max_slowdown": lambda v: check_number("max_slowdown", v, "a finite number >= 1.0",
-                                           lambda x: x >= 1.0),
+    "max_slowdown": lambda v: check_number(
+        "max_slowdown", v, "a finite number >= 1.0", lambda x: x >= 1.0
+    ),
     "seed": check_seed,
     "heartbeat_s": check_heartbeat,
     "carbon_zone": check_carbon_zone,
     "carbon_source": check_carbon_source,
-    "carbon_fallback_g_per_kwh": lambda v: None if v is None else check_number(
-        "carbon_fallback_g_per_kwh", v, "None (no fallback) or a finite number of gCO2e/kWh "
-        f"in [{INTENSITY_RANGE_G_PER_KWH[0]:g}, {INTENSITY_RANGE_G_PER_KWH[1]:g}]",
-        lambda x: grid_value_problem(x) is None),
+    "carbon_fallback_g_per_kwh": lambda v: (
+        None
+        if v is None
+        else check_number(
+            "carbon_fallback_g_per_kwh",
+            v,
+            "None (no fallback) or a finite number of gCO2e/kWh "
+            f"in [{INTENSITY_RANGE_G_PER_KWH[0]:g}, {INTENSITY_RANGE_G_PER_KWH[1]:g}]",
+            lambda x: grid_value_problem(x) is None,
+        )
+    ),
     "carbon_objective": lambda v: check_choice("carbon_objective", v, CARBON_OBJECTIVES),
-    "carbon_weight": lambda v: check_number("carbon_weight", v, "a number in [0, 1] (the "
-                                            "share of emissions in the mix)",
-                                            lambda x: 0.0 <= x <= 1.0),
+    "carbon_weight": lambda v: check_number(
+        "carbon_weight",
+        v,
+        "a number in [0, 1] (the share of emissions in the mix)",
+        lambda x: 0.0 <= x <= 1.0,
+    ),
     "start_deadline": check_start_deadline,
     "expected_duration": lambda v: check_optional_duration("expected_duration", v),
     "synchronize": check_synchronize,
@@ -507,12 +574,28 @@ PARAMETER_CHECKS: dict[str, Callable[[Any], object]] = {
 raises ConfigError naming it. JobConfig, ProfilerConfig and the operator (constructor and
 ``partial()``) all check through this table, so a value gets the same answer everywhere."""
 
-_JOB_PARAMETERS = ("job_id", "batch_sizes", "default_batch_size", "target_metric",
-                   "max_epochs", "higher_is_better", "eta", "beta", "window_size",
-                   "drift_detection", "max_tries", "exploration_budget",
-                   "cost_includes_cpu")
-_PROFILER_PARAMETERS = {"warmup_steps": "warmup_steps", "profile_steps": "profile_steps",
-                        "mode": "power_limit_mode", "selector": "power_limit_selector",
-                        "max_slowdown": "max_slowdown", "warmup_s": "warmup_s",
-                        "profile_s": "profile_s"}
+_JOB_PARAMETERS = (
+    "job_id",
+    "batch_sizes",
+    "default_batch_size",
+    "target_metric",
+    "max_epochs",
+    "higher_is_better",
+    "eta",
+    "beta",
+    "window_size",
+    "drift_detection",
+    "max_tries",
+    "exploration_budget",
+    "cost_includes_cpu",
+)
+_PROFILER_PARAMETERS = {
+    "warmup_steps": "warmup_steps",
+    "profile_steps": "profile_steps",
+    "mode": "power_limit_mode",
+    "selector": "power_limit_selector",
+    "max_slowdown": "max_slowdown",
+    "warmup_s": "warmup_s",
+    "profile_s": "profile_s",
+}
 """ProfilerConfig's fields, and the parameter names users know them by."""

@@ -63,6 +63,7 @@ def choose_power_limit(
         allowed = [m for m in by_limit if m.time_per_step_s <= fastest * max_slowdown]
         best = min(allowed, key=lambda m: m.energy_per_step_j)
     else:
-        raise ValueError(f"selector={selector!r} is invalid: expected one of "
-                         f"{', '.join(SELECTORS)}")
+        raise ValueError(
+            f"selector={selector!r} is invalid: expected one of {', '.join(SELECTORS)}"
+        )
     return best.power_limit_w

@@ -71,8 +71,13 @@ def change_point(costs: Sequence[float]) -> int | None:
         n_old, n_new = split, n - split
         old_mean = prefix[split] / n_old
         new_mean = (prefix[n] - prefix[split]) / n_new
-        ssd = (prefix_sq[split] - n_old * old_mean**2
-               + prefix_sq[n] - prefix_sq[split] - n_new * new_mean**2)
+        ssd = (
+            prefix_sq[split]
+            - n_old * old_mean**2
+            + prefix_sq[n]
+            - prefix_sq[split]
+            - n_new * new_mean**2
+        )
         floor = (PRIOR_COST_CV * old_mean) ** 2
         variance = max((ssd + PRIOR_DOF * floor) / (n - 2 + PRIOR_DOF), floor, whole, 1e-12)
         z = abs(new_mean - old_mean) / math.sqrt(variance * (1 / n_old + 1 / n_new))
@@ -130,8 +135,13 @@ def local_ratio(batch_size: int, moved: Mapping[int, float], ratio: float) -> fl
     return math.exp(moved[low] + weight * (moved[high] - moved[low]))
 
 
-def _view(kept: Mapping[int, list[Observed]], stale: Mapping[int, list[Observed]],
-          since: int | None, ratio: float, moved: Mapping[int, float]) -> ArmView:
+def _view(
+    kept: Mapping[int, list[Observed]],
+    stale: Mapping[int, list[Observed]],
+    since: int | None,
+    ratio: float,
+    moved: Mapping[int, float],
+) -> ArmView:
     observations = {b: ArmStats.of([o.cost for o in seen]) for b, seen in kept.items() if seen}
     successes = _successes(kept)
     # A stale arm's old mean, moved as its neighbours moved, is a hint where to look, not a
@@ -140,8 +150,10 @@ def _view(kept: Mapping[int, list[Observed]], stale: Mapping[int, list[Observed]
     # The whole change as the spread made Thompson sampling re-try most stale sizes of a
     # 15-size job (docs/drift.md).
     spread = max(abs(math.log(ratio)) / 2, PRIOR_COST_CV)
-    stale_mean = {b: local_ratio(b, moved, ratio) * sum(o.cost for o in seen) / len(seen)
-                  for b, seen in stale.items()}
+    stale_mean = {
+        b: local_ratio(b, moved, ratio) * sum(o.cost for o in seen) / len(seen)
+        for b, seen in stale.items()
+    }
     if not successes:  # no run has reached the target since the change: keep a bound
         successes = _successes(stale)
     drift = None if since is None else DriftFound(since, ratio, stale_mean, spread)

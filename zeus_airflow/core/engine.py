@@ -59,8 +59,10 @@ def decided_by(policy: Policy) -> Decide:
     """The engine's part of a decision, for the store's unit of work
     (:meth:`~zeus_airflow.core.store.base.Store.begin_trial`): the stored state, with runs
     on other GPU setups translated (``core/fleet.py``), decided by ``policy``."""
+
     def decide(state: JobState, rng: np.random.Generator) -> Decision:
         return policy.decide(job_snapshot(state), rng)
+
     return decide
 
 
@@ -205,13 +207,21 @@ class Engine:
     same windows (``devices/rapl.py``); None leaves them unmeasured.
     """
 
-    def __init__(self, store: Store, device: GPUGroup, config: JobConfig,
-                 policy: Policy | None = None, *, seed: int | None = None,
-                 heartbeat_s: float | None = 60.0, log: logging.Logger | None = None,
-                 check_return: ReturnCheck | None = None,
-                 synchronize: Synchronize | None = None,
-                 host_energy: HostEnergyMeter | None = None,
-                 skip_errors: tuple[type[BaseException], ...] = ()) -> None:
+    def __init__(
+        self,
+        store: Store,
+        device: GPUGroup,
+        config: JobConfig,
+        policy: Policy | None = None,
+        *,
+        seed: int | None = None,
+        heartbeat_s: float | None = 60.0,
+        log: logging.Logger | None = None,
+        check_return: ReturnCheck | None = None,
+        synchronize: Synchronize | None = None,
+        host_energy: HostEnergyMeter | None = None,
+        skip_errors: tuple[type[BaseException], ...] = (),
+    ) -> None:
         self.check_return = check_return
         self.skip_errors = skip_errors
         """Exceptions that skip the task (the scheduler's, e.g. AirflowSkipException): a try
@@ -226,8 +236,9 @@ class Engine:
         self.seed = seed
         self.heartbeat_s = heartbeat_s
         self.log = log or logging.getLogger("zeus_airflow")
-        self.device_info = DeviceInfo(device.model, device.count, device.measurement,
-                                      device.candidate_power_limits_w())
+        self.device_info = DeviceInfo(
+            device.model, device.count, device.measurement, device.candidate_power_limits_w()
+        )
         self.unrecorded: list[PendingResult] = []
         """The current recurrence's results the store could not take, for the outbox; read
         it after a recurrence that raised too (an invalid try's measurement)."""
@@ -243,16 +254,26 @@ class Engine:
         tries = self.config.tries_per_recurrence
         for attempt in range(1, tries + 1):
             try:
-                start = self.store.begin_trial(job, key, attempt, self.decide,
-                                               self.device_info, frozenset(failed),
-                                               self.heartbeat_s, missed=frozenset(missed))
+                start = self.store.begin_trial(
+                    job,
+                    key,
+                    attempt,
+                    self.decide,
+                    self.device_info,
+                    frozenset(failed),
+                    self.heartbeat_s,
+                    missed=frozenset(missed),
+                )
             except NoFeasibleBatchSizeError as err:
                 if not reports:
                     raise
                 # The tries already made are the recurrence's result (recorded).
-                self.log.warning("no batch size left to try in this recurrence: %s; it ends "
-                                 "with its last try's result (batch size %d)", err,
-                                 reports[-1].outcome.batch_size)
+                self.log.warning(
+                    "no batch size left to try in this recurrence: %s; it ends "
+                    "with its last try's result (batch size %d)",
+                    err,
+                    reports[-1].outcome.batch_size,
+                )
                 break
             decision = start.decision
             if attempt == tries and decision.early_stop_cost is not None:
@@ -266,43 +287,72 @@ class Engine:
             failed.add(report.outcome.batch_size)
             if report.outcome.stop_reason != "early_stop":
                 missed.add(report.outcome.batch_size)
-            self.log.warning("batch size %d did not reach the target (%s after %d epochs)%s",
-                             report.outcome.batch_size, report.outcome.stop_reason,
-                             report.outcome.epochs,
-                             "" if report.outcome.stop_reason == "early_stop" else
-                             "; it is not tried again in this recurrence: on the same data it "
-                             "would miss again")
-        return RecurrenceResult(job, tuple(reports), self.device.measurement, value,
-                                tuple(self.unrecorded))
+            self.log.warning(
+                "batch size %d did not reach the target (%s after %d epochs)%s",
+                report.outcome.batch_size,
+                report.outcome.stop_reason,
+                report.outcome.epochs,
+                ""
+                if report.outcome.stop_reason == "early_stop"
+                else "; it is not tried again in this recurrence: on the same data it "
+                "would miss again",
+            )
+        return RecurrenceResult(
+            job, tuple(reports), self.device.measurement, value, tuple(self.unrecorded)
+        )
 
     def _say_why(self, decision: Decision) -> None:
         """The log line of a decision that is not the usual one."""
         if decision.phase == "fallback":
-            self.log.warning("%s; training batch size %d as it would run without Zeus "
-                             "(current power limit, no early-stop bound)", decision.reason,
-                             decision.batch_size)
+            self.log.warning(
+                "%s; training batch size %d as it would run without Zeus "
+                "(current power limit, no early-stop bound)",
+                decision.reason,
+                decision.batch_size,
+            )
         elif decision.reason:
             self.log.info("%s: batch size %d", decision.reason, decision.batch_size)
 
-    def _run_trial(self, job: JobRef, key: RecurrenceKey, trial_id: int, decision: Decision,
-                   attempt: int, train: TrainFunction) -> tuple[TrialReport, Any]:
-        self.log.info("try %d: batch size %d (%s)%s", attempt, decision.batch_size,
-                      decision.phase, f", early stop above training cost "
-                      f"{decision.early_stop_cost:.4g}" if decision.early_stop_cost else "")
+    def _run_trial(
+        self,
+        job: JobRef,
+        key: RecurrenceKey,
+        trial_id: int,
+        decision: Decision,
+        attempt: int,
+        train: TrainFunction,
+    ) -> tuple[TrialReport, Any]:
+        self.log.info(
+            "try %d: batch size %d (%s)%s",
+            attempt,
+            decision.batch_size,
+            decision.phase,
+            f", early stop above training cost {decision.early_stop_cost:.4g}"
+            if decision.early_stop_cost
+            else "",
+        )
         if decision.power_limit_w is None:
             profile = self.store.load_profile(job, decision.batch_size, self.device_info)
         else:  # a baseline's fixed limit: a one-limit profile that is never stored
-            profile = PowerProfile(decision.batch_size, self.device.model, self.device.count,
-                                   (decision.power_limit_w,))
+            profile = PowerProfile(
+                decision.batch_size, self.device.model, self.device.count, (decision.power_limit_w,)
+            )
         profiled_before = (len(profile.measurements), profile.partial)
         measured: RunOutcome | None = None
         began = datetime.now(UTC)  # the span of a result the store cannot take (outbox)
         try:
-            with open_run(self.config, decision.batch_size, self.device, profile=profile,
-                          early_stop_cost=decision.early_stop_cost,
-                          keep_power_limit=decision.keep_power_limit, log=self.log,
-                          synchronize=self.synchronize, host_energy=self.host_energy,
-                          profiling_credit=self._profiling_credit(decision)) as run:
+            with open_run(
+                self.config,
+                decision.batch_size,
+                self.device,
+                profile=profile,
+                early_stop_cost=decision.early_stop_cost,
+                keep_power_limit=decision.keep_power_limit,
+                log=self.log,
+                synchronize=self.synchronize,
+                host_energy=self.host_energy,
+                profiling_credit=self._profiling_credit(decision),
+            ) as run:
                 try:
                     with _Heartbeat(self.store, trial_id, self.heartbeat_s):
                         value = train(run)
@@ -315,45 +365,80 @@ class Engine:
                     raise
         except TrainContractError as err:
             reason = str(err)
-            self._record(PendingResult(trial_id, job.id, key, attempt, outcome, False,
-                                       datetime.now(UTC), "", reason, began),
-                         lambda: self.store.invalidate_trial(trial_id, outcome, reason))
+            self._record(
+                PendingResult(
+                    trial_id,
+                    job.id,
+                    key,
+                    attempt,
+                    outcome,
+                    False,
+                    datetime.now(UTC),
+                    "",
+                    reason,
+                    began,
+                ),
+                lambda: self.store.invalidate_trial(trial_id, outcome, reason),
+            )
             raise
         except BaseException as err:
             skipped = isinstance(err, self.skip_errors)
             self.store.fail_trial(trial_id, traceback.format_exc(), measured, skipped=skipped)
             if not isinstance(err, KeyboardInterrupt | SystemExit) and not skipped:
-                self.log.error("try %d (batch size %d) raised %s: recorded as an error, it does "
-                               "not count against its batch size", attempt,
-                               decision.batch_size, type(err).__name__)
+                self.log.error(
+                    "try %d (batch size %d) raised %s: recorded as an error, it does "
+                    "not count against its batch size",
+                    attempt,
+                    decision.batch_size,
+                    type(err).__name__,
+                )
             raise
         finally:
             # A slice in progress counts as progress too: short runs finish slices over
             # several runs only if each keeps what it measured.
-            if decision.power_limit_w is None \
-                    and (len(profile.measurements), profile.partial) != profiled_before:
+            if (
+                decision.power_limit_w is None
+                and (len(profile.measurements), profile.partial) != profiled_before
+            ):
                 self.store.save_profile(job, profile)
         violation = run.contract_violation or self._unpublishable(value)
         observed = counts_as_observation(decision.phase, outcome.reached_target)
-        pending = PendingResult(trial_id, job.id, key, attempt, outcome, observed,
-                                datetime.now(UTC), "", violation, began)
+        pending = PendingResult(
+            trial_id,
+            job.id,
+            key,
+            attempt,
+            outcome,
+            observed,
+            datetime.now(UTC),
+            "",
+            violation,
+            began,
+        )
         if violation is not None:
-            self._record(pending, lambda: self.store.invalidate_trial(trial_id, outcome,
-                                                                      violation))
+            self._record(pending, lambda: self.store.invalidate_trial(trial_id, outcome, violation))
             raise TrainContractError(
                 f"{violation}. The try (batch size {decision.batch_size}) is recorded as "
                 "invalid: it does not count against its batch size, and the job's learning "
-                "state is unchanged")
+                "state is unchanged"
+            )
         unjudged = run.not_judged_because
         if unjudged is not None:  # the user's model, but no verdict on the size
-            self._record(replace(pending, observed=False, invalid_reason=unjudged),
-                         lambda: self.store.invalidate_trial(trial_id, outcome, unjudged))
-            self.log.warning("try %d (batch size %d) is recorded as invalid, not counted: %s",
-                             attempt, decision.batch_size, unjudged)
+            self._record(
+                replace(pending, observed=False, invalid_reason=unjudged),
+                lambda: self.store.invalidate_trial(trial_id, outcome, unjudged),
+            )
+            self.log.warning(
+                "try %d (batch size %d) is recorded as invalid, not counted: %s",
+                attempt,
+                decision.batch_size,
+                unjudged,
+            )
         else:
             self._record(pending, lambda: self.store.finish_trial(trial_id, outcome, observed))
-        return TrialReport(trial_id, attempt, decision.phase, outcome, decision.budget,
-                           judged=unjudged is None), value
+        return TrialReport(
+            trial_id, attempt, decision.phase, outcome, decision.budget, judged=unjudged is None
+        ), value
 
     def _profiling_credit(self, decision: Decision) -> ProfilingCredit | None:
         """What profiling may add to a try's cost: bounded by the budget's credit, unless an
@@ -369,10 +454,14 @@ class Engine:
         try:
             write()
         except Exception as err:  # any fault of the store; UnrecordedResultError says most
-            failure = str(err) if isinstance(err, UnrecordedResultError) else \
-                f"could not record trial {pending.trial_id}: {type(err).__name__}: {err}"
-            self.log.warning("%s; it is kept in the outbox and the next run records it late",
-                             failure)
+            failure = (
+                str(err)
+                if isinstance(err, UnrecordedResultError)
+                else f"could not record trial {pending.trial_id}: {type(err).__name__}: {err}"
+            )
+            self.log.warning(
+                "%s; it is kept in the outbox and the next run records it late", failure
+            )
             self.unrecorded.append(replace(pending, failure=failure))
 
     def _say_if_limits_are_fixed(self) -> None:
@@ -385,8 +474,10 @@ class Engine:
         if self.config.profiler.mode == "measure":
             self.log.info("%s; power_limit_mode='measure' changes nothing anyway", fixed)
         else:
-            self.log.warning("%s: training at the GPUs' current limits without changing them "
-                             "(measure mode)", fixed)
+            self.log.warning(
+                "%s: training at the GPUs' current limits without changing them (measure mode)",
+                fixed,
+            )
 
     def _unpublishable(self, value: Any) -> str | None:
         if self.check_return is None:
@@ -394,13 +485,16 @@ class Engine:
         try:
             self.check_return(value)
         except Exception as err:  # the check's own error is the message: any type
-            return (f"the train function returned a value of type {type(value).__name__} that "
-                    f"cannot be stored as an XCom ({err}); {CONTRACT}")
+            return (
+                f"the train function returned a value of type {type(value).__name__} that "
+                f"cannot be stored as an XCom ({err}); {CONTRACT}"
+            )
         return None
 
 
-def record_late(store: Store, pending: Sequence[PendingResult],
-                log: logging.Logger) -> list[PendingResult]:
+def record_late(
+    store: Store, pending: Sequence[PendingResult], log: logging.Logger
+) -> list[PendingResult]:
     """Record the results earlier recurrences could not (their outbox), before the next
     decision, so that it sees them; touches no GPU. Returns those the store still cannot
     take (a store that fails here has just answered, so it is rare)."""
@@ -409,18 +503,29 @@ def record_late(store: Store, pending: Sequence[PendingResult],
         try:
             done = store.record_late(result)
         except StoreError as err:
-            log.warning("the result of trial %d is still not in the store (%s); kept for the "
-                        "next run", result.trial_id, err)
+            log.warning(
+                "the result of trial %d is still not in the store (%s); kept for the next run",
+                result.trial_id,
+                err,
+            )
             left.append(replace(result, failure=str(err)))
             continue
         if done.recorded:
-            log.warning("trial %d's result (batch size %d), which the store could not take "
-                        "when it finished (%s), is recorded late: %s", result.trial_id,
-                        result.outcome.batch_size, result.failure, done.status)
+            log.warning(
+                "trial %d's result (batch size %d), which the store could not take "
+                "when it finished (%s), is recorded late: %s",
+                result.trial_id,
+                result.outcome.batch_size,
+                result.failure,
+                done.status,
+            )
         elif done.status is None:
-            log.warning("trial %d is no longer in the store: its result cannot be recorded "
-                        "(its run's XComs keep its figures): %s", result.trial_id,
-                        result.outcome)
+            log.warning(
+                "trial %d is no longer in the store: its result cannot be recorded "
+                "(its run's XComs keep its figures): %s",
+                result.trial_id,
+                result.outcome,
+            )
         else:  # drained before: recorded once at most
             log.info("trial %d has its result already (%s)", result.trial_id, done.status)
     return left
@@ -446,8 +551,9 @@ class _Heartbeat:
 
     def __enter__(self) -> _Heartbeat:
         if self.interval_s:
-            self._thread = threading.Thread(target=self._beat, daemon=True,
-                                            name=f"zeus-heartbeat-{self.trial_id}")
+            self._thread = threading.Thread(
+                target=self._beat, daemon=True, name=f"zeus-heartbeat-{self.trial_id}"
+            )
             self._thread.start()
         return self
 

@@ -24,9 +24,13 @@ from typing import NoReturn
 
 from zeus_airflow.core.config import ConfigError
 
-EXTRAS: dict[str, str] = {"torch": "examples", "matplotlib": "plots",
-                          "transformers": "huggingface", "accelerate": "huggingface",
-                          "lightning": "lightning"}
+EXTRAS: dict[str, str] = {
+    "torch": "examples",
+    "matplotlib": "plots",
+    "transformers": "huggingface",
+    "accelerate": "huggingface",
+    "lightning": "lightning",
+}
 """Top-level module -> the extra of zeus-airflow that installs it."""
 
 
@@ -42,7 +46,9 @@ def raise_naming_extra(err: ModuleNotFoundError, feature: str) -> NoReturn:
         raise err
     raise MissingExtraError(
         f"{feature} needs {err.name}, which the base install of zeus-airflow leaves out: "
-        f"pip install 'zeus-airflow[{EXTRAS[err.name]}]'", name=err.name) from err
+        f"pip install 'zeus-airflow[{EXTRAS[err.name]}]'",
+        name=err.name,
+    ) from err
 
 
 def require(module: str, feature: str) -> ModuleType:

@@ -38,8 +38,9 @@ class Translation:
     """Per batch size with no profile here yet: the mean cost it had elsewhere."""
 
 
-def training_cost_per_step(profile: PowerProfile, profiler: ProfilerConfig,
-                           eta: float) -> float | None:
+def training_cost_per_step(
+    profile: PowerProfile, profiler: ProfilerConfig, eta: float
+) -> float | None:
     """Cost of one step at the limit training runs at after profiling; None if incomplete.
 
     MAXPOWER is the profiled group's: its highest candidate limit times its GPU count.
@@ -49,14 +50,21 @@ def training_cost_per_step(profile: PowerProfile, profiler: ProfilerConfig,
     max_power = float(max(profile.candidates_w) * profile.gpu_count)
     if not profile.converged(LimitObjective.of(profiler, eta, max_power)):
         return None
-    limit = profile.optimum_w(profiler, eta, max_power) if profiler.mode == "optimize" \
+    limit = (
+        profile.optimum_w(profiler, eta, max_power)
+        if profiler.mode == "optimize"
         else max(profile.measurements)
+    )
     return profile.measurements[limit].cost_per_step(eta, max_power)
 
 
-def translate(here: FleetKey, foreign: Iterable[ForeignObservation],
-              profiles: Mapping[tuple[FleetKey, int], PowerProfile],
-              profiler: ProfilerConfig, eta: float) -> Translation:
+def translate(
+    here: FleetKey,
+    foreign: Iterable[ForeignObservation],
+    profiles: Mapping[tuple[FleetKey, int], PowerProfile],
+    profiler: ProfilerConfig,
+    eta: float,
+) -> Translation:
     """Translate other fleet keys' observations into this one's cost units."""
     costs: dict[int, list[tuple[float, bool]]] = {}
     untranslated: dict[int, list[float]] = {}
@@ -64,19 +72,22 @@ def translate(here: FleetKey, foreign: Iterable[ForeignObservation],
     for obs in foreign:
         key = (obs.fleet, obs.batch_size)
         if key not in ratios:
-            ratios[key] = _ratio(profiles.get((here, obs.batch_size)), profiles.get(key),
-                                 profiler, eta)
+            ratios[key] = _ratio(
+                profiles.get((here, obs.batch_size)), profiles.get(key), profiler, eta
+            )
         ratio = ratios[key]
         if ratio is None:
             untranslated.setdefault(obs.batch_size, []).append(obs.cost)
         else:
             costs.setdefault(obs.batch_size, []).append((obs.cost * ratio, obs.reached_target))
-    return Translation(costs, {b: sum(c) / len(c) for b, c in untranslated.items()
-                               if b not in costs})
+    return Translation(
+        costs, {b: sum(c) / len(c) for b, c in untranslated.items() if b not in costs}
+    )
 
 
-def _ratio(here: PowerProfile | None, there: PowerProfile | None, profiler: ProfilerConfig,
-           eta: float) -> float | None:
+def _ratio(
+    here: PowerProfile | None, there: PowerProfile | None, profiler: ProfilerConfig, eta: float
+) -> float | None:
     if here is None or there is None:
         return None
     cost_here = training_cost_per_step(here, profiler, eta)
@@ -96,18 +107,27 @@ def job_snapshot(state: JobState) -> JobSnapshot:
         view = arm_view(state.history)
         own, own_successes, drift = view.observations, view.successes, view.drift
     observations, successes, foreign_costs = _with_other_fleets(state, own, own_successes)
-    return JobSnapshot(config=config, exploration=state.exploration,
-                       in_flight=state.in_flight, observations=observations,
-                       success_mean_cost={b: total / n for b, (total, n) in successes.items()},
-                       evidence=state.evidence, excluded=state.excluded,
-                       power_limits_w=state.device.power_limits_w,
-                       foreign_costs=foreign_costs, drift=drift, missed=state.missed,
-                       ledger=state.ledger)
+    return JobSnapshot(
+        config=config,
+        exploration=state.exploration,
+        in_flight=state.in_flight,
+        observations=observations,
+        success_mean_cost={b: total / n for b, (total, n) in successes.items()},
+        evidence=state.evidence,
+        excluded=state.excluded,
+        power_limits_w=state.device.power_limits_w,
+        foreign_costs=foreign_costs,
+        drift=drift,
+        missed=state.missed,
+        ledger=state.ledger,
+    )
 
 
-def _with_other_fleets(state: JobState, observations: Mapping[int, ArmStats],
-                       successes: Mapping[int, tuple[float, int]]) -> tuple[
-        Mapping[int, ArmStats], Mapping[int, tuple[float, int]], dict[int, float]]:
+def _with_other_fleets(
+    state: JobState,
+    observations: Mapping[int, ArmStats],
+    successes: Mapping[int, tuple[float, int]],
+) -> tuple[Mapping[int, ArmStats], Mapping[int, tuple[float, int]], dict[int, float]]:
     here = state.here
     if all(key == here for key, _ in state.profiles):  # the job never moved
         return observations, successes, {}
@@ -125,6 +145,5 @@ def _with_other_fleets(state: JobState, observations: Mapping[int, ArmStats],
                 if reached:
                     total, n = merged_successes.get(b, (0.0, 0))
                     merged_successes[b] = (total + cost, n + 1)
-    foreign_costs = {b: c for b, c in translation.untranslated_mean_cost.items()
-                     if b not in merged}
+    foreign_costs = {b: c for b, c in translation.untranslated_mean_cost.items() if b not in merged}
     return merged, merged_successes, foreign_costs

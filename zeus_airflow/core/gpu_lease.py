@@ -88,10 +88,14 @@ class GPULeases:
 
     def acquire(self, device: LeasableGPUs, original_limits_w: Sequence[int]) -> list[int] | None:
         """Lease every GPU of ``device`` at once; None when one is leased by someone else."""
-        return self.store.acquire_leases([
-            LeaseRequest(self.host, uuid, index, limit, os.getpid())
-            for uuid, index, limit in zip(device.uuids, device.indices, original_limits_w,
-                                          strict=True)])
+        return self.store.acquire_leases(
+            [
+                LeaseRequest(self.host, uuid, index, limit, os.getpid())
+                for uuid, index, limit in zip(
+                    device.uuids, device.indices, original_limits_w, strict=True
+                )
+            ]
+        )
 
     def holders(self, device: LeasableGPUs) -> list[Lease]:
         return [lease for lease in self.on_host() if lease.gpu_uuid in device.uuids]
@@ -108,8 +112,14 @@ class Restored:
     failed: list[tuple[Lease, str]] = field(default_factory=list)
 
 
-def restore_host_leases(leases: GPULeases, log: Any, *, own: LeasableGPUs | None = None,
-                        include_live: bool = False, only_own: bool = False) -> Restored:
+def restore_host_leases(
+    leases: GPULeases,
+    log: Any,
+    *,
+    own: LeasableGPUs | None = None,
+    include_live: bool = False,
+    only_own: bool = False,
+) -> Restored:
     """Put back the original limits of this host's leases whose process is gone (every
     lease with ``include_live``), deleting each lease once its GPU is restored.
 
@@ -123,23 +133,35 @@ def restore_host_leases(leases: GPULeases, log: Any, *, own: LeasableGPUs | None
         for lease in leases.on_host():
             left = (leases.store.where, lease.id) in _LEFT_BEHIND
             mine = own is not None and lease.gpu_uuid in own.uuids
-            if (holder_alive(lease) and not left and not include_live) \
-                    or (only_own and not mine):
+            if (holder_alive(lease) and not left and not include_live) or (only_own and not mine):
                 continue
             try:
-                gpus = own if own is not None and mine \
+                gpus = (
+                    own
+                    if own is not None and mine
                     else opened.enter_context(closing(_one_gpu(lease)))
+                )
                 _restore(lease, gpus)
             except DeviceError as err:
-                log.warning("GPU %d (%s): cannot restore its power limit to %d W: %s",
-                            lease.gpu_index, lease.gpu_uuid, lease.original_limit_w, err)
+                log.warning(
+                    "GPU %d (%s): cannot restore its power limit to %d W: %s",
+                    lease.gpu_index,
+                    lease.gpu_uuid,
+                    lease.original_limit_w,
+                    err,
+                )
                 done.failed.append((lease, str(err)))
                 continue
             leases.release([lease.id])
             _LEFT_BEHIND.discard((leases.store.where, lease.id))
-            log.warning("GPU %d (%s): power limit restored to %d W, left by process %d on %s",
-                        lease.gpu_index, lease.gpu_uuid, lease.original_limit_w, lease.pid,
-                        lease.host)
+            log.warning(
+                "GPU %d (%s): power limit restored to %d W, left by process %d on %s",
+                lease.gpu_index,
+                lease.gpu_uuid,
+                lease.original_limit_w,
+                lease.pid,
+                lease.host,
+            )
             done.restored.append(lease)
     return done
 
@@ -156,9 +178,11 @@ def _one_gpu(lease: Lease) -> LeasableGPUs:
 
 def _restore(lease: Lease, gpus: LeasableGPUs) -> None:
     if lease.gpu_uuid not in gpus.uuids:
-        raise DeviceError(f"GPU {lease.gpu_index} is now {', '.join(gpus.uuids)}, not the "
-                          f"leased {lease.gpu_uuid}: restore its limit by hand "
-                          f"(nvidia-smi -i <index> -pl {lease.original_limit_w})")
+        raise DeviceError(
+            f"GPU {lease.gpu_index} is now {', '.join(gpus.uuids)}, not the "
+            f"leased {lease.gpu_uuid}: restore its limit by hand "
+            f"(nvidia-smi -i <index> -pl {lease.original_limit_w})"
+        )
     position = gpus.uuids.index(lease.gpu_uuid)
     limits = list(gpus.get_power_limits_w())
     if limits[position] != lease.original_limit_w:
@@ -250,10 +274,14 @@ class PowerLimitGuard:
         except DeviceError as err:
             # The training is done and recorded; a limit that cannot be put back now (the
             # daemon gone, the driver failing) keeps its lease for the next task here.
-            self.log.warning("power limits could not be put back to %s W (%s): the lease is "
-                             "kept, so the next task on %s or `zeus-airflow gpu restore` puts "
-                             "them back", list(self.original_limits_w or ()), err,
-                             self.leases.host)
+            self.log.warning(
+                "power limits could not be put back to %s W (%s): the lease is "
+                "kept, so the next task on %s or `zeus-airflow gpu restore` puts "
+                "them back",
+                list(self.original_limits_w or ()),
+                err,
+                self.leases.host,
+            )
             return
         if self._lease_ids:
             self._release()
@@ -265,8 +293,11 @@ class PowerLimitGuard:
             self.leases.release(self._lease_ids)
         except StoreError as err:
             _LEFT_BEHIND.update((self.leases.store.where, i) for i in self._lease_ids)
-            self.log.warning("Zeus: the GPUs' limits are restored but their leases are still "
-                             "in the store (%s); the next task on this host clears them", err)
+            self.log.warning(
+                "Zeus: the GPUs' limits are restored but their leases are still "
+                "in the store (%s); the next task on this host clears them",
+                err,
+            )
         self._lease_ids = []
 
     def restore(self, because: str) -> None:
@@ -274,16 +305,21 @@ class PowerLimitGuard:
         if self.real is None:
             return
         self.real.freeze(f"power limits are frozen: {because}")
-        if self._owns_limits and self.original_limits_w is not None \
-                and self.real.get_power_limits_w() != self.original_limits_w:
+        if (
+            self._owns_limits
+            and self.original_limits_w is not None
+            and self.real.get_power_limits_w() != self.original_limits_w
+        ):
             self.real.device.set_power_limits_w(self.original_limits_w)
-            self.log.info("power limits restored to %s W (%s)", list(self.original_limits_w),
-                          because)
+            self.log.info(
+                "power limits restored to %s W (%s)", list(self.original_limits_w), because
+            )
 
     def _recover(self, gpus: LeasableGPUs) -> None:
         """Limits left on this host by tasks that died (SIGKILL, out of memory)."""
-        restore_host_leases(self.leases, self.log, own=gpus,
-                            only_own=bool(os.environ.get(NODE_NAME_ENV)))
+        restore_host_leases(
+            self.leases, self.log, own=gpus, only_own=bool(os.environ.get(NODE_NAME_ENV))
+        )
 
     def _take(self, gpus: LeasableGPUs) -> None:
         assert self.real is not None and self.original_limits_w is not None
@@ -294,8 +330,8 @@ class PowerLimitGuard:
         holders = ", ".join(
             f"GPU {lease.gpu_index} by pid {lease.pid}"
             f"{'' if holder_alive(lease) else ', dead, its limit not restorable'}"
-            for lease in self.leases.holders(gpus))
+            for lease in self.leases.holders(gpus)
+        )
         self._owns_limits = False
         # Said once, by the engine, which reads limits_fixed_because before the first try.
         self.real.freeze(f"these GPUs' power limits are leased to another task ({holders})")
-

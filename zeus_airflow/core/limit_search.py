@@ -47,8 +47,9 @@ class LimitObjective:
     def of(cls, config: ProfilerConfig, eta: float, max_power_w: float) -> LimitObjective:
         return cls(config.selector, eta, max_power_w, config.max_slowdown)
 
-    def key_function(self, measured: Mapping[int, LimitMeasurement]
-                     ) -> Callable[[LimitMeasurement], Key]:
+    def key_function(
+        self, measured: Mapping[int, LimitMeasurement]
+    ) -> Callable[[LimitMeasurement], Key]:
         """The key of one measurement; ties favour the higher limit, as choose_power_limit."""
         if self.selector == "zeus":
             return lambda m: (m.cost_per_step(self.eta, self.max_power_w), -m.power_limit_w)
@@ -57,12 +58,16 @@ class LimitObjective:
         if self.selector == "min-time":
             return lambda m: (m.time_per_step_s, -m.power_limit_w)
         allowed_s = min(m.time_per_step_s for m in measured.values()) * self.max_slowdown
-        return lambda m: ((0.0, m.energy_per_step_j, -m.power_limit_w)
-                          if m.time_per_step_s <= allowed_s else (1.0, -m.power_limit_w, 0.0))
+        return lambda m: (
+            (0.0, m.energy_per_step_j, -m.power_limit_w)
+            if m.time_per_step_s <= allowed_s
+            else (1.0, -m.power_limit_w, 0.0)
+        )
 
 
-def next_limit_w(candidates_w: Sequence[int], measured: Mapping[int, LimitMeasurement],
-                 objective: LimitObjective) -> int | None:
+def next_limit_w(
+    candidates_w: Sequence[int], measured: Mapping[int, LimitMeasurement], objective: LimitObjective
+) -> int | None:
     """The candidate (W) to measure next, or None once the search has converged.
 
     Every candidate measured always means converged, whatever the objective."""

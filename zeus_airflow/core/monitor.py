@@ -37,23 +37,30 @@ class Measurement:
         return self.energy_j / self.time_s if self.time_s > 0 else 0.0
 
     def __add__(self, other: Measurement) -> Measurement:
-        return Measurement(self.time_s + other.time_s, self.energy_j + other.energy_j,
-                           _add(self.cpu_energy_j, other.cpu_energy_j),
-                           _add(self.dram_energy_j, other.dram_energy_j))
+        return Measurement(
+            self.time_s + other.time_s,
+            self.energy_j + other.energy_j,
+            _add(self.cpu_energy_j, other.cpu_energy_j),
+            _add(self.dram_energy_j, other.dram_energy_j),
+        )
 
 
 class HostEnergyMeter(Protocol):
     """The host's energy since an arbitrary origin (``RAPLReader``)."""
 
-    def read(self) -> HostEnergy:
-        ...
+    def read(self) -> HostEnergy: ...
 
 
 class EnergyMonitor:
     """Measurement windows over one GPU group (and the host's CPU and DRAM, when given)."""
 
-    def __init__(self, device: GPUGroup, *, synchronize: Synchronize | None = None,
-                 host: HostEnergyMeter | None = None) -> None:
+    def __init__(
+        self,
+        device: GPUGroup,
+        *,
+        synchronize: Synchronize | None = None,
+        host: HostEnergyMeter | None = None,
+    ) -> None:
         self.device = device
         self.synchronize: Synchronize = synchronize or device.synchronize
         self.host = host
@@ -74,9 +81,12 @@ class EnergyMonitor:
             self.synchronize()
         start_s, start_j, start_host = self._open[name]
         now_s, now_j, now_host = self._read()
-        return Measurement(now_s - start_s, now_j - start_j,
-                           _sub(now_host.cpu_energy_j, start_host.cpu_energy_j),
-                           _sub(now_host.dram_energy_j, start_host.dram_energy_j))
+        return Measurement(
+            now_s - start_s,
+            now_j - start_j,
+            _sub(now_host.cpu_energy_j, start_host.cpu_energy_j),
+            _sub(now_host.dram_energy_j, start_host.dram_energy_j),
+        )
 
     def end_window(self, name: str) -> Measurement:
         measurement = self.peek_window(name)

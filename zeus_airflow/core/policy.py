@@ -83,8 +83,12 @@ class PruningState:
     converged."""
 
 
-def _walk(sizes: tuple[int, ...], start: int, outcome: Mapping[int, bool],
-          admit: Callable[[int], bool] = lambda b: True) -> Iterator[int]:
+def _walk(
+    sizes: tuple[int, ...],
+    start: int,
+    outcome: Mapping[int, bool],
+    admit: Callable[[int], bool] = lambda b: True,
+) -> Iterator[int]:
     """Visit ``start``, then smaller sizes downwards until one fails, then larger ones upwards
     until one fails; a size ``admit`` rejects is passed over unvisited. ``outcome`` and
     ``admit`` are consulted lazily, as the walk's results arrive."""
@@ -119,8 +123,11 @@ def pruning_state(config: JobConfig, history: tuple[ExplorationStep, ...]) -> Pr
     costs: dict[int, list[float]] = {}
     for round_number in range(1, PRUNING_ROUNDS + 1):
         outcome: dict[int, bool] = {}
-        admit = (lambda b: True) if round_number == 1 or not judge else (
-            lambda b: not is_dominated(b, costs))
+        admit = (
+            (lambda b: True)
+            if round_number == 1 or not judge
+            else (lambda b: not is_dominated(b, costs))
+        )
         for b in _walk(sizes, start, outcome, admit):
             step = next(steps, None)
             if step is None:
@@ -128,7 +135,8 @@ def pruning_state(config: JobConfig, history: tuple[ExplorationStep, ...]) -> Pr
             if step.batch_size != b:
                 raise HistoryOutOfOrderError(
                     f"exploration history out of order: expected batch size {b}, found "
-                    f"{step.batch_size} (was the job's history edited?)")
+                    f"{step.batch_size} (was the job's history edited?)"
+                )
             outcome[b] = step.succeeded and not (judge and cannot_win(b, step.cost, costs))
             if step.succeeded:
                 costs.setdefault(b, []).append(step.cost)
@@ -215,8 +223,13 @@ class ZeusPolicy:
             # so the recurrence has its model; running it again would double the cost.
             if not self.fallback or fallback in snapshot.excluded:
                 raise NoFeasibleBatchSizeError(infeasibility_report(snapshot))
-            return Decision(fallback, "fallback", keep_power_limit=True, final=True,
-                            reason=infeasibility_report(snapshot))
+            return Decision(
+                fallback,
+                "fallback",
+                keep_power_limit=True,
+                final=True,
+                reason=infeasibility_report(snapshot),
+            )
         arms = [b for b in in_play if b not in snapshot.excluded]
         if not arms:
             # Every size in play failed in this recurrence. After a drift all of them can
@@ -235,16 +248,19 @@ class ZeusPolicy:
         else:
             choice = thompson_sample(snapshot, arms, rng)
         observed_here = snapshot.observations.get(choice, ArmStats(0, 0.0, 0.0)).count > 0
-        phase: Phase = "sampling" if observed_here or choice not in snapshot.foreign_costs \
-            else "calibrate"
+        phase: Phase = (
+            "sampling" if observed_here or choice not in snapshot.foreign_costs else "calibrate"
+        )
         return Decision(choice, phase, early_stop_cost=bound(choice))
 
 
 def missed_again(snapshot: JobSnapshot, *sizes: int) -> str:
     """Why a recurrence ends rather than run ``sizes`` again."""
-    return (f"batch size {', '.join(map(str, sizes))} missed target_metric="
-            f"{snapshot.config.target_metric} within max_epochs={snapshot.config.max_epochs} "
-            "in this recurrence; run again on the same data it would miss again")
+    return (
+        f"batch size {', '.join(map(str, sizes))} missed target_metric="
+        f"{snapshot.config.target_metric} within max_epochs={snapshot.config.max_epochs} "
+        "in this recurrence; run again on the same data it would miss again"
+    )
 
 
 EXPLORING_PHASES = ("pruning", "sampling", "calibrate")
@@ -263,11 +279,15 @@ def within_budget(snapshot: JobSnapshot, decision: Decision) -> Decision:
     best size has failed in the recurrence, an exploring retry that does not fit ends the
     recurrence with that try's result instead (without Zeus, it would have been the
     default size's)."""
-    status = budget_status(snapshot.config, snapshot.ledger,
-                           snapshot.drift.cost_ratio if snapshot.drift else 1.0)
+    status = budget_status(
+        snapshot.config, snapshot.ledger, snapshot.drift.cost_ratio if snapshot.drift else 1.0
+    )
     decision = replace(decision, budget=status)
-    if snapshot.config.exploration_budget is None or decision.phase not in EXPLORING_PHASES \
-            or decision.final:
+    if (
+        snapshot.config.exploration_budget is None
+        or decision.phase not in EXPLORING_PHASES
+        or decision.final
+    ):
         return decision
     best = best_success_size(snapshot)
     if decision.batch_size == best:
@@ -277,10 +297,16 @@ def within_budget(snapshot: JobSnapshot, decision: Decision) -> Decision:
     if best in snapshot.excluded:
         # The best size already ran in this recurrence and missed: its model is the
         # recurrence's, as it would have been without Zeus when the best is the default size.
-        raise NoFeasibleBatchSizeError(f"{budget_reason(status, decision)}; the recurrence "
-                                       "ends with its last try")
-    return Decision(best, "exploit", early_stop_cost=bound_for(snapshot)(best), budget=status,
-                    reason=budget_reason(status, decision))
+        raise NoFeasibleBatchSizeError(
+            f"{budget_reason(status, decision)}; the recurrence ends with its last try"
+        )
+    return Decision(
+        best,
+        "exploit",
+        early_stop_cost=bound_for(snapshot)(best),
+        budget=status,
+        reason=budget_reason(status, decision),
+    )
 
 
 def upper_cost(snapshot: JobSnapshot, decision: Decision, best: int) -> float:
@@ -300,12 +326,16 @@ def upper_cost(snapshot: JobSnapshot, decision: Decision, best: int) -> float:
 def budget_reason(status: BudgetStatus | None, wanted: Decision) -> str:
     """Why a decision exploited, for the log and the summary line."""
     if status is None:
-        return (f"exploration waits for the default batch size's first complete run (the "
-                f"budget's reference), so batch size {wanted.batch_size} ({wanted.phase}) is "
-                "not tried yet")
-    return (f"exploration budget: trying batch size {wanted.batch_size} ({wanted.phase}) "
-            f"could take the job past its budget ({status.left_runs():.2f} Default runs' "
-            "worth left), so the best known size runs")
+        return (
+            f"exploration waits for the default batch size's first complete run (the "
+            f"budget's reference), so batch size {wanted.batch_size} ({wanted.phase}) is "
+            "not tried yet"
+        )
+    return (
+        f"exploration budget: trying batch size {wanted.batch_size} ({wanted.phase}) "
+        f"could take the job past its budget ({status.left_runs():.2f} Default runs' "
+        "worth left), so the best known size runs"
+    )
 
 
 def bound_for(snapshot: JobSnapshot) -> Callable[[int], float | None]:
@@ -324,8 +354,13 @@ def sizes_in_play(snapshot: JobSnapshot, state: PruningState) -> tuple[int, ...]
     and the walk's new frontier (:func:`frontier`). Empty while pruning is still under way
     only if nothing survived a finished round."""
     sizes = snapshot.config.batch_sizes
-    in_play = [b for b in sizes if b in state.survivors or earned_another_try(b, snapshot)
-               or returned_after_drift(b, snapshot)]
+    in_play = [
+        b
+        for b in sizes
+        if b in state.survivors
+        or earned_another_try(b, snapshot)
+        or returned_after_drift(b, snapshot)
+    ]
     return tuple(b for b in sizes if b in in_play or b in frontier(snapshot, in_play))
 
 
@@ -346,7 +381,7 @@ def frontier(snapshot: JobSnapshot, in_play: list[int]) -> set[int]:
     found: set[int] = set()
     for at, b in enumerate(sizes):
         if b in in_play and b in snapshot.success_mean_cost:
-            found.update(n for n in sizes[max(at - 1, 0):at + 2] if unreached(n))
+            found.update(n for n in sizes[max(at - 1, 0) : at + 2] if unreached(n))
     return found
 
 
@@ -404,8 +439,11 @@ def earned_another_try(batch_size: int, snapshot: JobSnapshot) -> bool:
         # Costs moved by the drift's ratio: a bound grown by as much says nothing about the
         # runs that set the old one.
         bound /= snapshot.drift.cost_ratio
-    return (bound is not None and evidence.max_stop_bound is not None
-            and bound > READMIT_GROWTH * evidence.max_stop_bound)
+    return (
+        bound is not None
+        and evidence.max_stop_bound is not None
+        and bound > READMIT_GROWTH * evidence.max_stop_bound
+    )
 
 
 def hard_recurrences(snapshot: JobSnapshot) -> set[str]:
@@ -438,8 +476,7 @@ def settled_bound(snapshot: JobSnapshot) -> float | None:
     stats = snapshot.observations.get(best)
     if stats is None or stats.count == 0:
         return snapshot.config.beta * means[best]
-    error = math.sqrt(arm_posterior(stats, pooled_cost_cv(snapshot.observations.values()))
-                      .variance)
+    error = math.sqrt(arm_posterior(stats, pooled_cost_cv(snapshot.observations.values())).variance)
     return snapshot.config.beta * max(means[best] - READMIT_Z * error, 0.0)
 
 
@@ -464,16 +501,22 @@ def pruning_reasons(snapshot: JobSnapshot) -> dict[int, str]:
         failures = [s for s in snapshot.exploration if s.batch_size == b and not s.succeeded]
         if not failures:
             tried = any(s.batch_size == b for s in snapshot.exploration)
-            reasons[b] = ("dropped: its cost makes it implausible as the optimum" if tried
-                          else "not tried: the pruning walk stopped before it")
+            reasons[b] = (
+                "dropped: its cost makes it implausible as the optimum"
+                if tried
+                else "not tried: the pruning walk stopped before it"
+            )
         elif any(s.stop_reason != "early_stop" for s in failures):
-            reasons[b] = (f"missed target_metric={config.target_metric} within "
-                          f"max_epochs={config.max_epochs}")
+            reasons[b] = (
+                f"missed target_metric={config.target_metric} within max_epochs={config.max_epochs}"
+            )
         else:
             stopped = max((s.early_stop_cost or s.cost) for s in failures)
-            reasons[b] = (f"early-stopped at the bound beta={config.beta} x the best mean cost "
-                          f"({stopped:.4g}); it comes back if the bound grows past "
-                          f"{READMIT_GROWTH * stopped:.4g}")
+            reasons[b] = (
+                f"early-stopped at the bound beta={config.beta} x the best mean cost "
+                f"({stopped:.4g}); it comes back if the bound grows past "
+                f"{READMIT_GROWTH * stopped:.4g}"
+            )
     return reasons
 
 
@@ -481,8 +524,10 @@ def infeasibility_report(snapshot: JobSnapshot) -> str:
     """Why no batch size is left in play, size by size."""
     reasons = pruning_reasons(snapshot)
     listed = "; ".join(f"{b}: {why}" for b, why in reasons.items())
-    return (f"no batch size of {list(snapshot.config.batch_sizes)} is left to try ({listed}). "
-            "Relax target_metric, raise max_epochs, or raise beta if early stops are the cause")
+    return (
+        f"no batch size of {list(snapshot.config.batch_sizes)} is left to try ({listed}). "
+        "Relax target_metric, raise max_epochs, or raise beta if early stops are the cause"
+    )
 
 
 def best_success_size(snapshot: JobSnapshot) -> int:
@@ -502,8 +547,11 @@ def best_known(snapshot: JobSnapshot, candidates: tuple[int, ...]) -> int:
 def cheapest(snapshot: JobSnapshot, candidates: tuple[int, ...]) -> int:
     """The candidate with the lowest mean observed cost; b0 (else the first) when none has
     been observed."""
-    observed = {b: snapshot.observations[b].mean for b in candidates
-                if b in snapshot.observations and snapshot.observations[b].count}
+    observed = {
+        b: snapshot.observations[b].mean
+        for b in candidates
+        if b in snapshot.observations and snapshot.observations[b].count
+    }
     if observed:
         return min(observed, key=lambda b: observed[b])
     b0 = snapshot.config.default_batch_size
@@ -552,16 +600,23 @@ def stale_neighbour(snapshot: JobSnapshot, arms: list[int]) -> int | None:
     drift, bound = snapshot.drift, early_stop_bound(snapshot)
     if drift is None or bound is None:
         return None
-    fresh = {b: snapshot.observations[b].mean for b in arms
-             if b in snapshot.observations and snapshot.observations[b].count}
+    fresh = {
+        b: snapshot.observations[b].mean
+        for b in arms
+        if b in snapshot.observations and snapshot.observations[b].count
+    }
     if not fresh:
         return None
     best = min(fresh, key=lambda b: fresh[b])
     ordered = sorted(arms)
     at = ordered.index(best)
-    neighbours = [b for b in ordered[max(at - 1, 0):at + 2]
-                  if b not in fresh and drift.stale_mean.get(b, math.inf) < bound
-                  and b not in snapshot.in_flight]
+    neighbours = [
+        b
+        for b in ordered[max(at - 1, 0) : at + 2]
+        if b not in fresh
+        and drift.stale_mean.get(b, math.inf) < bound
+        and b not in snapshot.in_flight
+    ]
     return min(neighbours, key=lambda b: drift.stale_mean[b]) if neighbours else None
 
 
@@ -573,8 +628,9 @@ class DefaultPolicy:
     def decide(self, snapshot: JobSnapshot, rng: np.random.Generator) -> Decision:
         limit = max(snapshot.power_limits_w) if snapshot.power_limits_w else None
         # The DAG without Zeus runs once a recurrence, whether or not it reaches the target.
-        return Decision(snapshot.config.default_batch_size, "default", power_limit_w=limit,
-                        final=True)
+        return Decision(
+            snapshot.config.default_batch_size, "default", power_limit_w=limit, final=True
+        )
 
 
 class GridSearchPolicy:
@@ -602,13 +658,17 @@ class GridSearchPolicy:
                 outcome[b] = True
         done = [s for s in snapshot.exploration if s.succeeded]
         if not done:
-            raise NoFeasibleBatchSizeError("grid search found no (batch size, power limit) "
-                                           "that reaches the target")
+            raise NoFeasibleBatchSizeError(
+                "grid search found no (batch size, power limit) that reaches the target"
+            )
         best = min(done, key=lambda s: s.cost)
-        return Decision(best.batch_size, "exploit", power_limit_w=best.power_limit_w,
-                        early_stop_cost=bound)
+        return Decision(
+            best.batch_size, "exploit", power_limit_w=best.power_limit_w, early_stop_cost=bound
+        )
 
 
 POLICIES: dict[str, type[ZeusPolicy] | type[DefaultPolicy] | type[GridSearchPolicy]] = {
-    "zeus": ZeusPolicy, "default": DefaultPolicy, "grid": GridSearchPolicy,
+    "zeus": ZeusPolicy,
+    "default": DefaultPolicy,
+    "grid": GridSearchPolicy,
 }

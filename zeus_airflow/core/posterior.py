@@ -52,8 +52,9 @@ def cost_variance(arm: ArmStats, cv: float) -> float:
     return max((arm.sum_sq_dev + PRIOR_DOF * prior_scale) / (arm.count - 1 + PRIOR_DOF), 1e-12)
 
 
-def arm_posterior(arm: ArmStats, cv: float, prior_mean: float = 0.0,
-                  prior_variance: float = math.inf) -> Posterior:
+def arm_posterior(
+    arm: ArmStats, cv: float, prior_mean: float = 0.0, prior_variance: float = math.inf
+) -> Posterior:
     """Paper Alg. 2 with the learned variance above. The default prior is flat."""
     if arm.count == 0:
         return Posterior(prior_mean, prior_variance)

@@ -80,9 +80,16 @@ class _Phase:
 class PowerLimitProfiler:
     """Drives the power limit of one training run. Call the ``on_*`` hooks from the run."""
 
-    def __init__(self, device: GPUGroup, monitor: EnergyMonitor, config: ProfilerConfig,
-                 eta: float, profile: PowerProfile, log: logging.Logger | None = None,
-                 credit: ProfilingCredit | None = None) -> None:
+    def __init__(
+        self,
+        device: GPUGroup,
+        monitor: EnergyMonitor,
+        config: ProfilerConfig,
+        eta: float,
+        profile: PowerProfile,
+        log: logging.Logger | None = None,
+        credit: ProfilingCredit | None = None,
+    ) -> None:
         self.device = device
         self.monitor = monitor
         self.config = config
@@ -122,8 +129,10 @@ class PowerLimitProfiler:
             # The engine has said why, once per task; no setter is called.
             self.mode = "measure"
         if self.mode == "measure":
-            self.log.info("power-limit mode 'measure': training at the GPUs' current limits %s W",
-                          list(self._original_w))
+            self.log.info(
+                "power-limit mode 'measure': training at the GPUs' current limits %s W",
+                list(self._original_w),
+            )
             return
         self._profiling = True
         self._go_to(self._next_w())
@@ -142,8 +151,9 @@ class PowerLimitProfiler:
         except PowerLimitUnavailableError as err:
             # The setter went away mid-run (zeusd stopped): the try's figures stand, and the
             # task's lease puts the limits back once they can be set again.
-            self.log.warning("power limits could not be restored to %s W now: %s",
-                             list(self._original_w), err)
+            self.log.warning(
+                "power limits could not be restored to %s W now: %s", list(self._original_w), err
+            )
         self._current_w = None
 
     @property
@@ -186,7 +196,8 @@ class PowerLimitProfiler:
             self._warmup.steps += steps
             if self._warmup.min_s > 0:
                 self._warmup.time_s = self.monitor.peek_window(
-                    _WARMUP_WINDOW, synchronize=False).time_s
+                    _WARMUP_WINDOW, synchronize=False
+                ).time_s
             if self._warmup.done:
                 self._end_warmup()
             return
@@ -210,8 +221,11 @@ class PowerLimitProfiler:
     def observer_report(self) -> ObserverReport | None:
         """In observe mode with a finished profile: savings the optimum would have brought
         over the steps trained after profiling, from the measured per-step ratios."""
-        if self.mode != "observe" or self.optimal_power_limit_w is None \
-                or not self.monitor.is_open(_TRAIN_WINDOW):
+        if (
+            self.mode != "observe"
+            or self.optimal_power_limit_w is None
+            or not self.monitor.is_open(_TRAIN_WINDOW)
+        ):
             return None
         after = self.monitor.peek_window(_TRAIN_WINDOW)
         at_opt = self.profile.measurements[self.optimal_power_limit_w]
@@ -220,8 +234,7 @@ class PowerLimitProfiler:
             return None
         energy_ratio = at_opt.energy_per_step_j / at_train.energy_per_step_j
         time_ratio = at_opt.time_per_step_s / at_train.time_per_step_s
-        return ObserverReport(after.energy_j * (1 - energy_ratio),
-                              after.time_s * (1 - time_ratio))
+        return ObserverReport(after.energy_j * (1 - energy_ratio), after.time_s * (1 - time_ratio))
 
     # --- internals ---------------------------------------------------------------------------
     def _next_w(self) -> int | None:
@@ -235,16 +248,26 @@ class PowerLimitProfiler:
         skipped = set(self.profile.candidates_w) - set(usable)
         if skipped and not self._said_outside:
             self._said_outside = True
-            self.log.warning("power limits %s W of the stored profile lie outside this GPU's "
-                             "range [%d, %d] W: not profiled", sorted(skipped), low, high)
+            self.log.warning(
+                "power limits %s W of the stored profile lie outside this GPU's "
+                "range [%d, %d] W: not profiled",
+                sorted(skipped),
+                low,
+                high,
+            )
         return next_limit_w(usable, measured, self._objective)
 
     def _clamped(self, limit_w: int) -> int:
         low, high = self.device.power_limit_range_w()
         clamped = min(max(limit_w, low), high)
         if clamped != limit_w:
-            self.log.warning("power limit %d W is outside this GPU's range [%d, %d] W: using "
-                             "%d W", limit_w, low, high, clamped)
+            self.log.warning(
+                "power limit %d W is outside this GPU's range [%d, %d] W: using %d W",
+                limit_w,
+                low,
+                high,
+                clamped,
+            )
         return clamped
 
     def _set_limit(self, limit_w: int) -> bool:
@@ -262,15 +285,22 @@ class PowerLimitProfiler:
                 continue
             self._current_w = limit_w
             return True
-        self._fall_back_to_measuring(PowerLimitUnavailableError(
-            f"the GPUs refused {limit_w} W twice"))
+        self._fall_back_to_measuring(
+            PowerLimitUnavailableError(f"the GPUs refused {limit_w} W twice")
+        )
         return False
 
     def _fall_back_to_measuring(self, err: PowerLimitUnavailableError) -> None:
-        hint = (" Grant CAP_SYS_ADMIN or run as root to let Zeus optimise them."
-                if isinstance(err, PowerLimitPermissionError) else "")
-        self.log.warning("cannot set GPU power limits (%s): continuing in measure mode at the "
-                         "current limits.%s", err, hint)
+        hint = (
+            " Grant CAP_SYS_ADMIN or run as root to let Zeus optimise them."
+            if isinstance(err, PowerLimitPermissionError)
+            else ""
+        )
+        self.log.warning(
+            "cannot set GPU power limits (%s): continuing in measure mode at the current limits.%s",
+            err,
+            hint,
+        )
         self.mode = "measure"
         self._profiling = False
         self._cancel_windows()
@@ -289,9 +319,13 @@ class PowerLimitProfiler:
         if partial is not None and partial.power_limit_w == self._current_w:
             self._slice.steps, self._slice.time_s = partial.steps, partial.time_s
             self._banked = Measurement(partial.time_s, partial.energy_j)
-            self.log.info("power limit %d W: continuing its slice (%d steps, %.2f s measured "
-                          "by an earlier run)", partial.power_limit_w, partial.steps,
-                          partial.time_s)
+            self.log.info(
+                "power limit %d W: continuing its slice (%d steps, %.2f s measured "
+                "by an earlier run)",
+                partial.power_limit_w,
+                partial.steps,
+                partial.time_s,
+            )
         self._start_warmup(limit_changed=True)
 
     def _bank_open_slice(self) -> None:
@@ -302,14 +336,16 @@ class PowerLimitProfiler:
             self._banked = self._banked + self._at_last_step
             self._at_last_step = Measurement(0.0, 0.0)
         if self._current_w is not None and self._slice.steps > 0 and self._banked.time_s > 0:
-            self.profile.partial = SliceInProgress(self._current_w, self._slice.steps,
-                                                   self._banked.time_s, self._banked.energy_j)
+            self.profile.partial = SliceInProgress(
+                self._current_w, self._slice.steps, self._banked.time_s, self._banked.energy_j
+            )
 
     def _start_warmup(self, limit_changed: bool) -> None:
         """Warm up (again) at the current limit; at once over when its floors are 0. The
         seconds' floor is for a new limit to settle, so only after a change of limit."""
-        self._warmup = _Phase(self.config.warmup_steps,
-                              self.config.warmup_s if limit_changed else 0.0)
+        self._warmup = _Phase(
+            self.config.warmup_steps, self.config.warmup_s if limit_changed else 0.0
+        )
         self.monitor.cancel_window(_WARMUP_WINDOW)
         if self._warmup.done:
             self._end_warmup()
@@ -331,8 +367,12 @@ class PowerLimitProfiler:
             avg_power_w=measured.avg_power_w,
             steps_per_s=steps / measured.time_s if measured.time_s > 0 else float("inf"),
         )
-        self.log.debug("profiled %d W: %.1f W average, %.3f s/step", self._current_w,
-                       measured.avg_power_w, measured.time_s / steps)
+        self.log.debug(
+            "profiled %d W: %.1f W average, %.3f s/step",
+            self._current_w,
+            measured.avg_power_w,
+            measured.time_s / steps,
+        )
         self._go_to(self._next_w())
 
     def _go_to(self, next_w: int | None) -> None:
@@ -349,15 +389,23 @@ class PowerLimitProfiler:
 
     def _apply_optimum(self) -> None:
         if not self.profile.measurements:  # every candidate lay outside this GPU's range
-            self._fall_back_to_measuring(PowerLimitUnavailableError(
-                "no candidate limit of the stored profile lies inside this GPU's range"))
+            self._fall_back_to_measuring(
+                PowerLimitUnavailableError(
+                    "no candidate limit of the stored profile lies inside this GPU's range"
+                )
+            )
             return
         optimum = self.profile.optimum_w(self.config, self.eta, max_power_w(self.device))
         self.optimal_power_limit_w = optimum
         train_at = optimum if self.mode == "optimize" else self.device.power_limit_range_w()[1]
         if self._set_limit(train_at):
-            self.log.info("batch size %d: optimal power limit %d W (%s), training at %d W",
-                          self.profile.batch_size, optimum, self.config.selector, train_at)
+            self.log.info(
+                "batch size %d: optimal power limit %d W (%s), training at %d W",
+                self.profile.batch_size,
+                optimum,
+                self.config.selector,
+                train_at,
+            )
             self.monitor.begin_window(_TRAIN_WINDOW)
 
     # --- the credit: slices that fit the exploration budget ----------------------------------
@@ -369,8 +417,7 @@ class PowerLimitProfiler:
     def _top(self) -> LimitMeasurement | None:
         """The measurement at the highest candidate (Default's limit), once it exists."""
         measured = self.profile.measurements
-        return measured.get(max(self.profile.candidates_w)) if self.profile.candidates_w \
-            else None
+        return measured.get(max(self.profile.candidates_w)) if self.profile.candidates_w else None
 
     def _step_cost(self, measurement: LimitMeasurement) -> float:
         return measurement.cost_per_step(self.eta, self._objective.max_power_w)
@@ -385,14 +432,16 @@ class PowerLimitProfiler:
         below = [w for w in measured if w < limit_w]
         above = [w for w in measured if w > limit_w]
         if below and above:
-            dearer = max(self._step_cost(measured[max(below)]),
-                         self._step_cost(measured[min(above)]))
+            dearer = max(
+                self._step_cost(measured[max(below)]), self._step_cost(measured[min(above)])
+            )
             return dearer - self._step_cost(top)
         top_w = top.power_limit_w
         time_s = top.time_per_step_s * top_w / limit_w
         energy_j = self.device.count * top_w * top.time_per_step_s
-        return zeus_cost(energy_j, time_s, self.eta, self._objective.max_power_w) \
-            - self._step_cost(top)
+        return zeus_cost(energy_j, time_s, self.eta, self._objective.max_power_w) - self._step_cost(
+            top
+        )
 
     def _slice_steps_bound(self, limit_w: int, top: LimitMeasurement) -> int:
         """Most steps a warm-up and slice at ``limit_w`` take (a step there is never faster
@@ -403,8 +452,10 @@ class PowerLimitProfiler:
         if partial is not None and partial.power_limit_w == limit_w:
             measured_steps, measured_s = partial.steps, partial.time_s
         warmup = max(self.config.warmup_steps, math.ceil(self.config.warmup_s / per_step_s))
-        measure = max(self.config.profile_steps - measured_steps,
-                      math.ceil(max(self.config.profile_s - measured_s, 0.0) / per_step_s))
+        measure = max(
+            self.config.profile_steps - measured_steps,
+            math.ceil(max(self.config.profile_s - measured_s, 0.0) / per_step_s),
+        )
         return warmup + max(measure, 0)
 
     def _credit_left(self, top: LimitMeasurement) -> float:
@@ -424,8 +475,9 @@ class PowerLimitProfiler:
         top, next_w = self._top(), self._next_w()
         if top is None or next_w is None or self.credit is None or self._current_w is None:
             return 1
-        gain = self.credit.fraction * self._step_cost(top) \
-            - self._extra_per_step(self._current_w, top)
+        gain = self.credit.fraction * self._step_cost(top) - self._extra_per_step(
+            self._current_w, top
+        )
         if gain <= 0:
             return None
         needed = self._slice_steps_bound(next_w, top) * self._extra_per_step(next_w, top)
@@ -438,11 +490,18 @@ class PowerLimitProfiler:
         self._cancel_windows()
         self._slice = _Phase(self.config.profile_steps, self.config.profile_s)
         self._banked = Measurement(0.0, 0.0)
-        train_at = self.profile.optimum_w(self.config, self.eta, self._objective.max_power_w) \
-            if self.mode == "optimize" else self.device.power_limit_range_w()[1]
+        train_at = (
+            self.profile.optimum_w(self.config, self.eta, self._objective.max_power_w)
+            if self.mode == "optimize"
+            else self.device.power_limit_range_w()[1]
+        )
         if not self._waiting:
-            self.log.info("power limit %d W is profiled once the exploration budget affords "
-                          "its slice: training at %d W meanwhile", next_w, train_at)
+            self.log.info(
+                "power limit %d W is profiled once the exploration budget affords "
+                "its slice: training at %d W meanwhile",
+                next_w,
+                train_at,
+            )
         self._waiting = True
         if self._current_w != train_at:
             self._set_limit(train_at)

@@ -47,6 +47,9 @@ class ReplayTraining:
         workload = self.gpu.trace.workload
         progress = 1.0 if epoch >= needed else (0.0 if math.isinf(needed) else epoch / needed)
         if workload.higher_is_better:
-            return workload.target_metric * (0.5 + 0.5 * progress) if progress < 1 \
+            return (
+                workload.target_metric * (0.5 + 0.5 * progress)
+                if progress < 1
                 else workload.target_metric
+            )
         return workload.target_metric * (2.0 - progress)

@@ -62,10 +62,12 @@ _EPOCH_WINDOW = "zeus.epoch"
 MIN_STEPS_PER_EPOCH = 1
 """The floor: an epoch that trained fewer steps trained nothing its cost could be judged by."""
 
-CONTRACT = ("a train function iterates run.epochs() once, trains at least one step in each "
-            "epoch through run.steps() or run.end_step(n), calls run.report_metric(value) "
-            "with a finite number in each epoch (the epoch's last report counts), and returns "
-            "a value Airflow can store as an XCom (or None)")
+CONTRACT = (
+    "a train function iterates run.epochs() once, trains at least one step in each "
+    "epoch through run.steps() or run.end_step(n), calls run.report_metric(value) "
+    "with a finite number in each epoch (the epoch's last report counts), and returns "
+    "a value Airflow can store as an XCom (or None)"
+)
 """What the engine expects of a train function; quoted by every error about breaking it."""
 
 
@@ -80,9 +82,15 @@ class TargetMissedError(RuntimeError):
 class TrainingRun:
     """One try of one batch size. Created by the engine; handed to the train function."""
 
-    def __init__(self, config: JobConfig, batch_size: int, device: GPUGroup,
-                 monitor: EnergyMonitor, profiler: PowerLimitProfiler,
-                 early_stop_cost: float | None) -> None:
+    def __init__(
+        self,
+        config: JobConfig,
+        batch_size: int,
+        device: GPUGroup,
+        monitor: EnergyMonitor,
+        profiler: PowerLimitProfiler,
+        early_stop_cost: float | None,
+    ) -> None:
         self.config = config
         self.batch_size = batch_size
         self.device = device
@@ -141,7 +149,8 @@ class TrainingRun:
         if self._epochs_iterated:
             raise TrainContractError(
                 f"run.epochs() was called a second time (after {self.epoch} epoch(s)): a "
-                f"run's epochs are one loop, which ends when the run says stop ({CONTRACT})")
+                f"run's epochs are one loop, which ends when the run says stop ({CONTRACT})"
+            )
         self._epochs_iterated = True
         return self._epochs()
 
@@ -186,11 +195,11 @@ class TrainingRun:
         run was told to stop is a bug in the caller, and raises."""
         self.start_training()
         if self._in_epoch:
-            raise RuntimeError(f"begin_epoch() called inside epoch {self.epoch}: call "
-                               "end_epoch() first")
+            raise RuntimeError(
+                f"begin_epoch() called inside epoch {self.epoch}: call end_epoch() first"
+            )
         if self.stop_reason is not None:
-            raise RuntimeError(f"begin_epoch() called after the run stopped "
-                               f"({self.stop_reason})")
+            raise RuntimeError(f"begin_epoch() called after the run stopped ({self.stop_reason})")
         self.epoch += 1
         self._in_epoch = True
         self._steps_this_epoch = 0
@@ -244,8 +253,9 @@ class TrainingRun:
         nothing: the verdict was taken at the last epoch's end."""
         number = real_number(value)
         if number is None or not math.isfinite(number):
-            raise TrainContractError(f"report_metric(value={value!r}) is invalid: expected a "
-                                     f"finite number ({CONTRACT})")
+            raise TrainContractError(
+                f"report_metric(value={value!r}) is invalid: expected a finite number ({CONTRACT})"
+            )
         if self.stop_reason is not None and not self._in_epoch:
             return
         self.last_metric = float(number)
@@ -272,8 +282,10 @@ class TrainingRun:
         if self.epoch == 0:
             return f"the train function returned without iterating run.epochs() ({CONTRACT})"
         if self.last_metric is None:
-            return (f"the train function trained {self.epoch} epoch(s) but never called "
-                    f"run.report_metric ({CONTRACT})")
+            return (
+                f"the train function trained {self.epoch} epoch(s) but never called "
+                f"run.report_metric ({CONTRACT})"
+            )
         return None
 
     @property
@@ -286,17 +298,20 @@ class TrainingRun:
         if capped and self.own_cap is not None:
             return self._capped_message(self.own_cap)
         if self.empty_epochs:
-            return (f"{self.empty_epochs} of its {self.epoch} epoch(s) trained fewer than "
-                    f"{MIN_STEPS_PER_EPOCH} step ({self.steps_trained} steps in all: an empty "
-                    "DataLoader, or steps not reported through run.steps())")
+            return (
+                f"{self.empty_epochs} of its {self.epoch} epoch(s) trained fewer than "
+                f"{MIN_STEPS_PER_EPOCH} step ({self.steps_trained} steps in all: an empty "
+                "DataLoader, or steps not reported through run.steps())"
+            )
         if capped:
-            return self._capped_message("the train function returned from inside "
-                                        "run.epochs()")
+            return self._capped_message("the train function returned from inside run.epochs()")
         return None
 
     def _capped_message(self, cap: str) -> str:
-        return (f"training ended by the user's own cap ({cap}) after {self.epoch} of "
-                f"max_epochs={self.config.max_epochs} epoch(s), before the target")
+        return (
+            f"training ended by the user's own cap ({cap}) after {self.epoch} of "
+            f"max_epochs={self.config.max_epochs} epoch(s), before the target"
+        )
 
     def finish(self) -> RunOutcome:
         """Close the run's windows and summarise it (the limits are restored by the engine).
@@ -353,8 +368,7 @@ class TrainingRun:
         if self.profiler.mode == "measure" or at_max is None or self.steps_trained == 0:
             return cost
         host = cost - self.cost_of(Measurement(total.time_s, total.energy_j))
-        return at_max.cost_per_step(self.config.eta, self._max_power_w) * self.steps_trained \
-            + host
+        return at_max.cost_per_step(self.config.eta, self._max_power_w) * self.steps_trained + host
 
     def _stop_between_epochs(self) -> StopReason | None:
         if self.reached_target:
@@ -374,12 +388,12 @@ class TrainingRun:
         profile = self.profiler.profile
         limit = self.profiler.power_limit_w
         if self._last_epoch_profiled and limit in profile.measurements:
-            per_step = profile.measurements[limit].cost_per_step(self.config.eta,
-                                                                 self._max_power_w)
+            per_step = profile.measurements[limit].cost_per_step(self.config.eta, self._max_power_w)
             # The profile is the GPUs' alone; the host's part, when it counts, is the
             # last epoch's as measured.
             host = self.cost_of(self._last_epoch) - self.cost_of(
-                Measurement(self._last_epoch.time_s, self._last_epoch.energy_j))
+                Measurement(self._last_epoch.time_s, self._last_epoch.energy_j)
+            )
             return per_step * self._last_epoch_steps + host
         return self.cost_of(self._last_epoch)
 
@@ -388,8 +402,10 @@ def check_run(run: object, caller: str) -> TrainingRun:
     """``run`` is the TrainingRun a framework's callback is built on (not None, not the
     Trainer): refused at once, before any training, naming the callback."""
     if not isinstance(run, TrainingRun):
-        raise TypeError(f"{caller}(run={run!r}) is invalid: expected the TrainingRun the "
-                        "operator handed to the train function (def train(run): ...)")
+        raise TypeError(
+            f"{caller}(run={run!r}) is invalid: expected the TrainingRun the "
+            "operator handed to the train function (def train(run): ...)"
+        )
     return run
 
 
@@ -397,18 +413,27 @@ def _step_count(name: str, steps: object) -> int:
     """A count of steps: an integer >= 0 (numpy's too); anything else breaks the contract."""
     count = real_number(steps)
     if not isinstance(count, int) or count < 0:
-        raise TrainContractError(f"{name}(steps={steps!r}) is invalid: expected an integer "
-                                 f">= 0, the number of training steps just done ({CONTRACT})")
+        raise TrainContractError(
+            f"{name}(steps={steps!r}) is invalid: expected an integer "
+            f">= 0, the number of training steps just done ({CONTRACT})"
+        )
     return count
 
 
 @contextmanager
-def open_run(config: JobConfig, batch_size: int, device: GPUGroup, *,
-             profile: PowerProfile | None = None, early_stop_cost: float | None = None,
-             keep_power_limit: bool = False, log: logging.Logger | None = None,
-             synchronize: Synchronize | None = None,
-             host_energy: HostEnergyMeter | None = None,
-             profiling_credit: ProfilingCredit | None = None) -> Iterator[TrainingRun]:
+def open_run(
+    config: JobConfig,
+    batch_size: int,
+    device: GPUGroup,
+    *,
+    profile: PowerProfile | None = None,
+    early_stop_cost: float | None = None,
+    keep_power_limit: bool = False,
+    log: logging.Logger | None = None,
+    synchronize: Synchronize | None = None,
+    host_energy: HostEnergyMeter | None = None,
+    profiling_credit: ProfilingCredit | None = None,
+) -> Iterator[TrainingRun]:
     """One try of ``batch_size`` on ``device``, wired as the engine runs it: its energy
     monitor and power-limit profiler, its setup window open. Hand the run to a train function,
     then call :meth:`TrainingRun.finish`; leaving the block puts the GPUs' limits back.
@@ -420,13 +445,16 @@ def open_run(config: JobConfig, batch_size: int, device: GPUGroup, *,
     own hook). ``host_energy``: the host's CPU and DRAM meter (RAPL), None: not measured.
     ``profiling_credit``: what profiling may add to the run's cost (None: no limit)."""
     if profile is None:
-        profile = PowerProfile(batch_size, device.model, device.count,
-                               device.candidate_power_limits_w())
-    profiler_config = replace(config.profiler, mode="measure") if keep_power_limit \
-        else config.profiler
+        profile = PowerProfile(
+            batch_size, device.model, device.count, device.candidate_power_limits_w()
+        )
+    profiler_config = (
+        replace(config.profiler, mode="measure") if keep_power_limit else config.profiler
+    )
     monitor = EnergyMonitor(device, synchronize=synchronize, host=host_energy)
-    profiler = PowerLimitProfiler(device, monitor, profiler_config, config.eta, profile, log,
-                                  profiling_credit)
+    profiler = PowerLimitProfiler(
+        device, monitor, profiler_config, config.eta, profile, log, profiling_credit
+    )
     run = TrainingRun(config, batch_size, device, monitor, profiler, early_stop_cost)
     try:
         run.begin()

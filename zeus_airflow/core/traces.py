@@ -93,8 +93,10 @@ class WorkloadTrace:
             return self.epochs[(batch_size, upper)]
         frac = (power_limit_w - lower) / (upper - lower)
         lo, hi = self.epochs[(batch_size, lower)], self.epochs[(batch_size, upper)]
-        return EpochPoint(lo.time_s + frac * (hi.time_s - lo.time_s),
-                          lo.avg_power_w + frac * (hi.avg_power_w - lo.avg_power_w))
+        return EpochPoint(
+            lo.time_s + frac * (hi.time_s - lo.time_s),
+            lo.avg_power_w + frac * (hi.avg_power_w - lo.avg_power_w),
+        )
 
     def expected_epochs(self, batch_size: int) -> float:
         """Mean epochs to target over the traced seeds; ``inf`` if any seed never reached it
@@ -106,23 +108,29 @@ class WorkloadTrace:
 
 
 def available_gpus(traces_dir: Path) -> list[str]:
-    return sorted(p.stem.removeprefix("summary_power_") for p in
-                  Path(traces_dir).glob("summary_power_*.csv"))
+    return sorted(
+        p.stem.removeprefix("summary_power_") for p in Path(traces_dir).glob("summary_power_*.csv")
+    )
 
 
 def load_workload_trace(traces_dir: str | Path, gpu: str, workload: str) -> WorkloadTrace:
     """Join the training and power traces of one workload on one GPU."""
     traces_dir = Path(traces_dir)
     if not (traces_dir / "summary_train.csv").is_file():
-        raise ConfigError(f"traces={str(traces_dir)!r} is invalid: expected a folder with "
-                          "summary_train.csv and summary_power_<gpu>.csv")
+        raise ConfigError(
+            f"traces={str(traces_dir)!r} is invalid: expected a folder with "
+            "summary_train.csv and summary_power_<gpu>.csv"
+        )
     gpus = available_gpus(traces_dir)
     if gpu not in gpus:
-        raise ConfigError(f"gpu={gpu!r} is invalid: expected one of {', '.join(gpus)} "
-                          f"(power traces in {traces_dir})")
+        raise ConfigError(
+            f"gpu={gpu!r} is invalid: expected one of {', '.join(gpus)} "
+            f"(power traces in {traces_dir})"
+        )
     if workload not in WORKLOADS:
-        raise ConfigError(f"workload={workload!r} is invalid: expected one of "
-                          f"{', '.join(sorted(WORKLOADS))}")
+        raise ConfigError(
+            f"workload={workload!r} is invalid: expected one of {', '.join(sorted(WORKLOADS))}"
+        )
     try:
         return _load(traces_dir.resolve(), gpu, workload)
     except (KeyError, ValueError, UnicodeDecodeError, csv.Error) as err:
@@ -130,11 +138,13 @@ def load_workload_trace(traces_dir: str | Path, gpu: str, workload: str) -> Work
             raise
         # A file that is not a trace: one line naming it, never a parser's traceback.
         problem = f"no column {err}" if isinstance(err, KeyError) else str(err)
-        raise ConfigError(f"traces={str(traces_dir)!r} is invalid: its summary_train.csv or "
-                          f"summary_power_{gpu}.csv is not one of the paper's traces "
-                          f"({type(err).__name__}: {problem}); expected their columns (dataset, "
-                          "batch_size, target_metric, target_epoch, optimizer, power_limit, "
-                          "time_per_epoch, average_power)") from None
+        raise ConfigError(
+            f"traces={str(traces_dir)!r} is invalid: its summary_train.csv or "
+            f"summary_power_{gpu}.csv is not one of the paper's traces "
+            f"({type(err).__name__}: {problem}); expected their columns (dataset, "
+            "batch_size, target_metric, target_epoch, optimizer, power_limit, "
+            "time_per_epoch, average_power)"
+        ) from None
 
 
 @cache
@@ -155,12 +165,17 @@ def _load(traces_dir: Path, gpu: str, name: str) -> WorkloadTrace:
             if row["dataset"] != name or row["optimizer"] != optimizer:
                 continue
             epochs[(int(row["batch_size"]), int(row["power_limit"]))] = EpochPoint(
-                float(row["time_per_epoch"]), float(row["average_power"]))
+                float(row["time_per_epoch"]), float(row["average_power"])
+            )
     limits = tuple(sorted({p for _, p in epochs}))
-    sizes = tuple(sorted(b for b in target_epochs
-                         if all((b, p) in epochs for p in limits)))
+    sizes = tuple(sorted(b for b in target_epochs if all((b, p) in epochs for p in limits)))
     if not sizes:
         raise ConfigError(f"workload={name!r} has no batch size traced on gpu={gpu!r}")
-    return WorkloadTrace(gpu=gpu, workload=workload, batch_sizes=sizes, power_limits_w=limits,
-                         epochs=epochs,
-                         target_epochs={b: tuple(target_epochs[b]) for b in sizes})
+    return WorkloadTrace(
+        gpu=gpu,
+        workload=workload,
+        batch_sizes=sizes,
+        power_limits_w=limits,
+        epochs=epochs,
+        target_epochs={b: tuple(target_epochs[b]) for b in sizes},
+    )

@@ -32,8 +32,7 @@ class Unit:
         return "—" if value is None else f"{value / self.scale:.3g} {self.name}"
 
 
-def _fit(choices: tuple[tuple[str, float], ...], values: Sequence[float],
-         at_least: float) -> Unit:
+def _fit(choices: tuple[tuple[str, float], ...], values: Sequence[float], at_least: float) -> Unit:
     """The largest unit in which the largest value is at least ``at_least``."""
     top = max(map(abs, values), default=0.0)
     for name, scale in choices:
@@ -79,15 +78,22 @@ def show_share(fraction: float | None) -> str:
     return "—" if fraction is None else f"{100 * fraction:.1f} %"
 
 
-def observe_note(optimal_w: int | None, energy_j: float, would_save_energy_j: float,
-                 would_save_time_s: float) -> str:
+def observe_note(
+    optimal_w: int | None, energy_j: float, would_save_energy_j: float, would_save_time_s: float
+) -> str:
     """Observe mode's finding, e.g. ``observe: at 175 W it would have saved 97 kJ (12%),
     taking 3.2 min longer``."""
     share = f" ({would_save_energy_j / energy_j:.0%})" if energy_j > 0 else ""
-    energy = (f"saved {show_energy(would_save_energy_j)}{share}" if would_save_energy_j >= 0
-              else f"spent {show_energy(-would_save_energy_j)} more")
-    time = (f"finishing {show_time(would_save_time_s)} sooner" if would_save_time_s >= 0
-            else f"taking {show_time(-would_save_time_s)} longer")
+    energy = (
+        f"saved {show_energy(would_save_energy_j)}{share}"
+        if would_save_energy_j >= 0
+        else f"spent {show_energy(-would_save_energy_j)} more"
+    )
+    time = (
+        f"finishing {show_time(would_save_time_s)} sooner"
+        if would_save_time_s >= 0
+        else f"taking {show_time(-would_save_time_s)} longer"
+    )
     at = f"at {optimal_w} W" if optimal_w is not None else "at the optimum"
     return f"observe: {at} it would have {energy}, {time}"
 

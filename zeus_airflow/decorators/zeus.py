@@ -40,18 +40,30 @@ class _ZeusDecoratedOperator(DecoratedOperator, ZeusTrainOperator):
     template_fields = (*DecoratedOperator.template_fields, *ZeusTrainOperator.template_fields)
     template_fields_renderers: ClassVar[dict[str, str]] = {
         **DecoratedOperator.template_fields_renderers,
-        **ZeusTrainOperator.template_fields_renderers}
+        **ZeusTrainOperator.template_fields_renderers,
+    }
 
-    def __init__(self, *, python_callable: Callable[..., Any],
-                 op_args: Collection[Any] | None = None,
-                 op_kwargs: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        python_callable: Callable[..., Any],
+        op_args: Collection[Any] | None = None,
+        op_kwargs: Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
         if op_args:
             raise ConfigError(
                 f"{python_callable.__name__}() was called with positional arguments "
                 f"{list(op_args)!r}: expected keyword arguments only (they become the train "
-                "function's train_kwargs; its first parameter is the run)")
-        super().__init__(python_callable=_without_run(python_callable), op_kwargs=op_kwargs,
-                         train=python_callable, train_kwargs=dict(op_kwargs or {}), **kwargs)
+                "function's train_kwargs; its first parameter is the run)"
+            )
+        super().__init__(
+            python_callable=_without_run(python_callable),
+            op_kwargs=op_kwargs,
+            train=python_callable,
+            train_kwargs=dict(op_kwargs or {}),
+            **kwargs,
+        )
 
 
 def _without_run(train: Callable[..., Any]) -> Callable[..., Any]:
@@ -59,11 +71,14 @@ def _without_run(train: Callable[..., Any]) -> Callable[..., Any]:
     first parameter, the run, which the operator passes and the DAG does not."""
     signature = inspect.signature(train)
     parameters = list(signature.parameters.values())
-    if not parameters or parameters[0].kind not in (inspect.Parameter.POSITIONAL_ONLY,
-                                                    inspect.Parameter.POSITIONAL_OR_KEYWORD):
+    if not parameters or parameters[0].kind not in (
+        inspect.Parameter.POSITIONAL_ONLY,
+        inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    ):
         raise ConfigError(
             f"train={train.__name__!r} is invalid for @task.zeus: expected a function whose "
-            "first parameter takes the run, e.g. def train(run, ...)")
+            "first parameter takes the run, e.g. def train(run, ...)"
+        )
 
     def checked(*args: Any, **kwargs: Any) -> Any:  # never called: its signature is read
         raise NotImplementedError
@@ -73,8 +88,8 @@ def _without_run(train: Callable[..., Any]) -> Callable[..., Any]:
     return checked
 
 
-def zeus_task(python_callable: Callable[..., Any] | None = None, **kwargs: Any
-              ) -> TaskDecorator:
+def zeus_task(python_callable: Callable[..., Any] | None = None, **kwargs: Any) -> TaskDecorator:
     """``@task.zeus(**operator parameters)``: see the module's doc."""
-    return task_decorator_factory(python_callable=python_callable,
-                                  decorated_operator_class=_ZeusDecoratedOperator, **kwargs)
+    return task_decorator_factory(
+        python_callable=python_callable, decorated_operator_class=_ZeusDecoratedOperator, **kwargs
+    )

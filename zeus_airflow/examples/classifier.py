@@ -31,14 +31,14 @@ if TYPE_CHECKING:
 Batches = Iterable[tuple[torch.Tensor, torch.Tensor]]
 
 
-def clusters(centres_seed: int, seed: int, samples: int, *, features: int, classes: int,
-             spread: float) -> tuple[torch.Tensor, torch.Tensor]:
+def clusters(
+    centres_seed: int, seed: int, samples: int, *, features: int, classes: int, spread: float
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``samples`` labelled points: one of ``classes`` centres in ``features`` dimensions plus
     unit Gaussian noise. The centres are drawn with ``centres_seed`` (the same every day) and
     scaled by ``spread`` (a larger one separates the classes better); the sample with
     ``seed``."""
-    centres = torch.randn(classes, features,
-                          generator=torch.Generator().manual_seed(centres_seed))
+    centres = torch.randn(classes, features, generator=torch.Generator().manual_seed(centres_seed))
     draw = torch.Generator().manual_seed(seed)
     labels = torch.randint(0, classes, (samples,), generator=draw)
     return centres[labels] * spread + torch.randn(samples, features, generator=draw), labels
@@ -46,14 +46,19 @@ def clusters(centres_seed: int, seed: int, samples: int, *, features: int, class
 
 def mlp(features: int, hidden: int, classes: int) -> torch.nn.Module:
     """One hidden ReLU layer."""
-    return torch.nn.Sequential(torch.nn.Linear(features, hidden), torch.nn.ReLU(),
-                               torch.nn.Linear(hidden, classes))
+    return torch.nn.Sequential(
+        torch.nn.Linear(features, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, classes)
+    )
 
 
-def fit(run: TrainingRun, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-        epoch_batches: Callable[[int], Batches],
-        validation: tuple[torch.Tensor, torch.Tensor],
-        evaluated: torch.nn.Module | None = None) -> float:
+def fit(
+    run: TrainingRun,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    epoch_batches: Callable[[int], Batches],
+    validation: tuple[torch.Tensor, torch.Tensor],
+    evaluated: torch.nn.Module | None = None,
+) -> float:
     """Train ``model`` with cross-entropy on ``epoch_batches(epoch)`` until ``run`` ends it,
     reporting the accuracy on ``validation`` after every epoch; return the last accuracy.
     ``evaluated``: the module to validate when ``model`` wraps it (DistributedDataParallel)."""
@@ -93,8 +98,14 @@ class Task:
     base_batch_size: int = 32
 
     def sample(self, seed: int, samples: int) -> tuple[torch.Tensor, torch.Tensor]:
-        return clusters(self.centres_seed, seed, samples, features=self.features,
-                        classes=self.classes, spread=self.spread)
+        return clusters(
+            self.centres_seed,
+            seed,
+            samples,
+            features=self.features,
+            classes=self.classes,
+            spread=self.spread,
+        )
 
     def retrain(self, run: TrainingRun, seed: int) -> float:
         """A fresh MLP (initialised from ``seed``) trained at ``run.batch_size`` on the sample
@@ -103,7 +114,9 @@ class Task:
         validation = self.sample(seed + 1, self.validation_samples)
         torch.manual_seed(seed)
         model = mlp(self.features, self.hidden, self.classes)
-        optimizer = torch.optim.SGD(model.parameters(), lr=self.base_learning_rate
-                                    * math.sqrt(run.batch_size / self.base_batch_size))
+        optimizer = torch.optim.SGD(
+            model.parameters(),
+            lr=self.base_learning_rate * math.sqrt(run.batch_size / self.base_batch_size),
+        )
         loader = DataLoader(train_set, batch_size=run.batch_size, shuffle=True)
         return fit(run, model, optimizer, lambda epoch: loader, validation)

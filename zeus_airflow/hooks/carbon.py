@@ -41,10 +41,11 @@ class ElectricityMapsHook(BaseHook):
 
     @classmethod
     def get_ui_field_behaviour(cls) -> dict[str, Any]:
-        return {"hidden_fields": ["schema", "login", "port"],
-                "relabeling": {"password": "API token", "host": "Base URL"},
-                "placeholders": {"host": DEFAULT_BASE_URL,
-                                 "extra": '{"timeout_s": 10, "retries": 3}'}}
+        return {
+            "hidden_fields": ["schema", "login", "port"],
+            "relabeling": {"password": "API token", "host": "Base URL"},
+            "placeholders": {"host": DEFAULT_BASE_URL, "extra": '{"timeout_s": 10, "retries": 3}'},
+        }
 
     def __init__(self, carbon_conn_id: str = DEFAULT_CONN_ID, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -54,16 +55,21 @@ class ElectricityMapsHook(BaseHook):
         try:
             conn = BaseHook.get_connection(self.carbon_conn_id)
         except AirflowNotFoundException:
-            raise SourceError(f"carbon_conn_id={self.carbon_conn_id!r}: no such Airflow "
-                              "connection; create it with the Electricity Maps token as its "
-                              "password") from None
+            raise SourceError(
+                f"carbon_conn_id={self.carbon_conn_id!r}: no such Airflow "
+                "connection; create it with the Electricity Maps token as its "
+                "password"
+            ) from None
         if not conn.password:
-            raise SourceError(f"connection {self.carbon_conn_id!r} has no password: put the "
-                              "Electricity Maps API token there")
+            raise SourceError(
+                f"connection {self.carbon_conn_id!r} has no password: put the "
+                "Electricity Maps API token there"
+            )
         extra = conn.extra_dejson or {}
         settings = check_settings(extra, f"connection {self.carbon_conn_id!r}'s extras")
         base = extra.get("base_url") or conn.host or DEFAULT_BASE_URL
         if "://" not in base:
             base = f"https://{base}"
-        return ElectricityMapsClient(conn.password, base_url=base, cache=_CACHE,
-                                     **cast(dict[str, Any], settings))
+        return ElectricityMapsClient(
+            conn.password, base_url=base, cache=_CACHE, **cast(dict[str, Any], settings)
+        )

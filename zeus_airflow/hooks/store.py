@@ -27,8 +27,16 @@ CONN_TYPE = "zeus_store"
 """The Connection type this package registers: a PostgreSQL store given field by field."""
 URL_EXTRA = "sqlalchemy_url"
 POSTGRES_TYPES = ("postgres", "postgresql", CONN_TYPE)
-LIBPQ_EXTRAS = ("sslmode", "sslrootcert", "sslcert", "sslkey", "connect_timeout",
-                "application_name", "options", "target_session_attrs")
+LIBPQ_EXTRAS = (
+    "sslmode",
+    "sslrootcert",
+    "sslcert",
+    "sslkey",
+    "connect_timeout",
+    "application_name",
+    "options",
+    "target_session_attrs",
+)
 """Connection extras passed on to PostgreSQL; other extras (the postgres provider's
 ``cursor``...) are not libpq settings."""
 
@@ -41,38 +49,53 @@ def url_from_connection(conn: Any) -> URL:
         return normalize_url(extra[URL_EXTRA])
     if conn.conn_type in POSTGRES_TYPES:
         query = {k: str(v) for k, v in extra.items() if k in LIBPQ_EXTRAS}
-        return URL.create("postgresql+psycopg", username=conn.login or None,
-                          password=conn.password or None, host=conn.host or None,
-                          port=conn.port or None, database=conn.schema or None, query=query)
+        return URL.create(
+            "postgresql+psycopg",
+            username=conn.login or None,
+            password=conn.password or None,
+            host=conn.host or None,
+            port=conn.port or None,
+            database=conn.schema or None,
+            query=query,
+        )
     if conn.conn_type == "sqlite":
         # ``sqlite:////tmp/x.db`` as a Connection URI parses to host='' and schema='/tmp/x.db';
         # a Connection made field by field has the path in host.
         path = conn.host or conn.schema
         if not path:
-            raise StoreError(f"connection {conn.conn_id!r} (sqlite) names no database file: "
-                             "set its host to the file's absolute path")
+            raise StoreError(
+                f"connection {conn.conn_id!r} (sqlite) names no database file: "
+                "set its host to the file's absolute path"
+            )
         return URL.create("sqlite", database=path)
-    raise StoreError(f"connection {conn.conn_id!r} has conn_type {conn.conn_type!r}: expected "
-                     f"one of {', '.join((*POSTGRES_TYPES, 'sqlite'))}, or any type with "
-                     f"extra.{URL_EXTRA} set to a SQLAlchemy URL")
+    raise StoreError(
+        f"connection {conn.conn_id!r} has conn_type {conn.conn_type!r}: expected "
+        f"one of {', '.join((*POSTGRES_TYPES, 'sqlite'))}, or any type with "
+        f"extra.{URL_EXTRA} set to a SQLAlchemy URL"
+    )
 
 
-def resolve_store_location(conn_id: str | None = None, url: str | URL | None = None
-                           ) -> StoreLocation:
+def resolve_store_location(
+    conn_id: str | None = None, url: str | URL | None = None
+) -> StoreLocation:
     """The store's location with the Connection step in the chain. An empty ``url`` or
     ``conn_id`` is refused: '' is missing, never the default."""
     if url is not None:
         return resolve_location(url)
     if conn_id is not None and is_blank(conn_id):
-        raise StoreError(f"zeus_conn_id={conn_id!r} is invalid: expected the id of an Airflow "
-                         f"connection (not empty, no NUL bytes), or {DEFAULT_CONN_ID!r}")
+        raise StoreError(
+            f"zeus_conn_id={conn_id!r} is invalid: expected the id of an Airflow "
+            f"connection (not empty, no NUL bytes), or {DEFAULT_CONN_ID!r}"
+        )
     try:
         conn = BaseHook.get_connection(conn_id or DEFAULT_CONN_ID)
     except AirflowNotFoundException:
         if conn_id and conn_id != DEFAULT_CONN_ID:
-            raise StoreError(f"zeus_conn_id={conn_id!r}: no such Airflow connection; create it "
-                             f"or leave zeus_conn_id at {DEFAULT_CONN_ID!r}, which falls back "
-                             "to $ZEUS_AIRFLOW_DB_URL, then the embedded SQLite store") from None
+            raise StoreError(
+                f"zeus_conn_id={conn_id!r}: no such Airflow connection; create it "
+                f"or leave zeus_conn_id at {DEFAULT_CONN_ID!r}, which falls back "
+                "to $ZEUS_AIRFLOW_DB_URL, then the embedded SQLite store"
+            ) from None
         return resolve_location()
     return StoreLocation(url_from_connection(conn), "connection", conn.conn_id)
 
@@ -88,11 +111,16 @@ class ZeusStoreHook(BaseHook):
     @classmethod
     def get_ui_field_behaviour(cls) -> dict[str, Any]:
         """The Connection form: PostgreSQL fields, or a whole URL in the extra."""
-        return {"hidden_fields": [], "relabeling": {"schema": "Database"},
-                "placeholders": {"host": "the PostgreSQL server", "schema": "zeus",
-                                 "port": "5432",
-                                 "extra": '{"sqlalchemy_url": "sqlite:////path/zeus.db"} '
-                                          "(instead of the fields)"}}
+        return {
+            "hidden_fields": [],
+            "relabeling": {"schema": "Database"},
+            "placeholders": {
+                "host": "the PostgreSQL server",
+                "schema": "zeus",
+                "port": "5432",
+                "extra": '{"sqlalchemy_url": "sqlite:////path/zeus.db"} (instead of the fields)',
+            },
+        }
 
     def __init__(self, zeus_conn_id: str | None = DEFAULT_CONN_ID, **kwargs: Any) -> None:
         super().__init__(**kwargs)

@@ -97,16 +97,28 @@ class DistributedTraining:
     :param env: extra environment variables for the ranks.
     """
 
-    def __init__(self, target: str, nproc_per_node: int | None = None, *,
-                 env: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        target: str,
+        nproc_per_node: int | None = None,
+        *,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
         module, _, function = target.partition(":")
         if not module or not function.isidentifier():
-            raise ConfigError(f"target={target!r} is invalid: expected 'package.module:function' "
-                              "or '/path/to/file.py:function'")
-        if nproc_per_node is not None and (isinstance(nproc_per_node, bool) or not isinstance(
-                nproc_per_node, int) or nproc_per_node < 1):
-            raise ConfigError(f"nproc_per_node={nproc_per_node!r} is invalid: expected None (one "
-                              "rank per GPU) or an integer >= 1")
+            raise ConfigError(
+                f"target={target!r} is invalid: expected 'package.module:function' "
+                "or '/path/to/file.py:function'"
+            )
+        if nproc_per_node is not None and (
+            isinstance(nproc_per_node, bool)
+            or not isinstance(nproc_per_node, int)
+            or nproc_per_node < 1
+        ):
+            raise ConfigError(
+                f"nproc_per_node={nproc_per_node!r} is invalid: expected None (one "
+                "rank per GPU) or an integer >= 1"
+            )
         self.target = target
         self.nproc_per_node = nproc_per_node
         self.env = dict(env or {})
@@ -118,7 +130,8 @@ class DistributedTraining:
             raise ConfigError(
                 f"batch_sizes: batch size {run.batch_size} is invalid for {world_size} ranks: "
                 "expected a multiple of the world size, since the batch size Zeus chooses is "
-                "the global one (each rank takes batch_size / world_size)")
+                "the global one (each rank takes batch_size / world_size)"
+            )
         folder = Path(tempfile.mkdtemp(prefix="zeus-ranks-"))  # 0700: this user only
         try:
             with _RankGroup(self, run, world_size, folder, train_kwargs) as group:
@@ -141,12 +154,21 @@ class _Rank:
 class _RankGroup:
     """The ranks of one try, their channel, and the decisions they are told."""
 
-    def __init__(self, launch: DistributedTraining, run: TrainingRun, world_size: int,
-                 folder: Path, train_kwargs: Mapping[str, Any]) -> None:
+    def __init__(
+        self,
+        launch: DistributedTraining,
+        run: TrainingRun,
+        world_size: int,
+        folder: Path,
+        train_kwargs: Mapping[str, Any],
+    ) -> None:
         self.launch, self.run, self.world_size = launch, run, world_size
         self.address = str(folder / "channel")
-        self.hello = {"batch_size": run.batch_size, "world_size": world_size,
-                      "kwargs": dict(train_kwargs)}
+        self.hello = {
+            "batch_size": run.batch_size,
+            "world_size": world_size,
+            "kwargs": dict(train_kwargs),
+        }
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.listener.bind(self.address)
         self.listener.listen(world_size)
@@ -157,17 +179,30 @@ class _RankGroup:
     def __enter__(self) -> _RankGroup:
         port = _free_port()
         package_root = str(Path(__file__).resolve().parents[2])
-        base = {**os.environ, **self.launch.env,
-                "PYTHONPATH": os.pathsep.join(
-                    p for p in (package_root, os.environ.get("PYTHONPATH")) if p),
-                "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
-                "WORLD_SIZE": str(self.world_size), "LOCAL_WORLD_SIZE": str(self.world_size),
-                _ENV_CHANNEL: self.address, _ENV_PARENT: str(os.getpid())}
+        base = {
+            **os.environ,
+            **self.launch.env,
+            "PYTHONPATH": os.pathsep.join(
+                p for p in (package_root, os.environ.get("PYTHONPATH")) if p
+            ),
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port),
+            "WORLD_SIZE": str(self.world_size),
+            "LOCAL_WORLD_SIZE": str(self.world_size),
+            _ENV_CHANNEL: self.address,
+            _ENV_PARENT: str(os.getpid()),
+        }
         for rank in range(self.world_size):
-            env = {**base, "RANK": str(rank), "LOCAL_RANK": str(rank),
-                   "GROUP_RANK": "0", "ROLE_RANK": str(rank)}
-            process = subprocess.Popen([sys.executable, "-m", __name__, self.launch.target],
-                                       env=env)
+            env = {
+                **base,
+                "RANK": str(rank),
+                "LOCAL_RANK": str(rank),
+                "GROUP_RANK": "0",
+                "ROLE_RANK": str(rank),
+            }
+            process = subprocess.Popen(
+                [sys.executable, "-m", __name__, self.launch.target], env=env
+            )
             self.ranks.append(_Rank(rank, process))
         return self
 
@@ -196,11 +231,16 @@ class _RankGroup:
         sock, _ = self.listener.accept()
         conn = Connection(sock.detach())
         kind, rank_number = conn.recv()
-        if kind != "hello" or not 0 <= rank_number < self.world_size \
-                or self.ranks[rank_number].conn is not None:
+        if (
+            kind != "hello"
+            or not 0 <= rank_number < self.world_size
+            or self.ranks[rank_number].conn is not None
+        ):
             conn.close()
-            raise RankProtocolError(f"a process sent {kind!r} for rank {rank_number!r} on the "
-                                    "ranks' channel: expected each rank's hello once")
+            raise RankProtocolError(
+                f"a process sent {kind!r} for rank {rank_number!r} on the "
+                "ranks' channel: expected each rank's hello once"
+            )
         self.ranks[rank_number].conn = conn
         conn.send(("welcome", self.hello))
 
@@ -233,7 +273,8 @@ class _RankGroup:
             raise RankProtocolError(
                 f"rank {rank.rank} sent {kind!r}, which the task does not accept: a rank may "
                 "ask for the next epoch and report steps, metrics and its end; the power limit "
-                "is the task's alone")
+                "is the task's alone"
+            )
 
     def _decide(self) -> tuple[str, Any]:
         run = self.run
@@ -267,8 +308,10 @@ class _RankGroup:
             else:
                 code_text = f"exited with status {code}"
             detail = f":\n{rank.error}" if rank.error else ""
-            raise RankFailedError(f"rank {rank.rank} of {self.world_size} {code_text}; the "
-                                  f"other ranks were stopped{detail}")
+            raise RankFailedError(
+                f"rank {rank.rank} of {self.world_size} {code_text}; the "
+                f"other ranks were stopped{detail}"
+            )
 
     def _wait_for_exits(self) -> None:
         """Every rank has finished its function: let the processes end by themselves."""
@@ -302,8 +345,9 @@ class RankRun:
     """What a rank's train function drives: the same loop API as ``TrainingRun``, answered
     by the task. It holds no device: a rank cannot read or change a power limit."""
 
-    def __init__(self, conn: Connection, rank: int, local_rank: int, world_size: int,
-                 batch_size: int) -> None:
+    def __init__(
+        self, conn: Connection, rank: int, local_rank: int, world_size: int, batch_size: int
+    ) -> None:
         self._conn = conn
         self.rank = rank
         self.local_rank = local_rank
@@ -372,8 +416,9 @@ def _rank_main(target: str) -> int:
     conn = Connection(sock.detach())
     conn.send(("hello", rank))
     _, hello = conn.recv()
-    run = RankRun(conn, rank, int(os.environ["LOCAL_RANK"]), hello["world_size"],
-                  hello["batch_size"])
+    run = RankRun(
+        conn, rank, int(os.environ["LOCAL_RANK"]), hello["world_size"], hello["batch_size"]
+    )
     try:
         value = _load(target)(run, **hello["kwargs"])
     except BaseException:

@@ -58,7 +58,8 @@ def per_device_batch_size(global_batch_size: int, args: TrainingArguments) -> in
             f"expected a multiple of gradient_accumulation_steps "
             f"({args.gradient_accumulation_steps}) x processes ({args.world_size}) x GPUs per "
             f"process ({max(1, args.n_gpu)}) = {divisor}, since the batch size Zeus chooses "
-            "is the global one")
+            "is the global one"
+        )
     return global_batch_size // divisor
 
 
@@ -78,7 +79,8 @@ class ZeusTrainerCallback(TrainerCallback):
             raise ConfigError(
                 "the Trainer never evaluates (eval_strategy='no'): Zeus needs the metric "
                 f"{metric!r} to judge the run; set eval_strategy='epoch' (or 'steps') and an "
-                "eval_dataset")
+                "eval_dataset"
+            )
         self.run = run
         self.metric = metric
         self.per_device_batch_size = per_device_batch_size(run.batch_size, args)
@@ -87,43 +89,56 @@ class ZeusTrainerCallback(TrainerCallback):
         self._evaluates_per_epoch = args.eval_strategy == "epoch"
 
     # --- the Trainer's events ----------------------------------------------------------------
-    def on_train_begin(self, args: TrainingArguments, state: TrainerState,
-                       control: TrainerControl, **kwargs: Any) -> None:
-        trained = (state.train_batch_size or 0) * args.gradient_accumulation_steps \
-            * args.world_size
+    def on_train_begin(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
+        trained = (state.train_batch_size or 0) * args.gradient_accumulation_steps * args.world_size
         if trained != self.run.batch_size:
             raise ConfigError(
                 f"the Trainer trains at a global batch size of {trained}, not the "
                 f"{self.run.batch_size} Zeus chose: build ZeusTrainerCallback(run, args, ...) "
                 "before the Trainer, with the same TrainingArguments, and leave "
-                "auto_find_batch_size off")
+                "auto_find_batch_size off"
+            )
         self.run.start_training()
 
-    def on_epoch_begin(self, args: TrainingArguments, state: TrainerState,
-                       control: TrainerControl, **kwargs: Any) -> None:
+    def on_epoch_begin(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
         self.run.begin_epoch()
 
-    def on_step_end(self, args: TrainingArguments, state: TrainerState,
-                    control: TrainerControl, **kwargs: Any) -> None:
+    def on_step_end(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
         self.run.end_step()
 
-    def on_epoch_end(self, args: TrainingArguments, state: TrainerState,
-                     control: TrainerControl, **kwargs: Any) -> None:
+    def on_epoch_end(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
         self.run.end_epoch()
         if not self._evaluates_per_epoch:  # else the evaluation that follows decides
             self._stop_if_told(control)
 
-    def on_train_end(self, args: TrainingArguments, state: TrainerState,
-                     control: TrainerControl, **kwargs: Any) -> None:
+    def on_train_end(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
         """The Trainer's own ``max_steps`` ended training before Zeus said stop: the user's
         cap, not a verdict on the batch size (``TrainingRun.capped_by``)."""
-        if self.run.stop_reason is None and args.max_steps > 0 \
-                and state.global_step >= args.max_steps:
+        if (
+            self.run.stop_reason is None
+            and args.max_steps > 0
+            and state.global_step >= args.max_steps
+        ):
             self.run.capped_by(f"the Trainer's max_steps={args.max_steps}")
 
-    def on_evaluate(self, args: TrainingArguments, state: TrainerState,
-                    control: TrainerControl, metrics: dict[str, float] | None = None,
-                    **kwargs: Any) -> None:
+    def on_evaluate(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        metrics: dict[str, float] | None = None,
+        **kwargs: Any,
+    ) -> None:
         self.run.report_metric(self._metric_of(metrics or {}))
         self._stop_if_told(control)
 
@@ -140,4 +155,5 @@ class ZeusTrainerCallback(TrainerCallback):
                 return value.item() if hasattr(value, "item") else value
         raise TrainContractError(
             f"metric={self.metric!r} is not among the evaluation's metrics "
-            f"{sorted(metrics)}: name one of them (compute_metrics adds more) ({CONTRACT})")
+            f"{sorted(metrics)}: name one of them (compute_metrics adds more) ({CONTRACT})"
+        )

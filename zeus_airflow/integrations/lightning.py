@@ -72,8 +72,7 @@ class ZeusLightningCallback(Timer):
         reads its batch size from.
     """
 
-    def __init__(self, run: TrainingRun, metric: str,
-                 batch_size_attr: str = "batch_size") -> None:
+    def __init__(self, run: TrainingRun, metric: str, batch_size_attr: str = "batch_size") -> None:
         check_run(run, "ZeusLightningCallback")
         super().__init__(duration=None)
         self.run = run
@@ -91,12 +90,14 @@ class ZeusLightningCallback(Timer):
                 f"batch_sizes: batch size {self.run.batch_size} is invalid for this Trainer: "
                 f"expected a multiple of accumulate_grad_batches "
                 f"({trainer.accumulate_grad_batches}) x world_size ({trainer.world_size}) = "
-                f"{divisor}, since the batch size Zeus chooses is the global one")
+                f"{divisor}, since the batch size Zeus chooses is the global one"
+            )
         if not lightning_hasattr(pl_module, self.batch_size_attr):
             raise ConfigError(
                 f"batch_size_attr={self.batch_size_attr!r} is invalid: neither the "
                 "LightningModule, its hparams nor its DataModule has that attribute; expected "
-                "the attribute train_dataloader() reads its batch size from")
+                "the attribute train_dataloader() reads its batch size from"
+            )
         self.per_device_batch_size = self.run.batch_size // divisor
         lightning_setattr(pl_module, self.batch_size_attr, self.per_device_batch_size)
         trainer.fit_loop.max_epochs = self.run.config.max_epochs
@@ -108,15 +109,22 @@ class ZeusLightningCallback(Timer):
             raise ConfigError(
                 f"the training DataLoader has batch_size={size}, not the "
                 f"{self.per_device_batch_size} per device Zeus set in "
-                f"{self.batch_size_attr!r}: build it from that attribute in train_dataloader()")
+                f"{self.batch_size_attr!r}: build it from that attribute in train_dataloader()"
+            )
         super().on_train_start(trainer, pl_module)
         self.run.start_training()
 
     def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.run.begin_epoch()
 
-    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule,
-                           outputs: Any, batch: Any, batch_idx: int) -> None:
+    def on_train_batch_end(
+        self,
+        trainer: pl.Trainer,
+        pl_module: pl.LightningModule,
+        outputs: Any,
+        batch: Any,
+        batch_idx: int,
+    ) -> None:
         super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
         self.run.end_step()
 
@@ -155,7 +163,8 @@ class ZeusLightningCallback(Timer):
         if self.metric not in metrics:
             raise TrainContractError(
                 f"metric={self.metric!r} is not among the logged metrics {sorted(metrics)}: "
-                f"log it with self.log({self.metric!r}, ...) in validation_step ({CONTRACT})")
+                f"log it with self.log({self.metric!r}, ...) in validation_step ({CONTRACT})"
+            )
         value = metrics[self.metric]
         return float(value.item()) if hasattr(value, "item") else float(value)
 

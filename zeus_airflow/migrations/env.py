@@ -8,7 +8,11 @@ from zeus_airflow.core.store.tables import metadata
 connection = context.config.attributes.get("connection")
 if connection is None:
     raise RuntimeError("run the zeus-airflow migrations with `zeus-airflow db upgrade`")
-context.configure(connection=connection, target_metadata=metadata, version_table=VERSION_TABLE,
-                  render_as_batch=True)
+context.configure(
+    connection=connection,
+    target_metadata=metadata,
+    version_table=VERSION_TABLE,
+    render_as_batch=True,
+)
 with context.begin_transaction():
     context.run_migrations()

@@ -15,8 +15,10 @@ if TYPE_CHECKING:
 
 __all__ = ["ZeusJobLink", "ZeusTrainOperator"]
 
-_LAZY = {"ZeusJobLink": "zeus_airflow.operators.links",
-         "ZeusTrainOperator": "zeus_airflow.operators.train"}
+_LAZY = {
+    "ZeusJobLink": "zeus_airflow.operators.links",
+    "ZeusTrainOperator": "zeus_airflow.operators.train",
+}
 
 
 def __getattr__(name: str) -> Any:

@@ -25,6 +25,5 @@ class ZeusJobLink(BaseOperatorLink):
     name = "Zeus job"
 
     def get_link(self, operator: BaseOperator, *, ti_key: TaskInstanceKey) -> str:
-        job_id = getattr(operator, "job_id", None) or default_job_id(ti_key.dag_id,
-                                                                     ti_key.task_id)
+        job_id = getattr(operator, "job_id", None) or default_job_id(ti_key.dag_id, ti_key.task_id)
         return job_url(job_id)

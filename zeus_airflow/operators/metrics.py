@@ -55,19 +55,25 @@ def run_figures(result: RecurrenceResult) -> dict[str, float]:
     }
 
 
-def emit_run_metrics(result: RecurrenceResult, *, dag_id: str, task_id: str,
-                     log: logging.Logger | Any) -> None:
+def emit_run_metrics(
+    result: RecurrenceResult, *, dag_id: str, task_id: str, log: logging.Logger | Any
+) -> None:
     """Send the run's gauges through Airflow's metrics client (see the module's doc)."""
     try:
         from airflow.sdk.configuration import conf
 
         from zeus_airflow.airflow_compat import stats_gauge
 
-        tags = {"dag_id": dag_id, "task_id": task_id, "zeus_job": result.job.job_id,
-                "measurement": result.measurement}
+        tags = {
+            "dag_id": dag_id,
+            "task_id": task_id,
+            "zeus_job": result.job.job_id,
+            "measurement": result.measurement,
+        }
         untagged = conf.getboolean("metrics", "statsd_on", fallback=False) and not (
             conf.getboolean("metrics", "statsd_influxdb_enabled", fallback=False)
-            or conf.getboolean("metrics", "statsd_datadog_enabled", fallback=False))
+            or conf.getboolean("metrics", "statsd_datadog_enabled", fallback=False)
+        )
         suffix = ".".join(_segment(part) for part in (dag_id, task_id, result.measurement))
         for figure, value in run_figures(result).items():
             stats_gauge(f"{METRIC_PREFIX}.{figure}", value, tags=tags)

@@ -23,13 +23,16 @@ def replay_train(run: TrainingRun) -> dict[str, float]:
     """Replay one try: epochs to target drawn from a random traced seed of the batch size."""
     gpu = run.device
     if not isinstance(gpu, ReplayGPU):
-        raise ConfigError(f"train=replay_train is invalid with a {run.device.measurement} "
-                          "device: expected device='replay:<gpu>:<workload>'")
+        raise ConfigError(
+            f"train=replay_train is invalid with a {run.device.measurement} "
+            "device: expected device='replay:<gpu>:<workload>'"
+        )
     return ReplayTraining(gpu)(run)
 
 
-def replay_job_settings(gpu: str, workload: str,
-                        traces_dir: str | Path | None = None) -> dict[str, Any]:
+def replay_job_settings(
+    gpu: str, workload: str, traces_dir: str | Path | None = None
+) -> dict[str, Any]:
     """Operator arguments for a replayed workload: batch sizes, b0, target, max epochs."""
     trace = load_workload_trace(resolve_traces_dir(traces_dir), gpu, workload)
     return {

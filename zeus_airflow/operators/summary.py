@@ -14,16 +14,39 @@ from zeus_airflow.core.domain import RunCarbon
 from zeus_airflow.core.engine import RecurrenceResult
 from zeus_airflow.core.units import observe_note, show_emissions, show_energy, show_time
 
-XCOM_KEYS: tuple[str, ...] = ("batch_size", "power_limit_w", "energy_j", "time_s", "cost",
-                              "epochs", "reached_target", "tries", "phase", "measurement",
-                              "setup_energy_j", "setup_time_s", "optimal_power_limit_w",
-                              "would_save_energy_j", "would_save_time_s", "cpu_energy_j",
-                              "dram_energy_j", "default_cost", "budget_left_runs",
-                              "power_control")
+XCOM_KEYS: tuple[str, ...] = (
+    "batch_size",
+    "power_limit_w",
+    "energy_j",
+    "time_s",
+    "cost",
+    "epochs",
+    "reached_target",
+    "tries",
+    "phase",
+    "measurement",
+    "setup_energy_j",
+    "setup_time_s",
+    "optimal_power_limit_w",
+    "would_save_energy_j",
+    "would_save_time_s",
+    "cpu_energy_j",
+    "dram_energy_j",
+    "default_cost",
+    "budget_left_runs",
+    "power_control",
+)
 """Keys the operator pushes for every run, besides ``return_value``."""
-CARBON_XCOM_KEYS: tuple[str, ...] = ("carbon_zone", "emissions_g", "energy_cost",
-                                     "carbon_intensity_g_per_kwh", "carbon_provenance",
-                                     "start_delay_s", "expected_emissions_g", "start_reason")
+CARBON_XCOM_KEYS: tuple[str, ...] = (
+    "carbon_zone",
+    "emissions_g",
+    "energy_cost",
+    "carbon_intensity_g_per_kwh",
+    "carbon_provenance",
+    "start_delay_s",
+    "expected_emissions_g",
+    "start_reason",
+)
 """Keys pushed besides those when the task has a ``carbon_zone``."""
 
 
@@ -89,13 +112,18 @@ def carbon_xcom_values(footprint: RunCarbon) -> dict[str, Any]:
     }
 
 
-def summary_line(result: RecurrenceResult, footprint: RunCarbon | None = None,
-                 power_control: str | None = None) -> str:
+def summary_line(
+    result: RecurrenceResult, footprint: RunCarbon | None = None, power_control: str | None = None
+) -> str:
     """E.g. ``812 kJ · 114 min · b=64 · 175 W``, then what else a reader must know; figures in
     the units the UI shows them in (``core/units.py``). Limits set through zeusd say so."""
     limit = f"{result.power_limit_w} W"
-    parts = [show_energy(result.energy_j), show_time(result.time_s),
-             f"b={result.batch_size}", f"{limit} via zeusd" if power_control == "zeusd" else limit]
+    parts = [
+        show_energy(result.energy_j),
+        show_time(result.time_s),
+        f"b={result.batch_size}",
+        f"{limit} via zeusd" if power_control == "zeusd" else limit,
+    ]
     host_j = _host_energy_j(result.cpu_energy_j, result.dram_energy_j)
     if host_j is not None:
         parts.insert(1, f"CPU+DRAM {show_energy(host_j)}")
@@ -113,14 +141,24 @@ def summary_line(result: RecurrenceResult, footprint: RunCarbon | None = None,
     if not result.reached_target:
         parts.append("target not reached")
     if result.profile_unfinished:
-        parts.append(f"power profile unfinished: trained at the limits being profiled, "
-                     f"{result.power_limit_w} W last; it goes on next run")
+        parts.append(
+            f"power profile unfinished: trained at the limits being profiled, "
+            f"{result.power_limit_w} W last; it goes on next run"
+        )
     if result.unrecorded:
-        parts.append(f"NOT in the store yet ({len(result.unrecorded)} tries): the store "
-                     "failed at the end of training; the next run records it late")
+        parts.append(
+            f"NOT in the store yet ({len(result.unrecorded)} tries): the store "
+            "failed at the end of training; the next run records it late"
+        )
     if result.would_save_energy_j is not None and result.would_save_time_s is not None:
-        parts.append(observe_note(result.optimal_power_limit_w, result.energy_j,
-                                  result.would_save_energy_j, result.would_save_time_s))
+        parts.append(
+            observe_note(
+                result.optimal_power_limit_w,
+                result.energy_j,
+                result.would_save_energy_j,
+                result.would_save_time_s,
+            )
+        )
     line = " · ".join(parts)
     return line if result.measurement == "measured" else f"{line} ({result.measurement})"
 
@@ -132,8 +170,10 @@ def show_budget(result: RecurrenceResult) -> str | None:
     if left is None:
         return None
     if result.exploited_for_budget:
-        return (f"exploited: exploring would have spent more than the exploration budget "
-                f"left ({left:.1f} Default runs' worth)")
+        return (
+            f"exploited: exploring would have spent more than the exploration budget "
+            f"left ({left:.1f} Default runs' worth)"
+        )
     return f"exploration budget {left:.1f} Default runs' worth left"
 
 

@@ -169,9 +169,18 @@ class ZeusTrainOperator(BaseOperator):
         initialised CUDA. Pass your framework's own (e.g. ``jax.effects_barrier``).
     """
 
-    template_fields: Sequence[str] = ("job_id", "device", "train_kwargs", "zeus_conn_id",
-                                      "traces_dir", "carbon_zone", "carbon_source",
-                                      "carbon_conn_id", "start_deadline", "zeus_summary")
+    template_fields: Sequence[str] = (
+        "job_id",
+        "device",
+        "train_kwargs",
+        "zeus_conn_id",
+        "traces_dir",
+        "carbon_zone",
+        "carbon_source",
+        "carbon_conn_id",
+        "start_deadline",
+        "zeus_summary",
+    )
     template_fields_renderers: ClassVar[dict[str, str]] = {"train_kwargs": "json"}
     operator_extra_links = (ZeusJobLink(),)
     # The summary is set by execute(); re-sending the rendered fields afterwards puts it in
@@ -281,11 +290,14 @@ class ZeusTrainOperator(BaseOperator):
         """
         _check_arguments(kwargs)
         _check_job(kwargs)
-        kwargs = {name: plain_numbers(value) if name in _OPERATOR_CHECKS else value
-                  for name, value in kwargs.items()}
+        kwargs = {
+            name: plain_numbers(value) if name in _OPERATOR_CHECKS else value
+            for name, value in kwargs.items()
+        }
         made = super().partial(**kwargs)
-        checked = _CheckedPartial(operator_class=made.operator_class, kwargs=made.kwargs,
-                                  params=made.params)
+        checked = _CheckedPartial(
+            operator_class=made.operator_class, kwargs=made.kwargs, params=made.params
+        )
         made._expand_called = True  # replaced by ``checked``: no "never mapped" warning
         return checked
 
@@ -300,8 +312,9 @@ class ZeusTrainOperator(BaseOperator):
             try:
                 check_job_id(job_id)
             except ConfigError as err:
-                raise ConfigError(f"{err}; it is the default (<dag_id>.<task_id>): pass a "
-                                  "shorter job_id") from None
+                raise ConfigError(
+                    f"{err}; it is the default (<dag_id>.<task_id>): pass a shorter job_id"
+                ) from None
         self.job_config(job_id)  # the checks across parameters (default_batch_size...)
 
     def job_config(self, job_id: str) -> JobConfig:
@@ -320,15 +333,20 @@ class ZeusTrainOperator(BaseOperator):
             if plan.delay_s > 0:
                 from airflow.providers.standard.triggers.temporal import DateTimeTrigger
 
-                self.log.info("Zeus: deferring the start until %s, the worker slot free "
-                              "meanwhile: %s", plan.start_at.isoformat(), plan.reason)
-                self.defer(trigger=DateTimeTrigger(moment=plan.start_at),
-                           method_name="execute_planned", kwargs={"plan": plan.to_json()})
+                self.log.info(
+                    "Zeus: deferring the start until %s, the worker slot free meanwhile: %s",
+                    plan.start_at.isoformat(),
+                    plan.reason,
+                )
+                self.defer(
+                    trigger=DateTimeTrigger(moment=plan.start_at),
+                    method_name="execute_planned",
+                    kwargs={"plan": plan.to_json()},
+                )
             self.log.info("Zeus: carbon-aware start: %s", plan.reason)
         return self._train_and_publish(context, config, carbon, plan)
 
-    def execute_planned(self, context: Context, event: Any = None,
-                        plan: str | None = None) -> Any:
+    def execute_planned(self, context: Context, event: Any = None, plan: str | None = None) -> Any:
         """Resumed by the triggerer at the chosen start: train now."""
         from zeus_airflow.core.carbon.planner import StartPlan
 
@@ -337,12 +355,21 @@ class ZeusTrainOperator(BaseOperator):
         config = self.job_config(self._resolve_job_id(context))
         self.job_id = config.job_id
         if chosen is not None:
-            self.log.info("Zeus: starting at the chosen time %s, deferred %.0f s: %s",
-                          chosen.start_at.isoformat(), chosen.delay_s, chosen.reason)
+            self.log.info(
+                "Zeus: starting at the chosen time %s, deferred %.0f s: %s",
+                chosen.start_at.isoformat(),
+                chosen.delay_s,
+                chosen.reason,
+            )
         return self._train_and_publish(context, config, self._carbon_options(), chosen)
 
-    def _train_and_publish(self, context: Context, config: JobConfig,
-                           carbon: CarbonOptions | None, plan: StartPlan | None) -> Any:
+    def _train_and_publish(
+        self,
+        context: Context,
+        config: JobConfig,
+        carbon: CarbonOptions | None,
+        plan: StartPlan | None,
+    ) -> Any:
         # Imported here, not at module level, so that parsing a DAG stays light.
         from zeus_airflow.core.engine import record_late
 
@@ -362,16 +389,21 @@ class ZeusTrainOperator(BaseOperator):
             unrecorded[:] = record_late(store, unrecorded, log)
             self._keep_outbox(context, [*backlog, *unrecorded])
         result = dataclasses.replace(result, unrecorded=tuple(unrecorded))
-        footprint = None if carbon is None else self._account(carbon, grid, plan, result,
-                                                              store)
+        footprint = None if carbon is None else self._account(carbon, grid, plan, result, store)
         self._warn_if_instances_share_the_job(store, context, config.job_id)
         self._publish(context, result, footprint, control)
         if not result.reached_target:
             self._missed_target(result)
         return result.return_value
 
-    def _train(self, context: Context, config: JobConfig, store: SQLStore, spec: DeviceSpec,
-               unrecorded: list[PendingResult]) -> tuple[RecurrenceResult, str | None]:
+    def _train(
+        self,
+        context: Context,
+        config: JobConfig,
+        store: SQLStore,
+        spec: DeviceSpec,
+        unrecorded: list[PendingResult],
+    ) -> tuple[RecurrenceResult, str | None]:
         """One recurrence on the task's GPUs, their limits put back whatever happens, and
         how their limits could be changed (``summary.power_control``); ``unrecorded`` gets
         the results the store could not take."""
@@ -389,21 +421,34 @@ class ZeusTrainOperator(BaseOperator):
         # The host's CPU package and DRAM where readable, beside real GPUs only: a replayed or
         # simulated GPU's clock is not the host's, so their sum would mean nothing.
         host_energy = open_host_energy(device)
-        key = RecurrenceKey(run_id=ti.run_id, dag_id=ti.dag_id, task_id=ti.task_id,
-                            map_index=-1 if ti.map_index is None else ti.map_index,
-                            try_number=ti.try_number)
-        with closing(device), closing(host_energy) if host_energy else nullcontext(), \
-                PowerLimitGuard(device, GPULeases(store), self.log) as guard:
+        key = RecurrenceKey(
+            run_id=ti.run_id,
+            dag_id=ti.dag_id,
+            task_id=ti.task_id,
+            map_index=-1 if ti.map_index is None else ti.map_index,
+            try_number=ti.try_number,
+        )
+        with (
+            closing(device),
+            closing(host_energy) if host_energy else nullcontext(),
+            PowerLimitGuard(device, GPULeases(store), self.log) as guard,
+        ):
             self._guard = guard
             try:
-                engine = Engine(store, guard.gpus, config,
-                                ZeusPolicy(fallback=not self.fail_when_infeasible),
-                                seed=self.seed, heartbeat_s=self.heartbeat_s,
-                                # structlog's logger takes the stdlib calls the engine makes
-                                log=cast(logging.Logger, self.log),
-                                check_return=_xcom_check if self.do_xcom_push else None,
-                                synchronize=self.synchronize, host_energy=host_energy,
-                                skip_errors=(AirflowSkipException,))
+                engine = Engine(
+                    store,
+                    guard.gpus,
+                    config,
+                    ZeusPolicy(fallback=not self.fail_when_infeasible),
+                    seed=self.seed,
+                    heartbeat_s=self.heartbeat_s,
+                    # structlog's logger takes the stdlib calls the engine makes
+                    log=cast(logging.Logger, self.log),
+                    check_return=_xcom_check if self.do_xcom_push else None,
+                    synchronize=self.synchronize,
+                    host_energy=host_energy,
+                    skip_errors=(AirflowSkipException,),
+                )
                 try:
                     result = engine.run_recurrence(self._train_function(), key)
                     # Read before leaving the guard, which freezes the limits.
@@ -421,28 +466,43 @@ class ZeusTrainOperator(BaseOperator):
 
         ti = context["ti"]
         try:
-            value = ti.xcom_pull(task_ids=ti.task_id, key=OUTBOX_KEY, include_prior_dates=True,
-                                 map_indexes=UNMAPPED if ti.map_index is None
-                                 else ti.map_index)
+            value = ti.xcom_pull(
+                task_ids=ti.task_id,
+                key=OUTBOX_KEY,
+                include_prior_dates=True,
+                map_indexes=UNMAPPED if ti.map_index is None else ti.map_index,
+            )
             return outbox_from_json(value)
         except Exception as err:  # a value someone else wrote there, an XCom backend's error
-            self.log.warning("Zeus: the outbox of earlier runs (XCom %r) cannot be read, its "
-                             "results stay unrecorded: %s: %s", OUTBOX_KEY,
-                             type(err).__name__, err)
+            self.log.warning(
+                "Zeus: the outbox of earlier runs (XCom %r) cannot be read, its "
+                "results stay unrecorded: %s: %s",
+                OUTBOX_KEY,
+                type(err).__name__,
+                err,
+            )
             return []
 
     def _keep_outbox(self, context: Context, pending: list[PendingResult]) -> None:
         from zeus_airflow.core.domain import outbox_to_json
 
         if pending:
-            self.log.warning("Zeus: %d result(s) not in the store yet are kept in the XCom %r; "
-                             "the next run of this task records them (trials %s)",
-                             len(pending), OUTBOX_KEY, [p.trial_id for p in pending])
+            self.log.warning(
+                "Zeus: %d result(s) not in the store yet are kept in the XCom %r; "
+                "the next run of this task records them (trials %s)",
+                len(pending),
+                OUTBOX_KEY,
+                [p.trial_id for p in pending],
+            )
         try:
             context["ti"].xcom_push(key=OUTBOX_KEY, value=outbox_to_json(pending))
         except Exception as err:  # the first rule: the model is trained; say what is lost
-            self.log.error("Zeus: the outbox cannot be kept (%s: %s); results NOT in the "
-                           "store: %s", type(err).__name__, err, outbox_to_json(pending))
+            self.log.error(
+                "Zeus: the outbox cannot be kept (%s: %s); results NOT in the store: %s",
+                type(err).__name__,
+                err,
+                outbox_to_json(pending),
+            )
 
     # --- carbon ------------------------------------------------------------------------------
     def _carbon_options(self) -> CarbonOptions | None:
@@ -452,15 +512,22 @@ class ZeusTrainOperator(BaseOperator):
             return None
         from zeus_airflow.core.carbon.options import CarbonOptions
 
-        return CarbonOptions(self.carbon_zone, self.carbon_source,
-                             self.carbon_fallback_g_per_kwh, self.carbon_objective,
-                             self.carbon_weight, self.start_deadline, self.expected_duration)
+        return CarbonOptions(
+            self.carbon_zone,
+            self.carbon_source,
+            self.carbon_fallback_g_per_kwh,
+            self.carbon_objective,
+            self.carbon_weight,
+            self.start_deadline,
+            self.expected_duration,
+        )
 
     def _grid(self, carbon: CarbonOptions) -> Any:
         def electricitymaps() -> Any:
             from zeus_airflow.hooks.carbon import ElectricityMapsHook
 
             return ElectricityMapsHook(self.carbon_conn_id).get_conn()
+
         return carbon.grid_source(electricitymaps)
 
     def _plan_start(self, carbon: CarbonOptions, job_id: str) -> StartPlan:
@@ -476,13 +543,16 @@ class ZeusTrainOperator(BaseOperator):
         try:
             return self._plan(carbon, job_id, now, deadline)
         except Exception as err:  # the first rule: whatever broke, the run still trains
-            self.log.warning("Zeus: the start could not be planned, starting now",
-                             exc_info=True)
-            return start_now(now, f"the start could not be planned ({type(err).__name__}: "
-                             f"{err}): starting now", deadline)
+            self.log.warning("Zeus: the start could not be planned, starting now", exc_info=True)
+            return start_now(
+                now,
+                f"the start could not be planned ({type(err).__name__}: {err}): starting now",
+                deadline,
+            )
 
-    def _plan(self, carbon: CarbonOptions, job_id: str, now: datetime,
-              deadline: datetime) -> StartPlan:
+    def _plan(
+        self, carbon: CarbonOptions, job_id: str, now: datetime, deadline: datetime
+    ) -> StartPlan:
         from zeus_airflow.core.carbon.expected import expected_run
         from zeus_airflow.core.carbon.planner import plan_start, start_now
         from zeus_airflow.core.carbon.signal import SourceError
@@ -490,14 +560,18 @@ class ZeusTrainOperator(BaseOperator):
         with self._open_store().reading() as conn:
             expected = expected_run(conn, job_id, carbon.expected_duration_s)
         if expected is None:
-            return start_now(now, "the job has no finished run yet and no expected_duration "
-                             "was given: starting now", deadline)
+            return start_now(
+                now,
+                "the job has no finished run yet and no expected_duration was given: starting now",
+                deadline,
+            )
         try:
             forecast = self._grid(carbon).points(carbon.zone, now, deadline)
         except SourceError as err:
             return start_now(now, f"no forecast ({err}): starting now", deadline, expected)
-        return plan_start(now, deadline, expected, forecast,
-                          cast("Any", carbon.objective), carbon.weight)
+        return plan_start(
+            now, deadline, expected, forecast, cast("Any", carbon.objective), carbon.weight
+        )
 
     def _checked_grid(self, carbon: CarbonOptions) -> Any:
         """The carbon source, or the error that stands for it (the run's figures then fall
@@ -508,15 +582,27 @@ class ZeusTrainOperator(BaseOperator):
             return self._grid(carbon)
         except Exception as err:  # any source's error: the first rule
             fallback = carbon.fallback_g_per_kwh
-            self.log.warning("Zeus: the carbon source %r cannot be used (%s); the run's carbon "
-                             "figures fall back to %s", carbon.source, err,
-                             "no figure" if fallback is None else
-                             f"{fallback:g} gCO2e/kWh (provenance fallback)")
-            return err if isinstance(err, SourceError) else SourceError(
-                f"{type(err).__name__}: {err}")
+            self.log.warning(
+                "Zeus: the carbon source %r cannot be used (%s); the run's carbon "
+                "figures fall back to %s",
+                carbon.source,
+                err,
+                "no figure"
+                if fallback is None
+                else f"{fallback:g} gCO2e/kWh (provenance fallback)",
+            )
+            return (
+                err if isinstance(err, SourceError) else SourceError(f"{type(err).__name__}: {err}")
+            )
 
-    def _account(self, carbon: CarbonOptions, grid: Any, plan: StartPlan | None,
-                 result: RecurrenceResult, store: SQLStore) -> RunCarbon:
+    def _account(
+        self,
+        carbon: CarbonOptions,
+        grid: Any,
+        plan: StartPlan | None,
+        result: RecurrenceResult,
+        store: SQLStore,
+    ) -> RunCarbon:
         """Each try's emissions over its own span, recorded with it; the run's, returned.
         ``grid``: the source checked before training, or the error standing for it. A failing
         source falls back, saying so; a failure to record them is a warning (the measured run
@@ -528,45 +614,67 @@ class ZeusTrainOperator(BaseOperator):
         try:
             spans = store.trial_spans([t.trial_id for t in result.tries])
         except StoreError as err:
-            self.log.warning("Zeus: the tries' spans cannot be read, no carbon figures: %s",
-                             err)
+            self.log.warning("Zeus: the tries' spans cannot be read, no carbon figures: %s", err)
             spans = {}
         # A try the store could not take: the span the worker saw (its clock).
-        spans |= {p.trial_id: (p.started_at, p.finished_at) for p in result.unrecorded
-                  if p.started_at is not None and p.trial_id not in spans}
-        tries = [TrySpan(t.trial_id, t.outcome.energy_j + t.outcome.setup_energy_j,
-                         *spans[t.trial_id]) for t in result.tries if t.trial_id in spans]
+        spans |= {
+            p.trial_id: (p.started_at, p.finished_at)
+            for p in result.unrecorded
+            if p.started_at is not None and p.trial_id not in spans
+        }
+        tries = [
+            TrySpan(t.trial_id, t.outcome.energy_j + t.outcome.setup_energy_j, *spans[t.trial_id])
+            for t in result.tries
+            if t.trial_id in spans
+        ]
         try:
             run, per_try = account(grid, carbon.zone, tries, carbon.fallback, plan)
         except Exception as err:  # a source that broke mid-way: the first rule, fall back
-            self.log.warning("Zeus: the carbon figures cannot be computed from the source: "
-                             "%s: %s", type(err).__name__, err)
-            run, per_try = account(SourceError(f"{type(err).__name__}: {err}"), carbon.zone,
-                                   tries, carbon.fallback, plan)
+            self.log.warning(
+                "Zeus: the carbon figures cannot be computed from the source: %s: %s",
+                type(err).__name__,
+                err,
+            )
+            run, per_try = account(
+                SourceError(f"{type(err).__name__}: {err}"),
+                carbon.zone,
+                tries,
+                carbon.fallback,
+                plan,
+            )
         if run.provenance == "fallback":
-            self.log.warning("Zeus: the run's carbon intensity fell back to %.4g gCO2e/kWh: %s",
-                             run.intensity_g_per_kwh, run.note)
+            self.log.warning(
+                "Zeus: the run's carbon intensity fell back to %.4g gCO2e/kWh: %s",
+                run.intensity_g_per_kwh,
+                run.note,
+            )
         try:
             store.record_carbon(per_try)
         except StoreError as err:
-            self.log.warning("Zeus: the carbon figures are in the XComs but not in the store: "
-                             "%s", err)
+            self.log.warning(
+                "Zeus: the carbon figures are in the XComs but not in the store: %s", err
+            )
         return run
 
     def _missed_target(self, result: RecurrenceResult) -> None:
         """One rule every day: a run that trained but missed the target is a warning, unless
         the DAG asked for a failure."""
         final = result.final.outcome
-        message = (f"the run ended without reaching target_metric={self.target_metric} "
-                   f"(last metric {final.last_metric}, {final.stop_reason} after "
-                   f"{final.epochs} epochs at batch size {final.batch_size})")
+        message = (
+            f"the run ended without reaching target_metric={self.target_metric} "
+            f"(last metric {final.last_metric}, {final.stop_reason} after "
+            f"{final.epochs} epochs at batch size {final.batch_size})"
+        )
         if self.fail_on_missed_target:
             from zeus_airflow.core.run import TargetMissedError
 
-            raise TargetMissedError(f"{message}; failing because fail_on_missed_target=True "
-                                    "(the run is recorded)")
-        self.log.warning("Zeus: %s; the task succeeds (set fail_on_missed_target=True to fail "
-                         "it instead)", message)
+            raise TargetMissedError(
+                f"{message}; failing because fail_on_missed_target=True (the run is recorded)"
+            )
+        self.log.warning(
+            "Zeus: %s; the task succeeds (set fail_on_missed_target=True to fail it instead)",
+            message,
+        )
 
     def on_kill(self) -> None:
         """Airflow is stopping the task (marked failed, SIGTERM): restore the limits now.
@@ -612,12 +720,17 @@ class ZeusTrainOperator(BaseOperator):
                 "Zeus: map_index_template %r cannot be rendered before training (%s: %s), so "
                 "this instance's job is named by its map index %d. A template that reads "
                 "only the task's arguments (e.g. {{ task.train_kwargs['region'] }}) names "
-                "the job as the UI names the instance.", template, type(err).__name__, err,
-                map_index)
+                "the job as the UI names the instance.",
+                template,
+                type(err).__name__,
+                err,
+                map_index,
+            )
             return None
 
-    def _warn_if_instances_share_the_job(self, store: SQLStore, context: Context,
-                                         job_id: str) -> None:
+    def _warn_if_instances_share_the_job(
+        self, store: SQLStore, context: Context, job_id: str
+    ) -> None:
         """A mapped task whose instances feed one job (one job_id for all, or a
         map_index_template that renders alike) trains one bandit on every instance's data.
         Allowed, and meant with ``shared_job=True``; otherwise likely a mistake, said once
@@ -634,14 +747,22 @@ class ZeusTrainOperator(BaseOperator):
                 joined = job_instances(conn, job_id, ti.dag_id, ti.task_id)
             first_run = joined[1:2] == [ti.map_index] and _first_run_in(store, job_id, ti)
         except Exception as err:  # after training: a store fault must not fail the task
-            self.log.warning("Zeus: cannot check whether mapped instances share job %r: %s: %s",
-                             job_id, type(err).__name__, err)
+            self.log.warning(
+                "Zeus: cannot check whether mapped instances share job %r: %s: %s",
+                job_id,
+                type(err).__name__,
+                err,
+            )
             return
         if first_run:
             self.log.warning(
                 "Zeus: mapped instances %s and %d of task %s share one job, %r. For a job "
                 "per instance leave job_id unset; if sharing is meant, set shared_job=True.",
-                joined[0], ti.map_index, ti.task_id, job_id)
+                joined[0],
+                ti.map_index,
+                ti.task_id,
+                job_id,
+            )
 
     def _open_store(self) -> SQLStore:
         from zeus_airflow.hooks.store import ZeusStoreHook
@@ -649,11 +770,17 @@ class ZeusTrainOperator(BaseOperator):
         return ZeusStoreHook(zeus_conn_id=self.zeus_conn_id).get_store()
 
     def _train_function(self) -> Callable[[TrainingRun], Any]:
-        return functools.partial(self.train, **self.train_kwargs) if self.train_kwargs \
-            else self.train
+        return (
+            functools.partial(self.train, **self.train_kwargs) if self.train_kwargs else self.train
+        )
 
-    def _publish(self, context: Context, result: RecurrenceResult,
-                 footprint: RunCarbon | None = None, control: str | None = None) -> None:
+    def _publish(
+        self,
+        context: Context,
+        result: RecurrenceResult,
+        footprint: RunCarbon | None = None,
+        control: str | None = None,
+    ) -> None:
         from zeus_airflow.operators.metrics import emit_run_metrics
         from zeus_airflow.operators.summary import carbon_xcom_values, summary_line, xcom_values
 
@@ -664,8 +791,9 @@ class ZeusTrainOperator(BaseOperator):
         for key, value in values.items():
             ti.xcom_push(key=key, value=value)
         self.zeus_summary = summary_line(result, footprint, control)
-        self.log.info("Zeus: %s (job %s, %s phase)", self.zeus_summary, result.job.job_id,
-                      result.final.phase)
+        self.log.info(
+            "Zeus: %s (job %s, %s phase)", self.zeus_summary, result.job.job_id, result.final.phase
+        )
         emit_run_metrics(result, dag_id=ti.dag_id, task_id=ti.task_id, log=self.log)
 
 
@@ -692,22 +820,26 @@ _MAX_EXPANSIONS_CHECKED = 256
 
 def _check_train(value: object) -> None:
     if not callable(value):
-        raise ConfigError(f"train={value!r} is invalid: expected a function taking a "
-                          "TrainingRun")
+        raise ConfigError(f"train={value!r} is invalid: expected a function taking a TrainingRun")
 
 
 def _check_conn_id(value: object, name: str = "zeus_conn_id") -> None:
     if is_blank(value):
-        raise ConfigError(f"{name}={value!r} is invalid: expected the id of an Airflow "
-                          "connection (a non-empty string without NUL bytes)")
+        raise ConfigError(
+            f"{name}={value!r} is invalid: expected the id of an Airflow "
+            "connection (a non-empty string without NUL bytes)"
+        )
 
 
 def _check_traces_dir(value: object) -> None:
     # '' (a template rendering to nothing) is missing, not "the default traces"
-    if value is not None and (not isinstance(value, str | os.PathLike)
-                              or (isinstance(value, str) and is_blank(value))):
-        raise ConfigError(f"traces_dir={value!r} is invalid: expected None ($ZEUS_TRACES_DIR or "
-                          "the packaged traces) or the path of the traces folder (not empty)")
+    if value is not None and (
+        not isinstance(value, str | os.PathLike) or (isinstance(value, str) and is_blank(value))
+    ):
+        raise ConfigError(
+            f"traces_dir={value!r} is invalid: expected None ($ZEUS_TRACES_DIR or "
+            "the packaged traces) or the path of the traces folder (not empty)"
+        )
 
 
 def _first_run_in(store: SQLStore, job_id: str, ti: Any) -> bool:
@@ -722,9 +854,11 @@ def _first_run_in(store: SQLStore, job_id: str, ti: Any) -> bool:
 def _check_carbon(values: Mapping[str, Any]) -> None:
     """A carbon-aware start needs a zone to read the forecast of."""
     if values.get("start_deadline") is not None and values.get("carbon_zone") is None:
-        raise ConfigError(f"start_deadline={values['start_deadline']!r} is invalid without "
-                          "carbon_zone: expected carbon_zone set to a grid zone (e.g. 'DE'), "
-                          "or start_deadline=None")
+        raise ConfigError(
+            f"start_deadline={values['start_deadline']!r} is invalid without "
+            "carbon_zone: expected carbon_zone set to a grid zone (e.g. 'DE'), "
+            "or start_deadline=None"
+        )
 
 
 def _check_optional_job_id(value: object) -> None:
@@ -752,8 +886,16 @@ def _is_template_value(value: object) -> bool:
     return isinstance(value, str) and _is_template(value)
 
 
-_TEMPLATED_STRINGS = ("job_id", "device", "zeus_conn_id", "traces_dir", "carbon_zone",
-                      "carbon_source", "carbon_conn_id", "start_deadline")
+_TEMPLATED_STRINGS = (
+    "job_id",
+    "device",
+    "zeus_conn_id",
+    "traces_dir",
+    "carbon_zone",
+    "carbon_source",
+    "carbon_conn_id",
+    "start_deadline",
+)
 """Templated parameters whose value is one string: a template there is rendered at run time.
 (``train_kwargs`` is templated too, but its values are: it must be a mapping already.)"""
 
@@ -762,7 +904,8 @@ def _unknown_yet(name: str, value: object) -> bool:
     """Whether a value is only known at run time: an XCom or mapped argument, or a template
     in a templated string."""
     return isinstance(value, ResolveMixin) or (
-        name in _TEMPLATED_STRINGS and _is_template_value(value))
+        name in _TEMPLATED_STRINGS and _is_template_value(value)
+    )
 
 
 def _check_arguments(given: Mapping[str, Any]) -> None:
@@ -789,18 +932,22 @@ def _check_call(train: Callable[..., Any], train_kwargs: Mapping[str, Any]) -> N
         signature.bind(None, **train_kwargs)
     except TypeError as err:
         name = getattr(train, "__name__", repr(train))
-        raise ConfigError(f"train_kwargs={dict(train_kwargs)!r} is invalid: {name}(run, "
-                          f"**train_kwargs) cannot be called ({err}); expected keyword "
-                          "arguments that the train function takes besides its TrainingRun"
-                          ) from None
+        raise ConfigError(
+            f"train_kwargs={dict(train_kwargs)!r} is invalid: {name}(run, "
+            f"**train_kwargs) cannot be called ({err}); expected keyword "
+            "arguments that the train function takes besides its TrainingRun"
+        ) from None
 
 
 @functools.cache
 def _defaults() -> dict[str, Any]:
     """The constructor's defaults of its own parameters."""
     parameters = inspect.signature(ZeusTrainOperator.__init__).parameters
-    return {name: p.default for name, p in parameters.items()
-            if name in _OPERATOR_CHECKS and p.default is not inspect.Parameter.empty}
+    return {
+        name: p.default
+        for name, p in parameters.items()
+        if name in _OPERATOR_CHECKS and p.default is not inspect.Parameter.empty
+    }
 
 
 def _check_job(given: Mapping[str, Any]) -> None:
@@ -808,8 +955,7 @@ def _check_job(given: Mapping[str, Any]) -> None:
     if not all(name in given for name in _JOB_FIELDS):
         return
     values = {**_defaults(), **given}
-    if any(isinstance(values[name], ResolveMixin) for name in _OPERATOR_CHECKS
-           if name in values):
+    if any(isinstance(values[name], ResolveMixin) for name in _OPERATOR_CHECKS if name in values):
         return  # an XCom stands for one of them
     job_id = values["job_id"]
     if job_id is None or _is_template_value(job_id):
@@ -821,8 +967,11 @@ def _check_job(given: Mapping[str, Any]) -> None:
 def _check_expand(partial_kwargs: Mapping[str, Any], mapped: Mapping[str, Any]) -> None:
     """expand(name=[...]): each literal element on its own, then (when few enough) each
     combination with the partial() arguments as a whole job."""
-    literal = {name: value for name, value in mapped.items()
-               if isinstance(value, list | tuple) and name in _OPERATOR_CHECKS}
+    literal = {
+        name: value
+        for name, value in mapped.items()
+        if isinstance(value, list | tuple) and name in _OPERATOR_CHECKS
+    }
     for name, values in literal.items():
         for value in values:
             if not _unknown_yet(name, value):
@@ -881,8 +1030,12 @@ def _job_config(values: Mapping[str, Any], job_id: str) -> JobConfig:
         exploration_budget=values["exploration_budget"],
         cost_includes_cpu=values["cost_includes_cpu"],
         profiler=ProfilerConfig(
-            warmup_steps=values["warmup_steps"], profile_steps=values["profile_steps"],
-            warmup_s=values["warmup_s"], profile_s=values["profile_s"],
+            warmup_steps=values["warmup_steps"],
+            profile_steps=values["profile_steps"],
+            warmup_s=values["warmup_s"],
+            profile_s=values["profile_s"],
             mode=cast(PowerLimitMode, values["power_limit_mode"]),
-            selector=values["power_limit_selector"], max_slowdown=values["max_slowdown"]),
+            selector=values["power_limit_selector"],
+            max_slowdown=values["max_slowdown"],
+        ),
     )

@@ -57,18 +57,38 @@ def endpoints(spec: dict[str, Any]) -> list[Endpoint]:
         for method, op in methods.items():
             ok = op.get("responses", {}).get("200", {})
             schema = ok.get("content", {}).get("application/json", {}).get("schema", {})
-            found.append(Endpoint(
-                method.upper(), path, op.get("summary", ""), op.get("description", ""),
-                tuple(Field(p["name"], f"{p['in']}, {type_name(p.get('schema', {}))}",
-                            p.get("description", ""), bool(p.get("required")))
-                      for p in op.get("parameters", [])),
-                type_name(schema) if schema else ""))
+            found.append(
+                Endpoint(
+                    method.upper(),
+                    path,
+                    op.get("summary", ""),
+                    op.get("description", ""),
+                    tuple(
+                        Field(
+                            p["name"],
+                            f"{p['in']}, {type_name(p.get('schema', {}))}",
+                            p.get("description", ""),
+                            bool(p.get("required")),
+                        )
+                        for p in op.get("parameters", [])
+                    ),
+                    type_name(schema) if schema else "",
+                )
+            )
     return found
 
 
 def models(spec: dict[str, Any]) -> list[Model]:
     schemas = spec.get("components", {}).get("schemas", {})
-    return [Model(name, s.get("description", ""), tuple(
-        Field(field, type_name(f), f.get("description", ""), field in s.get("required", []))
-        for field, f in s.get("properties", {}).items()))
-        for name, s in sorted(schemas.items()) if not name.startswith(("HTTP", "Validation"))]
+    return [
+        Model(
+            name,
+            s.get("description", ""),
+            tuple(
+                Field(field, type_name(f), f.get("description", ""), field in s.get("required", []))
+                for field, f in s.get("properties", {}).items()
+            ),
+        )
+        for name, s in sorted(schemas.items())
+        if not name.startswith(("HTTP", "Validation"))
+    ]

@@ -29,14 +29,22 @@ from zeus_airflow.plugins.queries import JobNotFoundError
 from zeus_airflow.plugins.urls import Urls
 
 TITLE = "Zeus energy"
-DESCRIPTION = ("Per-run energy, time, batch size and GPU power limit of zeus-airflow training "
-               "jobs, for the DAGs the logged-in Airflow user may read. Energy in J (and kWh), "
-               "time in s, power in W, cost in J-equivalents.")
+DESCRIPTION = (
+    "Per-run energy, time, batch size and GPU power limit of zeus-airflow training "
+    "jobs, for the DAGs the logged-in Airflow user may read. Energy in J (and kWh), "
+    "time in s, power in W, cost in J-equivalents."
+)
 
 
 def create_app() -> FastAPI:
-    app = FastAPI(title=TITLE, description=DESCRIPTION, version=version("zeus-airflow"),
-                  docs_url=None, redoc_url=None, openapi_url=None)
+    app = FastAPI(
+        title=TITLE,
+        description=DESCRIPTION,
+        version=version("zeus-airflow"),
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
     app.include_router(api.router)
     app.include_router(pages.router)
     app.add_exception_handler(HTTPException, _http_error)
@@ -54,9 +62,15 @@ def create_app() -> FastAPI:
     @app.get("/docs", include_in_schema=False, response_class=HTMLResponse)
     def docs(request: Request, _: DagAccessDep) -> HTMLResponse:
         spec = _spec(app, request)
-        return render.page(request, "docs.html", title=TITLE, version=app.version,
-                           base=Urls.of(request).zeus(), endpoints=apidocs.endpoints(spec),
-                           models=apidocs.models(spec))
+        return render.page(
+            request,
+            "docs.html",
+            title=TITLE,
+            version=app.version,
+            base=Urls.of(request).zeus(),
+            endpoints=apidocs.endpoints(spec),
+            models=apidocs.models(spec),
+        )
 
     return app
 
@@ -73,20 +87,30 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     if exc.status_code == 401:
         return login_redirect(request)
     forbidden = exc.status_code == 403
-    return render.page(request, "message.html", status_code=exc.status_code,
-                       heading=f"{exc.status_code}: {exc.detail}",
-                       message="Your login may not read this." if forbidden else "",
-                       login=login_url(request) if forbidden else None)
+    return render.page(
+        request,
+        "message.html",
+        status_code=exc.status_code,
+        heading=f"{exc.status_code}: {exc.detail}",
+        message="Your login may not read this." if forbidden else "",
+        login=login_url(request) if forbidden else None,
+    )
 
 
-def _error(status_code: int, heading: str,
-           describe: Callable[[Exception], str] = str
-           ) -> Callable[[Request, Exception], Awaitable[Response]]:
+def _error(
+    status_code: int, heading: str, describe: Callable[[Exception], str] = str
+) -> Callable[[Request, Exception], Awaitable[Response]]:
     async def handle(request: Request, exc: Exception) -> Response:
         if is_page(request):
-            return render.page(request, "message.html", status_code=status_code,
-                               heading=heading, message=describe(exc))
+            return render.page(
+                request,
+                "message.html",
+                status_code=status_code,
+                heading=heading,
+                message=describe(exc),
+            )
         return JSONResponse({"detail": describe(exc)}, status_code=status_code)
+
     return handle
 
 
@@ -98,5 +122,7 @@ def _store_down(exc: Exception) -> str:
         return str(exc)
     cause = getattr(exc, "orig", None) or exc
     first = str(cause).strip().splitlines()[0] if str(cause).strip() else ""
-    return (f"the zeus-airflow store cannot be read ({type(cause).__name__}: {first}); "
-            "it is retried on the next request")
+    return (
+        f"the zeus-airflow store cannot be read ({type(cause).__name__}: {first}); "
+        "it is retried on the next request"
+    )

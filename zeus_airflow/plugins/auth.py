@@ -33,8 +33,7 @@ def dag_access(user: GetUserDep) -> DagAccess:
     """
     manager = get_auth_manager()
     readable = frozenset(manager.get_authorized_dag_ids(user=user, method="GET"))
-    every = manager.is_authorized_dag(method="GET", user=user) and \
-        len(readable) >= _dag_count()
+    every = manager.is_authorized_dag(method="GET", user=user) and len(readable) >= _dag_count()
     return DagAccess(all_dags=every, dag_ids=readable)
 
 

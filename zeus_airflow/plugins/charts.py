@@ -40,8 +40,14 @@ class Axis:
         return lambda v: start + (v - lo) * k
 
 
-def linear_axis(label: str, values: Sequence[float], fmt: Callable[[float], str] | None = None,
-                zero: bool = True, count: int = 5, integer: bool = False) -> Axis:
+def linear_axis(
+    label: str,
+    values: Sequence[float],
+    fmt: Callable[[float], str] | None = None,
+    zero: bool = True,
+    count: int = 5,
+    integer: bool = False,
+) -> Axis:
     """An axis spanning ``values`` (and 0 when ``zero``) with about ``count`` round ticks;
     ``integer`` (counts, run numbers) keeps the ticks on whole numbers."""
     lo = min([*values, 0.0] if zero else values, default=0.0)
@@ -76,8 +82,7 @@ def nice_step(raw: float) -> float:
 class Plot:
     """One chart. Add marks, then take :meth:`svg`."""
 
-    def __init__(self, title: str, x: Axis, y: Axis, width: int = 560,
-                 height: int = 240) -> None:
+    def __init__(self, title: str, x: Axis, y: Axis, width: int = 560, height: int = 240) -> None:
         self.title, self.x, self.y = title, x, y
         self.width, self.height = width, height
         top, right, bottom, left = MARGIN
@@ -96,8 +101,9 @@ class Plot:
         dash = ' stroke-dasharray="6 4"' if dashed else ""
         self.parts.append(f'<path class="line {cls}" d="{d}"{dash}/>')
 
-    def dots(self, points: Sequence[Point], cls: str, tips: Sequence[str] | None = None,
-             r: float = 3.0) -> None:
+    def dots(
+        self, points: Sequence[Point], cls: str, tips: Sequence[str] | None = None, r: float = 3.0
+    ) -> None:
         px, py, head = self.px, self.py, f'<circle class="dot {cls}" r="{r}"'
         for i, (x, y) in enumerate(points):
             tip = f"<title>{escape(tips[i])}</title>" if tips else ""
@@ -105,13 +111,17 @@ class Plot:
 
     def error_bar(self, x: float, lo: float, hi: float, cls: str, tip: str) -> None:
         cx, y0, y1 = self.px(x), self.py(lo), self.py(hi)
-        self.parts.append(f'<path class="bar {cls}" d="M{cx - 5:.1f},{y0:.1f}H{cx + 5:.1f}'
-                          f'M{cx:.1f},{y0:.1f}V{y1:.1f}M{cx - 5:.1f},{y1:.1f}H{cx + 5:.1f}">'
-                          f'<title>{escape(tip)}</title></path>')
+        self.parts.append(
+            f'<path class="bar {cls}" d="M{cx - 5:.1f},{y0:.1f}H{cx + 5:.1f}'
+            f'M{cx:.1f},{y0:.1f}V{y1:.1f}M{cx - 5:.1f},{y1:.1f}H{cx + 5:.1f}">'
+            f"<title>{escape(tip)}</title></path>"
+        )
 
     def label(self, x: float, y: float, text: str, dy: float = -8) -> None:
-        self.parts.append(f'<text class="note" x="{self.px(x):.1f}" y="{self.py(y) + dy:.1f}" '
-                          f'text-anchor="middle">{escape(text)}</text>')
+        self.parts.append(
+            f'<text class="note" x="{self.px(x):.1f}" y="{self.py(y) + dy:.1f}" '
+            f'text-anchor="middle">{escape(text)}</text>'
+        )
 
     def legend(self, text: str, cls: str) -> None:
         """A series' key; the page draws the keys under the chart (HTML wraps, SVG does not)."""
@@ -119,22 +129,32 @@ class Plot:
 
     def svg(self) -> Markup:
         left, top, w, h = self.area
-        out = [f'<svg class="chart" viewBox="0 0 {self.width} {self.height}" role="img" '
-               f'aria-label="{escape(self.title)}"><title>{escape(self.title)}</title>']
+        out = [
+            f'<svg class="chart" viewBox="0 0 {self.width} {self.height}" role="img" '
+            f'aria-label="{escape(self.title)}"><title>{escape(self.title)}</title>'
+        ]
         for t in self.y.ticks:
             y = round(self.py(t), 1)
-            out.append(f'<path class="grid" d="M{left},{y}H{left + w}"/>'
-                       f'<text class="tick" x="{left - 6}" y="{y + 4}" text-anchor="end">'
-                       f'{escape(self.y.fmt(t))}</text>')
+            out.append(
+                f'<path class="grid" d="M{left},{y}H{left + w}"/>'
+                f'<text class="tick" x="{left - 6}" y="{y + 4}" text-anchor="end">'
+                f"{escape(self.y.fmt(t))}</text>"
+            )
         for t in self.x.ticks:
             x = round(self.px(t), 1)
-            out.append(f'<text class="tick" x="{x}" y="{top + h + 16}" text-anchor="middle">'
-                       f'{escape(self.x.fmt(t))}</text>')
+            out.append(
+                f'<text class="tick" x="{x}" y="{top + h + 16}" text-anchor="middle">'
+                f"{escape(self.x.fmt(t))}</text>"
+            )
         out.append(f'<path class="axis" d="M{left},{top}V{top + h}H{left + w}"/>')
-        out.append(f'<text class="axis-label" x="{left + w / 2}" y="{self.height - 4}" '
-                   f'text-anchor="middle">{escape(self.x.label)}</text>')
-        out.append(f'<text class="axis-label" transform="translate(14 {top + h / 2}) '
-                   f'rotate(-90)" text-anchor="middle">{escape(self.y.label)}</text>')
+        out.append(
+            f'<text class="axis-label" x="{left + w / 2}" y="{self.height - 4}" '
+            f'text-anchor="middle">{escape(self.x.label)}</text>'
+        )
+        out.append(
+            f'<text class="axis-label" transform="translate(14 {top + h / 2}) '
+            f'rotate(-90)" text-anchor="middle">{escape(self.y.label)}</text>'
+        )
         out.extend(self.parts)
         out.append("</svg>")
         return Markup("".join(out))

@@ -52,15 +52,20 @@ class View:
     page: int = 1
 
     def keeps(self, job: FleetJob) -> bool:
-        return ((not self.dag or self.dag in job.totals.dags)
-                and (not self.phase or job.phase == self.phase)
-                and (not self.fallback or job.fallback))
+        return (
+            (not self.dag or self.dag in job.totals.dags)
+            and (not self.phase or job.phase == self.phase)
+            and (not self.fallback or job.fallback)
+        )
 
     def query(self, **changes: Any) -> str:
         """This view's query string with ``changes``, for a link (page 1 left out)."""
         chosen = {**self.__dict__, **changes}
-        return "?" + "&".join(f"{k}={v if not isinstance(v, bool) else int(v)}"
-                              for k, v in chosen.items() if v and not (k == "page" and v == 1))
+        return "?" + "&".join(
+            f"{k}={v if not isinstance(v, bool) else int(v)}"
+            for k, v in chosen.items()
+            if v and not (k == "page" and v == 1)
+        )
 
     def sort_link(self, key: str) -> str:
         """The header link: sort by ``key``, the other way round when it already is (from
@@ -96,10 +101,15 @@ def fleet_page(found: Fleet, every: Sequence[FleetJob], view: View) -> FleetPage
     if view.sort in SORTS:
         shown.sort(key=SORTS[view.sort], reverse=view.desc)
     start = (min(max(view.page, 1), pages(len(shown))) - 1) * PER_PAGE
-    return FleetPage(shown[start:start + PER_PAGE], len(shown), fleet_totals(shown),
-                     energy_chart(found.days),
-                     sorted({d for j in every for d in j.totals.dags}),
-                     sorted({j.phase for j in every if j.phase}), view)
+    return FleetPage(
+        shown[start : start + PER_PAGE],
+        len(shown),
+        fleet_totals(shown),
+        energy_chart(found.days),
+        sorted({d for j in every for d in j.totals.dags}),
+        sorted({j.phase for j in every if j.phase}),
+        view,
+    )
 
 
 TIME_TICKS = ((86400.0, "%m-%d"), (3600.0, "%H:00"), (60.0, "%H:%M"), (1.0, "%H:%M:%S"))
@@ -117,20 +127,32 @@ def energy_chart(days: Sequence[tuple[datetime, float, float]]) -> Chart | None:
     unit = energy_unit(used + default)
     first = days[0][0]
     seconds = [(d[0] - first).total_seconds() for d in days]
-    step, fmt = next(((step, fmt) for step, fmt in TIME_TICKS if seconds[-1] >= 2 * step),
-                     TIME_TICKS[-1])
+    step, fmt = next(
+        ((step, fmt) for step, fmt in TIME_TICKS if seconds[-1] >= 2 * step), TIME_TICKS[-1]
+    )
     x = [t / step for t in seconds]
     axis = linear_axis("started (UTC)", x, zero=False, integer=True)
-    axis = Axis(axis.label, axis.lo, axis.hi, axis.ticks,
-                lambda v: (first + timedelta(seconds=v * step)).strftime(fmt))
-    plot = Plot("Cumulative energy of the fleet", axis,
-                linear_axis(f"energy ({unit.name})", [v / unit.scale for v in used + default]))
+    axis = Axis(
+        axis.label,
+        axis.lo,
+        axis.hi,
+        axis.ticks,
+        lambda v: (first + timedelta(seconds=v * step)).strftime(fmt),
+    )
+    plot = Plot(
+        "Cumulative energy of the fleet",
+        axis,
+        linear_axis(f"energy ({unit.name})", [v / unit.scale for v in used + default]),
+    )
     plot.line([(i, e / unit.scale) for i, e in zip(x, used, strict=True)], "s0")
     plot.legend("the jobs' runs", "s0")
-    plot.line([(i, e / unit.scale) for i, e in zip(x, default, strict=True)], "s1",
-              dashed=True)
+    plot.line([(i, e / unit.scale) for i, e in zip(x, default, strict=True)], "s1", dashed=True)
     plot.legend("Default (estimate)", "s1")
-    return Chart("fleet-cumulative", "Cumulative energy against Default",
-                 "Solid: the energy the runs of the jobs with a Default estimate used, by "
-                 "when they started. Dashed: Default's estimate for their finished runs.",
-                 plot.svg(), tuple(plot.legend_items))
+    return Chart(
+        "fleet-cumulative",
+        "Cumulative energy against Default",
+        "Solid: the energy the runs of the jobs with a Default estimate used, by "
+        "when they started. Dashed: Default's estimate for their finished runs.",
+        plot.svg(),
+        tuple(plot.legend_items),
+    )

@@ -18,9 +18,11 @@ from zeus_airflow.operators.naming import UI_PREFIX
 if TYPE_CHECKING:
     from starlette.types import Receive, Scope, Send
 
-NAV_ICON = ("data:image/svg+xml;utf8,<svg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 24 24' "
-            "fill='none' stroke='%23{color}' stroke-width='2' stroke-linejoin='round'>"
-            "<path d='M13 2 4 14h7l-1 8 9-12h-7z'/></svg>")
+NAV_ICON = (
+    "data:image/svg+xml;utf8,<svg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 24 24' "
+    "fill='none' stroke='%23{color}' stroke-width='2' stroke-linejoin='round'>"
+    "<path d='M13 2 4 14h7l-1 8 9-12h-7z'/></svg>"
+)
 """A lightning bolt, inline: the nav icon needs no route (and no login) of its own."""
 
 
@@ -43,18 +45,35 @@ APPS = [{"app": LazyApp(), "url_prefix": UI_PREFIX, "name": "Zeus energy"}]
 VIEWS = [
     # Relative hrefs: Airflow shows them in an iframe at /plugin/<url_route>, filling in the
     # {DAG_ID}-style fields on DAG and task pages.
-    {"name": "Zeus energy", "href": f"{_ROUTE}/jobs", "destination": "nav",
-     "url_route": "zeus", "nav_top_level": True, "icon": NAV_ICON.format(color="52525b"),
-     "icon_dark_mode": NAV_ICON.format(color="d4d4d8")},
-    {"name": "Zeus energy", "href": f"{_ROUTE}/dags/{{DAG_ID}}", "destination": "dag",
-     "url_route": "zeus_dag"},
-    {"name": "Zeus energy", "href": f"{_ROUTE}/dags/{{DAG_ID}}/tasks/{{TASK_ID}}",
-     "destination": "task", "url_route": "zeus_task"},
+    {
+        "name": "Zeus energy",
+        "href": f"{_ROUTE}/jobs",
+        "destination": "nav",
+        "url_route": "zeus",
+        "nav_top_level": True,
+        "icon": NAV_ICON.format(color="52525b"),
+        "icon_dark_mode": NAV_ICON.format(color="d4d4d8"),
+    },
+    {
+        "name": "Zeus energy",
+        "href": f"{_ROUTE}/dags/{{DAG_ID}}",
+        "destination": "dag",
+        "url_route": "zeus_dag",
+    },
+    {
+        "name": "Zeus energy",
+        "href": f"{_ROUTE}/dags/{{DAG_ID}}/tasks/{{TASK_ID}}",
+        "destination": "task",
+        "url_route": "zeus_task",
+    },
     # Airflow fills {MAP_INDEX} on a mapped instance's page only; elsewhere it stays as is.
-    {"name": "Zeus energy",
-     "href": f"{_ROUTE}/dags/{{DAG_ID}}/tasks/{{TASK_ID}}?run_id={{RUN_ID}}"
-             "&map_index={MAP_INDEX}",
-     "destination": "task_instance", "url_route": "zeus_task_instance"},
+    {
+        "name": "Zeus energy",
+        "href": f"{_ROUTE}/dags/{{DAG_ID}}/tasks/{{TASK_ID}}?run_id={{RUN_ID}}"
+        "&map_index={MAP_INDEX}",
+        "destination": "task_instance",
+        "url_route": "zeus_task_instance",
+    },
 ]
 
 

@@ -54,35 +54,41 @@ def job_summaries(access: DagAccess, dag_id: str | None = None) -> list[JobSumma
     _well_formed(dag_id=dag_id)
     with store().reading() as conn:
         dags = reports.job_dags(conn)
-        ids = [j for j in access.visible(dags)
-               if dag_id is None or job_in_dag(j, dags[j], dag_id)]
+        ids = [j for j in access.visible(dags) if dag_id is None or job_in_dag(j, dags[j], dag_id)]
         history = reports.versions(conn, ids)
         return reports.summaries(conn, [reports.current(history[j]) for j in ids], history)
 
 
-def fleet(access: DagAccess, dag_id: str | None = None,
-          keep: Callable[[FleetJob], bool] = lambda job: True,
-          ids: Sequence[str] | None = None) -> tuple[Fleet, list[FleetJob]]:
+def fleet(
+    access: DagAccess,
+    dag_id: str | None = None,
+    keep: Callable[[FleetJob], bool] = lambda job: True,
+    ids: Sequence[str] | None = None,
+) -> tuple[Fleet, list[FleetJob]]:
     """The fleet page's rows: of the jobs the user may see (of ``dag_id`` only, or ``ids``
     in that order, when given), those ``keep`` keeps with their energy by day; and every
     row the user may see."""
     with store().reading() as conn:
         dags = reports.job_dags(conn)
-        chosen_ids = [j for j in (ids if ids is not None else sorted(dags))
-                      if j in dags and access.may_see_job(j, dags[j])
-                      and (dag_id is None or job_in_dag(j, dags[j], dag_id))]
+        chosen_ids = [
+            j
+            for j in (ids if ids is not None else sorted(dags))
+            if j in dags
+            and access.may_see_job(j, dags[j])
+            and (dag_id is None or job_in_dag(j, dags[j], dag_id))
+        ]
         history = reports.versions(conn, chosen_ids)
         return fleet_rows(conn, [reports.current(history[j]) for j in chosen_ids], keep)
 
 
-def job_reports(access: DagAccess, dag_id: str | None = None,
-                since: datetime | None = None) -> list[reports.JobReport]:
+def job_reports(
+    access: DagAccess, dag_id: str | None = None, since: datetime | None = None
+) -> list[reports.JobReport]:
     """``zeus-airflow report``'s figures for every job the user may see (of ``dag_id``
     only, when given), by job id."""
     with store().reading() as conn:
         dags = reports.job_dags(conn)
-        ids = [j for j in access.visible(dags)
-               if dag_id is None or job_in_dag(j, dags[j], dag_id)]
+        ids = [j for j in access.visible(dags) if dag_id is None or job_in_dag(j, dags[j], dag_id)]
         return reports.report(conn, sorted(ids), since)
 
 
@@ -93,8 +99,9 @@ def job_detail(access: DagAccess, job_id: str, version: int | None = None) -> Jo
         return reports.detail(conn, _summary(conn, access, job_id, version))
 
 
-def job_runs(access: DagAccess, job_id: str, version: int | None = None
-             ) -> tuple[JobSummary, tuple[RunRecord, ...]]:
+def job_runs(
+    access: DagAccess, job_id: str, version: int | None = None
+) -> tuple[JobSummary, tuple[RunRecord, ...]]:
     """One version of a job with its runs, oldest first."""
     _well_formed(job_id=job_id)
     with store().reading() as conn:
@@ -102,30 +109,36 @@ def job_runs(access: DagAccess, job_id: str, version: int | None = None
         return summary, reports.runs(conn, summary.version.pk)
 
 
-def _summary(conn: Connection, access: DagAccess, job_id: str,
-             version: int | None) -> JobSummary:
+def _summary(conn: Connection, access: DagAccess, job_id: str, version: int | None) -> JobSummary:
     dags = reports.job_dags(conn, job_id)
     if job_id not in dags or not access.may_see_job(job_id, dags[job_id]):
         raise JobNotFoundError(f"no job {job_id!r} that you may read")
     history = reports.versions(conn, [job_id])[job_id]
-    chosen = reports.current(history) if version is None else next(
-        (v for v in history if v.version == version), None)
+    chosen = (
+        reports.current(history)
+        if version is None
+        else next((v for v in history if v.version == version), None)
+    )
     if chosen is None:
         known = ", ".join(str(v.version) for v in history)
         raise JobNotFoundError(f"job {job_id!r} has no version {version}: it has {known}")
     return reports.summaries(conn, [chosen], {job_id: history})[0]
 
 
-def instance_job(access: DagAccess, dag_id: str, task_id: str, map_index: int | None = None,
-                 run_id: str | None = None) -> str:
+def instance_job(
+    access: DagAccess,
+    dag_id: str,
+    task_id: str,
+    map_index: int | None = None,
+    run_id: str | None = None,
+) -> str:
     """The job a task instance fed (in ``run_id`` when it ran there, else lately);
     ``map_index`` None: any instance of the task."""
     _well_formed(dag_id=dag_id, task_id=task_id, run_id=run_id)
     with store().reading() as conn:
         job_id = reports.instance_job(conn, dag_id, task_id, map_index, run_id)
         if job_id is None:
-            raise JobNotFoundError(f"task {task_id!r} of DAG {dag_id!r} has not run a Zeus "
-                                   "job yet")
+            raise JobNotFoundError(f"task {task_id!r} of DAG {dag_id!r} has not run a Zeus job yet")
         if not access.may_see_job(job_id, reports.job_dags(conn, job_id)[job_id]):
             raise JobNotFoundError(f"no job of task {task_id!r} that you may read")
         return job_id
@@ -140,8 +153,10 @@ def task_jobs(access: DagAccess, dag_id: str, task_id: str) -> list[JobSummary]:
         dags = reports.job_dags(conn)
         ids = [j for j in ids if access.may_see_job(j, dags[j])]
         if not ids:
-            raise JobNotFoundError(f"task {task_id!r} of DAG {dag_id!r} has not run a Zeus "
-                                   "job yet, or none that you may read")
+            raise JobNotFoundError(
+                f"task {task_id!r} of DAG {dag_id!r} has not run a Zeus "
+                "job yet, or none that you may read"
+            )
         history = reports.versions(conn, ids)
         return reports.summaries(conn, [reports.current(history[j]) for j in ids], history)
 
@@ -168,8 +183,13 @@ class RunPage:
         return max(1, -(-self.total // self.per_page))
 
 
-def run_page(runs: tuple[RunRecord, ...], page: int = 1, per_page: int = DEFAULT_PER_PAGE,
-             run_id: str | None = None, map_index: int | None = None) -> RunPage:
+def run_page(
+    runs: tuple[RunRecord, ...],
+    page: int = 1,
+    per_page: int = DEFAULT_PER_PAGE,
+    run_id: str | None = None,
+    map_index: int | None = None,
+) -> RunPage:
     """Page ``page`` (1-based) of the runs, newest first; with ``run_id`` (and
     ``map_index``), the page that holds that run instead."""
     newest = runs[::-1]
@@ -177,10 +197,14 @@ def run_page(runs: tuple[RunRecord, ...], page: int = 1, per_page: int = DEFAULT
         at = next((i for i, r in enumerate(newest) if is_run(r, run_id, map_index)), None)
         page = 1 if at is None else at // per_page + 1
     page = min(max(page, 1), max(1, -(-len(newest) // per_page)))
-    chosen = newest[(page - 1) * per_page: page * per_page]
+    chosen = newest[(page - 1) * per_page : page * per_page]
     dates = logical_dates(chosen)
-    return RunPage(len(newest), page, per_page, tuple(
-        RunRow(r, dates.get((r.dag_id, r.run_id))) for r in chosen))
+    return RunPage(
+        len(newest),
+        page,
+        per_page,
+        tuple(RunRow(r, dates.get((r.dag_id, r.run_id))) for r in chosen),
+    )
 
 
 def is_run(run: RunRecord, run_id: str | None, map_index: int | None) -> bool:
@@ -199,6 +223,7 @@ def logical_dates(runs: tuple[RunRecord, ...]) -> dict[tuple[str, str], datetime
     if not keys:
         return {}
     query = select(DagRun.dag_id, DagRun.run_id, DagRun.logical_date, DagRun.run_after).where(
-        tuple_(DagRun.dag_id, DagRun.run_id).in_(sorted(keys)))
+        tuple_(DagRun.dag_id, DagRun.run_id).in_(sorted(keys))
+    )
     with create_session() as session:
         return {(d, r): logical or after for d, r, logical, after in session.execute(query)}

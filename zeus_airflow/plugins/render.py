@@ -29,13 +29,13 @@ DEFAULT_METHOD = (
     "energy and time per run are the mean over this job's runs of b0 that reached the target, "
     "each scaled from the limit it trained at to the maximum limit by b0's power profile "
     "(energy and time per step at both limits). Runs of b0 that missed the target are left "
-    "out, which can only make Default look cheaper: the savings are a conservative estimate.")
+    "out, which can only make Default look cheaper: the savings are a conservative estimate."
+)
 MEASUREMENT_HELP = {
     "measured": "measured on real GPUs through NVML",
     "replayed": "replayed from the Zeus paper's measured traces on a virtual clock",
     "simulated": "real training steps, with GPU power from a model fitted to the paper's traces",
 }
-
 
 
 @dataclass(frozen=True)
@@ -47,8 +47,10 @@ class Assets:
 @functools.cache
 def assets() -> Assets:
     static = files("zeus_airflow.plugins").joinpath("static")
-    return Assets(Markup(static.joinpath("zeus.css").read_text()),
-                  Markup(static.joinpath("theme.js").read_text()))
+    return Assets(
+        Markup(static.joinpath("zeus.css").read_text()),
+        Markup(static.joinpath("theme.js").read_text()),
+    )
 
 
 def _share(part: float | None, whole: float | None) -> str:
@@ -71,17 +73,32 @@ def _figure(value: float | None, kind: str) -> str:
 
 @functools.cache
 def environment() -> Environment:
-    env = Environment(loader=PackageLoader("zeus_airflow.plugins", "templates"),
-                      autoescape=True, trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(energy=show_energy, kwh=show_kwh, duration=show_time, cost=show_cost,
-                       when=_when, share=_share, emissions=show_emissions, figure=_figure)
-    env.globals.update(measurement_help=MEASUREMENT_HELP, default_method=DEFAULT_METHOD,
-                       run_status=STATUS_SHOWN)
+    env = Environment(
+        loader=PackageLoader("zeus_airflow.plugins", "templates"),
+        autoescape=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(
+        energy=show_energy,
+        kwh=show_kwh,
+        duration=show_time,
+        cost=show_cost,
+        when=_when,
+        share=_share,
+        emissions=show_emissions,
+        figure=_figure,
+    )
+    env.globals.update(
+        measurement_help=MEASUREMENT_HELP, default_method=DEFAULT_METHOD, run_status=STATUS_SHOWN
+    )
     return env
 
 
-def page(request: Request, template: str, status_code: int = 200,
-         **context: Any) -> HTMLResponse:
-    html = environment().get_template(template).render(
-        urls=Urls.of(request), assets=assets(), **context)
+def page(request: Request, template: str, status_code: int = 200, **context: Any) -> HTMLResponse:
+    html = (
+        environment()
+        .get_template(template)
+        .render(urls=Urls.of(request), assets=assets(), **context)
+    )
     return HTMLResponse(html, status_code=status_code)

@@ -43,18 +43,21 @@ from zeus_airflow.core.units import J_PER_KWH
 from zeus_airflow.sim.simulator import SimulationSpec, job_config
 
 ARMS = ("default", "zeus", "carbon", "both_guess", "both")
-ARM_NAMES = {"default": "Default (b0, max power, on schedule)",
-             "zeus": "Zeus alone (on schedule)",
-             "carbon": "Carbon-aware start alone (b0, guessed duration)",
-             "both_guess": "Zeus + carbon-aware start (guessed duration)",
-             "both": "Zeus + carbon-aware start (learned duration)"}
+ARM_NAMES = {
+    "default": "Default (b0, max power, on schedule)",
+    "zeus": "Zeus alone (on schedule)",
+    "carbon": "Carbon-aware start alone (b0, guessed duration)",
+    "both_guess": "Zeus + carbon-aware start (guessed duration)",
+    "both": "Zeus + carbon-aware start (learned duration)",
+}
 HOUR = timedelta(hours=1)
 EPOCH = datetime(2026, 3, 2, tzinfo=UTC)
 """The synthetic trace's first day (a Monday)."""
 
 
-def synthetic_intensity(days: int, seed: int, start: datetime = EPOCH,
-                        base_g: float = 380.0) -> list[GridPoint]:
+def synthetic_intensity(
+    days: int, seed: int, start: datetime = EPOCH, base_g: float = 380.0
+) -> list[GridPoint]:
     """An hourly trace, in gCO2e/kWh, shaped like a solar-heavy grid's; SYNTHETIC.
 
     Per hour: ``base_g`` times a daily shape (a midday solar dip of up to -45 % centred on
@@ -69,8 +72,8 @@ def synthetic_intensity(days: int, seed: int, start: datetime = EPOCH,
         sun = 0.6 * sun + 0.4 * float(rng.uniform(0.3, 1.3))
         weekend = 0.92 if (start + day * 24 * HOUR).weekday() >= 5 else 1.0
         for hour in range(24):
-            solar = -0.45 * min(sun, 1.0) * math.exp(-((hour - 13) / 2.5) ** 2 / 2)
-            evening = 0.20 * math.exp(-((hour - 19) / 1.8) ** 2 / 2)
+            solar = -0.45 * min(sun, 1.0) * math.exp(-(((hour - 13) / 2.5) ** 2) / 2)
+            evening = 0.20 * math.exp(-(((hour - 19) / 1.8) ** 2) / 2)
             g = base_g * (1 + solar + evening) * weekend * float(rng.normal(1.0, 0.05))
             price = 30 + 0.17 * g + float(rng.normal(0, 4))
             moment = start + (24 * day + hour) * HOUR
@@ -130,15 +133,24 @@ def _window(points: Sequence[GridPoint], start: datetime, end: datetime) -> list
     return [p for p in points if p.end > start and p.start < end]
 
 
-def _forecast(points: Sequence[GridPoint], error: float,
-              rng: np.random.Generator) -> list[GridPoint]:
-    return [GridPoint(p.start, p.end, p.intensity_g_per_kwh * max(0.05, float(rng.normal(
-        1.0, error))), "forecast", p.price_per_mwh) for p in points]
+def _forecast(
+    points: Sequence[GridPoint], error: float, rng: np.random.Generator
+) -> list[GridPoint]:
+    return [
+        GridPoint(
+            p.start,
+            p.end,
+            p.intensity_g_per_kwh * max(0.05, float(rng.normal(1.0, error))),
+            "forecast",
+            p.price_per_mwh,
+        )
+        for p in points
+    ]
 
 
-def run_carbon_experiment(spec: CarbonExperimentSpec,
-                          grid: Sequence[GridPoint] | None = None,
-                          trace_label: str = "") -> CarbonExperimentResult:
+def run_carbon_experiment(
+    spec: CarbonExperimentSpec, grid: Sequence[GridPoint] | None = None, trace_label: str = ""
+) -> CarbonExperimentResult:
     """The four arms over ``spec.days`` days of ``grid`` (default: the synthetic trace)."""
     trace = load_workload_trace(Path(spec.traces_dir), spec.gpu, spec.workload)
     if grid is None:
@@ -155,9 +167,19 @@ def run_carbon_experiment(spec: CarbonExperimentSpec,
     for name, policy in (("default", DefaultPolicy()), ("zeus", ZeusPolicy())):
         gpu = ReplayGPU(trace)
         store = SQLStore.in_memory()
-        engines[name] = (Engine(store, gpu, job_config(trace, sim), policy, seed=spec.seed,
-                                heartbeat_s=None, log=quiet),
-                         ReplayTraining(gpu, seed=spec.seed), store)
+        engines[name] = (
+            Engine(
+                store,
+                gpu,
+                job_config(trace, sim),
+                policy,
+                seed=spec.seed,
+                heartbeat_s=None,
+                log=quiet,
+            ),
+            ReplayTraining(gpu, seed=spec.seed),
+            store,
+        )
     arms = {arm: ArmResult(arm) for arm in ARMS}
     rng = np.random.default_rng(spec.seed + 1000)
     job_id = job_config(trace, sim).job_id
@@ -174,7 +196,8 @@ def run_carbon_experiment(spec: CarbonExperimentSpec,
             train.recurrence = day
             runs[name] = engine.run_recurrence(train, RecurrenceKey(run_id=f"day-{day}"))
         starts = {
-            "default": scheduled, "zeus": scheduled,
+            "default": scheduled,
+            "zeus": scheduled,
             "carbon": plan_start(scheduled, deadline, guessed, forecast).start_at,
             "both": plan_start(scheduled, deadline, learned or guessed, forecast).start_at,
         }
@@ -185,8 +208,9 @@ def run_carbon_experiment(spec: CarbonExperimentSpec,
             end = begin + timedelta(seconds=run.time_s)
             result = arms[arm]
             result.energy_j.append(run.energy_j)
-            result.emissions_g.append(run.energy_j / J_PER_KWH * _mean_intensity(
-                _window(grid, begin, end), begin, end))
+            result.emissions_g.append(
+                run.energy_j / J_PER_KWH * _mean_intensity(_window(grid, begin, end), begin, end)
+            )
             result.delay_s.append((begin - scheduled).total_seconds())
             if end > deadline:
                 result.late_days.append(day)
@@ -195,21 +219,26 @@ def run_carbon_experiment(spec: CarbonExperimentSpec,
     for p in grid:
         shape[p.start.hour] += p.intensity_g_per_kwh
         counts[p.start.hour] += 1
-    return CarbonExperimentResult(spec, trace_label, arms,
-                                  [s / max(c, 1) for s, c in zip(shape, counts, strict=True)])
+    return CarbonExperimentResult(
+        spec, trace_label, arms, [s / max(c, 1) for s, c in zip(shape, counts, strict=True)]
+    )
 
 
 def table(result: CarbonExperimentResult) -> str:
     """A Markdown table of the arms: total emissions against Default, energy, delays."""
     default = sum(result.arms["default"].emissions_g)
-    lines = ["| arm | emissions (kgCO2e, replayed) | vs Default | energy (kWh, replayed) | "
-             "mean start delay (h) | runs past deadline |",
-             "|---|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| arm | emissions (kgCO2e, replayed) | vs Default | energy (kWh, replayed) | "
+        "mean start delay (h) | runs past deadline |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
     for arm in ARMS:
         r = result.arms[arm]
         total = sum(r.emissions_g)
         change = 100 * (total / default - 1)
-        lines.append(f"| {ARM_NAMES[arm]} | {total / 1000:.2f} | {change:+.1f} %"
-                     f" | {sum(r.energy_j) / J_PER_KWH:.1f} | "
-                     f"{sum(r.delay_s) / len(r.delay_s) / 3600:.1f} | {r.late} |")
+        lines.append(
+            f"| {ARM_NAMES[arm]} | {total / 1000:.2f} | {change:+.1f} %"
+            f" | {sum(r.energy_j) / J_PER_KWH:.1f} | "
+            f"{sum(r.delay_s) / len(r.delay_s) / 3600:.1f} | {r.late} |"
+        )
     return "\n".join(lines)

@@ -92,8 +92,9 @@ class Drift:
             wanted = math.log2(b / self.batch_scale)
             return min(sizes, key=lambda s: abs(math.log2(s) - wanted))
 
-        after = {b: tuple(e * self.difficulty for e in trace.target_epochs[source(b)])
-                 for b in sizes}
+        after = {
+            b: tuple(e * self.difficulty for e in trace.target_epochs[source(b)]) for b in sizes
+        }
         return dataclasses.replace(trace, target_epochs=after)
 
 
@@ -119,8 +120,9 @@ class DriftSpec:
 
     def __post_init__(self) -> None:
         check_int("recurrences", self.recurrences, minimum=2)
-        check_int_below("switch_at", self.switch_at, minimum=1, bound="recurrences",
-                        below=self.recurrences)
+        check_int_below(
+            "switch_at", self.switch_at, minimum=1, bound="recurrences", below=self.recurrences
+        )
 
     @property
     def label(self) -> str:
@@ -130,9 +132,19 @@ class DriftSpec:
         return "detection" if self.window is None else f"detection, {window}"
 
     def simulation_spec(self) -> SimulationSpec:
-        return SimulationSpec("zeus", self.gpu, self.workload, self.seed, self.traces_dir,
-                              self.eta, self.beta, self.window, self.recurrences,
-                              self.drift_detection, self.exploration_budget)
+        return SimulationSpec(
+            "zeus",
+            self.gpu,
+            self.workload,
+            self.seed,
+            self.traces_dir,
+            self.eta,
+            self.beta,
+            self.window,
+            self.recurrences,
+            self.drift_detection,
+            self.exploration_budget,
+        )
 
 
 @dataclass(frozen=True)
@@ -173,11 +185,13 @@ def runs_to_tell_apart(trace: WorkloadTrace, optimum: Expected, eta: float) -> d
     return needed
 
 
-def indistinguishable(trace: WorkloadTrace, optimum: Expected, eta: float,
-                      recurrences: int) -> tuple[int, ...]:
+def indistinguishable(
+    trace: WorkloadTrace, optimum: Expected, eta: float, recurrences: int
+) -> tuple[int, ...]:
     """The sizes that ``recurrences`` runs of each could not tell from ``optimum``."""
-    return tuple(b for b, runs in runs_to_tell_apart(trace, optimum, eta).items()
-                 if runs > recurrences)
+    return tuple(
+        b for b, runs in runs_to_tell_apart(trace, optimum, eta).items() if runs > recurrences
+    )
 
 
 def optima(spec: DriftSpec) -> Optima:
@@ -189,15 +203,20 @@ def optima(spec: DriftSpec) -> Optima:
         raise ConfigError(
             f"difficulty={spec.drift.difficulty} is invalid for {spec.gpu} {spec.workload}: "
             f"no batch size would reach the target within max_epochs="
-            f"{trace.workload.max_epochs}; expected a smaller difficulty")
+            f"{trace.workload.max_epochs}; expected a smaller difficulty"
+        )
     before, after = oracle(trace, spec.eta), oracle(drifted, spec.eta)
     if after.batch_size == before.batch_size:
         raise ConfigError(
             f"batch_scale={spec.drift.batch_scale}, difficulty={spec.drift.difficulty} is "
             f"invalid for {spec.gpu} {spec.workload}: the optimal batch size stays "
-            f"{before.batch_size}; expected a drift that moves it (try another batch_scale)")
-    return Optima(before, after, indistinguishable(drifted, after, spec.eta,
-                                                   spec.recurrences - spec.switch_at))
+            f"{before.batch_size}; expected a drift that moves it (try another batch_scale)"
+        )
+    return Optima(
+        before,
+        after,
+        indistinguishable(drifted, after, spec.eta, spec.recurrences - spec.switch_at),
+    )
 
 
 @dataclass
@@ -218,35 +237,45 @@ class DriftResult(Recurrences):
     def regret(self) -> list[float]:
         """Cost minus the expected cost of the optimum of the recurrence's phase."""
         switch = self.spec.switch_at
-        return [c - (self.optima.before.cost if i < switch else self.optima.after.cost)
-                for i, c in enumerate(self.cost)]
+        return [
+            c - (self.optima.before.cost if i < switch else self.optima.after.cost)
+            for i, c in enumerate(self.cost)
+        ]
 
     @property
     def regret_after_switch(self) -> float:
         """The extra cost of adapting: cumulative regret from the switch to the end."""
-        return sum(self.regret[self.spec.switch_at:])
+        return sum(self.regret[self.spec.switch_at :])
 
     @property
     def adaptation_delay(self) -> int | None:
-        return adaptation_delay(self.batch_size[self.spec.switch_at:],
-                                self.optima.after.batch_size)
+        return adaptation_delay(
+            self.batch_size[self.spec.switch_at :], self.optima.after.batch_size
+        )
 
     @property
     def near_adaptation_delay(self) -> int | None:
         """As ``adaptation_delay``, a pick of an indistinguishable size counting as a hit."""
-        return adaptation_delay(self.batch_size[self.spec.switch_at:],
-                                self.optima.after.batch_size,
-                                also=self.optima.indistinguishable_after)
+        return adaptation_delay(
+            self.batch_size[self.spec.switch_at :],
+            self.optima.after.batch_size,
+            also=self.optima.indistinguishable_after,
+        )
 
 
-def adaptation_delay(chosen: list[int], optimum: int, horizon: int = ADAPT_HORIZON,
-                     share: float = ADAPT_SHARE, also: tuple[int, ...] = ()) -> int | None:
+def adaptation_delay(
+    chosen: list[int],
+    optimum: int,
+    horizon: int = ADAPT_HORIZON,
+    share: float = ADAPT_SHARE,
+    also: tuple[int, ...] = (),
+) -> int | None:
     """Recurrences after the switch until ``horizon`` consecutive ones pick ``optimum`` (or a
     size in ``also``) in at least ``share`` of them; None when that never happens within
     ``chosen``."""
     hits = [b == optimum or b in also for b in chosen]
     for start in range(len(hits) - horizon + 1):
-        if sum(hits[start:start + horizon]) >= share * horizon:
+        if sum(hits[start : start + horizon]) >= share * horizon:
             return start
     return None
 
@@ -259,16 +288,22 @@ def run_drift(spec: DriftSpec) -> DriftResult:
     gpu = ReplayGPU(trace)
     quiet = logging.getLogger("zeus_airflow.sim.drift")
     quiet.setLevel(logging.ERROR)
-    engine = Engine(SQLStore.in_memory(), gpu, job_config(trace, spec.simulation_spec()),
-                    ZeusPolicy(), seed=spec.seed, heartbeat_s=None, log=quiet)
+    engine = Engine(
+        SQLStore.in_memory(),
+        gpu,
+        job_config(trace, spec.simulation_spec()),
+        ZeusPolicy(),
+        seed=spec.seed,
+        heartbeat_s=None,
+        log=quiet,
+    )
     train = ReplayTraining(gpu, seed=spec.seed)
     exploration: list[ExplorationStep] = []
     started = time.perf_counter()
     for index in range(spec.recurrences):
         if index == spec.switch_at:
             gpu.trace = drifted  # the replay now draws epochs-to-target from the drifted curve
-            result.survivors_at_switch = pruning_state(engine.config,
-                                                       tuple(exploration)).survivors
+            result.survivors_at_switch = pruning_state(engine.config, tuple(exploration)).survivors
         train.recurrence = index
         outcome = engine.run_recurrence(train, RecurrenceKey(run_id=f"recurrence-{index}"))
         exploration.extend(_exploration_steps(outcome))
@@ -279,5 +314,8 @@ def run_drift(spec: DriftSpec) -> DriftResult:
 
 def _exploration_steps(result: RecurrenceResult) -> list[ExplorationStep]:
     """The pruning walk's steps in a recurrence, as the store hands them to the policy."""
-    return [ExplorationStep(t.outcome.batch_size, t.outcome.reached_target, t.outcome.cost)
-            for t in result.tries if t.phase in EXPLORATION_PHASES]
+    return [
+        ExplorationStep(t.outcome.batch_size, t.outcome.reached_target, t.outcome.cost)
+        for t in result.tries
+        if t.phase in EXPLORATION_PHASES
+    ]

@@ -31,41 +31,76 @@ def plot_drift(results: Sequence[DriftResult], path: Path) -> None:
         example = next(r for r in runs if r.spec.seed == example_seed)
         x = np.arange(len(example.batch_size))
         # A small vertical offset keeps the two windows' markers apart on the log axis.
-        chosen_ax.plot(x, np.array(example.batch_size) * (1.04 if index else 0.96), ".",
-                       color=color, markersize=4, label=label)
-        cost_ax.plot(x, np.array(example.cost) / 1e6, ".-", color=color, linewidth=0.6,
-                     markersize=3, label=label)
+        chosen_ax.plot(
+            x,
+            np.array(example.batch_size) * (1.04 if index else 0.96),
+            ".",
+            color=color,
+            markersize=4,
+            label=label,
+        )
+        cost_ax.plot(
+            x,
+            np.array(example.cost) / 1e6,
+            ".-",
+            color=color,
+            linewidth=0.6,
+            markersize=3,
+            label=label,
+        )
         able = [r for r in runs if r.can_adapt] or runs
         hits = np.array([[b == optima.after.batch_size for b in r.batch_size] for r in able])
-        share = np.convolve(hits.mean(axis=0), np.ones(ADAPT_HORIZON) / ADAPT_HORIZON,
-                            mode="valid")
+        share = np.convolve(hits.mean(axis=0), np.ones(ADAPT_HORIZON) / ADAPT_HORIZON, mode="valid")
         share_ax.plot(np.arange(len(share)), share, color=color, label=label)
-        after = np.array([np.cumsum(r.regret[spec.switch_at:]) for r in able]) / 1e6
-        every = np.array([np.cumsum(r.regret[spec.switch_at:]) for r in runs]) / 1e6
+        after = np.array([np.cumsum(r.regret[spec.switch_at :]) for r in able]) / 1e6
+        every = np.array([np.cumsum(r.regret[spec.switch_at :]) for r in runs]) / 1e6
         steps = np.arange(spec.switch_at, spec.switch_at + after.shape[1])
-        regret_ax.plot(steps, after.mean(axis=0), color=color,
-                       label=f"{label}: mean, range ({len(able)} adaptable seeds)")
-        regret_ax.fill_between(steps, after.min(axis=0), after.max(axis=0), color=color,
-                               alpha=0.15)
-        regret_ax.plot(steps, every.mean(axis=0), color=color, linestyle="--",
-                       label=f"{label}: mean over all {len(runs)} seeds")
-    chosen_ax.axhline(optima.before.batch_size, color="gray", linestyle=":",
-                      label=f"optimum before ({optima.before.batch_size})")
-    chosen_ax.axhline(optima.after.batch_size, color="black", linestyle="--",
-                      label=f"optimum after ({optima.after.batch_size})")
+        regret_ax.plot(
+            steps,
+            after.mean(axis=0),
+            color=color,
+            label=f"{label}: mean, range ({len(able)} adaptable seeds)",
+        )
+        regret_ax.fill_between(steps, after.min(axis=0), after.max(axis=0), color=color, alpha=0.15)
+        regret_ax.plot(
+            steps,
+            every.mean(axis=0),
+            color=color,
+            linestyle="--",
+            label=f"{label}: mean over all {len(runs)} seeds",
+        )
+    chosen_ax.axhline(
+        optima.before.batch_size,
+        color="gray",
+        linestyle=":",
+        label=f"optimum before ({optima.before.batch_size})",
+    )
+    chosen_ax.axhline(
+        optima.after.batch_size,
+        color="black",
+        linestyle="--",
+        label=f"optimum after ({optima.after.batch_size})",
+    )
     chosen_ax.set_yscale("log", base=2)
     chosen_ax.set_title(f"{where}: batch size chosen, seed {example_seed} (replayed)")
     chosen_ax.set_ylabel("batch size")
-    cost_ax.step([0, spec.switch_at, spec.recurrences],
-                 np.array([optima.before.cost, optima.after.cost, optima.after.cost]) / 1e6,
-                 where="post", color="black", linestyle="--", label="optimum's expected cost")
+    cost_ax.step(
+        [0, spec.switch_at, spec.recurrences],
+        np.array([optima.before.cost, optima.after.cost, optima.after.cost]) / 1e6,
+        where="post",
+        color="black",
+        linestyle="--",
+        label="optimum's expected cost",
+    )
     cost_ax.set_yscale("log")
     cost_ax.set_title(f"{where}: cost per recurrence, seed {example_seed} (replayed)")
     cost_ax.set_ylabel("cost (1e6 units)")
     share_ax.axhline(ADAPT_SHARE, color="gray", linestyle=":")
     share_ax.set_ylim(-0.02, 1.02)
-    share_ax.set_title(f"runs at {optima.after.batch_size} among the next {ADAPT_HORIZON}, "
-                       "mean over adaptable seeds (replayed)")
+    share_ax.set_title(
+        f"runs at {optima.after.batch_size} among the next {ADAPT_HORIZON}, "
+        "mean over adaptable seeds (replayed)"
+    )
     regret_ax.set_title("cumulative regret after the switch (replayed)")
     regret_ax.set_ylabel("regret (1e6 cost units)")
     for ax in (chosen_ax, cost_ax, share_ax, regret_ax):

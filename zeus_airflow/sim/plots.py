@@ -35,8 +35,12 @@ def plot_simulation(results: Sequence[SimulationResult], path: Path) -> None:
         regret_ax.legend(fontsize=8)
         chooser = by_policy.get("zeus") or next(iter(by_policy.values()))
         first = min(chooser, key=lambda r: r.spec.seed)
-        batch_ax.plot(first.batch_size, ".", markersize=4,
-                      label=f"{first.spec.policy}, seed {first.spec.seed}")
+        batch_ax.plot(
+            first.batch_size,
+            ".",
+            markersize=4,
+            label=f"{first.spec.policy}, seed {first.spec.seed}",
+        )
         batch_ax.axhline(first.oracle.batch_size, color="gray", linestyle="--", label="oracle")
         batch_ax.set_yscale("log", base=2)
         batch_ax.set_title(f"{gpu.upper()} {workload}: batch size chosen")

@@ -99,8 +99,11 @@ class SimulationResult(Recurrences):
         last_energy = sum(self.energy_j[-LAST_N:]) / len(self.energy_j[-LAST_N:])
         last_time = sum(self.time_s[-LAST_N:]) / len(self.time_s[-LAST_N:])
         return {
-            "policy": self.spec.policy, "gpu": self.spec.gpu, "workload": self.spec.workload,
-            "seed": self.spec.seed, "recurrences": self.recurrences,
+            "policy": self.spec.policy,
+            "gpu": self.spec.gpu,
+            "workload": self.spec.workload,
+            "seed": self.spec.seed,
+            "recurrences": self.recurrences,
             "last5_energy_ratio": round(last_energy / self.default.energy_j, 4),
             "last5_time_ratio": round(last_time / self.default.time_s, 4),
             "oracle_energy_ratio": round(self.oracle.energy_j / self.default.energy_j, 4),
@@ -122,20 +125,28 @@ def expected(trace: WorkloadTrace, batch_size: int, power_limit_w: int, eta: flo
     point = trace.epoch(batch_size, power_limit_w)
     energy, seconds = epochs * point.time_s * point.avg_power_w, epochs * point.time_s
     max_power = float(max(trace.power_limits_w))
-    return Expected(batch_size, power_limit_w, energy, seconds,
-                    zeus_cost(energy, seconds, eta, max_power))
+    return Expected(
+        batch_size, power_limit_w, energy, seconds, zeus_cost(energy, seconds, eta, max_power)
+    )
 
 
 def at_best_limit(trace: WorkloadTrace, batch_size: int, eta: float) -> Expected:
     """``batch_size`` at the traced power limit with the lowest expected cost."""
-    return min((expected(trace, batch_size, p, eta) for p in trace.power_limits_w),
-               key=lambda e: e.cost)
+    return min(
+        (expected(trace, batch_size, p, eta) for p in trace.power_limits_w), key=lambda e: e.cost
+    )
 
 
 def oracle(trace: WorkloadTrace, eta: float) -> Expected:
     """The brute-force optimum of expected cost over every traced (batch size, power limit)."""
-    return min((at_best_limit(trace, b, eta) for b in trace.batch_sizes
-                if math.isfinite(trace.expected_epochs(b))), key=lambda e: e.cost)
+    return min(
+        (
+            at_best_limit(trace, b, eta)
+            for b in trace.batch_sizes
+            if math.isfinite(trace.expected_epochs(b))
+        ),
+        key=lambda e: e.cost,
+    )
 
 
 def default_configuration(trace: WorkloadTrace, eta: float) -> Expected:
@@ -146,10 +157,15 @@ def job_config(trace: WorkloadTrace, spec: SimulationSpec) -> JobConfig:
     workload = trace.workload
     return JobConfig(
         job_id=f"sim.{spec.gpu}.{spec.workload}.{spec.policy}.{spec.seed}",
-        batch_sizes=trace.batch_sizes, default_batch_size=trace.default_batch_size,
-        target_metric=workload.target_metric, max_epochs=workload.max_epochs,
-        higher_is_better=workload.higher_is_better, eta=spec.eta, beta=spec.beta,
-        window_size=spec.window, drift_detection=spec.drift_detection,
+        batch_sizes=trace.batch_sizes,
+        default_batch_size=trace.default_batch_size,
+        target_metric=workload.target_metric,
+        max_epochs=workload.max_epochs,
+        higher_is_better=workload.higher_is_better,
+        eta=spec.eta,
+        beta=spec.beta,
+        window_size=spec.window,
+        drift_detection=spec.drift_detection,
         exploration_budget=spec.exploration_budget,
     )
 
@@ -162,17 +178,26 @@ def simulate(spec: SimulationSpec) -> SimulationResult:
     """Run one simulation through the real engine."""
     trace = load_workload_trace(Path(spec.traces_dir), spec.gpu, spec.workload)
     if spec.policy not in POLICIES:
-        raise ValueError(f"policy={spec.policy!r} is invalid: expected one of "
-                         f"{', '.join(POLICIES)}")
+        raise ValueError(
+            f"policy={spec.policy!r} is invalid: expected one of {', '.join(POLICIES)}"
+        )
     recurrences = spec.recurrences or default_recurrences(trace)
     gpu = ReplayGPU(trace)
     quiet = logging.getLogger(f"zeus_airflow.sim.{spec.policy}")
     quiet.setLevel(logging.ERROR)
-    engine = Engine(SQLStore.in_memory(), gpu, job_config(trace, spec), POLICIES[spec.policy](),
-                    seed=spec.seed, heartbeat_s=None, log=quiet)
+    engine = Engine(
+        SQLStore.in_memory(),
+        gpu,
+        job_config(trace, spec),
+        POLICIES[spec.policy](),
+        seed=spec.seed,
+        heartbeat_s=None,
+        log=quiet,
+    )
     train = ReplayTraining(gpu, seed=spec.seed)
-    result = SimulationResult(spec, recurrences, default_configuration(trace, spec.eta),
-                              oracle(trace, spec.eta))
+    result = SimulationResult(
+        spec, recurrences, default_configuration(trace, spec.eta), oracle(trace, spec.eta)
+    )
     started = time.perf_counter()
     for index in range(recurrences):
         train.recurrence = index

@@ -12,5 +12,13 @@ from zeus_airflow.testing.fake_nvml import (
 )
 from zeus_airflow.testing.fake_zeusd import FakeCPU, FakeZeusd
 
-__all__ = ["A100_PCIE", "A100_SXM4", "FakeCPU", "FakeGPUSpec", "FakeNVML", "FakeZeusd",
-           "ManualClock", "SetLimitCall"]
+__all__ = [
+    "A100_PCIE",
+    "A100_SXM4",
+    "FakeCPU",
+    "FakeGPUSpec",
+    "FakeNVML",
+    "FakeZeusd",
+    "ManualClock",
+    "SetLimitCall",
+]

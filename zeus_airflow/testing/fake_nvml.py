@@ -103,22 +103,23 @@ class FakeGPUSpec:
 
     def __post_init__(self) -> None:
         if not 0 < self.min_limit_mw <= self.max_limit_mw:
-            raise ValueError(f"min_limit_mw={self.min_limit_mw}, max_limit_mw="
-                             f"{self.max_limit_mw} are invalid: expected 0 < min <= max")
+            raise ValueError(
+                f"min_limit_mw={self.min_limit_mw}, max_limit_mw="
+                f"{self.max_limit_mw} are invalid: expected 0 < min <= max"
+            )
         default = self.default_limit_mw
         if default is not None and not self.min_limit_mw <= default <= self.max_limit_mw:
-            raise ValueError(f"default_limit_mw={default} is invalid: expected a value in "
-                             f"[{self.min_limit_mw}, {self.max_limit_mw}]")
+            raise ValueError(
+                f"default_limit_mw={default} is invalid: expected a value in "
+                f"[{self.min_limit_mw}, {self.max_limit_mw}]"
+            )
         if self.mig_instances and not self.mig_mode:
-            raise ValueError(f"mig_instances={self.mig_instances} is invalid without "
-                             "mig_mode=True")
+            raise ValueError(f"mig_instances={self.mig_instances} is invalid without mig_mode=True")
 
 
-A100_PCIE = FakeGPUSpec(model="NVIDIA A100-PCIE-40GB", min_limit_mw=150_000,
-                       max_limit_mw=250_000)
+A100_PCIE = FakeGPUSpec(model="NVIDIA A100-PCIE-40GB", min_limit_mw=150_000, max_limit_mw=250_000)
 """An A100 PCIe card's range as NVML reports it (``dataclasses.replace`` for variants)."""
-A100_SXM4 = FakeGPUSpec(model="NVIDIA A100-SXM4-40GB", min_limit_mw=100_000,
-                        max_limit_mw=400_000)
+A100_SXM4 = FakeGPUSpec(model="NVIDIA A100-SXM4-40GB", min_limit_mw=100_000, max_limit_mw=400_000)
 """An A100 SXM4 module's range as NVML reports it."""
 
 
@@ -173,10 +174,17 @@ class _FakeMigInstance:
 class FakeNVML:
     """Module-like fake of pynvml over ``count`` GPUs of ``spec`` (or the given ``gpus``)."""
 
-    def __init__(self, count: int = 1, spec: FakeGPUSpec | None = None, *,
-                 gpus: Sequence[FakeGPUSpec] | None = None, can_set_limits: bool = True,
-                 clock: Callable[[], float] = time.monotonic, bytes_strings: bool = False,
-                 init_error: int | None = None) -> None:
+    def __init__(
+        self,
+        count: int = 1,
+        spec: FakeGPUSpec | None = None,
+        *,
+        gpus: Sequence[FakeGPUSpec] | None = None,
+        can_set_limits: bool = True,
+        clock: Callable[[], float] = time.monotonic,
+        bytes_strings: bool = False,
+        init_error: int | None = None,
+    ) -> None:
         """``can_set_limits``: whether the process holds CAP_SYS_ADMIN. ``bytes_strings``:
         names and UUIDs come back as bytes, as in nvidia-ml-py before 11.515. ``init_error``:
         the NVML error code nvmlInit raises (no driver, say)."""
@@ -301,7 +309,8 @@ class FakeNVML:
         return False
 
     def nvmlDeviceGetDeviceHandleFromMigDeviceHandle(
-            self, handle: _FakeGPU | _FakeMigInstance) -> _FakeGPU:
+        self, handle: _FakeGPU | _FakeMigInstance
+    ) -> _FakeGPU:
         if not isinstance(handle, _FakeMigInstance):
             self._device(handle)
             raise NVMLError(NVML_ERROR_INVALID_ARGUMENT)
@@ -313,8 +322,7 @@ class FakeNVML:
             raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
         return 7 if gpu.spec.mig_mode else 0
 
-    def nvmlDeviceGetMigDeviceHandleByIndex(self, handle: _FakeGPU,
-                                            index: int) -> _FakeMigInstance:
+    def nvmlDeviceGetMigDeviceHandleByIndex(self, handle: _FakeGPU, index: int) -> _FakeMigInstance:
         gpu = self._device(handle)
         if not 0 <= index < len(gpu.mig):
             raise NVMLError(NVML_ERROR_NOT_FOUND)
@@ -366,8 +374,10 @@ class FakeNVML:
         ``fake.NVMLError_NotSupported``), so the same except clauses catch the fake's errors."""
         if name.startswith(("NVML_", "NVMLError")):
             return getattr(pynvml, name)
-        raise AttributeError(f"FakeNVML does not implement {name!r}; add it to "
-                             "zeus_airflow/testing/fake_nvml.py if the code under test needs it")
+        raise AttributeError(
+            f"FakeNVML does not implement {name!r}; add it to "
+            "zeus_airflow/testing/fake_nvml.py if the code under test needs it"
+        )
 
     # --- internals ---------------------------------------------------------------------------
     def _check_init(self) -> None:

@@ -19,8 +19,7 @@ class FakePowercap:
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
 
-    def zone(self, folder: str, name: str, max_energy_range_uj: int,
-             start_uj: int = 0) -> Path:
+    def zone(self, folder: str, name: str, max_energy_range_uj: int, start_uj: int = 0) -> Path:
         path = self.root / folder
         path.mkdir()
         (path / "name").write_text(f"{name}\n")

@@ -66,25 +66,38 @@ class FakeZeusd:
     ``cpus``: the RAPL packages it reads (none: an empty ``cpus`` list in /discover);
     ``pci_addresses``: each GPU's (the fake NVML's, ``0000:<17+i>:00.0``, by default)."""
 
-    def __init__(self, socket_path: str | Path, nvml: FakeNVML, *,
-                 groups: Iterable[str] = ALL_GROUPS,
-                 tokens: Mapping[str, Iterable[str]] | None = None,
-                 cpus: Iterable[FakeCPU] = (FakeCPU(),),
-                 pci_addresses: Iterable[str] | None = None,
-                 lifetime_s: float = DEFAULT_LIFETIME_S) -> None:
+    def __init__(
+        self,
+        socket_path: str | Path,
+        nvml: FakeNVML,
+        *,
+        groups: Iterable[str] = ALL_GROUPS,
+        tokens: Mapping[str, Iterable[str]] | None = None,
+        cpus: Iterable[FakeCPU] = (FakeCPU(),),
+        pci_addresses: Iterable[str] | None = None,
+        lifetime_s: float = DEFAULT_LIFETIME_S,
+    ) -> None:
         self.socket_path = Path(socket_path)
         self.nvml = nvml
         nvml.nvmlInit()
         count = nvml.nvmlDeviceGetCount()
-        pci = list(pci_addresses) if pci_addresses is not None else \
-            [pci_address(i) for i in range(count)]
-        self.state = _State(nvml, frozenset(groups),
-                            None if tokens is None else
-                            {t: frozenset(s) for t, s in tokens.items()},
-                            list(cpus), nvml.clock(), pci)
+        pci = (
+            list(pci_addresses)
+            if pci_addresses is not None
+            else [pci_address(i) for i in range(count)]
+        )
+        self.state = _State(
+            nvml,
+            frozenset(groups),
+            None if tokens is None else {t: frozenset(s) for t, s in tokens.items()},
+            list(cpus),
+            nvml.clock(),
+            pci,
+        )
         self._server = _Server(str(self.socket_path), _handler(self.state))
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True,
-                                        name="fake-zeusd")
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, daemon=True, name="fake-zeusd"
+        )
         self._timer = threading.Timer(lifetime_s, self.stop)
         self._timer.daemon = True
         self._stopped = False
@@ -126,8 +139,12 @@ class FakeZeusd:
 
     def set_limit_calls(self) -> list[tuple[int, int]]:
         """(GPU id, mW) of every set_power_limit request, in order."""
-        return [(int(gpu), int(q["power_limit_mw"])) for method, path, q in self.requests
-                if path == "/gpu/set_power_limit" for gpu in q["gpu_ids"].split(",")]
+        return [
+            (int(gpu), int(q["power_limit_mw"]))
+            for method, path, q in self.requests
+            if path == "/gpu/set_power_limit"
+            for gpu in q["gpu_ids"].split(",")
+        ]
 
 
 class _Server(socketserver.ThreadingUnixStreamServer):
@@ -152,8 +169,9 @@ def _handler(state: _State) -> type[BaseHTTPRequestHandler]:
             url = urlsplit(self.path)
             query = {k: v[-1] for k, v in parse_qs(url.query).items()}
             state.requests.append((method, url.path, query))
-            status, body = _answer(state, method, url.path, query,
-                                   self.headers.get("Authorization", ""))
+            status, body = _answer(
+                state, method, url.path, query, self.headers.get("Authorization", "")
+            )
             data = json.dumps(body).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
@@ -170,14 +188,19 @@ def _handler(state: _State) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-_GROUP_OF = {"/gpu/set_power_limit": "gpu-control", "/gpu/get_cumulative_energy": "gpu-read",
-             "/gpu/get_power": "gpu-read", "/gpu/get_power_limit": "gpu-read",
-             "/gpu/get_power_limit_constraints": "gpu-read",
-             "/cpu/get_cumulative_energy": "cpu-read"}
+_GROUP_OF = {
+    "/gpu/set_power_limit": "gpu-control",
+    "/gpu/get_cumulative_energy": "gpu-read",
+    "/gpu/get_power": "gpu-read",
+    "/gpu/get_power_limit": "gpu-read",
+    "/gpu/get_power_limit_constraints": "gpu-read",
+    "/cpu/get_cumulative_energy": "cpu-read",
+}
 
 
-def _answer(state: _State, method: str, path: str, query: dict[str, str],
-            authorization: str) -> tuple[int, Any]:
+def _answer(
+    state: _State, method: str, path: str, query: dict[str, str], authorization: str
+) -> tuple[int, Any]:
     if path in state.failures:
         return state.failures[path], {"error": f"injected failure of {path}"}
     if path == "/discover":
@@ -186,8 +209,11 @@ def _answer(state: _State, method: str, path: str, query: dict[str, str],
     if path == "/auth/whoami":
         if state.tokens is None:
             return 404, {"error": "auth is disabled"}
-        return (401, {"error": "invalid token"}) if scopes is None else \
-            (200, {"sub": "airflow", "scopes": sorted(scopes)})
+        return (
+            (401, {"error": "invalid token"})
+            if scopes is None
+            else (200, {"sub": "airflow", "scopes": sorted(scopes)})
+        )
     group = _GROUP_OF.get(path)
     if group is None or group not in state.groups:
         return 404, {"error": f"{path} is not served"}
@@ -213,20 +239,30 @@ def _discover(state: _State) -> dict[str, Any]:
     gpus = []
     for i, pci in enumerate(state.pci):
         handle = nvml.nvmlDeviceGetHandleByIndex(i)
-        gpus.append({"id": i, "name": milliwatts.text(nvml.nvmlDeviceGetName(handle)),
-                     "pci_address": pci,
-                     "cumulative_energy_available": handle.spec.energy_counter})
-    return {"gpus": gpus,
-            "cpus": [{"id": i, "dram_available": c.dram_w is not None}
-                     for i, c in enumerate(state.cpus)],
-            "enabled_api_groups": sorted(state.groups),
-            "auth_required": state.tokens is not None}
+        gpus.append(
+            {
+                "id": i,
+                "name": milliwatts.text(nvml.nvmlDeviceGetName(handle)),
+                "pci_address": pci,
+                "cumulative_energy_available": handle.spec.energy_counter,
+            }
+        )
+    return {
+        "gpus": gpus,
+        "cpus": [
+            {"id": i, "dram_available": c.dram_w is not None} for i, c in enumerate(state.cpus)
+        ],
+        "enabled_api_groups": sorted(state.groups),
+        "auth_required": state.tokens is not None,
+    }
 
 
-def _per_gpu(state: _State, query: dict[str, str],
-             read: Callable[[Any], Any]) -> tuple[int, Any]:
-    ids = [int(i) for i in query["gpu_ids"].split(",")] if query.get("gpu_ids") else \
-        list(range(len(state.pci)))
+def _per_gpu(state: _State, query: dict[str, str], read: Callable[[Any], Any]) -> tuple[int, Any]:
+    ids = (
+        [int(i) for i in query["gpu_ids"].split(",")]
+        if query.get("gpu_ids")
+        else list(range(len(state.pci)))
+    )
     answer: dict[str, Any] = {}
     for i in ids:
         try:
@@ -242,6 +278,7 @@ def _set_power_limit(state: _State, query: dict[str, str]) -> tuple[int, Any]:
     def set_one(handle: Any) -> dict[str, Any]:
         state.nvml.nvmlDeviceSetPowerManagementLimit(handle, limit_mw)
         return {}
+
     return _per_gpu(state, query, set_one)
 
 
@@ -254,10 +291,13 @@ def _get_power(state: _State, query: dict[str, str]) -> tuple[int, Any]:
 
 def _cpu_energy(state: _State, query: dict[str, str]) -> tuple[int, Any]:
     elapsed_s = state.nvml.clock() - state.started_s
-    return 200, {str(i): {"cpu_energy_uj": round(c.cpu_w * elapsed_s * 1e6),
-                          "dram_energy_uj": None if c.dram_w is None
-                          else round(c.dram_w * elapsed_s * 1e6)}
-                 for i, c in enumerate(state.cpus)}
+    return 200, {
+        str(i): {
+            "cpu_energy_uj": round(c.cpu_w * elapsed_s * 1e6),
+            "dram_energy_uj": None if c.dram_w is None else round(c.dram_w * elapsed_s * 1e6),
+        }
+        for i, c in enumerate(state.cpus)
+    }
 
 
 def _status(err: pynvml.NVMLError) -> int:
@@ -271,12 +311,22 @@ def _status(err: pynvml.NVMLError) -> int:
 _ROUTES: dict[str, Callable[[_State, dict[str, str]], tuple[int, Any]]] = {
     "/gpu/set_power_limit": _set_power_limit,
     "/gpu/get_power_limit": lambda s, q: _per_gpu(
-        s, q, lambda h: {"power_limit_mw": s.nvml.nvmlDeviceGetPowerManagementLimit(h)}),
-    "/gpu/get_power_limit_constraints": lambda s, q: _per_gpu(s, q, lambda h: dict(zip(
-        ("min_power_limit_mw", "max_power_limit_mw"),
-        s.nvml.nvmlDeviceGetPowerManagementLimitConstraints(h), strict=True))),
+        s, q, lambda h: {"power_limit_mw": s.nvml.nvmlDeviceGetPowerManagementLimit(h)}
+    ),
+    "/gpu/get_power_limit_constraints": lambda s, q: _per_gpu(
+        s,
+        q,
+        lambda h: dict(
+            zip(
+                ("min_power_limit_mw", "max_power_limit_mw"),
+                s.nvml.nvmlDeviceGetPowerManagementLimitConstraints(h),
+                strict=True,
+            )
+        ),
+    ),
     "/gpu/get_cumulative_energy": lambda s, q: _per_gpu(
-        s, q, lambda h: {"energy_mj": s.nvml.nvmlDeviceGetTotalEnergyConsumption(h)}),
+        s, q, lambda h: {"energy_mj": s.nvml.nvmlDeviceGetTotalEnergyConsumption(h)}
+    ),
     "/gpu/get_power": _get_power,
     "/cpu/get_cumulative_energy": _cpu_energy,
 }

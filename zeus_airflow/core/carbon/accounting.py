@@ -39,8 +39,9 @@ class Fallback:
     price_per_mwh: float | None = None
 
     def point(self, start: datetime, end: datetime, reason: str) -> GridPoint:
-        return GridPoint(start, end, self.intensity_g_per_kwh, "fallback", self.price_per_mwh,
-                         reason)
+        return GridPoint(
+            start, end, self.intensity_g_per_kwh, "fallback", self.price_per_mwh, reason
+        )
 
 
 @dataclass(frozen=True)
@@ -62,8 +63,9 @@ class Emissions:
     """Why a fallback was used."""
 
 
-def grid_over(source: GridSource, zone: str, start: datetime, end: datetime,
-              fallback: Fallback | None) -> list[GridPoint]:
+def grid_over(
+    source: GridSource, zone: str, start: datetime, end: datetime, fallback: Fallback | None
+) -> list[GridPoint]:
     """The source's points over the span, gaps filled with the fallback."""
     try:
         found = clip(source.points(zone, start, end), start, end)
@@ -84,16 +86,20 @@ def grid_over(source: GridSource, zone: str, start: datetime, end: datetime,
     return filled
 
 
-def _gap(fallback: Fallback | None, start: datetime, end: datetime, zone: str,
-         reason: str) -> GridPoint:
+def _gap(
+    fallback: Fallback | None, start: datetime, end: datetime, zone: str, reason: str
+) -> GridPoint:
     if fallback is None:
-        raise SourceError(f"no carbon intensity for zone {zone!r} from {start.isoformat()} to "
-                          f"{end.isoformat()} ({reason}) and no fallback configured")
+        raise SourceError(
+            f"no carbon intensity for zone {zone!r} from {start.isoformat()} to "
+            f"{end.isoformat()} ({reason}) and no fallback configured"
+        )
     return fallback.point(start, end, reason)
 
 
-def span_emissions(zone: str, energy_j: float, start: datetime, end: datetime,
-                   points: Sequence[GridPoint]) -> Emissions:
+def span_emissions(
+    zone: str, energy_j: float, start: datetime, end: datetime, points: Sequence[GridPoint]
+) -> Emissions:
     """Emissions of ``energy_j`` over a span the points cover (see :func:`grid_over`)."""
     if end - start < INSTANT:
         start = end - INSTANT
@@ -105,12 +111,16 @@ def span_emissions(zone: str, energy_j: float, start: datetime, end: datetime,
     intensity = _weighted_mean([(p.intensity_g_per_kwh, w) for p, w in weights])
     kwh = energy_j / J_PER_KWH
     priced = all(p.price_per_mwh is not None for p, _ in weights)
-    cost = kwh / 1000.0 * _weighted_mean([(p.price_per_mwh or 0.0, w) for p, w in weights]) \
-        if priced else None
+    cost = (
+        kwh / 1000.0 * _weighted_mean([(p.price_per_mwh or 0.0, w) for p, w in weights])
+        if priced
+        else None
+    )
     provenance = worst_provenance([p.provenance for p, _ in weights]) or "fallback"
     notes = sorted({p.note for p, _ in weights if p.note})
-    return Emissions(zone, energy_j, start, end, kwh * intensity, intensity, cost, provenance,
-                     "; ".join(notes))
+    return Emissions(
+        zone, energy_j, start, end, kwh * intensity, intensity, cost, provenance, "; ".join(notes)
+    )
 
 
 def _weighted_mean(values: Sequence[tuple[float, float]]) -> float:
@@ -122,21 +132,28 @@ def _weighted_mean(values: Sequence[tuple[float, float]]) -> float:
     return sum(value * weight for value, weight in values) / sum(w for _, w in values)
 
 
-def run_emissions(source: GridSource, zone: str, energy_j: float, start: datetime,
-                  end: datetime, fallback: Fallback | None) -> Emissions:
+def run_emissions(
+    source: GridSource,
+    zone: str,
+    energy_j: float,
+    start: datetime,
+    end: datetime,
+    fallback: Fallback | None,
+) -> Emissions:
     """Emissions of a run: the source's grid over its span, gaps and failures falling back."""
     if end - start < INSTANT:
         start = end - INSTANT
-    return span_emissions(zone, energy_j, start, end,
-                          grid_over(source, zone, start, end, fallback))
+    return span_emissions(zone, energy_j, start, end, grid_over(source, zone, start, end, fallback))
 
 
-def footprint(zone: str, emissions: Emissions | None, plan: StartPlan | None,
-              note: str = "") -> RunCarbon:
+def footprint(
+    zone: str, emissions: Emissions | None, plan: StartPlan | None, note: str = ""
+) -> RunCarbon:
     """The record of a try or run: its emissions (None when they could not be had, ``note``
     saying why) and its start plan (None without a carbon-aware start)."""
     return RunCarbon(
-        zone, emissions.emissions_g if emissions else None,
+        zone,
+        emissions.emissions_g if emissions else None,
         emissions.energy_cost if emissions else None,
         emissions.intensity_g_per_kwh if emissions else None,
         emissions.provenance if emissions else None,
@@ -144,4 +161,5 @@ def footprint(zone: str, emissions: Emissions | None, plan: StartPlan | None,
         plan.delay_s if plan else None,
         plan.expected_emissions_g if plan else None,
         plan.now_intensity_g_per_kwh if plan else None,
-        plan.reason if plan else None)
+        plan.reason if plan else None,
+    )

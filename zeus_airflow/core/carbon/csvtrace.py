@@ -47,8 +47,9 @@ def _intensity_column(header: list[str]) -> int | None:
     found = _column(header, _INTENSITY_COLUMNS)
     if found is not None:
         return found
-    candidates = [i for i, h in enumerate(header) if h.strip().lower().startswith(
-        "carbon intensity")]
+    candidates = [
+        i for i, h in enumerate(header) if h.strip().lower().startswith("carbon intensity")
+    ]
     life_cycle = [i for i in candidates if "life" in header[i].lower()]
     chosen = life_cycle or candidates
     return chosen[0] if chosen else None
@@ -72,9 +73,11 @@ class CsvTrace:
         time_at, zone_at = _column(header, _TIME_COLUMNS), _column(header, _ZONE_COLUMNS)
         value_at, price_at = _intensity_column(header), _column(header, _PRICE_COLUMNS)
         if time_at is None or value_at is None:
-            raise SourceError(f"the intensity trace {path} needs a datetime column and a "
-                              "carbon_intensity_g_per_kwh column (or an Electricity Maps "
-                              f"export's); its header is {header}")
+            raise SourceError(
+                f"the intensity trace {path} needs a datetime column and a "
+                "carbon_intensity_g_per_kwh column (or an Electricity Maps "
+                f"export's); its header is {header}"
+            )
         starts: dict[str, list[tuple[datetime, float, float | None]]] = {}
         for line, row in enumerate(body, start=2):
             try:
@@ -92,8 +95,10 @@ class CsvTrace:
     def points(self, zone: str, start: datetime, end: datetime) -> list[GridPoint]:
         series = self.zones.get(zone, self.zones.get(ANY_ZONE))
         if series is None:
-            raise SourceError(f"the intensity trace {self.path} has no zone {zone!r} (it has "
-                              f"{', '.join(sorted(self.zones))})")
+            raise SourceError(
+                f"the intensity trace {self.path} has no zone {zone!r} (it has "
+                f"{', '.join(sorted(self.zones))})"
+            )
         return [p for p in series if p.overlap_s(start, end) > 0]
 
 
@@ -108,8 +113,9 @@ def _rows(path: str | Path) -> list[list[str]]:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as err:
         line = raw.count(b"\n", 0, err.start) + 1
-        raise SourceError(f"{path}, line {line}: not UTF-8 text (byte {raw[err.start]:#04x}); "
-                          "expected a CSV file") from None
+        raise SourceError(
+            f"{path}, line {line}: not UTF-8 text (byte {raw[err.start]:#04x}); expected a CSV file"
+        ) from None
     reader = csv.reader(io.StringIO(text, newline=""))
     try:
         return list(reader)
@@ -117,8 +123,7 @@ def _rows(path: str | Path) -> list[list[str]]:
         raise SourceError(f"{path}, line {reader.line_num}: {err}") from None
 
 
-def _intervals(rows: list[tuple[datetime, float, float | None]],
-               path: str) -> Iterable[GridPoint]:
+def _intervals(rows: list[tuple[datetime, float, float | None]], path: str) -> Iterable[GridPoint]:
     rows.sort(key=lambda r: r[0])
     for i, (start, value, price) in enumerate(rows):
         if i + 1 < len(rows):

@@ -43,8 +43,12 @@ from zeus_airflow.core.carbon.signal import GridPoint, Provenance, SourceError, 
 from zeus_airflow.core.config import grid_value_problem
 
 DEFAULT_BASE_URL = "https://api.electricitymaps.com/v3"
-GRANULARITY = {"5_minutes": timedelta(minutes=5), "15_minutes": timedelta(minutes=15),
-               "hourly": timedelta(hours=1), "daily": timedelta(days=1)}
+GRANULARITY = {
+    "5_minutes": timedelta(minutes=5),
+    "15_minutes": timedelta(minutes=15),
+    "hourly": timedelta(hours=1),
+    "daily": timedelta(days=1),
+}
 RETRIED_STATUSES = (429, 500, 502, 503, 504)
 DEFAULT_BUDGET_S = 5.0
 """All of one ``points`` call's requests and waits, in seconds."""
@@ -53,8 +57,10 @@ SETTINGS: dict[str, tuple[str, Callable[[float], bool]]] = {
     "retries": ("an integer >= 0", lambda v: v >= 0 and float(v).is_integer()),
     "backoff_s": ("a finite number of seconds >= 0", lambda v: v >= 0),
     "cache_ttl_s": ("a finite number of seconds >= 0", lambda v: v >= 0),
-    "budget_s": ("a finite number of seconds > 0 (all of a lookup's requests and waits)",
-                 lambda v: v > 0),
+    "budget_s": (
+        "a finite number of seconds > 0 (all of a lookup's requests and waits)",
+        lambda v: v > 0,
+    ),
 }
 """The client's settings a Connection's extras may set, and what each accepts."""
 
@@ -148,21 +154,27 @@ class ElectricityMapsClient:
         for attempt in range(self.retries + 1):
             left_s = until - time.monotonic()
             if left_s <= 0:
-                raise SourceError(f"Electricity Maps {path} for zone {zone!r}: no answer "
-                                  f"within the time budget ({self.budget_s:g} s, or the start "
-                                  f"deadline), {attempt} tries")
+                raise SourceError(
+                    f"Electricity Maps {path} for zone {zone!r}: no answer "
+                    f"within the time budget ({self.budget_s:g} s, or the start "
+                    f"deadline), {attempt} tries"
+                )
             try:
                 body = self._fetch(url, min(self.timeout_s, left_s))
             except _Retry as err:
-                delay = min(err.retry_after_s if err.retry_after_s is not None else wait,
-                            self.max_backoff_s)
+                delay = min(
+                    err.retry_after_s if err.retry_after_s is not None else wait, self.max_backoff_s
+                )
                 if attempt == self.retries or delay >= until - time.monotonic():
                     # Out of tries, or the next one would start past the time budget.
                     why = "" if attempt == self.retries else ", no time left in the budget"
-                    raise SourceError(f"Electricity Maps {path} for zone {zone!r}: "
-                                      f"{err.reason}, {attempt + 1} tries{why}") from None
-                log.warning("Electricity Maps %s: %s; trying again in %.3g s", path,
-                            err.reason, delay)
+                    raise SourceError(
+                        f"Electricity Maps {path} for zone {zone!r}: "
+                        f"{err.reason}, {attempt + 1} tries{why}"
+                    ) from None
+                log.warning(
+                    "Electricity Maps %s: %s; trying again in %.3g s", path, err.reason, delay
+                )
                 self.sleep(delay)
                 wait *= 2
                 continue
@@ -171,18 +183,22 @@ class ElectricityMapsClient:
         raise AssertionError("unreachable")
 
     def _fetch(self, url: str, timeout_s: float) -> Any:
-        request = urllib.request.Request(url, headers={"auth-token": self.token,
-                                                       "Accept": "application/json"})
+        request = urllib.request.Request(
+            url, headers={"auth-token": self.token, "Accept": "application/json"}
+        )
         try:
             with urllib.request.urlopen(request, timeout=timeout_s) as response:
                 raw = response.read()
         except urllib.error.HTTPError as err:
             if err.code in RETRIED_STATUSES:
-                raise _Retry(f"HTTP {err.code}", _retry_after(err.headers.get("Retry-After"))
-                             ) from None
+                raise _Retry(
+                    f"HTTP {err.code}", _retry_after(err.headers.get("Retry-After"))
+                ) from None
             if err.code in (401, 403):
-                raise SourceError(f"Electricity Maps refused the token (HTTP {err.code}): "
-                                  "check the Connection's password") from None
+                raise SourceError(
+                    f"Electricity Maps refused the token (HTTP {err.code}): "
+                    "check the Connection's password"
+                ) from None
             raise SourceError(f"Electricity Maps answered HTTP {err.code} for {url}") from None
         except TimeoutError as err:
             raise _Retry(f"no answer within {self.timeout_s:g} s") from err
@@ -193,8 +209,9 @@ class ElectricityMapsClient:
         try:
             return json.loads(raw)
         except ValueError:
-            raise SourceError(f"Electricity Maps sent a body that is not JSON for {url}: "
-                              f"{raw[:80]!r}") from None
+            raise SourceError(
+                f"Electricity Maps sent a body that is not JSON for {url}: {raw[:80]!r}"
+            ) from None
 
 
 class _Retry(Exception):
@@ -223,12 +240,17 @@ def _point(item: Any, provenance: Provenance, body: Any) -> GridPoint:
     try:
         value = item["carbonIntensity"]
         start = parse_time(item["datetime"])
-        granularity = item.get("temporalGranularity") or (
-            body.get("temporalGranularity") if isinstance(body, dict) else None) or "hourly"
+        granularity = (
+            item.get("temporalGranularity")
+            or (body.get("temporalGranularity") if isinstance(body, dict) else None)
+            or "hourly"
+        )
         length = GRANULARITY[granularity]
     except (KeyError, TypeError, ValueError, AttributeError) as err:
-        raise SourceError(f"Electricity Maps sent a malformed figure ({type(err).__name__}: "
-                          f"{err}): {str(item)[:120]}") from None
+        raise SourceError(
+            f"Electricity Maps sent a malformed figure ({type(err).__name__}: "
+            f"{err}): {str(item)[:120]}"
+        ) from None
     problem = grid_value_problem(value)
     if problem is not None:
         raise SourceError(f"Electricity Maps sent an unusable carbonIntensity: {problem}")

@@ -26,14 +26,25 @@ def expected_run(conn: Connection, job_id: str, guess_s: float | None) -> Expect
     history = reports.versions(conn, [job_id]).get(job_id)
     if history:
         version = reports.current(history)
-        done = [r for r in reports.runs(conn, version.pk)
-                if r.energy_j is not None and r.time_s is not None and r.status in (
-                    "succeeded", "failed")]
+        done = [
+            r
+            for r in reports.runs(conn, version.pk)
+            if r.energy_j is not None
+            and r.time_s is not None
+            and r.status in ("succeeded", "failed")
+        ]
         phase, upcoming = upcoming_batch_size(conn, version)
         at_size = [r for r in done if r.batch_sizes[0] == upcoming]
-        chosen, what = (at_size, f"b={upcoming}, next in {phase}") if at_size else (
-            done, f"any batch size (b={upcoming}, next in {phase}, has no run yet)"
-            if upcoming is not None else "any batch size")
+        chosen, what = (
+            (at_size, f"b={upcoming}, next in {phase}")
+            if at_size
+            else (
+                done,
+                f"any batch size (b={upcoming}, next in {phase}, has no run yet)"
+                if upcoming is not None
+                else "any batch size",
+            )
+        )
         chosen = chosen[-RECENT_RUNS:]
         if chosen:
             time_s = sum((r.time_s or 0.0) + (r.setup_time_s or 0.0) for r in chosen)
@@ -41,8 +52,9 @@ def expected_run(conn: Connection, job_id: str, guess_s: float | None) -> Expect
             n = len(chosen)
             measurement = chosen[-1].measurement
             note = "" if measurement == "measured" else f", {measurement}"
-            return ExpectedRun(time_s / n, energy_j / n,
-                               f"mean of the job's last {n} run(s) at {what}{note}")
+            return ExpectedRun(
+                time_s / n, energy_j / n, f"mean of the job's last {n} run(s) at {what}{note}"
+            )
     if guess_s is None:
         return None
     return ExpectedRun(guess_s, None, "expected_duration given by the DAG (no runs yet)")

@@ -19,5 +19,8 @@ class FixedSource:
     note: str = ""
 
     def points(self, zone: str, start: datetime, end: datetime) -> list[GridPoint]:
-        return [GridPoint(start, end, self.intensity_g_per_kwh, self.provenance,
-                          self.price_per_mwh, self.note)]
+        return [
+            GridPoint(
+                start, end, self.intensity_g_per_kwh, self.provenance, self.price_per_mwh, self.note
+            )
+        ]

@@ -33,12 +33,15 @@ class CarbonOptions:
     """The user's guess of a run's duration, used while the job has no history."""
 
     def __post_init__(self) -> None:
-        for name, value in (("carbon_zone", self.zone), ("carbon_source", self.source),
-                            ("carbon_fallback_g_per_kwh", self.fallback_g_per_kwh),
-                            ("carbon_objective", self.objective),
-                            ("carbon_weight", self.weight),
-                            ("start_deadline", self.start_deadline),
-                            ("expected_duration", self.expected_duration)):
+        for name, value in (
+            ("carbon_zone", self.zone),
+            ("carbon_source", self.source),
+            ("carbon_fallback_g_per_kwh", self.fallback_g_per_kwh),
+            ("carbon_objective", self.objective),
+            ("carbon_weight", self.weight),
+            ("start_deadline", self.start_deadline),
+            ("expected_duration", self.expected_duration),
+        ):
             PARAMETER_CHECKS[name](value)
 
     @property
@@ -47,8 +50,11 @@ class CarbonOptions:
 
     @property
     def expected_duration_s(self) -> float | None:
-        return None if self.expected_duration is None else parse_duration_s(
-            "expected_duration", self.expected_duration)
+        return (
+            None
+            if self.expected_duration is None
+            else parse_duration_s("expected_duration", self.expected_duration)
+        )
 
     def deadline(self, now: datetime) -> datetime | None:
         """The latest finish: None without a deadline."""

@@ -93,14 +93,24 @@ def _grams(energy_j: float | None, intensity: float | None) -> float | None:
     return energy_j / J_PER_KWH * intensity
 
 
-def start_now(now: datetime, reason: str, deadline: datetime | None = None,
-              expected: ExpectedRun | None = None) -> StartPlan:
-    return StartPlan(now, now, reason, deadline, expected.time_s if expected else None,
-                     expected.energy_j if expected else None, expected.basis if expected else "")
+def start_now(
+    now: datetime,
+    reason: str,
+    deadline: datetime | None = None,
+    expected: ExpectedRun | None = None,
+) -> StartPlan:
+    return StartPlan(
+        now,
+        now,
+        reason,
+        deadline,
+        expected.time_s if expected else None,
+        expected.energy_j if expected else None,
+        expected.basis if expected else "",
+    )
 
 
-def _mean(points: Sequence[GridPoint], start: datetime, end: datetime,
-          field: str) -> float | None:
+def _mean(points: Sequence[GridPoint], start: datetime, end: datetime, field: str) -> float | None:
     """Time-weighted mean of a field over ``[start, end)``, over the covered part only;
     None if nothing covers it or a covering point lacks the field."""
     total, weight = 0.0, 0.0
@@ -116,9 +126,15 @@ def _mean(points: Sequence[GridPoint], start: datetime, end: datetime,
     return total / weight if weight > 0 else None
 
 
-def plan_start(now: datetime, deadline: datetime, expected: ExpectedRun,
-               forecast: Sequence[GridPoint], objective: Objective = "emissions",
-               emissions_weight: float = 1.0, min_saving: float = MIN_SAVING) -> StartPlan:
+def plan_start(
+    now: datetime,
+    deadline: datetime,
+    expected: ExpectedRun,
+    forecast: Sequence[GridPoint],
+    objective: Objective = "emissions",
+    emissions_weight: float = 1.0,
+    min_saving: float = MIN_SAVING,
+) -> StartPlan:
     """The best start in ``[now, deadline - expected.time_s]`` for ``objective``.
 
     ``mix`` weighs emissions by ``emissions_weight`` and cost by the rest, each relative to
@@ -127,59 +143,98 @@ def plan_start(now: datetime, deadline: datetime, expected: ExpectedRun,
     duration = timedelta(seconds=expected.time_s)
     latest = deadline - duration
     if deadline <= now:
-        return start_now(now, f"the deadline {deadline.isoformat()} has already passed",
-                         deadline, expected)
+        return start_now(
+            now, f"the deadline {deadline.isoformat()} has already passed", deadline, expected
+        )
     if latest <= now:
-        return start_now(now, f"a run is expected to take {expected.time_s:.0f} s "
-                         f"({expected.basis}): only starting now can finish by the deadline "
-                         f"{deadline.isoformat()}" if latest == now else
-                         f"a run is expected to take {expected.time_s:.0f} s "
-                         f"({expected.basis}), more than the {(deadline - now).total_seconds():.0f}"
-                         f" s left before the deadline {deadline.isoformat()}: starting now",
-                         deadline, expected)
+        return start_now(
+            now,
+            f"a run is expected to take {expected.time_s:.0f} s "
+            f"({expected.basis}): only starting now can finish by the deadline "
+            f"{deadline.isoformat()}"
+            if latest == now
+            else f"a run is expected to take {expected.time_s:.0f} s "
+            f"({expected.basis}), more than the {(deadline - now).total_seconds():.0f}"
+            f" s left before the deadline {deadline.isoformat()}: starting now",
+            deadline,
+            expected,
+        )
     ahead = [p for p in forecast if p.end > now and p.start < deadline]
     if not ahead or covered_s(ahead, now, deadline) <= 0:
-        return start_now(now, "no forecast covers the time before the deadline: starting now",
-                         deadline, expected)
+        return start_now(
+            now, "no forecast covers the time before the deadline: starting now", deadline, expected
+        )
     score = _scorer(ahead, now, deadline, duration, objective, emissions_weight)
     if score is None:
-        return start_now(now, f"the forecast has no price, which objective={objective!r} "
-                         "needs: starting now", deadline, expected)
+        return start_now(
+            now,
+            f"the forecast has no price, which objective={objective!r} needs: starting now",
+            deadline,
+            expected,
+        )
     candidates = {now, latest}
     for p in ahead:
         for edge in (p.start, p.end):
             candidates.update((edge, edge - duration))
     full = duration.total_seconds()
-    scored = sorted((s, t) for t in candidates if now <= t <= latest
-                    and covered_s(ahead, t, t + duration) >= full - 1e-6
-                    and (s := score(t)) is not None)
+    scored = sorted(
+        (s, t)
+        for t in candidates
+        if now <= t <= latest
+        and covered_s(ahead, t, t + duration) >= full - 1e-6
+        and (s := score(t)) is not None
+    )
     baseline = score(now)
     plan = _plan(now, now, "", deadline, expected, ahead, duration)
     if not scored:
-        return _replace_reason(plan, "the forecast does not cover a whole run before the "
-                               "deadline: starting now")
+        return _replace_reason(
+            plan, "the forecast does not cover a whole run before the deadline: starting now"
+        )
     best_score, best = scored[0]
     if baseline is None:
-        return _replace_reason(plan, "the forecast has nothing for starting now, so no start "
-                               "can be compared with it: starting now")
+        return _replace_reason(
+            plan,
+            "the forecast has nothing for starting now, so no start "
+            "can be compared with it: starting now",
+        )
     saving = 1 - best_score / baseline if baseline > 0 else 0.0
     if best - now < MIN_DELAY or saving <= 0:
-        return _replace_reason(plan, f"no start before the deadline is expected to beat "
-                               f"starting now on {objective}: starting now")
+        return _replace_reason(
+            plan,
+            f"no start before the deadline is expected to beat "
+            f"starting now on {objective}: starting now",
+        )
     if saving < min_saving:
-        return _replace_reason(plan, f"waiting would cut the expected {objective} by only "
-                               f"{100 * saving:.1f} % (less than {100 * min_saving:g} %): "
-                               "starting now")
+        return _replace_reason(
+            plan,
+            f"waiting would cut the expected {objective} by only "
+            f"{100 * saving:.1f} % (less than {100 * min_saving:g} %): "
+            "starting now",
+        )
     delay = show_time((best - now).total_seconds())
-    return _plan(now, best, f"starting {delay} later, at {best.isoformat(timespec='seconds')}, "
-                 f"is expected to cut {objective} by {100 * saving:.0f} %; expected run: "
-                 f"{expected.time_s:.0f} s, {expected.basis}", deadline, expected, ahead,
-                 duration)
+    return _plan(
+        now,
+        best,
+        f"starting {delay} later, at {best.isoformat(timespec='seconds')}, "
+        f"is expected to cut {objective} by {100 * saving:.0f} %; expected run: "
+        f"{expected.time_s:.0f} s, {expected.basis}",
+        deadline,
+        expected,
+        ahead,
+        duration,
+    )
 
 
-def _scorer(points: Sequence[GridPoint], now: datetime, deadline: datetime,
-            duration: timedelta, objective: str, weight: float) -> Any:
+def _scorer(
+    points: Sequence[GridPoint],
+    now: datetime,
+    deadline: datetime,
+    duration: timedelta,
+    objective: str,
+    weight: float,
+) -> Any:
     """The function a start's score is: lower is better; None where it cannot be told."""
+
     def intensity(t: datetime) -> float | None:
         return _mean(points, t, t + duration, "intensity_g_per_kwh")
 
@@ -200,19 +255,34 @@ def _scorer(points: Sequence[GridPoint], now: datetime, deadline: datetime,
         if i is None or p is None:
             return None
         return weight * i / ref_i + (1 - weight) * p / ref_p
+
     return mix
 
 
-def _plan(now: datetime, start: datetime, reason: str, deadline: datetime,
-          expected: ExpectedRun, points: Sequence[GridPoint], duration: timedelta) -> StartPlan:
+def _plan(
+    now: datetime,
+    start: datetime,
+    reason: str,
+    deadline: datetime,
+    expected: ExpectedRun,
+    points: Sequence[GridPoint],
+    duration: timedelta,
+) -> StartPlan:
     used = [p for p in points if p.overlap_s(start, start + duration) > 0]
     return StartPlan(
-        now, start, reason, deadline, expected.time_s, expected.energy_j, expected.basis,
+        now,
+        start,
+        reason,
+        deadline,
+        expected.time_s,
+        expected.energy_j,
+        expected.basis,
         _mean(points, start, start + duration, "intensity_g_per_kwh"),
         _mean(points, now, now + duration, "intensity_g_per_kwh"),
         _mean(points, start, start + duration, "price_per_mwh"),
         _mean(points, now, now + duration, "price_per_mwh"),
-        worst_provenance([p.provenance for p in used]))
+        worst_provenance([p.provenance for p in used]),
+    )
 
 
 def _replace_reason(plan: StartPlan, reason: str) -> StartPlan:

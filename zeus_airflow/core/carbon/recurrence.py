@@ -27,16 +27,21 @@ class TrySpan:
     end: datetime
 
 
-def account(source: GridSource | SourceError, zone: str, tries: Sequence[TrySpan],
-            fallback: Fallback | None, plan: StartPlan | None
-            ) -> tuple[RunCarbon, dict[int, RunCarbon]]:
+def account(
+    source: GridSource | SourceError,
+    zone: str,
+    tries: Sequence[TrySpan],
+    fallback: Fallback | None,
+    plan: StartPlan | None,
+) -> tuple[RunCarbon, dict[int, RunCarbon]]:
     """The run's record and each try's. ``source`` is the error when the source could not
     even be built (a missing Connection): the fallback stands for it, saying why."""
     if isinstance(source, SourceError):
         if fallback is None:
             return footprint(zone, None, plan, str(source)), {}
-        source = FixedSource(fallback.intensity_g_per_kwh, fallback.price_per_mwh, "fallback",
-                             str(source))
+        source = FixedSource(
+            fallback.intensity_g_per_kwh, fallback.price_per_mwh, "fallback", str(source)
+        )
     per_try: dict[int, RunCarbon] = {}
     notes: list[str] = []
     for t in tries:
@@ -51,8 +56,13 @@ def account(source: GridSource | SourceError, zone: str, tries: Sequence[TrySpan
     return _summed(zone, tries, per_try, plan, notes), per_try
 
 
-def _summed(zone: str, tries: Sequence[TrySpan], per_try: dict[int, RunCarbon],
-            plan: StartPlan | None, notes: list[str]) -> RunCarbon:
+def _summed(
+    zone: str,
+    tries: Sequence[TrySpan],
+    per_try: dict[int, RunCarbon],
+    plan: StartPlan | None,
+    notes: list[str],
+) -> RunCarbon:
     records = [per_try[t.trial_id] for t in tries if t.trial_id in per_try]
     if not records or any(r.emissions_g is None for r in records):
         return footprint(zone, None, plan, "; ".join(dict.fromkeys(notes)))
@@ -61,8 +71,13 @@ def _summed(zone: str, tries: Sequence[TrySpan], per_try: dict[int, RunCarbon],
     costs = [r.energy_cost for r in records]
     note = "; ".join(dict.fromkeys(r.note for r in records if r.note))
     return RunCarbon(
-        zone, grams, None if None in costs else sum(c or 0.0 for c in costs),
+        zone,
+        grams,
+        None if None in costs else sum(c or 0.0 for c in costs),
         grams / kwh if kwh > 0 else records[-1].intensity_g_per_kwh,
-        worst_provenance([r.provenance for r in records if r.provenance]), note,
-        *(None, None, None, None) if plan is None else (
-            plan.delay_s, plan.expected_emissions_g, plan.now_intensity_g_per_kwh, plan.reason))
+        worst_provenance([r.provenance for r in records if r.provenance]),
+        note,
+        *(None, None, None, None)
+        if plan is None
+        else (plan.delay_s, plan.expected_emissions_g, plan.now_intensity_g_per_kwh, plan.reason),
+    )

@@ -104,8 +104,9 @@ def set_uniform_power_limit(device: GPUGroup, limit_w: int) -> None:
     device.set_power_limits_w([limit_w] * device.count)
 
 
-def candidate_limits_in_range(min_w: int, max_w: int,
-                              step_w: int = POWER_LIMIT_STEP_W) -> tuple[int, ...]:
+def candidate_limits_in_range(
+    min_w: int, max_w: int, step_w: int = POWER_LIMIT_STEP_W
+) -> tuple[int, ...]:
     """Limits from max down to min in steps of ``step_w``; min is always included.
 
     Real GPUs report odd ranges (an A100 PCIe: 150..250 W, an H100 SXM: 200..700 W), so the

@@ -20,14 +20,11 @@ class CounterSource(Protocol):
 
     indices: tuple[int, ...]
 
-    def read_counters_mj(self) -> list[int]:
-        ...
+    def read_counters_mj(self) -> list[int]: ...
 
-    def power_w(self) -> list[float]:
-        ...
+    def power_w(self) -> list[float]: ...
 
-    def now_s(self) -> float:
-        ...
+    def now_s(self) -> float: ...
 
 
 class EnergyCounters:
@@ -59,9 +56,14 @@ class EnergyCounters:
                 self._total_mj += power_w[position] * (now_s - self._last_s) * 1000.0
                 if not self._warned:
                     self._warned = True
-                    log.warning("the energy counter of GPU %d went backwards (%d -> %d mJ: the "
-                                "driver was reloaded?); that interval is estimated from its "
-                                "power draw", self._gpus.indices[position], last, now)
+                    log.warning(
+                        "the energy counter of GPU %d went backwards (%d -> %d mJ: the "
+                        "driver was reloaded?); that interval is estimated from its "
+                        "power draw",
+                        self._gpus.indices[position],
+                        last,
+                        now,
+                    )
             self._last_mj, self._last_s = now_mj, now_s
             return self._total_mj / 1000.0
 
@@ -73,8 +75,9 @@ class PowerIntegrator:
     takes a sample, so a measurement window's edges are exact in time.
     """
 
-    def __init__(self, read_power_w: Callable[[], float], clock: Callable[[], float],
-                 interval_s: float) -> None:
+    def __init__(
+        self, read_power_w: Callable[[], float], clock: Callable[[], float], interval_s: float
+    ) -> None:
         self._read_power_w = read_power_w
         self._clock = clock
         self._interval_s = interval_s
@@ -86,8 +89,9 @@ class PowerIntegrator:
 
     def energy_j(self) -> float:
         if self._thread is None:
-            self._thread = threading.Thread(target=self._run, daemon=True,
-                                            name="zeus-power-sampler")
+            self._thread = threading.Thread(
+                target=self._run, daemon=True, name="zeus-power-sampler"
+            )
             self._sample()
             self._thread.start()
         return self._sample()

@@ -34,25 +34,36 @@ def remember(read: ReadLimits, limits_mw: Sequence[int]) -> tuple[int, ...]:
     return tuple(w_from_mw(mw) for mw in limits_mw)
 
 
-def to_mw(read: ReadLimits, limits_w: Sequence[int], range_w: tuple[int, int], model: str,
-          indices: Sequence[int]) -> list[int]:
+def to_mw(
+    read: ReadLimits,
+    limits_w: Sequence[int],
+    range_w: tuple[int, int],
+    model: str,
+    indices: Sequence[int],
+) -> list[int]:
     """One mW limit per GPU, every value checked before any GPU changes."""
     if len(limits_w) != len(indices):
-        raise DeviceError(f"limits_w={list(limits_w)} is invalid: expected {len(indices)} "
-                          f"limits, one per GPU {list(indices)}")
-    return [_one_mw(read, position, limit_w, range_w, model)
-            for position, limit_w in enumerate(limits_w)]
+        raise DeviceError(
+            f"limits_w={list(limits_w)} is invalid: expected {len(indices)} "
+            f"limits, one per GPU {list(indices)}"
+        )
+    return [
+        _one_mw(read, position, limit_w, range_w, model)
+        for position, limit_w in enumerate(limits_w)
+    ]
 
 
-def _one_mw(read: ReadLimits, position: int, limit_w: int, range_w: tuple[int, int],
-            model: str) -> int:
+def _one_mw(
+    read: ReadLimits, position: int, limit_w: int, range_w: tuple[int, int], model: str
+) -> int:
     read_mw = read.get((position, limit_w))
     if read_mw is not None:
         return read_mw
     low, high = range_w
     if not low <= limit_w <= high:
-        raise DeviceError(f"power limit {limit_w} W is invalid for {model}: "
-                          f"expected a value in [{low}, {high}] W")
+        raise DeviceError(
+            f"power limit {limit_w} W is invalid for {model}: expected a value in [{low}, {high}] W"
+        )
     return int(limit_w) * 1000
 
 

@@ -74,18 +74,26 @@ class NVMLGPUs:
     control = "nvml"
     """How limits are set (zeusd's group says ``zeusd``)."""
 
-    def __init__(self, indices: Sequence[int] | None = None, *, nvml: Any = pynvml,
-                 sample_interval_s: float = DEFAULT_SAMPLE_INTERVAL_S,
-                 clock: Callable[[], float] = time.monotonic,
-                 synchronize: Synchronize | None = None,
-                 energy_source: Literal["auto", "sampling"] = "auto") -> None:
+    def __init__(
+        self,
+        indices: Sequence[int] | None = None,
+        *,
+        nvml: Any = pynvml,
+        sample_interval_s: float = DEFAULT_SAMPLE_INTERVAL_S,
+        clock: Callable[[], float] = time.monotonic,
+        synchronize: Synchronize | None = None,
+        energy_source: Literal["auto", "sampling"] = "auto",
+    ) -> None:
         if energy_source not in ("auto", "sampling"):
-            raise DeviceError(f"energy_source={energy_source!r} is invalid: expected auto or "
-                              "sampling")
+            raise DeviceError(
+                f"energy_source={energy_source!r} is invalid: expected auto or sampling"
+            )
         self._force_sampling = energy_source == "sampling"
         if not sample_interval_s > 0:
-            raise DeviceError(f"sample_interval_s={sample_interval_s!r} is invalid: "
-                              "expected a number of seconds > 0")
+            raise DeviceError(
+                f"sample_interval_s={sample_interval_s!r} is invalid: "
+                "expected a number of seconds > 0"
+            )
         self._nvml = nvml
         self._clock = clock
         _init(nvml)
@@ -100,12 +108,15 @@ class NVMLGPUs:
     def _open(self, indices: Sequence[int] | None, sample_interval_s: float) -> None:
         nvml = self._nvml
         count = nvml.nvmlDeviceGetCount()
-        all_uuids = [milliwatts.text(nvml.nvmlDeviceGetUUID(nvml.nvmlDeviceGetHandleByIndex(i)))
-                     for i in range(count)]
+        all_uuids = [
+            milliwatts.text(nvml.nvmlDeviceGetUUID(nvml.nvmlDeviceGetHandleByIndex(i)))
+            for i in range(count)
+        ]
         env = os.environ.get(VISIBLE_DEVICES_ENV)
         visible = _visible(nvml, env, all_uuids)
-        chosen = _checked_indices(indices, count) if indices is not None \
-            else _required(visible, env)
+        chosen = (
+            _checked_indices(indices, count) if indices is not None else _required(visible, env)
+        )
         self.indices: tuple[int, ...] = chosen
         self.count = len(chosen)
         self.uuids: tuple[str, ...] = tuple(all_uuids[i] for i in chosen)
@@ -115,8 +126,9 @@ class NVMLGPUs:
         """CUDA's device numbers of the group's GPUs in this process (for synchronising)."""
         self._handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in chosen]
         self.model: str = _one_model(nvml, self._handles, chosen)
-        in_mig_mode = [i for i, h in zip(chosen, self._handles, strict=True)
-                       if _mig_enabled(nvml, h)]
+        in_mig_mode = [
+            i for i, h in zip(chosen, self._handles, strict=True) if _mig_enabled(nvml, h)
+        ]
         self.energy_shared = self.mig_instance is not None or bool(in_mig_mode)
         """The energy measured is a whole GPU's that MIG instances share: other tenants' work
         is in it (never subtracted; docs/devices.md)."""
@@ -124,18 +136,25 @@ class NVMLGPUs:
         """Why limits cannot be changed: MIG (known at start), or NVML's refusal."""
         self._mig_because: str | None = None
         if self.energy_shared:
-            where = f"MIG instance {self.mig_instance}" if self.mig_instance else \
-                f"GPUs {in_mig_mode} are in MIG mode"
+            where = (
+                f"MIG instance {self.mig_instance}"
+                if self.mig_instance
+                else f"GPUs {in_mig_mode} are in MIG mode"
+            )
             self._mig_because = self._fixed_because = (
                 f"{where}: a power limit belongs to the whole GPU, which the MIG instances "
                 "share, and cannot be set per instance; energy is the whole GPU's, shared "
-                "with the other instances")
+                "with the other instances"
+            )
         self._range_w = self._limit_range_w()
         self._read_mw: milliwatts.ReadLimits = {}
         use_counters = not self._force_sampling and self._counters_supported()
         self._counters = EnergyCounters(self) if use_counters else None
-        self._sampler = None if self._counters is not None else PowerIntegrator(
-            self._total_power_w, self._clock, sample_interval_s)
+        self._sampler = (
+            None
+            if self._counters is not None
+            else PowerIntegrator(self._total_power_w, self._clock, sample_interval_s)
+        )
 
     # --- the GPUGroup interface -------------------------------------------------------------
     def power_limit_range_w(self) -> tuple[int, int]:
@@ -160,8 +179,9 @@ class NVMLGPUs:
         setter is never called. After a refusal it still is (to restore what was set)."""
         if self._mig_because is not None:
             raise PowerLimitUnavailableError(self._mig_because)
-        limits_mw = milliwatts.to_mw(self._read_mw, limits_w, self._range_w, self.model,
-                                     self.indices)
+        limits_mw = milliwatts.to_mw(
+            self._read_mw, limits_w, self._range_w, self.model, self.indices
+        )
         before_mw = [self._call("nvmlDeviceGetPowerManagementLimit", h) for h in self._handles]
         for position, limit_mw in enumerate(limits_mw):
             try:
@@ -206,7 +226,8 @@ class NVMLGPUs:
     def _limit_range_w(self) -> tuple[int, int]:
         """The range every GPU accepts, rounded inwards to whole W."""
         return milliwatts.whole_w_range(
-            self._call("nvmlDeviceGetPowerManagementLimitConstraints", h) for h in self._handles)
+            self._call("nvmlDeviceGetPowerManagementLimitConstraints", h) for h in self._handles
+        )
 
     def _set_one(self, position: int, limit_mw: int) -> None:
         nvml, index = self._nvml, self.indices[position]
@@ -217,11 +238,13 @@ class NVMLGPUs:
             if code == nvml.NVML_ERROR_NO_PERMISSION:
                 self._fixed_because = (
                     f"NVML refused to set the power limit of GPU {index} ({err}): setting "
-                    "power limits needs root or the CAP_SYS_ADMIN capability")
+                    "power limits needs root or the CAP_SYS_ADMIN capability"
+                )
                 raise PowerLimitPermissionError(self._fixed_because) from err
             if code == nvml.NVML_ERROR_NOT_SUPPORTED:
-                self._fixed_because = (f"GPU {index} ({self.model}) does not support setting "
-                                       f"its power limit ({err})")
+                self._fixed_because = (
+                    f"GPU {index} ({self.model}) does not support setting its power limit ({err})"
+                )
                 raise PowerLimitUnavailableError(self._fixed_because) from err
             if code == nvml.NVML_ERROR_INVALID_ARGUMENT:
                 old = self._range_w
@@ -229,20 +252,29 @@ class NVMLGPUs:
                 if self._range_w != old:
                     raise PowerLimitRangeChangedError(
                         f"GPU {index} refused {limit_mw} mW: its power-limit range is now "
-                        f"{list(self._range_w)} W (was {list(old)} W)", self._range_w) from err
-                self._fixed_because = (f"GPU {index} refused a power limit of {limit_mw} mW "
-                                       f"inside its range {list(old)} W ({err})")
+                        f"{list(self._range_w)} W (was {list(old)} W)",
+                        self._range_w,
+                    ) from err
+                self._fixed_because = (
+                    f"GPU {index} refused a power limit of {limit_mw} mW "
+                    f"inside its range {list(old)} W ({err})"
+                )
                 raise PowerLimitUnavailableError(self._fixed_because) from err
-            raise DeviceError(f"nvmlDeviceSetPowerManagementLimit(GPU {index}, "
-                              f"{limit_mw} mW) failed: {err}") from err
+            raise DeviceError(
+                f"nvmlDeviceSetPowerManagementLimit(GPU {index}, {limit_mw} mW) failed: {err}"
+            ) from err
 
     def _roll_back(self, before_mw: Sequence[int]) -> None:
         for handle, limit_mw in zip(self._handles, before_mw, strict=False):
             try:
                 self._nvml.nvmlDeviceSetPowerManagementLimit(handle, limit_mw)
             except self._nvml.NVMLError:
-                log.warning("could not put a GPU's power limit back to %d mW after another "
-                            "GPU of the group refused its limit", limit_mw, exc_info=True)
+                log.warning(
+                    "could not put a GPU's power limit back to %d mW after another "
+                    "GPU of the group refused its limit",
+                    limit_mw,
+                    exc_info=True,
+                )
 
     def _counters_supported(self) -> bool:
         """Whether every GPU has an energy counter (Volta and newer)."""
@@ -278,17 +310,23 @@ def _init(nvml: Any) -> None:
         raise DeviceError(
             f"cannot initialise NVML ({err}): is the NVIDIA driver installed and "
             "libnvidia-ml.so.1 loadable? In a container, start it with the NVIDIA container "
-            "toolkit (docker --gpus / the compose file's GPU reservation)") from err
+            "toolkit (docker --gpus / the compose file's GPU reservation)"
+        ) from err
 
 
 def _checked_indices(indices: Sequence[int], count: int) -> tuple[int, ...]:
     chosen = tuple(indices)
     if count == 0:
         raise DeviceError(f"indices={list(indices)} is invalid: NVML sees no GPU (nvidia-smi)")
-    if not chosen or len(set(chosen)) != len(chosen) \
-            or not all(isinstance(i, int) and 0 <= i < count for i in chosen):
-        raise DeviceError(f"indices={list(indices)} is invalid: expected distinct GPU indices "
-                          f"in [0, {count - 1}] (NVML sees {count} GPUs)")
+    if (
+        not chosen
+        or len(set(chosen)) != len(chosen)
+        or not all(isinstance(i, int) and 0 <= i < count for i in chosen)
+    ):
+        raise DeviceError(
+            f"indices={list(indices)} is invalid: expected distinct GPU indices "
+            f"in [0, {count - 1}] (NVML sees {count} GPUs)"
+        )
     return chosen
 
 
@@ -306,16 +344,23 @@ def _visible(nvml: Any, env_value: str | None, uuids: Sequence[str]) -> Visible:
             parent = _mig_parent_index(nvml, entry) if not chosen else None
             if parent is not None:
                 if position + 1 < len(entries):
-                    log.warning("%s: CUDA uses one MIG instance per process; entries after %r "
-                                "are ignored", VISIBLE_DEVICES_ENV, entry)
+                    log.warning(
+                        "%s: CUDA uses one MIG instance per process; entries after %r are ignored",
+                        VISIBLE_DEVICES_ENV,
+                        entry,
+                    )
                 return Visible((parent,), entry)
             index = None
         else:
             index = _entry_index(entry, uuids)
         if index is None or index in chosen:
             if entry:
-                log.warning("%s entry %r names no GPU (or repeats one): like CUDA, it and the "
-                            "entries after it are ignored", VISIBLE_DEVICES_ENV, entry)
+                log.warning(
+                    "%s entry %r names no GPU (or repeats one): like CUDA, it and the "
+                    "entries after it are ignored",
+                    VISIBLE_DEVICES_ENV,
+                    entry,
+                )
             break
         chosen.append(index)
     return Visible(tuple(chosen))
@@ -323,15 +368,21 @@ def _visible(nvml: Any, env_value: str | None, uuids: Sequence[str]) -> Visible:
 
 def _required(visible: Visible, env_value: str | None) -> tuple[int, ...]:
     if not visible.indices:
-        where = "NVML sees no GPU" if env_value is None \
+        where = (
+            "NVML sees no GPU"
+            if env_value is None
             else f"{VISIBLE_DEVICES_ENV}={env_value!r} hides every GPU"
-        raise DeviceError(f"no GPU is visible to this process: {where}. Check "
-                          f"{VISIBLE_DEVICES_ENV} and that the driver sees the GPUs (nvidia-smi)")
+        )
+        raise DeviceError(
+            f"no GPU is visible to this process: {where}. Check "
+            f"{VISIBLE_DEVICES_ENV} and that the driver sees the GPUs (nvidia-smi)"
+        )
     return visible.indices
 
 
-def _cuda_ordinals(chosen: Sequence[int], visible: Visible,
-                   env_value: str | None) -> tuple[int, ...]:
+def _cuda_ordinals(
+    chosen: Sequence[int], visible: Visible, env_value: str | None
+) -> tuple[int, ...]:
     """CUDA's device number of each chosen GPU that CUDA sees in this process: its position
     in ``CUDA_VISIBLE_DEVICES`` (the NVML index when unset, which assumes CUDA's order is
     NVML's: set ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` on nodes with mixed models)."""
@@ -348,8 +399,12 @@ def _mig_parent_index(nvml: Any, entry: str) -> int | None:
         parent = nvml.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(instance)
         return int(nvml.nvmlDeviceGetIndex(parent))
     except nvml.NVMLError as err:
-        if err.value in (nvml.NVML_ERROR_NOT_FOUND, nvml.NVML_ERROR_INVALID_ARGUMENT,
-                         nvml.NVML_ERROR_NOT_SUPPORTED, nvml.NVML_ERROR_FUNCTION_NOT_FOUND):
+        if err.value in (
+            nvml.NVML_ERROR_NOT_FOUND,
+            nvml.NVML_ERROR_INVALID_ARGUMENT,
+            nvml.NVML_ERROR_NOT_SUPPORTED,
+            nvml.NVML_ERROR_FUNCTION_NOT_FOUND,
+        ):
             return None
         raise DeviceError(f"cannot look up MIG instance {entry!r} in NVML: {err}") from err
 
@@ -369,8 +424,11 @@ def _entry_index(entry: str, uuids: Sequence[str]) -> int | None:
     try:
         index = int(entry)
     except ValueError:
-        matches = [i for i, uuid in enumerate(uuids)
-                   if entry.upper().startswith("GPU-") and uuid.upper().startswith(entry.upper())]
+        matches = [
+            i
+            for i, uuid in enumerate(uuids)
+            if entry.upper().startswith("GPU-") and uuid.upper().startswith(entry.upper())
+        ]
         return matches[0] if len(matches) == 1 else None
     return index if 0 <= index < len(uuids) else None
 
@@ -379,6 +437,8 @@ def _one_model(nvml: Any, handles: Sequence[Any], indices: Sequence[int]) -> str
     models = [milliwatts.text(nvml.nvmlDeviceGetName(h)) for h in handles]
     if len(set(models)) > 1:
         listing = ", ".join(f"GPU {i}: {m}" for i, m in zip(indices, models, strict=True))
-        raise DeviceError(f"the GPUs of a group must be one model, got {listing}. Restrict "
-                          f"{VISIBLE_DEVICES_ENV} or the indices to GPUs of one model")
+        raise DeviceError(
+            f"the GPUs of a group must be one model, got {listing}. Restrict "
+            f"{VISIBLE_DEVICES_ENV} or the indices to GPUs of one model"
+        )
     return models[0]

@@ -59,8 +59,9 @@ class HostEnergy:
 class RAPLReader:
     """The host's RAPL package and DRAM counters under ``root`` (a fake tree in tests)."""
 
-    def __init__(self, root: str | Path = POWERCAP_ROOT,
-                 poll_interval_s: float = DEFAULT_POLL_INTERVAL_S) -> None:
+    def __init__(
+        self, root: str | Path = POWERCAP_ROOT, poll_interval_s: float = DEFAULT_POLL_INTERVAL_S
+    ) -> None:
         self.root = Path(root)
         self.unavailable_because: str | None = None
         self.zones: tuple[RAPLZone, ...] = ()
@@ -86,7 +87,8 @@ class RAPLReader:
             self.unavailable_because = (
                 f"CPU and DRAM energy are not measured: {err}. RAPL under {self.root} is "
                 "readable by root only since Linux 5.10; a udev rule or `chmod a+r "
-                f"{self.root}/intel-rapl:*/energy_uj` lets training processes read it")
+                f"{self.root}/intel-rapl:*/energy_uj` lets training processes read it"
+            )
             log.warning("%s", self.unavailable_because)
 
     @property
@@ -103,8 +105,7 @@ class RAPLReader:
         if not self.zones:
             return HostEnergy(None, None)
         if self._thread is None and self._poll_interval_s > 0:
-            self._thread = threading.Thread(target=self._poll, daemon=True,
-                                            name="zeus-rapl-poller")
+            self._thread = threading.Thread(target=self._poll, daemon=True, name="zeus-rapl-poller")
             self._thread.start()
         try:
             self._update()
@@ -113,8 +114,7 @@ class RAPLReader:
             log.warning("%s", self.unavailable_because)
             self.zones = ()
             return HostEnergy(None, None)
-        return HostEnergy(self._sum_j("package"),
-                          self._sum_j("dram") if self.has_dram else None)
+        return HostEnergy(self._sum_j("package"), self._sum_j("dram") if self.has_dram else None)
 
     def close(self) -> None:
         self._stop.set()
@@ -150,12 +150,14 @@ def _discover(root: Path) -> tuple[RAPLZone, ...]:
         if match is None:
             continue
         name = (path / "name").read_text().strip()
-        domain: Domain | None = "package" if _PACKAGE_NAME.fullmatch(name) else \
-            "dram" if name == "dram" else None
+        domain: Domain | None = (
+            "package" if _PACKAGE_NAME.fullmatch(name) else "dram" if name == "dram" else None
+        )
         if domain is None:
             continue
-        zones.append(RAPLZone(path, domain, int(match.group(1)),
-                              _read_int(path / "max_energy_range_uj")))
+        zones.append(
+            RAPLZone(path, domain, int(match.group(1)), _read_int(path / "max_energy_range_uj"))
+        )
     return tuple(zones)
 
 

@@ -34,9 +34,11 @@ class ReplayGPU(TracedGPU):
     def use_batch_size(self, batch_size: int) -> None:
         """Select which traced batch size the following steps replay."""
         if batch_size not in self.trace.batch_sizes:
-            raise DeviceError(f"batch_size={batch_size} is not traced for "
-                              f"{self.trace.workload.name} on {self.trace.gpu}: expected one of "
-                              f"{list(self.trace.batch_sizes)}")
+            raise DeviceError(
+                f"batch_size={batch_size} is not traced for "
+                f"{self.trace.workload.name} on {self.trace.gpu}: expected one of "
+                f"{list(self.trace.batch_sizes)}"
+            )
         self._batch_size = batch_size
 
     def steps_per_epoch(self) -> int:
@@ -48,4 +50,3 @@ class ReplayGPU(TracedGPU):
         seconds = point.time_s * steps / self.steps_per_epoch()
         self._clock_s += seconds
         self._energy_j += point.avg_power_w * seconds * self.count
-

@@ -37,16 +37,23 @@ class SimulatedGPU(TracedGPU):
 
     measurement: Measurement = "simulated"
 
-    def __init__(self, trace: WorkloadTrace, batch_size: int | None = None, count: int = 1,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        trace: WorkloadTrace,
+        batch_size: int | None = None,
+        count: int = 1,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         """``batch_size``: whose curve to follow (default: the trace's b0); ``clock``: the real
         monotonic clock in s that steps are timed with."""
         super().__init__(trace, count, "simulated")
         self.curve_batch_size = trace.default_batch_size if batch_size is None else batch_size
         if self.curve_batch_size not in trace.batch_sizes:
-            raise DeviceError(f"batch_size={batch_size} is invalid: expected one of "
-                              f"{list(trace.batch_sizes)} (traced for {trace.workload.name} "
-                              f"on {trace.gpu})")
+            raise DeviceError(
+                f"batch_size={batch_size} is invalid: expected one of "
+                f"{list(trace.batch_sizes)} (traced for {trace.workload.name} "
+                f"on {trace.gpu})"
+            )
         self._full_speed = trace.epoch(self.curve_batch_size, max(trace.power_limits_w))
         self._clock = clock
         self._real_s = clock()
@@ -56,8 +63,10 @@ class SimulatedGPU(TracedGPU):
     @property
     def source(self) -> str:
         """Which measured curve the device follows, for logs and docs."""
-        return (f"summary_power_{self.trace.gpu}.csv, {self.trace.workload.name} at batch size "
-                f"{self.curve_batch_size}")
+        return (
+            f"summary_power_{self.trace.gpu}.csv, {self.trace.workload.name} at batch size "
+            f"{self.curve_batch_size}"
+        )
 
     def slowdown(self, limit_w: float) -> float:
         """Time per step at ``limit_w`` over time per step at the maximum limit (>= ~1)."""
@@ -70,8 +79,10 @@ class SimulatedGPU(TracedGPU):
     # --- the GPUGroup interface -------------------------------------------------------------
     def set_power_limits_w(self, limits_w: Sequence[int]) -> None:
         if len(set(limits_w)) > 1:
-            raise DeviceError(f"limits_w={list(limits_w)} is invalid: a simulated group runs "
-                              "all its GPUs at one limit")
+            raise DeviceError(
+                f"limits_w={list(limits_w)} is invalid: a simulated group runs "
+                "all its GPUs at one limit"
+            )
         self._settle()  # the time so far ran at the old limit
         super().set_power_limits_w(limits_w)
 

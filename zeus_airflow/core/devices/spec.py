@@ -39,8 +39,12 @@ if TYPE_CHECKING:
     from zeus_airflow.core.devices.zeusd import ZeusdHostEnergy
 
 DEVICE_FORMS: tuple[str, ...] = (
-    "auto", "nvml:<i>[,<j>...]", "zeusd:<i>[,<j>...]", "replay:<gpu>:<workload>",
-    "simulated:<gpu>[:<workload>]")
+    "auto",
+    "nvml:<i>[,<j>...]",
+    "zeusd:<i>[,<j>...]",
+    "replay:<gpu>:<workload>",
+    "simulated:<gpu>[:<workload>]",
+)
 TRACES_ENV = "ZEUS_TRACES_DIR"
 
 _INDEX = re.compile(r"[0-9]+")
@@ -88,8 +92,9 @@ def open_device(spec: DeviceSpec, traces_dir: str | Path | None = None) -> GPUGr
     ``auto`` goes through zeusd where the task's environment names a daemon."""
     from zeus_airflow.core.devices.zeusd_client import ZeusdEndpoint
 
-    if spec.backend == "zeusd" or (spec.backend == "nvml" and spec.indices is None
-                                   and ZeusdEndpoint.from_env() is not None):
+    if spec.backend == "zeusd" or (
+        spec.backend == "nvml" and spec.indices is None and ZeusdEndpoint.from_env() is not None
+    ):
         from zeus_airflow.core.devices.zeusd import ZeusdGPUs
 
         return ZeusdGPUs(spec.indices)
@@ -100,10 +105,12 @@ def open_device(spec: DeviceSpec, traces_dir: str | Path | None = None) -> GPUGr
     folder = resolve_traces_dir(traces_dir)
     if (folder / "summary_train.csv").is_file() and spec.gpu not in available_gpus(folder):
         # Checked here, not at parse time: the traces folder is only known where tasks run.
-        raise ConfigError(f"device='{spec.backend}:{spec.gpu}...' is invalid: no power traces "
-                          f"for GPU {spec.gpu!r}; expected one of "
-                          f"{', '.join(available_gpus(folder))} (summary_power_<gpu>.csv in "
-                          f"{folder})")
+        raise ConfigError(
+            f"device='{spec.backend}:{spec.gpu}...' is invalid: no power traces "
+            f"for GPU {spec.gpu!r}; expected one of "
+            f"{', '.join(available_gpus(folder))} (summary_power_<gpu>.csv in "
+            f"{folder})"
+        )
     trace = load_workload_trace(folder, spec.gpu, spec.workload)
     if spec.backend == "replay":
         from zeus_airflow.core.devices.replay import ReplayGPU
@@ -152,12 +159,15 @@ def _indices(text: str, value: str) -> tuple[int, ...]:
 
 def _workload(text: str, name: str) -> str:
     if name not in WORKLOADS:
-        raise ConfigError(f"device={text!r} is invalid: workload {name!r} is not one of "
-                          f"{', '.join(sorted(WORKLOADS))} (device forms: "
-                          f"{', '.join(DEVICE_FORMS)})")
+        raise ConfigError(
+            f"device={text!r} is invalid: workload {name!r} is not one of "
+            f"{', '.join(sorted(WORKLOADS))} (device forms: "
+            f"{', '.join(DEVICE_FORMS)})"
+        )
     return name
 
 
 def _invalid(text: object, problem: str = "") -> NoReturn:
-    raise ConfigError(f"device={text!r} is invalid: {problem}expected one of "
-                      f"{', '.join(DEVICE_FORMS)}")
+    raise ConfigError(
+        f"device={text!r} is invalid: {problem}expected one of {', '.join(DEVICE_FORMS)}"
+    )

@@ -52,10 +52,11 @@ class CUDASynchronizer:
         if not self.ordinals:
             if not self._said_unmapped:
                 self._said_unmapped = True
-                log.warning("the measured GPUs are not visible to CUDA in this process "
-                            "(CUDA_VISIBLE_DEVICES): measurement windows cannot wait for "
-                            "their queued work; pass synchronize= to wait for it yourself")
+                log.warning(
+                    "the measured GPUs are not visible to CUDA in this process "
+                    "(CUDA_VISIBLE_DEVICES): measurement windows cannot wait for "
+                    "their queued work; pass synchronize= to wait for it yourself"
+                )
             return
         for ordinal in self.ordinals:
             cuda.synchronize(ordinal)
-

@@ -80,13 +80,17 @@ class Discovery:
     def why_not(self, group: str) -> str | None:
         """Why this process may not use an API group, or None when it may."""
         if group not in self.enabled_groups:
-            return (f"{self.endpoint.where} does not serve the {group} API group (enabled: "
-                    f"{', '.join(sorted(self.enabled_groups)) or 'none'}); start it with "
-                    f"--enable {group}")
+            return (
+                f"{self.endpoint.where} does not serve the {group} API group (enabled: "
+                f"{', '.join(sorted(self.enabled_groups)) or 'none'}); start it with "
+                f"--enable {group}"
+            )
         if self.auth_required and group not in self.scopes:
-            return (f"the token given to {self.endpoint.where} (ZEUSD_TOKEN) lacks the "
-                    f"{group} scope (it has: {', '.join(sorted(self.scopes)) or 'none'}); "
-                    f"issue one with --scope {group}")
+            return (
+                f"the token given to {self.endpoint.where} (ZEUSD_TOKEN) lacks the "
+                f"{group} scope (it has: {', '.join(sorted(self.scopes)) or 'none'}); "
+                f"issue one with --scope {group}"
+            )
         return None
 
 
@@ -96,31 +100,45 @@ def discover(client: ZeusdClient) -> Discovery:
     where = client.endpoint.where
     data = client.get("/discover")
     try:
-        gpus = tuple(DaemonGPU(int(g["id"]), str(g["name"]), str(g["pci_address"]),
-                               bool(g["cumulative_energy_available"])) for g in data["gpus"])
+        gpus = tuple(
+            DaemonGPU(
+                int(g["id"]),
+                str(g["name"]),
+                str(g["pci_address"]),
+                bool(g["cumulative_energy_available"]),
+            )
+            for g in data["gpus"]
+        )
         cpu_ids = tuple(int(c["id"]) for c in data.get("cpus", []))
         groups, auth = frozenset(data["enabled_api_groups"]), bool(data["auth_required"])
     except (KeyError, TypeError, ValueError) as err:
-        raise ZeusdError(f"{where} answered /discover without {err}: is it zeusd 0.5 or "
-                         "newer?") from err
+        raise ZeusdError(
+            f"{where} answered /discover without {err}: is it zeusd 0.5 or newer?"
+        ) from err
     scopes: frozenset[str] = frozenset()
     if auth:
         if client.endpoint.token is None:
-            raise ZeusdError(f"{where} requires a token: set ZEUSD_TOKEN (zeusd token issue "
-                             "--scope gpu-read --scope gpu-control)", 401)
+            raise ZeusdError(
+                f"{where} requires a token: set ZEUSD_TOKEN (zeusd token issue "
+                "--scope gpu-read --scope gpu-control)",
+                401,
+            )
         scopes = frozenset(client.get("/auth/whoami").get("scopes", []))
     return Discovery(client.endpoint, gpus, cpu_ids, groups, auth, scopes)
 
 
-def open_session(endpoint: ZeusdEndpoint | None = None,
-                 client: ZeusdClient | None = None) -> tuple[ZeusdClient, Discovery]:
+def open_session(
+    endpoint: ZeusdEndpoint | None = None, client: ZeusdClient | None = None
+) -> tuple[ZeusdClient, Discovery]:
     """A client of the daemon ``endpoint`` (else the environment) names, or ``client`` (a
     read-only one, say), and what the daemon allows."""
     if client is None:
         endpoint = endpoint or ZeusdEndpoint.from_env()
         if endpoint is None:
-            raise DeviceError("zeusd is not configured: set ZEUSD_SOCK_PATH (its Unix socket) "
-                              "or ZEUSD_HOST_PORT (host:port)")
+            raise DeviceError(
+                "zeusd is not configured: set ZEUSD_SOCK_PATH (its Unix socket) "
+                "or ZEUSD_HOST_PORT (host:port)"
+            )
         client = ZeusdClient(endpoint)
     return client, discover(client)
 
@@ -139,12 +157,17 @@ class ZeusdGPUs:
     measurement: Measurement = "measured"
     control = "zeusd"
 
-    def __init__(self, ids: Sequence[int] | None = None, *,
-                 endpoint: ZeusdEndpoint | None = None, client: ZeusdClient | None = None,
-                 visible_pci: Callable[[], frozenset[str] | None] | None = None,
-                 clock: Callable[[], float] = time.monotonic,
-                 sample_interval_s: float = DEFAULT_SAMPLE_INTERVAL_S,
-                 synchronize: Synchronize | None = None) -> None:
+    def __init__(
+        self,
+        ids: Sequence[int] | None = None,
+        *,
+        endpoint: ZeusdEndpoint | None = None,
+        client: ZeusdClient | None = None,
+        visible_pci: Callable[[], frozenset[str] | None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sample_interval_s: float = DEFAULT_SAMPLE_INTERVAL_S,
+        synchronize: Synchronize | None = None,
+    ) -> None:
         self._client, self.discovery = open_session(endpoint, client)
         cannot_read = self.discovery.why_not(GPU_READ)
         if cannot_read is not None:
@@ -153,8 +176,7 @@ class ZeusdGPUs:
         chosen = _chosen(self.discovery, ids, visible_pci or visible_pci_addresses)
         self.indices: tuple[int, ...] = tuple(g.id for g in chosen)
         self.count = len(chosen)
-        self.uuids: tuple[str, ...] = tuple(LEASE_ID_PREFIX + _pci(g.pci_address)
-                                            for g in chosen)
+        self.uuids: tuple[str, ...] = tuple(LEASE_ID_PREFIX + _pci(g.pci_address) for g in chosen)
         self.model = _one_model(chosen)
         self._fixed_because = self.discovery.why_not(GPU_CONTROL)
         self._range_w = self._limit_range_w()
@@ -165,10 +187,14 @@ class ZeusdGPUs:
         # on AMD, which PyTorch's torch.cuda also drives): those are this group's.
         self._sync = synchronize or CUDASynchronizer(tuple(range(self.count)))
         self._lost = _LostDaemon(self)
-        self._counters = EnergyCounters(self) \
-            if all(g.cumulative_energy_available for g in chosen) else None
-        self._sampler = None if self._counters is not None else PowerIntegrator(
-            self._lost.total_power_w, clock, sample_interval_s)
+        self._counters = (
+            EnergyCounters(self) if all(g.cumulative_energy_available for g in chosen) else None
+        )
+        self._sampler = (
+            None
+            if self._counters is not None
+            else PowerIntegrator(self._lost.total_power_w, clock, sample_interval_s)
+        )
 
     # --- the GPUGroup interface -------------------------------------------------------------
     def power_limit_range_w(self) -> tuple[int, int]:
@@ -201,8 +227,9 @@ class ZeusdGPUs:
         is never asked."""
         if self._fixed_because is not None and self.discovery.why_not(GPU_CONTROL):
             raise PowerLimitPermissionError(self._fixed_because)
-        limits_mw = milliwatts.to_mw(self._read_mw, limits_w, self._range_w, self.model,
-                                     self.indices)
+        limits_mw = milliwatts.to_mw(
+            self._read_mw, limits_w, self._range_w, self.model, self.indices
+        )
         try:
             before_mw = self._per_gpu("/gpu/get_power_limit", "power_limit_mw")
         except ZeusdError as err:
@@ -270,21 +297,22 @@ class ZeusdGPUs:
         answer = self._client.get("/gpu/get_power_limit_constraints", gpu_ids=self.indices)
         return milliwatts.whole_w_range(
             (r["min_power_limit_mw"], r["max_power_limit_mw"])
-            for r in (_field(answer, i) for i in self.indices))
+            for r in (_field(answer, i) for i in self.indices)
+        )
 
     def _set_one(self, position: int, limit_mw: int) -> None:
         index = self.indices[position]
         try:
-            self._client.post("/gpu/set_power_limit", gpu_ids=[index],
-                              power_limit_mw=limit_mw, block=True)
+            self._client.post(
+                "/gpu/set_power_limit", gpu_ids=[index], power_limit_mw=limit_mw, block=True
+            )
         except ZeusdError as err:
             raise self._refusal(index, limit_mw, err) from err
 
     def _refusal(self, index: int, limit_mw: int, err: ZeusdError) -> DeviceError:
         """What a refused set means for the rest of the task (docs/devices.md, "zeusd")."""
         if err.status in (401, 403):
-            self._fixed_because = (f"zeusd refused to set the power limit of GPU {index}: "
-                                   f"{err}")
+            self._fixed_because = f"zeusd refused to set the power limit of GPU {index}: {err}"
             return PowerLimitPermissionError(self._fixed_because)
         if err.status == 400:
             old = self._range_w
@@ -292,19 +320,26 @@ class ZeusdGPUs:
             if self._range_w != old:
                 return PowerLimitRangeChangedError(
                     f"GPU {index} refused {limit_mw} mW: its power-limit range is now "
-                    f"{list(self._range_w)} W (was {list(old)} W)", self._range_w)
+                    f"{list(self._range_w)} W (was {list(old)} W)",
+                    self._range_w,
+                )
         self._fixed_because = f"zeusd could not set the power limit of GPU {index}: {err}"
         return PowerLimitUnavailableError(self._fixed_because)
 
     def _roll_back(self, before_mw: Sequence[int]) -> None:
         for index, limit_mw in zip(self.indices, before_mw, strict=False):
             try:
-                self._client.post("/gpu/set_power_limit", gpu_ids=[index],
-                                  power_limit_mw=limit_mw, block=True)
+                self._client.post(
+                    "/gpu/set_power_limit", gpu_ids=[index], power_limit_mw=limit_mw, block=True
+                )
             except ZeusdError:
-                log.warning("could not put GPU %d's power limit back to %d mW after another "
-                            "GPU of the group refused its limit", index, limit_mw,
-                            exc_info=True)
+                log.warning(
+                    "could not put GPU %d's power limit back to %d mW after another "
+                    "GPU of the group refused its limit",
+                    index,
+                    limit_mw,
+                    exc_info=True,
+                )
 
 
 class _LostDaemon:
@@ -347,8 +382,10 @@ class _LostDaemon:
 
     def say(self, err: ZeusdError) -> None:
         if self.because is None:
-            self.because = (f"zeusd stopped answering ({err}); GPU energy since is estimated "
-                            f"at the last power it reported, {self._power_w:.0f} W")
+            self.because = (
+                f"zeusd stopped answering ({err}); GPU energy since is estimated "
+                f"at the last power it reported, {self._power_w:.0f} W"
+            )
             log.warning("%s", self.because)
 
 
@@ -359,8 +396,11 @@ class ZeusdHostEnergy:
 
     def __init__(self, client: ZeusdClient, discovery: Discovery) -> None:
         self._client = client
-        self.unavailable_because = discovery.why_not(CPU_READ) if discovery.cpu_ids else \
-            f"{discovery.endpoint.where} reads no CPU package"
+        self.unavailable_because = (
+            discovery.why_not(CPU_READ)
+            if discovery.cpu_ids
+            else f"{discovery.endpoint.where} reads no CPU package"
+        )
         self._first: tuple[float, float | None] | None = None
         if self.unavailable_because is None:
             self._first = self._read_uj()
@@ -379,9 +419,10 @@ class ZeusdHostEnergy:
             return HostEnergy(None, None)
         cpu_uj, dram_uj = now
         first_cpu, first_dram = self._first
-        return HostEnergy((cpu_uj - first_cpu) / 1e6,
-                          None if dram_uj is None or first_dram is None
-                          else (dram_uj - first_dram) / 1e6)
+        return HostEnergy(
+            (cpu_uj - first_cpu) / 1e6,
+            None if dram_uj is None or first_dram is None else (dram_uj - first_dram) / 1e6,
+        )
 
     def close(self) -> None:
         """Nothing to release: reads are one request each."""
@@ -395,8 +436,10 @@ class ZeusdHostEnergy:
             return None
         packages = list(answer.values())
         dram = [p.get("dram_energy_uj") for p in packages]
-        return (float(sum(p.get("cpu_energy_uj") or 0 for p in packages)),
-                None if any(d is None for d in dram) else float(sum(dram)))
+        return (
+            float(sum(p.get("cpu_energy_uj") or 0 for p in packages)),
+            None if any(d is None for d in dram) else float(sum(dram)),
+        )
 
 
 def visible_pci_addresses() -> frozenset[str] | None:
@@ -417,9 +460,17 @@ def nvidia_pci(nvml: Any = None) -> frozenset[str] | None:
     except Exception:  # no driver, no library: not an NVIDIA node (or not this way)
         return None
     try:
-        return frozenset(_pci(milliwatts.text(nvml.nvmlDeviceGetPciInfo(
-            nvml.nvmlDeviceGetHandleByIndex(i)).busId))
-            for i in range(nvml.nvmlDeviceGetCount())) or None
+        return (
+            frozenset(
+                _pci(
+                    milliwatts.text(
+                        nvml.nvmlDeviceGetPciInfo(nvml.nvmlDeviceGetHandleByIndex(i)).busId
+                    )
+                )
+                for i in range(nvml.nvmlDeviceGetCount())
+            )
+            or None
+        )
     finally:
         nvml.nvmlShutdown()
 
@@ -433,8 +484,11 @@ def _amd_pci(dev: str = "/dev/dri", sys: str = "/sys/class/drm") -> frozenset[st
     return frozenset(found) or None
 
 
-def _chosen(discovery: Discovery, ids: Sequence[int] | None,
-            visible_pci: Callable[[], frozenset[str] | None]) -> list[DaemonGPU]:
+def _chosen(
+    discovery: Discovery,
+    ids: Sequence[int] | None,
+    visible_pci: Callable[[], frozenset[str] | None],
+) -> list[DaemonGPU]:
     by_id = {g.id: g for g in discovery.gpus}
     where = discovery.endpoint.where
     if not by_id:
@@ -442,18 +496,24 @@ def _chosen(discovery: Discovery, ids: Sequence[int] | None,
     if ids is not None:
         unknown = [i for i in ids if i not in by_id]
         if unknown or not ids or len(set(ids)) != len(ids):
-            raise DeviceError(f"device=zeusd:{','.join(map(str, ids))} is invalid: expected "
-                              f"distinct GPU ids of {where}, one of {sorted(by_id)}")
+            raise DeviceError(
+                f"device=zeusd:{','.join(map(str, ids))} is invalid: expected "
+                f"distinct GPU ids of {where}, one of {sorted(by_id)}"
+            )
         return [by_id[i] for i in ids]
     visible = visible_pci()
     if visible is None:
-        raise DeviceError(f"cannot tell which of the GPUs of {where} this task uses (neither "
-                          "NVML nor /dev/dri names them here): pass device='zeusd:<ids>'")
+        raise DeviceError(
+            f"cannot tell which of the GPUs of {where} this task uses (neither "
+            "NVML nor /dev/dri names them here): pass device='zeusd:<ids>'"
+        )
     chosen = [g for g in discovery.gpus if _pci(g.pci_address) in visible]
     if not chosen:
         theirs = ", ".join(g.pci_address for g in discovery.gpus)
-        raise DeviceError(f"none of the GPUs this task sees ({', '.join(sorted(visible))}) "
-                          f"is one of {where}'s ({theirs}): is the daemon on this node?")
+        raise DeviceError(
+            f"none of the GPUs this task sees ({', '.join(sorted(visible))}) "
+            f"is one of {where}'s ({theirs}): is the daemon on this node?"
+        )
     return chosen
 
 
@@ -461,8 +521,10 @@ def _one_model(gpus: Sequence[DaemonGPU]) -> str:
     models = {g.name for g in gpus}
     if len(models) > 1:
         listing = ", ".join(f"GPU {g.id}: {g.name}" for g in gpus)
-        raise DeviceError(f"the GPUs of a group must be one model, got {listing}; pass "
-                          "device='zeusd:<ids>' naming GPUs of one model")
+        raise DeviceError(
+            f"the GPUs of a group must be one model, got {listing}; pass "
+            "device='zeusd:<ids>' naming GPUs of one model"
+        )
     return gpus[0].name
 
 

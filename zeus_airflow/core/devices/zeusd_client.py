@@ -68,8 +68,10 @@ class ZeusdEndpoint:
 
     def __post_init__(self) -> None:
         if (self.socket_path is None) == (self.host_port is None):
-            raise DeviceError("a zeusd endpoint is invalid: expected exactly one of "
-                              f"socket_path ({SOCK_PATH_ENV}) or host_port ({HOST_PORT_ENV})")
+            raise DeviceError(
+                "a zeusd endpoint is invalid: expected exactly one of "
+                f"socket_path ({SOCK_PATH_ENV}) or host_port ({HOST_PORT_ENV})"
+            )
         if self.host_port is not None:
             _split_host_port(self.host_port)
 
@@ -106,8 +108,7 @@ class ZeusdClient:
     def _request(self, method: str, path: str, params: Mapping[str, object]) -> Any:
         query = urlencode({k: _param(v) for k, v in params.items()})
         target = f"{path}?{query}" if query else path
-        headers = {"Authorization": f"Bearer {self.endpoint.token}"} \
-            if self.endpoint.token else {}
+        headers = {"Authorization": f"Bearer {self.endpoint.token}"} if self.endpoint.token else {}
         connection = self._connection()
         try:
             connection.request(method, target, headers=headers)
@@ -116,13 +117,17 @@ class ZeusdClient:
         except OSError as err:  # refused, no such socket, reset, timed out
             raise ZeusdUnreachableError(
                 f"{self.endpoint.where} cannot be reached ({method} {path}: {err}); is the "
-                "daemon running and its socket shared with this container?") from err
+                "daemon running and its socket shared with this container?"
+            ) from err
         finally:
             connection.close()
         if status != 200:
-            raise ZeusdError(f"{self.endpoint.where} answered {status} to {method} {path} "
-                             f"({_STATUS_MEANING.get(status, 'unexpected status')}): "
-                             f"{_text(body)}", status)
+            raise ZeusdError(
+                f"{self.endpoint.where} answered {status} to {method} {path} "
+                f"({_STATUS_MEANING.get(status, 'unexpected status')}): "
+                f"{_text(body)}",
+                status,
+            )
         return json.loads(body) if body.strip() else None
 
     def _connection(self) -> http.client.HTTPConnection:
@@ -163,8 +168,9 @@ def _param(value: object) -> str:
 def _split_host_port(text: str) -> tuple[str, int]:
     host, _, port = text.rpartition(":")
     if not host or not port.isdigit():
-        raise DeviceError(f"{HOST_PORT_ENV}={text!r} is invalid: expected host:port "
-                          "(e.g. node1:4938)")
+        raise DeviceError(
+            f"{HOST_PORT_ENV}={text!r} is invalid: expected host:port (e.g. node1:4938)"
+        )
     return host.strip("[]"), int(port)
 
 

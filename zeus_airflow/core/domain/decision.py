@@ -34,9 +34,11 @@ class ArmStats:
             return other
         count = self.count + other.count
         delta = other.mean - self.mean
-        return ArmStats(count, self.mean + delta * other.count / count,
-                        self.sum_sq_dev + other.sum_sq_dev
-                        + delta**2 * self.count * other.count / count)
+        return ArmStats(
+            count,
+            self.mean + delta * other.count / count,
+            self.sum_sq_dev + other.sum_sq_dev + delta**2 * self.count * other.count / count,
+        )
 
     @property
     def sample_variance(self) -> float:

@@ -46,19 +46,25 @@ class PendingResult:
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-compatible dict (an XCom value)."""
-        return {**asdict(self), "finished_at": self.finished_at.isoformat(),
-                "started_at": self.started_at and self.started_at.isoformat()}
+        return {
+            **asdict(self),
+            "finished_at": self.finished_at.isoformat(),
+            "started_at": self.started_at and self.started_at.isoformat(),
+        }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> PendingResult:
         outcome = dict(data["outcome"])
         observer = outcome.pop("observer", None)
-        return cls(**{**data, "key": RecurrenceKey(**data["key"]),
-                      "outcome": RunOutcome(**outcome, observer=observer and
-                                            ObserverReport(**observer)),
-                      "finished_at": datetime.fromisoformat(data["finished_at"]),
-                      "started_at": data.get("started_at") and datetime.fromisoformat(
-                          data["started_at"])})
+        return cls(
+            **{
+                **data,
+                "key": RecurrenceKey(**data["key"]),
+                "outcome": RunOutcome(**outcome, observer=observer and ObserverReport(**observer)),
+                "finished_at": datetime.fromisoformat(data["finished_at"]),
+                "started_at": data.get("started_at") and datetime.fromisoformat(data["started_at"]),
+            }
+        )
 
 
 def outbox_to_json(pending: list[PendingResult]) -> list[dict[str, Any]]:
@@ -77,5 +83,6 @@ def outbox_from_json(value: object) -> list[PendingResult]:
             raise TypeError(f"a {type(items).__name__}, not a list")
         return [PendingResult.from_json(item) for item in items]
     except (TypeError, ValueError, KeyError, AttributeError) as err:
-        raise ValueError(f"not an outbox of pending results ({type(err).__name__}: {err})"
-                         ) from None
+        raise ValueError(
+            f"not an outbox of pending results ({type(err).__name__}: {err})"
+        ) from None

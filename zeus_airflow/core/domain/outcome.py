@@ -117,5 +117,6 @@ class PowerProfile:
         return [limit for limit in self.candidates_w if limit not in self.measurements]
 
     def optimum_w(self, config: ProfilerConfig, eta: float, max_power: float) -> int:
-        return choose_power_limit(self.measurements, config.selector, eta, max_power,
-                                  config.max_slowdown)
+        return choose_power_limit(
+            self.measurements, config.selector, eta, max_power, config.max_slowdown
+        )

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-Phase = Literal["pruning", "sampling", "calibrate", "concurrent", "fallback", "default", "grid",
-                "exploit"]
+Phase = Literal[
+    "pruning", "sampling", "calibrate", "concurrent", "fallback", "default", "grid", "exploit"
+]
 """``pruning``: a step of the pruning walk. ``sampling``: Thompson sampling among the sizes in
 play. ``calibrate``: the first run of a surviving size on a GPU model the job has not used it
 on, whose observations from other models cannot be translated before it is profiled here.

@@ -15,8 +15,17 @@ from typing import Literal
 from zeus_airflow.core.devices.base import Measurement
 from zeus_airflow.core.domain.phases import EXPLORATION_PHASES
 
-TrialStatus = Literal["running", "succeeded", "failed", "error", "invalid", "skipped",
-                      "expired", "superseded", "abandoned"]
+TrialStatus = Literal[
+    "running",
+    "succeeded",
+    "failed",
+    "error",
+    "invalid",
+    "skipped",
+    "expired",
+    "superseded",
+    "abandoned",
+]
 """running: in flight. succeeded / failed: finished, target reached or not. error: the train
 function raised. invalid: it returned without keeping its contract (run.CONTRACT), or kept it
 without a verdict on its size (too few steps, its own cap); its measurement is kept, its batch
@@ -50,22 +59,38 @@ def finished_status(reached_target: bool) -> TrialStatus:
 STATUS_SHOWN: Mapping[TrialStatus, tuple[str, str]] = {
     "running": ("running", "in flight: the figures sum the tries finished so far"),
     "succeeded": ("succeeded", "the last try reached the target"),
-    "failed": ("target missed", "the last try missed the target (at max_epochs or early-stopped): "
-               "a warning, the Airflow task still succeeded unless fail_on_missed_target=True"),
-    "error": ("error", "the train function raised: the task failed with its traceback (task "
-              "log); no batch size was judged"),
-    "invalid": ("invalid", "no batch size was judged: the train function broke its contract "
-                "(no metric reported, nan, run.epochs() not iterated, or a return value XCom "
-                "cannot store: the task failed with the reason in its log), or trained an "
-                "epoch of no step, or its own cap (max_steps) ended it (a warning; the task "
-                "succeeded)"),
-    "skipped": ("skipped", "the train function raised AirflowSkipException: the task was "
-                "skipped; no batch size was judged"),
+    "failed": (
+        "target missed",
+        "the last try missed the target (at max_epochs or early-stopped): "
+        "a warning, the Airflow task still succeeded unless fail_on_missed_target=True",
+    ),
+    "error": (
+        "error",
+        "the train function raised: the task failed with its traceback (task "
+        "log); no batch size was judged",
+    ),
+    "invalid": (
+        "invalid",
+        "no batch size was judged: the train function broke its contract "
+        "(no metric reported, nan, run.epochs() not iterated, or a return value XCom "
+        "cannot store: the task failed with the reason in its log), or trained an "
+        "epoch of no step, or its own cap (max_steps) ended it (a warning; the task "
+        "succeeded)",
+    ),
+    "skipped": (
+        "skipped",
+        "the train function raised AirflowSkipException: the task was "
+        "skipped; no batch size was judged",
+    ),
     "expired": ("expired", "the task stopped sending heartbeats (killed?): recorded as lost"),
-    "superseded": ("replaced", "a later Airflow try of the task began after it finished: "
-                   "history, never counted"),
-    "abandoned": ("abandoned", "a later Airflow try of the task began while it ran: history, "
-                  "never counted"),
+    "superseded": (
+        "replaced",
+        "a later Airflow try of the task began after it finished: history, never counted",
+    ),
+    "abandoned": (
+        "abandoned",
+        "a later Airflow try of the task began while it ran: history, never counted",
+    ),
 }
 """A try's or run's status as people read it (the UI's runs table, the CLI), and what it
 means (the UI's tooltip). A trial's ``failed`` is its batch size missing the target; to a
@@ -76,8 +101,11 @@ reader it must not read as a failed Airflow task."""
 EXPIRE: Mapping[TrialStatus, TrialStatus] = {"running": "expired"}
 """Its worker sent no heartbeat within the lease."""
 SUPERSEDE: Mapping[TrialStatus, TrialStatus] = {
-    "succeeded": "superseded", "failed": "superseded",
-    "running": "abandoned", "expired": "abandoned"}
+    "succeeded": "superseded",
+    "failed": "superseded",
+    "running": "abandoned",
+    "expired": "abandoned",
+}
 """A later try of the same Airflow task instance began: live trials become history."""
 FAIL: Mapping[TrialStatus, TrialStatus] = {"running": "error"}
 """The train function raised."""
@@ -96,8 +124,9 @@ re-explored by another worker meanwhile, and the walk must not see it twice."""
 
 def takes_result(status: str, phase: str) -> bool:
     """Whether a trial in ``status`` takes a finished result (see ``RESULT_TAKEN_FROM``)."""
-    return status in RESULT_TAKEN_FROM or (status in LATE_RESULT_TAKEN_FROM
-                                           and phase not in EXPLORATION_PHASES)
+    return status in RESULT_TAKEN_FROM or (
+        status in LATE_RESULT_TAKEN_FROM and phase not in EXPLORATION_PHASES
+    )
 
 
 def _transitions() -> dict[TrialStatus, frozenset[TrialStatus]]:

@@ -32,8 +32,31 @@ from zeus_airflow.core.reports.records import (
 from zeus_airflow.core.reports.report import FleetTotals, JobReport, fleet_totals, report
 from zeus_airflow.core.reports.runs import SHOWN_STATUSES, runs
 
-__all__ = ["SHOWN_STATUSES", "Arm", "DefaultEstimate", "FleetTotals", "JobDetail", "JobReport",
-           "JobSummary", "ProfilePoint", "RunRecord", "Version", "arms", "current",
-           "default_emissions_g", "default_estimate", "detail", "fleet_totals", "instance_job",
-           "job_dags", "job_instance_runs", "job_instances", "profile_points", "report", "runs",
-           "summaries", "task_jobs", "versions"]
+__all__ = [
+    "SHOWN_STATUSES",
+    "Arm",
+    "DefaultEstimate",
+    "FleetTotals",
+    "JobDetail",
+    "JobReport",
+    "JobSummary",
+    "ProfilePoint",
+    "RunRecord",
+    "Version",
+    "arms",
+    "current",
+    "default_emissions_g",
+    "default_estimate",
+    "detail",
+    "fleet_totals",
+    "instance_job",
+    "job_dags",
+    "job_instance_runs",
+    "job_instances",
+    "profile_points",
+    "report",
+    "runs",
+    "summaries",
+    "task_jobs",
+    "versions",
+]

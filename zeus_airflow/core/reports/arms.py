@@ -31,22 +31,34 @@ from zeus_airflow.core.reports.records import Arm, ProfilePoint, Version
 from zeus_airflow.core.store.snapshot import read_state
 from zeus_airflow.core.store.tables import power_profiles, trials
 
-_POINT = (power_profiles.c.batch_size, power_profiles.c.gpu_model, power_profiles.c.gpu_count,
-          power_profiles.c.power_limit_w, power_profiles.c.avg_power_w,
-          power_profiles.c.steps_per_s)
+_POINT = (
+    power_profiles.c.batch_size,
+    power_profiles.c.gpu_model,
+    power_profiles.c.gpu_count,
+    power_profiles.c.power_limit_w,
+    power_profiles.c.avg_power_w,
+    power_profiles.c.steps_per_s,
+)
 """A profile point's columns, in ``ProfilePoint``'s order."""
-_LATEST_SETUP = (select(trials.c.gpu_model, trials.c.gpu_count, trials.c.measurement)
-                 .order_by(trials.c.decision_seq.desc()).limit(1))
+_LATEST_SETUP = (
+    select(trials.c.gpu_model, trials.c.gpu_count, trials.c.measurement)
+    .order_by(trials.c.decision_seq.desc())
+    .limit(1)
+)
 
 
 def _snapshot(conn: Connection, v: Version) -> JobSnapshot:
     """What the policy reads when it decides for this version on its latest GPU setup."""
     latest = conn.execute(_LATEST_SETUP.where(trials.c.job_pk == v.pk)).first()
     # The candidate limits matter to the grid baseline only: none are needed here.
-    device = DeviceInfo(latest.gpu_model, latest.gpu_count, latest.measurement, ()) if latest \
+    device = (
+        DeviceInfo(latest.gpu_model, latest.gpu_count, latest.measurement, ())
+        if latest
         else DeviceInfo("", 1, "measured", ())
-    return job_snapshot(read_state(conn, JobRef(v.pk, v.job_id, v.version, v.config), device,
-                                   frozenset()))
+    )
+    return job_snapshot(
+        read_state(conn, JobRef(v.pk, v.job_id, v.version, v.config), device, frozenset())
+    )
 
 
 def decision_state(conn: Connection, v: Version) -> tuple[str, int | None]:
@@ -56,8 +68,12 @@ def decision_state(conn: Connection, v: Version) -> tuple[str, int | None]:
     try:
         phase, in_play = job_phase(snapshot)
     except HistoryOutOfOrderError:  # a history another policy (the simulator's baselines) wrote
-        last = conn.execute(select(trials.c.phase).where(trials.c.job_pk == v.pk)
-                            .order_by(trials.c.decision_seq.desc()).limit(1)).scalar()
+        last = conn.execute(
+            select(trials.c.phase)
+            .where(trials.c.job_pk == v.pk)
+            .order_by(trials.c.decision_seq.desc())
+            .limit(1)
+        ).scalar()
         return str(last or "none"), None
     if not any(arm.count for arm in snapshot.observations.values()):
         return phase, None
@@ -78,8 +94,11 @@ def upcoming_batch_size(conn: Connection, v: Version) -> tuple[str, int | None]:
     except HistoryOutOfOrderError:  # another policy's history
         return decision_state(conn, v)
     if state.next_batch_size is not None:
-        step = Decision(state.next_batch_size, "pruning",
-                        early_stop_cost=bound_for(snapshot)(state.next_batch_size))
+        step = Decision(
+            state.next_batch_size,
+            "pruning",
+            early_stop_cost=bound_for(snapshot)(state.next_batch_size),
+        )
         try:
             decided = within_budget(snapshot, step)
         except NoFeasibleBatchSizeError:  # only inside a recurrence that already failed
@@ -96,26 +115,36 @@ def arms(conn: Connection, v: Version) -> tuple[Arm, ...]:
         reasons = pruning_reasons(snapshot)
     except HistoryOutOfOrderError:  # another policy's history: nothing is pruned
         survivors, reasons = v.config.batch_sizes, {}
-    stats = {b: snapshot.observations.get(b, ArmStats(0, 0.0, 0.0))
-             for b in v.config.batch_sizes}
+    stats = {b: snapshot.observations.get(b, ArmStats(0, 0.0, 0.0)) for b in v.config.batch_sizes}
     cv = pooled_cost_cv(stats[b] for b in survivors)
     result = []
     for b, arm in stats.items():
         belief = arm_posterior(arm, cv) if arm.count else None
-        result.append(Arm(b, arm.count, arm.mean if arm.count else None,
-                          belief.mean if belief else None,
-                          belief.variance ** 0.5 if belief else None, b not in survivors,
-                          reasons.get(b)))
+        result.append(
+            Arm(
+                b,
+                arm.count,
+                arm.mean if arm.count else None,
+                belief.mean if belief else None,
+                belief.variance**0.5 if belief else None,
+                b not in survivors,
+                reasons.get(b),
+            )
+        )
     return tuple(result)
 
 
-def profile_points(conn: Connection, job_pk: int,
-                   batch_size: int | None = None) -> tuple[ProfilePoint, ...]:
+def profile_points(
+    conn: Connection, job_pk: int, batch_size: int | None = None
+) -> tuple[ProfilePoint, ...]:
     """Measured profile points, by batch size, GPU setup and limit (highest first); slices
     in progress are no points yet."""
     p = power_profiles.c
-    query = (select(*_POINT).where(p.job_pk == job_pk, p.measured_steps.is_(None))
-             .order_by(p.batch_size, p.gpu_model, p.gpu_count, p.power_limit_w.desc()))
+    query = (
+        select(*_POINT)
+        .where(p.job_pk == job_pk, p.measured_steps.is_(None))
+        .order_by(p.batch_size, p.gpu_model, p.gpu_count, p.power_limit_w.desc())
+    )
     if batch_size is not None:
         query = query.where(p.batch_size == batch_size)
     return tuple(ProfilePoint(*r) for r in conn.execute(query))
@@ -125,7 +154,11 @@ def profile_points_of(conn: Connection, sizes: Mapping[int, int]) -> list[Any]:
     """The measured profile points of each job's batch size (job key -> size), with their
     job key (``job_pk``), in one read."""
     p = power_profiles.c
-    rows = conn.execute(select(p.job_pk, *_POINT).where(
-        p.job_pk.in_(list(sizes)), p.batch_size.in_(set(sizes.values())),
-        p.measured_steps.is_(None)))
+    rows = conn.execute(
+        select(p.job_pk, *_POINT).where(
+            p.job_pk.in_(list(sizes)),
+            p.batch_size.in_(set(sizes.values())),
+            p.measured_steps.is_(None),
+        )
+    )
     return [r for r in rows if r[1] == sizes[r[0]]]  # (job_pk, batch_size, ...)

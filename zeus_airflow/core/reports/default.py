@@ -24,8 +24,9 @@ def default_estimate(conn: Connection, v: Version) -> DefaultEstimate | None:
     return default_estimates(conn, [v])[v.pk]
 
 
-def default_estimates(conn: Connection, chosen: Sequence[Version]
-                      ) -> dict[int, DefaultEstimate | None]:
+def default_estimates(
+    conn: Connection, chosen: Sequence[Version]
+) -> dict[int, DefaultEstimate | None]:
     """:func:`default_estimate` of each version, by its key, in two reads for them all."""
     b0 = {v.pk: v.default_batch_size for v in chosen}
     if not b0:
@@ -35,25 +36,36 @@ def default_estimates(conn: Connection, chosen: Sequence[Version]
     successes: dict[int, list[Any]] = {}
     t = trials.c
     for row in conn.execute(
-            select(t.job_pk, t.power_limit_w, t.gpu_model, t.gpu_count,
-                   func.sum(t.energy_j).label("energy_j"), func.sum(t.time_s).label("time_s"),
-                   func.count().label("runs"), func.sum(DEFAULT_COST).label("default_cost"),
-                   func.count(DEFAULT_COST).label("costed"))
-            .where(t.job_pk.in_(list(b0)), t.batch_size.in_(set(b0.values())),
-                   t.status == "succeeded")
-            .group_by(t.job_pk, t.batch_size, t.power_limit_w, t.gpu_model, t.gpu_count)
-            .add_columns(t.batch_size)):
+        select(
+            t.job_pk,
+            t.power_limit_w,
+            t.gpu_model,
+            t.gpu_count,
+            func.sum(t.energy_j).label("energy_j"),
+            func.sum(t.time_s).label("time_s"),
+            func.count().label("runs"),
+            func.sum(DEFAULT_COST).label("default_cost"),
+            func.count(DEFAULT_COST).label("costed"),
+        )
+        .where(t.job_pk.in_(list(b0)), t.batch_size.in_(set(b0.values())), t.status == "succeeded")
+        .group_by(t.job_pk, t.batch_size, t.power_limit_w, t.gpu_model, t.gpu_count)
+        .add_columns(t.batch_size)
+    ):
         if row.batch_size == b0[row.job_pk]:  # (job, b0) pairs: cheaper to sift than to bind
             successes.setdefault(row.job_pk, []).append(row)
     return _with_profiles(conn, b0, successes)
 
 
-def _with_profiles(conn: Connection, b0: dict[int, int],
-                   successes: dict[int, list[Any]]) -> dict[int, DefaultEstimate | None]:
+def _with_profiles(
+    conn: Connection, b0: dict[int, int], successes: dict[int, list[Any]]
+) -> dict[int, DefaultEstimate | None]:
     """The estimates, with the profile points they scale by: for each GPU setup, its
     highest limit and the limits b0 trained at (the others are read, not built)."""
-    trained = {(pk, s.gpu_model, s.gpu_count, s.power_limit_w)
-               for pk, rows in successes.items() for s in rows}
+    trained = {
+        (pk, s.gpu_model, s.gpu_count, s.power_limit_w)
+        for pk, rows in successes.items()
+        for s in rows
+    }
     # Rows unpacked as tuples: a thousand jobs' profiles are thousands of points.
     points = [tuple(p) for p in profile_points_of(conn, b0)]
     top: dict[tuple[int, str, int], int] = {}
@@ -62,15 +74,17 @@ def _with_profiles(conn: Connection, b0: dict[int, int],
     profiles: dict[int, dict[tuple[str, int], dict[int, LimitMeasurement]]] = {}
     for pk, _, model, count, limit, power, speed in points:
         if limit == top[pk, model, count] or (pk, model, count, limit) in trained:
-            profiles.setdefault(pk, {}).setdefault((model, count), {})[limit] = \
-                LimitMeasurement(limit, power, speed)
-    return {pk: _estimate(size, successes.get(pk, []), profiles.get(pk, {}))
-            for pk, size in b0.items()}
+            profiles.setdefault(pk, {}).setdefault((model, count), {})[limit] = LimitMeasurement(
+                limit, power, speed
+            )
+    return {
+        pk: _estimate(size, successes.get(pk, []), profiles.get(pk, {})) for pk, size in b0.items()
+    }
 
 
-def _estimate(b0: int, successes: list[Any],
-              profiles: dict[tuple[str, int], dict[int, LimitMeasurement]]
-              ) -> DefaultEstimate | None:
+def _estimate(
+    b0: int, successes: list[Any], profiles: dict[tuple[str, int], dict[int, LimitMeasurement]]
+) -> DefaultEstimate | None:
     """From b0's successful runs added up per GPU setup and limit (``runs`` each)."""
     if not successes:
         return None
@@ -91,8 +105,9 @@ def _estimate(b0: int, successes: list[Any],
     return DefaultEstimate(b0, top, energy / n, time / n, n, scaled, cost)
 
 
-def default_emissions_g(default: DefaultEstimate | None,
-                        runs: Sequence[RunRecord]) -> list[float | None]:
+def default_emissions_g(
+    default: DefaultEstimate | None, runs: Sequence[RunRecord]
+) -> list[float | None]:
     """What each run would have emitted the Default way: b0 at the maximum limit (the
     estimate's energy, plus the run's own setup energy, which Default would spend too),
     started on schedule: at the intensity forecast for the run's slot had it not waited

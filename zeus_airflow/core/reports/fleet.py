@@ -88,15 +88,18 @@ class Fleet:
     Default estimate, and Default's estimate for their finished runs, in J."""
 
 
-def fleet(conn: Connection, chosen: Sequence[Version],
-          keep: Callable[[FleetJob], bool] = lambda job: True) -> tuple[Fleet, list[FleetJob]]:
+def fleet(
+    conn: Connection, chosen: Sequence[Version], keep: Callable[[FleetJob], bool] = lambda job: True
+) -> tuple[Fleet, list[FleetJob]]:
     """The fleet page's rows for ``chosen`` (in that order), those ``keep`` keeps with their
     energy by day; and every row."""
     summed = totals(conn, chosen)
     last = _last_runs(conn, [v.pk for v in chosen])
     emitted = _emissions(conn, list(summed.values()))
-    every = [FleetJob(summed[v.pk], last.get(v.pk), emitted.get(v.pk, Emissions(None, None)))
-             for v in chosen]
+    every = [
+        FleetJob(summed[v.pk], last.get(v.pk), emitted.get(v.pk, Emissions(None, None)))
+        for v in chosen
+    ]
     kept = [job for job in every if keep(job)]
     return Fleet(kept, _days(conn, [j.totals for j in kept])), every
 
@@ -105,22 +108,42 @@ def _last_runs(conn: Connection, pks: list[int]) -> dict[int, LastRun]:
     """Each job's latest try. A job's trials are inserted in decision order (the decision
     and the insert share a transaction under the job's lock), so the latest has the highest
     id: a key lookup, where the highest decision_seq would be a scan."""
-    latest = (select(func.max(trials.c.id)).where(trials.c.job_pk.in_(pks), SHOWN)
-              .group_by(trials.c.job_pk).scalar_subquery())
+    latest = (
+        select(func.max(trials.c.id))
+        .where(trials.c.job_pk.in_(pks), SHOWN)
+        .group_by(trials.c.job_pk)
+        .scalar_subquery()
+    )
     rows = conn.execute(
-        select(trials.c.job_pk, trials.c.started_at, trials.c.status, trials.c.phase,
-               trials.c.budget_left_runs).where(trials.c.id.in_(latest)))
-    return {r.job_pk: LastRun(as_utc(r.started_at), r.status, r.phase, r.budget_left_runs)
-            for r in rows}
+        select(
+            trials.c.job_pk,
+            trials.c.started_at,
+            trials.c.status,
+            trials.c.phase,
+            trials.c.budget_left_runs,
+        ).where(trials.c.id.in_(latest))
+    )
+    return {
+        r.job_pk: LastRun(as_utc(r.started_at), r.status, r.phase, r.budget_left_runs) for r in rows
+    }
 
 
 def _emissions(conn: Connection, jobs: list[JobTotals]) -> dict[int, Emissions]:
     """Emissions against Default for the jobs with carbon figures (Default's emissions
     need each run's intensity: their runs are read); the others have none."""
-    with_carbon = conn.execute(
-        select(trials.c.job_pk).distinct()
-        .where(trials.c.job_pk.in_([j.version.pk for j in jobs]), SHOWN,
-               trials.c.emissions_g.is_not(None))).scalars().all()
+    with_carbon = (
+        conn.execute(
+            select(trials.c.job_pk)
+            .distinct()
+            .where(
+                trials.c.job_pk.in_([j.version.pk for j in jobs]),
+                SHOWN,
+                trials.c.emissions_g.is_not(None),
+            )
+        )
+        .scalars()
+        .all()
+    )
     by_pk = {j.version.pk: j for j in jobs}
     return {pk: Emissions.of(by_pk[pk].default, runs(conn, pk)) for pk in with_carbon}
 
@@ -133,9 +156,11 @@ def _days(conn: Connection, jobs: list[JobTotals]) -> list[tuple[datetime, float
     estimated = {j.version.pk: j.default.energy_j for j in jobs if j.default is not None}
     if not estimated:
         return []
-    first, last = conn.execute(select(func.min(trials.c.started_at),
-                                      func.max(trials.c.started_at))
-                               .where(trials.c.job_pk.in_(list(estimated)), SHOWN)).one()
+    first, last = conn.execute(
+        select(func.min(trials.c.started_at), func.max(trials.c.started_at)).where(
+            trials.c.job_pk.in_(list(estimated)), SHOWN
+        )
+    ).one()
     per_run = run_figures(list(estimated), (SHOWN,)).subquery()
     if first is None:
         return []
@@ -143,10 +168,15 @@ def _days(conn: Connection, jobs: list[JobTotals]) -> list[tuple[datetime, float
     unit = next((u for u, at_least in PERIODS if span >= at_least), "second")
     period = _period(conn, per_run.c.started_at, unit)
     default = _per_job(per_run.c.job_pk, estimated) * per_run.c.done
-    rows = conn.execute(select(period.label("period"), func.sum(per_run.c.energy),
-                               func.sum(default)).group_by(period).order_by(period))
-    return [(datetime.fromisoformat(p).replace(tzinfo=UTC), float(used), float(by_default))
-            for p, used, by_default in rows]
+    rows = conn.execute(
+        select(period.label("period"), func.sum(per_run.c.energy), func.sum(default))
+        .group_by(period)
+        .order_by(period)
+    )
+    return [
+        (datetime.fromisoformat(p).replace(tzinfo=UTC), float(used), float(by_default))
+        for p, used, by_default in rows
+    ]
 
 
 def _per_job(job_pk: ColumnElement[int], values: dict[int, float]) -> ColumnElement[float]:
@@ -157,12 +187,18 @@ def _per_job(job_pk: ColumnElement[int], values: dict[int, float]) -> ColumnElem
     return literal_column(f"(CASE {job_pk} WHEN -1 THEN 0.0 {whens} ELSE 0.0 END)", Float)
 
 
-PERIODS = (("day", timedelta(days=2)), ("hour", timedelta(hours=2)),
-           ("minute", timedelta(minutes=2)))
+PERIODS = (
+    ("day", timedelta(days=2)),
+    ("hour", timedelta(hours=2)),
+    ("minute", timedelta(minutes=2)),
+)
 """The period the fleet's timeline adds up by, the first whose span the runs cover."""
-_FORMATS = {"day": ("%Y-%m-%d", "YYYY-MM-DD"), "hour": ("%Y-%m-%d %H:00", "YYYY-MM-DD HH24:00"),
-            "minute": ("%Y-%m-%d %H:%M", "YYYY-MM-DD HH24:MI"),
-            "second": ("%Y-%m-%d %H:%M:%S", "YYYY-MM-DD HH24:MI:SS")}
+_FORMATS = {
+    "day": ("%Y-%m-%d", "YYYY-MM-DD"),
+    "hour": ("%Y-%m-%d %H:00", "YYYY-MM-DD HH24:00"),
+    "minute": ("%Y-%m-%d %H:%M", "YYYY-MM-DD HH24:MI"),
+    "second": ("%Y-%m-%d %H:%M:%S", "YYYY-MM-DD HH24:MI:SS"),
+}
 """SQLite's strftime and PostgreSQL's to_char formats of each period, read back by
 ``datetime.fromisoformat``."""
 

@@ -24,9 +24,13 @@ def attribute_docstrings(cls: type) -> dict[str, str]:
     assert isinstance(body, ast.ClassDef)
     docs = {}
     for field, after in itertools.pairwise(body.body):
-        if (isinstance(field, ast.AnnAssign) and isinstance(field.target, ast.Name)
-                and isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant)
-                and isinstance(after.value.value, str)):
+        if (
+            isinstance(field, ast.AnnAssign)
+            and isinstance(field.target, ast.Name)
+            and isinstance(after, ast.Expr)
+            and isinstance(after.value, ast.Constant)
+            and isinstance(after.value.value, str)
+        ):
             docs[field.target.id] = inspect.cleandoc(after.value.value)
     return docs
 
@@ -41,8 +45,10 @@ def _document_inherited(schema: dict[str, Any], cls: type) -> None:
                 properties[name].setdefault("description", doc)
 
 
-DOCUMENTED: dict[str, Any] = {"use_attribute_docstrings": True,
-                               "json_schema_extra": _document_inherited}
+DOCUMENTED: dict[str, Any] = {
+    "use_attribute_docstrings": True,
+    "json_schema_extra": _document_inherited,
+}
 """Records the UI's JSON API returns as they are: pydantic (which this package does not
 import) documents their fields from the attribute docstrings."""
 
@@ -311,4 +317,3 @@ class JobDetail:
     runs: tuple[RunRecord, ...]
     arms: tuple[Arm, ...]
     profile: tuple[ProfilePoint, ...]
-

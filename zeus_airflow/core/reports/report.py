@@ -40,8 +40,11 @@ class Emissions:
     @classmethod
     def of(cls, default: DefaultEstimate | None, shown: Sequence[RunRecord]) -> Emissions:
         defaults = default_emissions_g(default, shown)
-        pairs = [(r.emissions_g, d) for r, d in zip(shown, defaults, strict=True)
-                 if r.emissions_g is not None]
+        pairs = [
+            (r.emissions_g, d)
+            for r, d in zip(shown, defaults, strict=True)
+            if r.emissions_g is not None
+        ]
         if not pairs:
             return cls(None, None)
         known = [d for _, d in pairs if d is not None]
@@ -105,25 +108,38 @@ class JobReport:
     ``+``-joined when mixed: a replayed or simulated figure is not a measurement."""
 
     @classmethod
-    def of(cls, s: JobSummary, upcoming: tuple[str, int | None], last: RunRecord | None,
-           e: Emissions) -> JobReport:
+    def of(
+        cls, s: JobSummary, upcoming: tuple[str, int | None], last: RunRecord | None, e: Emissions
+    ) -> JobReport:
         return cls(
-            job_id=s.job_id, version=s.version.version,
-            dags=tuple(sorted({dag for dag, _ in s.tasks if dag})), runs=s.runs,
-            finished_runs=s.finished_runs, phase=s.phase, next_phase=upcoming[0],
-            next_batch_size=upcoming[1], best_batch_size=s.best_batch_size,
+            job_id=s.job_id,
+            version=s.version.version,
+            dags=tuple(sorted({dag for dag, _ in s.tasks if dag})),
+            runs=s.runs,
+            finished_runs=s.finished_runs,
+            phase=s.phase,
+            next_phase=upcoming[0],
+            next_batch_size=upcoming[1],
+            best_batch_size=s.best_batch_size,
             best_power_limit_w=s.best_power_limit_w,
             last_run_at=last.started_at if last else None,
             last_status=last.status if last else None,
             fallback=s.phase == "infeasible" or bool(last and last.phase == "fallback"),
-            energy_j=s.energy_j, default_energy_j=s.default_energy_j,
-            saved_energy_fraction=s.saved_energy_fraction, time_s=s.time_s,
-            default_time_s=s.default_time_s, saved_time_fraction=s.saved_time_fraction,
-            cost=s.cost, default_cost=s.default_cost, saved_cost_fraction=s.saved_cost_fraction,
-            emissions_g=e.emissions_g, default_emissions_g=e.default_emissions_g,
+            energy_j=s.energy_j,
+            default_energy_j=s.default_energy_j,
+            saved_energy_fraction=s.saved_energy_fraction,
+            time_s=s.time_s,
+            default_time_s=s.default_time_s,
+            saved_time_fraction=s.saved_time_fraction,
+            cost=s.cost,
+            default_cost=s.default_cost,
+            saved_cost_fraction=s.saved_cost_fraction,
+            emissions_g=e.emissions_g,
+            default_emissions_g=e.default_emissions_g,
             saved_emissions_fraction=saved_fraction(e.emissions_g, e.default_emissions_g),
             budget_left_runs=last.budget_left_runs if last else None,
-            measurement=measurement_label(s.measurements))
+            measurement=measurement_label(s.measurements),
+        )
 
 
 @dataclass(frozen=True)
@@ -165,10 +181,12 @@ def measurement_label(kinds: Sequence[str]) -> str:
     return "+".join(sorted(set(kinds)))
 
 
-_COMPARED = (("energy_j", "default_energy_j", "saved_energy_fraction"),
-             ("time_s", "default_time_s", "saved_time_fraction"),
-             ("cost", "default_cost", "saved_cost_fraction"),
-             ("emissions_g", "default_emissions_g", "saved_emissions_fraction"))
+_COMPARED = (
+    ("energy_j", "default_energy_j", "saved_energy_fraction"),
+    ("time_s", "default_time_s", "saved_time_fraction"),
+    ("cost", "default_cost", "saved_cost_fraction"),
+    ("emissions_g", "default_emissions_g", "saved_emissions_fraction"),
+)
 """Each figure, Default's, and the fraction saved."""
 
 
@@ -194,17 +212,24 @@ def fleet_totals(jobs: Sequence[Compared]) -> FleetTotals:
         known = [j for j in jobs if getattr(j, figure) is not None]
         compared = [j for j in known if getattr(j, default) is not None]
         used = _total(compared, figure)
-        figures.update({figure: _total(known, figure), f"compared_{figure}": used,
-                        default: _total(compared, default)})
+        figures.update(
+            {
+                figure: _total(known, figure),
+                f"compared_{figure}": used,
+                default: _total(compared, default),
+            }
+        )
         figures[saved] = saved_fraction(used, figures[default])
     if not any(j.emissions_g is not None for j in jobs):
         figures["emissions_g"] = None
     return FleetTotals(
-        jobs=len(jobs), runs=sum(j.runs for j in jobs),
+        jobs=len(jobs),
+        runs=sum(j.runs for j in jobs),
         learning_jobs=sum(j.phase == "pruning" for j in jobs),
         falling_back_jobs=sum(j.fallback for j in jobs),
         measurement=measurement_label([k for j in jobs for k in j.measurement.split("+") if k]),
-        **figures)
+        **figures,
+    )
 
 
 def _total(jobs: Sequence[Compared], figure: str) -> Any:
@@ -214,8 +239,9 @@ def _total(jobs: Sequence[Compared], figure: str) -> Any:
     return sum(getattr(j, figure) for j in jobs)
 
 
-def report(conn: Connection, job_ids: Sequence[str],
-           since: datetime | None = None) -> list[JobReport]:
+def report(
+    conn: Connection, job_ids: Sequence[str], since: datetime | None = None
+) -> list[JobReport]:
     """The current version of each of ``job_ids`` (in that order); with ``since`` (UTC
     unless it says), of the tries started at or after it."""
     if since is not None:  # the store compares UTC; SQLite compares the text as written
@@ -228,6 +254,12 @@ def report(conn: Connection, job_ids: Sequence[str],
         every = runs(conn, summary.version.pk)
         shown = [r for r in every if since is None or r.started_at >= since]
         phase, size = upcoming_batch_size(conn, summary.version)
-        result.append(JobReport.of(summary, (phase, size), every[-1] if every else None,
-                                   Emissions.of(summary.default, shown)))
+        result.append(
+            JobReport.of(
+                summary,
+                (phase, size),
+                every[-1] if every else None,
+                Emissions.of(summary.default, shown),
+            )
+        )
     return result

@@ -22,26 +22,46 @@ SHOWN_STATUSES = (*LIVE_STATUSES, *VOID_STATUSES)
 broke its contract."""
 SHOWN = trials.c.status.in_(SHOWN_STATUSES)
 
-SUMMED = ("energy_j", "time_s", "cost", "epochs", "setup_energy_j", "setup_time_s",
-          "emissions_g", "energy_cost", "cpu_energy_j", "dram_energy_j", "default_cost")
+SUMMED = (
+    "energy_j",
+    "time_s",
+    "cost",
+    "epochs",
+    "setup_energy_j",
+    "setup_time_s",
+    "emissions_g",
+    "energy_cost",
+    "cpu_energy_j",
+    "dram_energy_j",
+    "default_cost",
+)
 """A run's figures: the sum over its finished tries."""
 SUMMED_WHERE_KNOWN = ("would_save_energy_j", "would_save_time_s")
 """Observe mode's estimates: the sum over the tries that made one (None when none did)."""
-_OWN = ("index", "batch_sizes", "started_at", "finished_at", "reached_target",
-        "recorded_late_at")
+_OWN = ("index", "batch_sizes", "started_at", "finished_at", "reached_target", "recorded_late_at")
 """Fields a run computes itself (first start, last finish, ...); all others are its last
 try's."""
-_LAST = tuple(f.name for f in fields(RunRecord)
-              if f.name not in (*SUMMED, *SUMMED_WHERE_KNOWN, *_OWN))
-_COLUMNS = ("batch_size", "started_at", "finished_at", "reached_target", "recorded_late_at",
-            *_LAST, *SUMMED, *SUMMED_WHERE_KNOWN)
+_LAST = tuple(
+    f.name for f in fields(RunRecord) if f.name not in (*SUMMED, *SUMMED_WHERE_KNOWN, *_OWN)
+)
+_COLUMNS = (
+    "batch_size",
+    "started_at",
+    "finished_at",
+    "reached_target",
+    "recorded_late_at",
+    *_LAST,
+    *SUMMED,
+    *SUMMED_WHERE_KNOWN,
+)
 _TRY_COLUMNS = select(*(trials.c[name] for name in dict.fromkeys(_COLUMNS)))
 
 
 def runs(conn: Connection, job_pk: int) -> tuple[RunRecord, ...]:
     """The version's runs in decision order (of their first try)."""
-    rows = conn.execute(_TRY_COLUMNS.where(trials.c.job_pk == job_pk, SHOWN)
-                        .order_by(trials.c.decision_seq))
+    rows = conn.execute(
+        _TRY_COLUMNS.where(trials.c.job_pk == job_pk, SHOWN).order_by(trials.c.decision_seq)
+    )
     grouped: dict[tuple[str, str, str, int], list[Row[Any]]] = {}
     for t in rows:
         tries = grouped.setdefault((t.dag_id, t.task_id, t.run_id, t.map_index), [])
@@ -57,18 +77,23 @@ def _run(index: int, tries: list[Row[Any]]) -> RunRecord:
     finished = [t.finished_at for t in tries if t.finished_at is not None]
     late = [t.recorded_late_at for t in tries if t.recorded_late_at is not None]
     return RunRecord(
-        index=index, batch_sizes=tuple(t.batch_size for t in tries),
+        index=index,
+        batch_sizes=tuple(t.batch_size for t in tries),
         started_at=utc(tries[0].started_at),
         finished_at=utc(max(finished)) if finished else None,
         recorded_late_at=utc(max(late)) if late else None,
         # Unknown while the last try trains (earlier tries missing it say nothing yet) and
         # when it raised (its figures are kept, without a verdict).
-        reached_target=None if not done or last.reached_target is None
+        reached_target=None
+        if not done or last.reached_target is None
         else bool(last.reached_target),
         **{name: getattr(last, name) for name in _LAST},
         **{name: _sum([getattr(t, name) for t in done]) for name in SUMMED},
-        **{name: _sum([v for t in done if (v := getattr(t, name)) is not None])
-           for name in SUMMED_WHERE_KNOWN})
+        **{
+            name: _sum([v for t in done if (v := getattr(t, name)) is not None])
+            for name in SUMMED_WHERE_KNOWN
+        },
+    )
 
 
 def _sum(values: list[Any]) -> Any:

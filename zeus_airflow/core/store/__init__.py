@@ -5,5 +5,13 @@ from zeus_airflow.core.store.base import Store, StoreError, TrialStart, Unrecord
 from zeus_airflow.core.store.location import StoreLocation, open_store, resolve_location
 from zeus_airflow.core.store.sql import SQLStore
 
-__all__ = ["SQLStore", "Store", "StoreError", "StoreLocation", "TrialStart",
-           "UnrecordedResultError", "open_store", "resolve_location"]
+__all__ = [
+    "SQLStore",
+    "Store",
+    "StoreError",
+    "StoreLocation",
+    "TrialStart",
+    "UnrecordedResultError",
+    "open_store",
+    "resolve_location",
+]

@@ -46,20 +46,35 @@ def _count(condition: ColumnElement[bool], name: str) -> Label[int]:
 
 
 _JOBS = (
-    select(jobs.c.job_id, jobs.c.version, jobs.c.active, jobs.c.created_at, jobs.c.fingerprint,
-           jobs.c.config_json, func.count(trials.c.id).label("trials"),
-           *(_count(trials.c.status == status, status)
-             for status in ("running", "succeeded", "failed")),
-           _count(trials.c.observed, "counted"),
-           func.coalesce(func.sum(trials.c.energy_j), 0.0).label("energy_j"),
-           func.coalesce(func.sum(trials.c.time_s), 0.0).label("time_s"))
+    select(
+        jobs.c.job_id,
+        jobs.c.version,
+        jobs.c.active,
+        jobs.c.created_at,
+        jobs.c.fingerprint,
+        jobs.c.config_json,
+        func.count(trials.c.id).label("trials"),
+        *(
+            _count(trials.c.status == status, status)
+            for status in ("running", "succeeded", "failed")
+        ),
+        _count(trials.c.observed, "counted"),
+        func.coalesce(func.sum(trials.c.energy_j), 0.0).label("energy_j"),
+        func.coalesce(func.sum(trials.c.time_s), 0.0).label("time_s"),
+    )
     .select_from(jobs.outerjoin(trials, trials.c.job_pk == jobs.c.id))
-    .group_by(jobs.c.id).order_by(jobs.c.job_id, jobs.c.version)
+    .group_by(jobs.c.id)
+    .order_by(jobs.c.job_id, jobs.c.version)
 )
 _TRIALS = (
-    select(trials.c.id, jobs.c.job_id, jobs.c.version,
-           *[c for c in trials.c if c.name not in ("id", "job_pk")])
-    .join(jobs, trials.c.job_pk == jobs.c.id).order_by(trials.c.id)
+    select(
+        trials.c.id,
+        jobs.c.job_id,
+        jobs.c.version,
+        *[c for c in trials.c if c.name not in ("id", "job_pk")],
+    )
+    .join(jobs, trials.c.job_pk == jobs.c.id)
+    .order_by(trials.c.id)
 )
 
 
@@ -67,9 +82,17 @@ def list_jobs(store: SQLStore) -> list[JobVersion]:
     """Every version of every job, oldest first within a job."""
     with store.reading() as conn:
         rows = conn.execute(_JOBS).mappings().all()
-    return [JobVersion(**{**{k: v for k, v in row.items() if k != "config_json"},
-                          "active": bool(row["active"]), "created_at": as_utc(row["created_at"]),
-                          "config": json.loads(row["config_json"])}) for row in rows]
+    return [
+        JobVersion(
+            **{
+                **{k: v for k, v in row.items() if k != "config_json"},
+                "active": bool(row["active"]),
+                "created_at": as_utc(row["created_at"]),
+                "config": json.loads(row["config_json"]),
+            }
+        )
+        for row in rows
+    ]
 
 
 def list_trials(store: SQLStore, job_id: str | None = None) -> list[TrialRecord]:
@@ -77,13 +100,19 @@ def list_trials(store: SQLStore, job_id: str | None = None) -> list[TrialRecord]
     query = _TRIALS if job_id is None else _TRIALS.where(jobs.c.job_id == job_id)
     with store.reading() as conn:
         rows = conn.execute(query).mappings().all()
-    return [TrialRecord(**{**row, "started_at": as_utc(row["started_at"]),
-                           "heartbeat_at": as_utc(row["heartbeat_at"]),
-                           "finished_at": row["finished_at"] and as_utc(row["finished_at"]),
-                           "expires_at": row["expires_at"] and as_utc(row["expires_at"]),
-                           "recorded_late_at": row["recorded_late_at"]
-                           and as_utc(row["recorded_late_at"])})
-            for row in rows]
+    return [
+        TrialRecord(
+            **{
+                **row,
+                "started_at": as_utc(row["started_at"]),
+                "heartbeat_at": as_utc(row["heartbeat_at"]),
+                "finished_at": row["finished_at"] and as_utc(row["finished_at"]),
+                "expires_at": row["expires_at"] and as_utc(row["expires_at"]),
+                "recorded_late_at": row["recorded_late_at"] and as_utc(row["recorded_late_at"]),
+            }
+        )
+        for row in rows
+    ]
 
 
 def reset_job(store: SQLStore, job_id: str) -> JobVersion:
@@ -94,20 +123,45 @@ def reset_job(store: SQLStore, job_id: str) -> JobVersion:
     """
     with store.transaction() as conn:
         lock_job_versions(conn, job_id)
-        current = conn.execute(select(jobs).where(jobs.c.job_id == job_id, jobs.c.active)
-                               ).first()
+        current = conn.execute(select(jobs).where(jobs.c.job_id == job_id, jobs.c.active)).first()
         if current is None:
             known = conn.execute(select(jobs.c.job_id).distinct()).scalars().all()
-            raise StoreError(f"job {job_id!r} is not in the store at {store.where}; known "
-                             f"jobs: {', '.join(sorted(known)) or 'none'}")
+            raise StoreError(
+                f"job {job_id!r} is not in the store at {store.where}; known "
+                f"jobs: {', '.join(sorted(known)) or 'none'}"
+            )
         conn.execute(update(jobs).where(jobs.c.id == current.id).values(active=False))
-        version = conn.execute(select(func.max(jobs.c.version))
-                               .where(jobs.c.job_id == job_id)).scalar_one() + 1
+        version = (
+            conn.execute(
+                select(func.max(jobs.c.version)).where(jobs.c.job_id == job_id)
+            ).scalar_one()
+            + 1
+        )
         created = datetime.now(UTC)
-        conn.execute(insert(jobs).values(
-            job_id=job_id, version=version, fingerprint=current.fingerprint,
-            config_json=current.config_json, seed=current.seed, decisions=0, active=True,
-            created_at=created))
-    return JobVersion(job_id, version, True, created, current.fingerprint,
-                      json.loads(current.config_json), 0, 0, 0, 0, 0, 0.0, 0.0)
-
+        conn.execute(
+            insert(jobs).values(
+                job_id=job_id,
+                version=version,
+                fingerprint=current.fingerprint,
+                config_json=current.config_json,
+                seed=current.seed,
+                decisions=0,
+                active=True,
+                created_at=created,
+            )
+        )
+    return JobVersion(
+        job_id,
+        version,
+        True,
+        created,
+        current.fingerprint,
+        json.loads(current.config_json),
+        0,
+        0,
+        0,
+        0,
+        0,
+        0.0,
+        0.0,
+    )

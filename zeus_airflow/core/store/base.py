@@ -40,7 +40,8 @@ class UnrecordedResultError(StoreError):
             f"measured result is NOT in the store: batch_size={outcome.batch_size} "
             f"power_limit_w={outcome.power_limit_w} energy_j={outcome.energy_j:.6g} "
             f"time_s={outcome.time_s:.6g} cost={outcome.cost:.6g} epochs={outcome.epochs} "
-            f"reached_target={outcome.reached_target} stop_reason={outcome.stop_reason}")
+            f"reached_target={outcome.reached_target} stop_reason={outcome.stop_reason}"
+        )
 
 
 @dataclass(frozen=True)
@@ -88,10 +89,18 @@ class Store(Protocol):
         """The job's current version; a new version when the configuration changed."""
         ...
 
-    def begin_trial(self, job: JobRef, key: RecurrenceKey, attempt: int, decide: Decide,
-                    device: DeviceInfo, excluded: frozenset[int],
-                    heartbeat_s: float | None = None, *,
-                    missed: frozenset[int] = frozenset()) -> TrialStart:
+    def begin_trial(
+        self,
+        job: JobRef,
+        key: RecurrenceKey,
+        attempt: int,
+        decide: Decide,
+        device: DeviceInfo,
+        excluded: frozenset[int],
+        heartbeat_s: float | None = None,
+        *,
+        missed: frozenset[int] = frozenset(),
+    ) -> TrialStart:
         """One unit of work: lock the job, read its state for ``device``, let ``decide``
         (the engine's) turn it into a decision, and register the trial as running, all in
         one transaction. The trial expires after a few missed heartbeats (``heartbeat_s``
@@ -118,8 +127,14 @@ class Store(Protocol):
         never count it. Raises UnrecordedResultError when it cannot."""
         ...
 
-    def fail_trial(self, trial_id: int, error: str, measured: RunOutcome | None = None, *,
-                   skipped: bool = False) -> None:
+    def fail_trial(
+        self,
+        trial_id: int,
+        error: str,
+        measured: RunOutcome | None = None,
+        *,
+        skipped: bool = False,
+    ) -> None:
         """The train function raised: keep the trial for history, with what it measured up
         to the exception (``measured``; energy spent is never lost), and never count it. Best
         effort: never raises, so that the train function's exception is the one seen.

@@ -31,8 +31,10 @@ then together with everything committed after it. The store uses it for decision
 for results."""
 
 _POSTGRES_DRIVER = "postgresql+psycopg"
-SUPPORTED_URLS = ("a SQLite URL (sqlite:////absolute/path/zeus_airflow.db) or a PostgreSQL "
-                  "URL (postgresql://user:password@host:5432/database)")
+SUPPORTED_URLS = (
+    "a SQLite URL (sqlite:////absolute/path/zeus_airflow.db) or a PostgreSQL "
+    "URL (postgresql://user:password@host:5432/database)"
+)
 """The store's backends, as every URL error states them."""
 _SUPPORTED_DRIVERS = ("sqlite", "sqlite+pysqlite", _POSTGRES_DRIVER)
 _PASSWORD = re.compile(r":[^:@/\s]*@")
@@ -54,16 +56,17 @@ def normalize_url(url: str | URL) -> URL:
     except ArgumentError:
         # The text cannot be parsed, so its password cannot be hidden the usual way.
         shown = _PASSWORD.sub(":***@", str(url))
-        raise StoreError(f"{shown!r} is not a database URL: expected {SUPPORTED_URLS}"
-                         ) from None
+        raise StoreError(f"{shown!r} is not a database URL: expected {SUPPORTED_URLS}") from None
     if parsed.drivername in ("postgresql", "postgresql+psycopg2"):
         # psycopg2 (Airflow's usual driver) takes the same URLs; psycopg 3 is what we ship.
         parsed = parsed.set(drivername=_POSTGRES_DRIVER)
     if parsed.drivername not in _SUPPORTED_DRIVERS:
         # Refused here, not when SQLAlchemy fails to import the dialect's driver.
-        raise StoreError(f"the store URL {display_url(parsed)} uses {parsed.drivername!r}: "
-                         "the zeus-airflow store supports SQLite and PostgreSQL only; "
-                         f"expected {SUPPORTED_URLS}")
+        raise StoreError(
+            f"the store URL {display_url(parsed)} uses {parsed.drivername!r}: "
+            "the zeus-airflow store supports SQLite and PostgreSQL only; "
+            f"expected {SUPPORTED_URLS}"
+        )
     return parsed
 
 
@@ -76,8 +79,11 @@ def make_engine(url: str | URL, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> Engi
     """An engine configured for the store's transactions on SQLite or PostgreSQL."""
     url = normalize_url(url)
     if url.get_backend_name() != "sqlite":
-        connect_args = ({"connect_timeout": max(1, round(timeout_s))}
-                        if url.get_backend_name() == "postgresql" else {})
+        connect_args = (
+            {"connect_timeout": max(1, round(timeout_s))}
+            if url.get_backend_name() == "postgresql"
+            else {}
+        )
         # No pre-ping (a round trip per transaction): a dead pooled connection fails the
         # transaction's first statement, SQLAlchemy then discards the pool, and the store
         # retries the transaction (see retry.py).

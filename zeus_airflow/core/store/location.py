@@ -39,9 +39,12 @@ class StoreLocation:
     """The Airflow Connection's id, when the URL came from one."""
 
     def describe(self) -> str:
-        origin = {"explicit": "the given URL", "connection": f"Airflow connection {self.conn_id}",
-                  "environment": f"${URL_ENV}",
-                  "embedded": "the embedded default under $AIRFLOW_HOME"}[self.source]
+        origin = {
+            "explicit": "the given URL",
+            "connection": f"Airflow connection {self.conn_id}",
+            "environment": f"${URL_ENV}",
+            "embedded": "the embedded default under $AIRFLOW_HOME",
+        }[self.source]
         return f"{display_url(self.url)} (from {origin})"
 
 
@@ -50,13 +53,16 @@ def airflow_home(environ: Mapping[str, str] | None = None) -> Path:
     return Path(env.get("AIRFLOW_HOME") or Path.home() / "airflow").expanduser()
 
 
-def resolve_location(url: str | URL | None = None,
-                     environ: Mapping[str, str] | None = None) -> StoreLocation:
+def resolve_location(
+    url: str | URL | None = None, environ: Mapping[str, str] | None = None
+) -> StoreLocation:
     """Apply the resolution chain (without the Airflow Connection step)."""
     env = os.environ if environ is None else environ
     if isinstance(url, str) and is_blank(url):  # '' is missing, never the default
-        raise StoreError(f"the store URL {url!r} is invalid: expected a database URL (not "
-                         "empty, no NUL bytes), or None for the default location")
+        raise StoreError(
+            f"the store URL {url!r} is invalid: expected a database URL (not "
+            "empty, no NUL bytes), or None for the default location"
+        )
     if url:
         return StoreLocation(normalize_url(url), "explicit")
     if env.get(URL_ENV):
@@ -84,8 +90,12 @@ def upgrade_store(where: str | URL | StoreLocation | None = None) -> schema.Upgr
     location = _prepared(where)
     engine = make_engine(location.url)
     try:
-        return guarded(location.describe(), "upgrading the schema",
-                       lambda: schema.upgrade(engine), RetryPolicy())
+        return guarded(
+            location.describe(),
+            "upgrading the schema",
+            lambda: schema.upgrade(engine),
+            RetryPolicy(),
+        )
     finally:
         engine.dispose()
 
@@ -96,13 +106,20 @@ def _prepared(where: str | URL | StoreLocation | None) -> StoreLocation:
     database = location.url.database
     if location.source == "embedded" and database:
         Path(database).parent.mkdir(parents=True, exist_ok=True)
-    elif location.url.get_backend_name() == "sqlite" and database and database != ":memory:" \
-            and not database.startswith("file:") and not Path(database).parent.is_dir():
+    elif (
+        location.url.get_backend_name() == "sqlite"
+        and database
+        and database != ":memory:"
+        and not database.startswith("file:")
+        and not Path(database).parent.is_dir()
+    ):
         # SQLite says only "unable to open database file", which is retried as a busy disk:
         # a missing folder is permanent, so it is named at once.
         folder = str(Path(database).parent)
-        raise StoreError(f"opening the store: the zeus-airflow store at "
-                         f"{display_url(location.url)} cannot be opened: its folder {folder!r} "
-                         "does not exist; create it, or fix the path in the store's URL "
-                         f"(not retried) [store location: {location.describe()}]")
+        raise StoreError(
+            f"opening the store: the zeus-airflow store at "
+            f"{display_url(location.url)} cannot be opened: its folder {folder!r} "
+            "does not exist; create it, or fix the path in the store's URL "
+            f"(not retried) [store location: {location.describe()}]"
+        )
     return location

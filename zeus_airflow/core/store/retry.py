@@ -53,19 +53,29 @@ _SQLITE_TRANSIENT = ("locked", "busy", "unable to open", "disk i/o")
 
 
 _PG_REFUSALS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
-    (re.compile(pattern, re.IGNORECASE), fix) for pattern, fix in (
-        (r'role ".*" does not exist',
-         "create that role on the server, or fix the user name in the store's URL or connection"),
-        (r'database ".*" does not exist',
-         "create that database (createdb <name>), or fix the database name in the store's URL "
-         "or connection"),
-        (r"authentication failed|no password supplied",
-         "fix the user name or password in the store's URL or connection"),
-        (r"no pg_hba\.conf entry",
-         "allow this host, user and database in the server's pg_hba.conf"),
+    (re.compile(pattern, re.IGNORECASE), fix)
+    for pattern, fix in (
+        (
+            r'role ".*" does not exist',
+            "create that role on the server, or fix the user name in the store's URL or connection",
+        ),
+        (
+            r'database ".*" does not exist',
+            "create that database (createdb <name>), or fix the database name in the store's URL "
+            "or connection",
+        ),
+        (
+            r"authentication failed|no password supplied",
+            "fix the user name or password in the store's URL or connection",
+        ),
+        (
+            r"no pg_hba\.conf entry",
+            "allow this host, user and database in the server's pg_hba.conf",
+        ),
         (r"is not permitted to log in", "grant that role LOGIN, or connect as another user"),
         (r"permission denied for database", "grant CONNECT on that database to the user"),
-    ))
+    )
+)
 """What PostgreSQL says when it refuses a connection for good, and how to fix each. libpq
 gives no SQLSTATE for errors while connecting, so the server's message is all there is."""
 
@@ -109,8 +119,12 @@ def with_retries(policy: RetryPolicy, what: str, work: Callable[[], T]) -> T:
             delay = next(delays, None) if is_transient(err) else None
             if delay is None:
                 raise
-            log.warning("%s: the store is unavailable (%s); retrying in %.1f s", what,
-                        _first_line(err), delay)
+            log.warning(
+                "%s: the store is unavailable (%s); retrying in %.1f s",
+                what,
+                _first_line(err),
+                delay,
+            )
             time.sleep(delay)
 
 

@@ -101,9 +101,11 @@ def missing_table(err: DBAPIError) -> str | None:
 
 def incomplete(where: str, missing: Sequence[str]) -> str:
     """The message for a store whose revision is right but whose tables are not all there."""
-    return (f"the zeus-airflow store at {where} lacks table(s) {', '.join(missing)} of schema "
-            f"revision {SCHEMA_VERSION} (dropped outside zeus-airflow?): run "
-            f"`{UPGRADE_COMMAND}` to recreate them, empty")
+    return (
+        f"the zeus-airflow store at {where} lacks table(s) {', '.join(missing)} of schema "
+        f"revision {SCHEMA_VERSION} (dropped outside zeus-airflow?): run "
+        f"`{UPGRADE_COMMAND}` to recreate them, empty"
+    )
 
 
 def check(conn: Connection, where: str) -> None:
@@ -118,12 +120,18 @@ def check(conn: Connection, where: str) -> None:
             raise StoreError(incomplete(where, missing))
         return
     if revision is None:
-        raise StoreError(f"the zeus-airflow store at {where} has no tables yet: create them "
-                         f"with `{UPGRADE_COMMAND}` (schema revision {SCHEMA_VERSION})")
+        raise StoreError(
+            f"the zeus-airflow store at {where} has no tables yet: create them "
+            f"with `{UPGRADE_COMMAND}` (schema revision {SCHEMA_VERSION})"
+        )
     if not is_known(revision):
-        raise StoreError(f"the zeus-airflow store at {where} is at schema revision {revision}, "
-                         f"unknown to this zeus-airflow (expects {SCHEMA_VERSION}): it was "
-                         "upgraded by a newer zeus-airflow; install that version here too")
-    raise StoreError(f"the zeus-airflow store at {where} is at schema revision {revision}, "
-                     f"behind this zeus-airflow (expects {SCHEMA_VERSION}): run "
-                     f"`{UPGRADE_COMMAND}` before running tasks")
+        raise StoreError(
+            f"the zeus-airflow store at {where} is at schema revision {revision}, "
+            f"unknown to this zeus-airflow (expects {SCHEMA_VERSION}): it was "
+            "upgraded by a newer zeus-airflow; install that version here too"
+        )
+    raise StoreError(
+        f"the zeus-airflow store at {where} is at schema revision {revision}, "
+        f"behind this zeus-airflow (expects {SCHEMA_VERSION}): run "
+        f"`{UPGRADE_COMMAND}` before running tasks"
+    )

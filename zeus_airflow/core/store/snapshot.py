@@ -56,59 +56,108 @@ _job: BindParameter[int] = bindparam("job_key", type_=Integer)
 # sorted here, not by the database: either tempts SQLite's planner into an index that walks
 # the job's whole history (by status, or in decision order).
 _EXPLORATION = select(
-    trials.c.decision_seq, trials.c.status, trials.c.batch_size, trials.c.reached_target,
-    trials.c.cost, trials.c.power_limit_w, trials.c.stop_reason, trials.c.early_stop_cost,
-    trials.c.dag_id, trials.c.task_id, trials.c.run_id, trials.c.map_index,
+    trials.c.decision_seq,
+    trials.c.status,
+    trials.c.batch_size,
+    trials.c.reached_target,
+    trials.c.cost,
+    trials.c.power_limit_w,
+    trials.c.stop_reason,
+    trials.c.early_stop_cost,
+    trials.c.dag_id,
+    trials.c.task_id,
+    trials.c.run_id,
+    trials.c.map_index,
 ).where(trials.c.job_pk == _job, trials.c.phase.in_(EXPLORATION_PHASES))
-_HERE = (trials.c.gpu_model == bindparam("gpu_model"),
-         trials.c.gpu_count == bindparam("gpu_count"))
+_HERE = (trials.c.gpu_model == bindparam("gpu_model"), trials.c.gpu_count == bindparam("gpu_count"))
 # The exploration budget's books (core/budget.py): what the job spent on this GPU setup, in
 # how many recurrences, and what the default batch size's complete runs cost at full power.
 _RECURRENCE = (trials.c.dag_id, trials.c.task_id, trials.c.run_id, trials.c.map_index)
-_SPENT = select(func.coalesce(func.sum(trials.c.cost), 0.0)).where(
-    trials.c.job_pk == _job, *_HERE)
+_SPENT = select(func.coalesce(func.sum(trials.c.cost), 0.0)).where(trials.c.job_pk == _job, *_HERE)
 _RECURRENCES = select(func.count()).select_from(
-    select(*_RECURRENCE).where(trials.c.job_pk == _job, *_HERE).distinct().subquery())
-_IN_RECURRENCE = select(trials.c.id).where(
-    trials.c.job_pk == _job, *_HERE, trials.c.dag_id == bindparam("ti_dag"),
-    trials.c.task_id == bindparam("ti_task"), trials.c.run_id == bindparam("ti_run"),
-    trials.c.map_index == bindparam("ti_map_index")).limit(1)
-_DEFAULT_RUN = (trials.c.job_pk == _job, *_HERE, trials.c.batch_size == bindparam("b0"),
-                trials.c.stop_reason.in_(("target", "max_epochs")),
-                trials.c.status.in_(WALK_STATUSES))
+    select(*_RECURRENCE).where(trials.c.job_pk == _job, *_HERE).distinct().subquery()
+)
+_IN_RECURRENCE = (
+    select(trials.c.id)
+    .where(
+        trials.c.job_pk == _job,
+        *_HERE,
+        trials.c.dag_id == bindparam("ti_dag"),
+        trials.c.task_id == bindparam("ti_task"),
+        trials.c.run_id == bindparam("ti_run"),
+        trials.c.map_index == bindparam("ti_map_index"),
+    )
+    .limit(1)
+)
+_DEFAULT_RUN = (
+    trials.c.job_pk == _job,
+    *_HERE,
+    trials.c.batch_size == bindparam("b0"),
+    trials.c.stop_reason.in_(("target", "max_epochs")),
+    trials.c.status.in_(WALK_STATUSES),
+)
 DEFAULT_COST = func.coalesce(trials.c.default_cost, trials.c.cost)
 """What Default would have paid for a try (its steps at the maximum limit), by the try's own
 reckoning; a try that did not say (older ones, measure mode) paid Default's price."""
-_DEFAULT_COSTS = (select(DEFAULT_COST).where(*_DEFAULT_RUN)
-                  .order_by(trials.c.id.desc()).limit(DRIFT_MEMORY))
+_DEFAULT_COSTS = (
+    select(DEFAULT_COST).where(*_DEFAULT_RUN).order_by(trials.c.id.desc()).limit(DRIFT_MEMORY)
+)
 _KNOWN_DEFAULT = select(func.coalesce(func.sum(DEFAULT_COST), 0.0), func.count()).where(
-    *_DEFAULT_RUN)
+    *_DEFAULT_RUN
+)
 _SUCCESS_COST = case((trials.c.reached_target, trials.c.cost))
-_ARM_TOTALS = select(
-    trials.c.batch_size, func.count(), func.avg(trials.c.cost),
-    func.sum(trials.c.cost * trials.c.cost),
-    func.sum(_SUCCESS_COST), func.count(_SUCCESS_COST),
-).where(trials.c.job_pk == _job, trials.c.observed, *_HERE).group_by(trials.c.batch_size)
+_ARM_TOTALS = (
+    select(
+        trials.c.batch_size,
+        func.count(),
+        func.avg(trials.c.cost),
+        func.sum(trials.c.cost * trials.c.cost),
+        func.sum(_SUCCESS_COST),
+        func.count(_SUCCESS_COST),
+    )
+    .where(trials.c.job_pk == _job, trials.c.observed, *_HERE)
+    .group_by(trials.c.batch_size)
+)
 # Evidence about sizes that failed an exploration step: rare sizes, few rows. ``observed IN
 # (true, false)`` lets both databases range-scan ix_zeus_trials_arm by (job, size).
-_EVIDENCE = select(
-    trials.c.batch_size,
-    func.max(case((trials.c.reached_target, trials.c.decision_seq))),
-    func.max(case((trials.c.stop_reason == "early_stop",
-                   func.coalesce(trials.c.early_stop_cost, trials.c.cost)))),
-).where(trials.c.job_pk == _job, trials.c.observed.in_([True, False]),
+_EVIDENCE = (
+    select(
+        trials.c.batch_size,
+        func.max(case((trials.c.reached_target, trials.c.decision_seq))),
+        func.max(
+            case(
+                (
+                    trials.c.stop_reason == "early_stop",
+                    func.coalesce(trials.c.early_stop_cost, trials.c.cost),
+                )
+            )
+        ),
+    )
+    .where(
+        trials.c.job_pk == _job,
+        trials.c.observed.in_([True, False]),
         trials.c.batch_size.in_(bindparam("sizes", expanding=True)),
-        trials.c.status.in_(WALK_STATUSES)).group_by(trials.c.batch_size)
+        trials.c.status.in_(WALK_STATUSES),
+    )
+    .group_by(trials.c.batch_size)
+)
 # The job's profiles are few (sizes x limits x GPU models) and tell which models it ran on,
 # so a job that never moved reads no foreign trial at all.
 # Slices in progress (measured_steps set) are no measurements yet.
-_PROFILES = select(power_profiles).where(power_profiles.c.job_pk == _job,
-                                         power_profiles.c.measured_steps.is_(None))
+_PROFILES = select(power_profiles).where(
+    power_profiles.c.job_pk == _job, power_profiles.c.measured_steps.is_(None)
+)
 _FOREIGN = (
-    select(trials.c.gpu_model, trials.c.gpu_count, trials.c.batch_size, trials.c.cost,
-           trials.c.reached_target)
+    select(
+        trials.c.gpu_model,
+        trials.c.gpu_count,
+        trials.c.batch_size,
+        trials.c.cost,
+        trials.c.reached_target,
+    )
     .where(trials.c.job_pk == _job, trials.c.observed, ~and_(*_HERE))
-    .order_by(trials.c.id.desc()).limit(bindparam("most"))
+    .order_by(trials.c.id.desc())
+    .limit(bindparam("most"))
 )
 
 
@@ -116,30 +165,52 @@ _FOREIGN = (
 def _arm_windows(arms: int) -> Select[Any]:
     """One statement reading each of ``arms`` arms' newest observations, arm by arm."""
     per_arm = [
-        select(trials.c.batch_size, trials.c.cost, trials.c.reached_target,
-               trials.c.decision_seq)
-        .where(trials.c.job_pk == _job, trials.c.observed, *_HERE,
-               trials.c.batch_size == bindparam(f"arm_{i}"))
-        .order_by(trials.c.id.desc()).limit(bindparam("window")).subquery()
+        select(trials.c.batch_size, trials.c.cost, trials.c.reached_target, trials.c.decision_seq)
+        .where(
+            trials.c.job_pk == _job,
+            trials.c.observed,
+            *_HERE,
+            trials.c.batch_size == bindparam(f"arm_{i}"),
+        )
+        .order_by(trials.c.id.desc())
+        .limit(bindparam("window"))
+        .subquery()
         for i in range(arms)
     ]
     windows = union_all(*(select(arm) for arm in per_arm)).subquery()
-    return select(windows.c.batch_size, windows.c.cost, windows.c.reached_target,
-                  windows.c.decision_seq)
+    return select(
+        windows.c.batch_size, windows.c.cost, windows.c.reached_target, windows.c.decision_seq
+    )
 
 
-def read_state(conn: Connection, job: JobRef, device: DeviceInfo,
-               excluded: frozenset[int], *, missed: frozenset[int] = frozenset(),
-               key: RecurrenceKey | None = None) -> JobState:
+def read_state(
+    conn: Connection,
+    job: JobRef,
+    device: DeviceInfo,
+    excluded: frozenset[int],
+    *,
+    missed: frozenset[int] = frozenset(),
+    key: RecurrenceKey | None = None,
+) -> JobState:
     """The job's state as one decision on ``device`` reads it (inside its transaction), in
     the recurrence ``key`` (None: a recurrence not begun yet)."""
     config = job.config
     params = dict(job_key=job.id)
     rows = sorted(conn.execute(_EXPLORATION, params).all(), key=lambda r: r.decision_seq)
-    exploration = tuple(ExplorationStep(r.batch_size, bool(r.reached_target), r.cost,
-                                        r.power_limit_w, r.decision_seq, r.stop_reason,
-                                        r.early_stop_cost, _recurrence_name(r))
-                        for r in rows if r.status in WALK_STATUSES)
+    exploration = tuple(
+        ExplorationStep(
+            r.batch_size,
+            bool(r.reached_target),
+            r.cost,
+            r.power_limit_w,
+            r.decision_seq,
+            r.stop_reason,
+            r.early_stop_cost,
+            _recurrence_name(r),
+        )
+        for r in rows
+        if r.status in WALK_STATUSES
+    )
     in_flight = tuple(r.batch_size for r in rows if r.status == STARTED)
     here = dict(job_key=job.id, gpu_model=device.model, gpu_count=device.count)
     history: dict[int, tuple[Observed, ...]] = {}
@@ -155,41 +226,66 @@ def read_state(conn: Connection, job: JobRef, device: DeviceInfo,
     elif config.window_size is None:
         observations, successes = _totals(conn, here)
     else:
-        observations, successes = _windows(conn, here, config.batch_sizes,
-                                           config.window_size)
+        observations, successes = _windows(conn, here, config.batch_sizes, config.window_size)
     profiles = _profiles(conn, job.id, FleetKey(device.model, device.count), device)
-    return JobState(job=job, device=device, excluded=excluded, exploration=exploration,
-                    in_flight=in_flight, observations=observations, successes=successes,
-                    evidence=_evidence(conn, job.id, exploration), profiles=profiles,
-                    foreign=_foreign(conn, job, device, profiles), history=history,
-                    missed=missed, ledger=_ledger(conn, here, config.default_batch_size, key))
+    return JobState(
+        job=job,
+        device=device,
+        excluded=excluded,
+        exploration=exploration,
+        in_flight=in_flight,
+        observations=observations,
+        successes=successes,
+        evidence=_evidence(conn, job.id, exploration),
+        profiles=profiles,
+        foreign=_foreign(conn, job, device, profiles),
+        history=history,
+        missed=missed,
+        ledger=_ledger(conn, here, config.default_batch_size, key),
+    )
 
 
 def _recurrence_name(row: Any) -> str:
     return f"{row.dag_id}/{row.task_id}/{row.run_id}/{row.map_index}"
 
 
-def _ledger(conn: Connection, here: dict[str, Any], default_batch_size: int,
-            key: RecurrenceKey | None) -> BudgetLedger:
+def _ledger(
+    conn: Connection, here: dict[str, Any], default_batch_size: int, key: RecurrenceKey | None
+) -> BudgetLedger:
     recurrences = conn.execute(_RECURRENCES, here).scalar() or 0
-    begun = key is not None and conn.execute(_IN_RECURRENCE, dict(
-        here, ti_dag=key.dag_id, ti_task=key.task_id, ti_run=key.run_id,
-        ti_map_index=key.map_index)).first() is not None
+    begun = (
+        key is not None
+        and conn.execute(
+            _IN_RECURRENCE,
+            dict(
+                here,
+                ti_dag=key.dag_id,
+                ti_task=key.task_id,
+                ti_run=key.run_id,
+                ti_map_index=key.map_index,
+            ),
+        ).first()
+        is not None
+    )
     default_runs = dict(here, b0=default_batch_size)
     defaults = conn.execute(_DEFAULT_COSTS, default_runs).scalars()
     known_cost, known = conn.execute(_KNOWN_DEFAULT, default_runs).one()
-    return BudgetLedger(spent_cost=float(conn.execute(_SPENT, here).scalar() or 0.0),
-                        recurrences=recurrences + (0 if begun else 1),
-                        default_costs=tuple(reversed([float(c) for c in defaults])),
-                        known_default_cost=float(known_cost), known_recurrences=int(known))
+    return BudgetLedger(
+        spent_cost=float(conn.execute(_SPENT, here).scalar() or 0.0),
+        recurrences=recurrences + (0 if begun else 1),
+        default_costs=tuple(reversed([float(c) for c in defaults])),
+        known_default_cost=float(known_cost),
+        known_recurrences=int(known),
+    )
 
 
 Successes = dict[int, tuple[float, int]]
 """``domain.Successes``, as it is built up here."""
 
 
-def _evidence(conn: Connection, job_pk: int, exploration: tuple[ExplorationStep, ...]
-              ) -> dict[int, SizeEvidence]:
+def _evidence(
+    conn: Connection, job_pk: int, exploration: tuple[ExplorationStep, ...]
+) -> dict[int, SizeEvidence]:
     failed = sorted({s.batch_size for s in exploration if not s.succeeded})
     if not failed:
         return {}
@@ -202,46 +298,64 @@ def _add_success(successes: Successes, batch_size: int, cost: float) -> None:
     successes[batch_size] = (total + cost, n + 1)
 
 
-def _foreign(conn: Connection, job: JobRef, device: DeviceInfo,
-             profiles: dict[tuple[FleetKey, int], PowerProfile]
-             ) -> tuple[ForeignObservation, ...]:
+def _foreign(
+    conn: Connection,
+    job: JobRef,
+    device: DeviceInfo,
+    profiles: dict[tuple[FleetKey, int], PowerProfile],
+) -> tuple[ForeignObservation, ...]:
     """Observed costs on other GPU setups, newest first: as many as the windows of every
     setup the job has profiles for could hold. None when the job never moved."""
     here = FleetKey(device.model, device.count)
     if all(key == here for key, _ in profiles):
         return ()
     config = job.config
-    most = (config.window_size or 10**6) * len(config.batch_sizes) * len(
-        {k for k, _ in profiles})
-    return tuple(ForeignObservation(FleetKey(r.gpu_model, r.gpu_count), r.batch_size, r.cost,
-                                    bool(r.reached_target))
-                 for r in conn.execute(_FOREIGN, dict(job_key=job.id, gpu_model=device.model,
-                                                      gpu_count=device.count, most=most)))
+    most = (config.window_size or 10**6) * len(config.batch_sizes) * len({k for k, _ in profiles})
+    return tuple(
+        ForeignObservation(
+            FleetKey(r.gpu_model, r.gpu_count), r.batch_size, r.cost, bool(r.reached_target)
+        )
+        for r in conn.execute(
+            _FOREIGN,
+            dict(job_key=job.id, gpu_model=device.model, gpu_count=device.count, most=most),
+        )
+    )
 
 
-def _profiles(conn: Connection, job_pk: int, here: FleetKey, device: DeviceInfo
-              ) -> dict[tuple[FleetKey, int], PowerProfile]:
+def _profiles(
+    conn: Connection, job_pk: int, here: FleetKey, device: DeviceInfo
+) -> dict[tuple[FleetKey, int], PowerProfile]:
     measured: dict[tuple[FleetKey, int], dict[int, LimitMeasurement]] = {}
     for r in conn.execute(_PROFILES, dict(job_key=job_pk)):
         key = (FleetKey(r.gpu_model, r.gpu_count), r.batch_size)
         measured.setdefault(key, {})[r.power_limit_w] = LimitMeasurement(
-            r.power_limit_w, r.avg_power_w, r.steps_per_s)
-    return {(fleet, b): PowerProfile(
-                b, fleet.gpu_model, fleet.gpu_count,
-                device.power_limits_w if fleet == here else tuple(sorted(m, reverse=True)), m)
-            for (fleet, b), m in measured.items()}
+            r.power_limit_w, r.avg_power_w, r.steps_per_s
+        )
+    return {
+        (fleet, b): PowerProfile(
+            b,
+            fleet.gpu_model,
+            fleet.gpu_count,
+            device.power_limits_w if fleet == here else tuple(sorted(m, reverse=True)),
+            m,
+        )
+        for (fleet, b), m in measured.items()
+    }
 
 
 def _totals(conn: Connection, here: dict[str, Any]) -> tuple[dict[int, ArmStats], Successes]:
     """Each arm's statistics over all its observations: one aggregate row per arm."""
     totals = conn.execute(_ARM_TOTALS, here).all()
-    stats = {b: ArmStats(n, mean, max(sum_sq - n * mean * mean, 0.0))
-             for b, n, mean, sum_sq, _, _ in totals}
+    stats = {
+        b: ArmStats(n, mean, max(sum_sq - n * mean * mean, 0.0))
+        for b, n, mean, sum_sq, _, _ in totals
+    }
     return stats, {b: (total, n) for b, *_, total, n in totals if n}
 
 
-def _windows(conn: Connection, here: dict[str, Any], arms: tuple[int, ...], window: int
-             ) -> tuple[dict[int, ArmStats], Successes]:
+def _windows(
+    conn: Connection, here: dict[str, Any], arms: tuple[int, ...], window: int
+) -> tuple[dict[int, ArmStats], Successes]:
     """Each arm's statistics over its ``window`` newest observations."""
     params: dict[str, Any] = {f"arm_{i}": b for i, b in enumerate(arms)}
     rows = conn.execute(_arm_windows(len(arms)), dict(params, **here, window=window))
@@ -254,8 +368,9 @@ def _windows(conn: Connection, here: dict[str, Any], arms: tuple[int, ...], wind
     return {b: ArmStats.of(c) for b, c in costs.items()}, successes
 
 
-def _history(conn: Connection, here: dict[str, Any], arms: tuple[int, ...], memory: int
-             ) -> dict[int, tuple[Observed, ...]]:
+def _history(
+    conn: Connection, here: dict[str, Any], arms: tuple[int, ...], memory: int
+) -> dict[int, tuple[Observed, ...]]:
     """Each arm's ``memory`` newest observations, oldest first."""
     params: dict[str, Any] = {f"arm_{i}": b for i, b in enumerate(arms)}
     rows = conn.execute(_arm_windows(len(arms)), dict(params, **here, window=memory))

@@ -104,17 +104,23 @@ def lease_for(heartbeat_s: float | None) -> float:
 _job: BindParameter[int] = bindparam("job_key", type_=Integer)
 _ACTIVE_JOB = select(jobs).where(jobs.c.job_id == bindparam("job_id"), jobs.c.active)
 _LAST_VERSION = select(func.max(jobs.c.version)).where(jobs.c.job_id == bindparam("job_id"))
-_REGISTRATION_LOCK = text("SELECT pg_advisory_xact_lock(CAST(:namespace AS integer), "
-                          "CAST(:key AS integer))")
+_REGISTRATION_LOCK = text(
+    "SELECT pg_advisory_xact_lock(CAST(:namespace AS integer), CAST(:key AS integer))"
+)
 _REGISTRATION_NAMESPACE = 0x7A65  # "ze": keeps our advisory keys apart from other users'
 # Claiming the job's next decision number is what locks the job's row for the decision.
-_CLAIM_DECISION = update(jobs).where(jobs.c.id == _job).values(
-    decisions=jobs.c.decisions + 1).returning(jobs.c.seed, jobs.c.decisions)
+_CLAIM_DECISION = (
+    update(jobs)
+    .where(jobs.c.id == _job)
+    .values(decisions=jobs.c.decisions + 1)
+    .returning(jobs.c.seed, jobs.c.decisions)
+)
 _LOCK_JOB = select(jobs.c.id).where(jobs.c.id == _job).with_for_update()
 
 
-def _moving(event: Mapping[TrialStatus, TrialStatus]
-            ) -> tuple[ColumnElement[bool], ColumnElement[str]]:
+def _moving(
+    event: Mapping[TrialStatus, TrialStatus],
+) -> tuple[ColumnElement[bool], ColumnElement[str]]:
     """A status event (``core/domain/trials.py``) as SQL: which rows it may move, and the
     status each moves to. Built from the event, so the store makes no other move."""
     into: dict[TrialStatus, list[TrialStatus]] = {}
@@ -127,60 +133,108 @@ def _moving(event: Mapping[TrialStatus, TrialStatus]
 
 
 _EXPIRES, _EXPIRED = _moving(status.EXPIRE)
-_EXPIRE = update(trials).where(
-    trials.c.job_pk == _job, _EXPIRES,
-    or_(trials.c.expires_at < bindparam("now"),
-        and_(trials.c.expires_at.is_(None), trials.c.heartbeat_at < bindparam("stale_before"))),
-).values(status=_EXPIRED)
-_same_ti = and_(trials.c.job_pk == _job, trials.c.dag_id == bindparam("ti_dag"),
-                trials.c.task_id == bindparam("ti_task"), trials.c.run_id == bindparam("ti_run"),
-                trials.c.map_index == bindparam("ti_map_index"))
+_EXPIRE = (
+    update(trials)
+    .where(
+        trials.c.job_pk == _job,
+        _EXPIRES,
+        or_(
+            trials.c.expires_at < bindparam("now"),
+            and_(trials.c.expires_at.is_(None), trials.c.heartbeat_at < bindparam("stale_before")),
+        ),
+    )
+    .values(status=_EXPIRED)
+)
+_same_ti = and_(
+    trials.c.job_pk == _job,
+    trials.c.dag_id == bindparam("ti_dag"),
+    trials.c.task_id == bindparam("ti_task"),
+    trials.c.run_id == bindparam("ti_run"),
+    trials.c.map_index == bindparam("ti_map_index"),
+)
 _SUPERSEDES, _SUPERSEDED = _moving(status.SUPERSEDE)
-_SUPERSEDE = update(trials).where(
-    _same_ti, _SUPERSEDES,
-    or_(trials.c.try_number < bindparam("ti_try"),
-        and_(trials.c.try_number == bindparam("ti_try"),
-             trials.c.attempt >= bindparam("ti_attempt"))),
-).values(status=_SUPERSEDED, observed=False)
+_SUPERSEDE = (
+    update(trials)
+    .where(
+        _same_ti,
+        _SUPERSEDES,
+        or_(
+            trials.c.try_number < bindparam("ti_try"),
+            and_(
+                trials.c.try_number == bindparam("ti_try"),
+                trials.c.attempt >= bindparam("ti_attempt"),
+            ),
+        ),
+    )
+    .values(status=_SUPERSEDED, observed=False)
+)
 _INSERT_TRIAL = insert(trials)
 # The domain's rule (status.takes_result) as SQL.
-_takes_result = or_(trials.c.status.in_(status.RESULT_TAKEN_FROM),
-                    and_(trials.c.status.in_(status.LATE_RESULT_TAKEN_FROM),
-                         trials.c.phase.not_in(EXPLORATION_PHASES)))
-_FINISH = update(trials).where(trials.c.id == bindparam("trial_key")).values(
-    status=case((_takes_result, bindparam("new_status")), else_=trials.c.status),
-    observed=and_(_takes_result, bindparam("counts")),
-).returning(trials.c.status)
+_takes_result = or_(
+    trials.c.status.in_(status.RESULT_TAKEN_FROM),
+    and_(
+        trials.c.status.in_(status.LATE_RESULT_TAKEN_FROM),
+        trials.c.phase.not_in(EXPLORATION_PHASES),
+    ),
+)
+_FINISH = (
+    update(trials)
+    .where(trials.c.id == bindparam("trial_key"))
+    .values(
+        status=case((_takes_result, bindparam("new_status")), else_=trials.c.status),
+        observed=and_(_takes_result, bindparam("counts")),
+    )
+    .returning(trials.c.status)
+)
+
+
 def _ending(event: Mapping[TrialStatus, TrialStatus]) -> Any:
     """The statement that ends a trial whose train function raised, by ``event``."""
     moves, new = _moving(event)
-    return update(trials).where(trials.c.id == bindparam("trial_key")).values(
-        status=case((moves, new), else_=trials.c.status),
-        error=bindparam("message"), finished_at=bindparam("now"))
+    return (
+        update(trials)
+        .where(trials.c.id == bindparam("trial_key"))
+        .values(
+            status=case((moves, new), else_=trials.c.status),
+            error=bindparam("message"),
+            finished_at=bindparam("now"),
+        )
+    )
 
 
 _FAIL = _ending(status.FAIL)
 _SKIP = _ending(status.SKIP)
 # An invalid try keeps its measurement (nothing is lost) but never counts.
 _INVALIDATES, _INVALID = _moving(status.INVALIDATE)
-_INVALIDATE = update(trials).where(trials.c.id == bindparam("trial_key"), _INVALIDATES
-                                   ).values(status=_INVALID, observed=False
-                                            ).returning(trials.c.status)
+_INVALIDATE = (
+    update(trials)
+    .where(trials.c.id == bindparam("trial_key"), _INVALIDATES)
+    .values(status=_INVALID, observed=False)
+    .returning(trials.c.status)
+)
 # A late result (the outbox) is taken once, by the trial it was measured for and only while
 # that trial has no result: draining an outbox twice records nothing the second time.
-_STILL_UNRECORDED = and_(_same_ti, trials.c.attempt == bindparam("ti_attempt"),
-                         trials.c.finished_at.is_(None), trials.c.recorded_late_at.is_(None))
+_STILL_UNRECORDED = and_(
+    _same_ti,
+    trials.c.attempt == bindparam("ti_attempt"),
+    trials.c.finished_at.is_(None),
+    trials.c.recorded_late_at.is_(None),
+)
 _FINISH_LATE = _FINISH.where(_STILL_UNRECORDED).values(recorded_late_at=bindparam("late_at"))
 _INVALIDATE_LATE = _INVALIDATE.where(_STILL_UNRECORDED).values(
-    recorded_late_at=bindparam("late_at"))
-_HEARTBEAT = update(trials).where(trials.c.id == bindparam("trial_key"),
-                                  trials.c.status == status.STARTED
-                                  ).values(heartbeat_at=bindparam("now"),
-                                           expires_at=bindparam("expires_at"))
+    recorded_late_at=bindparam("late_at")
+)
+_HEARTBEAT = (
+    update(trials)
+    .where(trials.c.id == bindparam("trial_key"), trials.c.status == status.STARTED)
+    .values(heartbeat_at=bindparam("now"), expires_at=bindparam("expires_at"))
+)
 _PROFILE = select(power_profiles).where(
-    power_profiles.c.job_pk == _job, power_profiles.c.batch_size == bindparam("batch_size"),
+    power_profiles.c.job_pk == _job,
+    power_profiles.c.batch_size == bindparam("batch_size"),
     power_profiles.c.gpu_model == bindparam("gpu_model"),
-    power_profiles.c.gpu_count == bindparam("gpu_count"))
+    power_profiles.c.gpu_count == bindparam("gpu_count"),
+)
 
 
 class SQLStore:
@@ -190,9 +244,16 @@ class SQLStore:
     (``zeus-airflow db upgrade`` fixes it); ``create_schema=True`` runs that upgrade first.
     """
 
-    def __init__(self, url: str | URL | None = None, *, engine: Engine | None = None,
-                 lease_s: float = DEFAULT_LEASE_S, retry: RetryPolicy | None = None,
-                 timeout_s: float = DEFAULT_TIMEOUT_S, create_schema: bool = False) -> None:
+    def __init__(
+        self,
+        url: str | URL | None = None,
+        *,
+        engine: Engine | None = None,
+        lease_s: float = DEFAULT_LEASE_S,
+        retry: RetryPolicy | None = None,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        create_schema: bool = False,
+    ) -> None:
         if engine is None:
             if url is None:
                 raise ValueError("SQLStore needs a url or an engine")
@@ -266,72 +327,129 @@ class SQLStore:
             if current.config_json != config.to_json():
                 # Only settings that do not change what a cost means (max_tries, step
                 # counts) differ: keep the history, take the new settings.
-                conn.execute(update(jobs).where(jobs.c.id == current.id)
-                             .values(config_json=config.to_json()))
+                conn.execute(
+                    update(jobs).where(jobs.c.id == current.id).values(config_json=config.to_json())
+                )
             return JobRef(current.id, config.job_id, current.version, config)
         if current is not None:
             conn.execute(update(jobs).where(jobs.c.id == current.id).values(active=False))
         version = (conn.execute(_LAST_VERSION, dict(job_id=config.job_id)).scalar() or 0) + 1
         if current is not None:
-            log.warning("job %s: configuration changed, starting version %d (the history of "
-                        "version %d stays visible but no longer counts)",
-                        config.job_id, version, current.version)
-        pk = _inserted_id(conn.execute(insert(jobs).values(
-            job_id=config.job_id, version=version, fingerprint=fingerprint,
-            config_json=config.to_json(),
-            seed=seed if seed is not None else secrets.randbelow(2**31),
-            decisions=0, active=True, created_at=_now())))
+            log.warning(
+                "job %s: configuration changed, starting version %d (the history of "
+                "version %d stays visible but no longer counts)",
+                config.job_id,
+                version,
+                current.version,
+            )
+        pk = _inserted_id(
+            conn.execute(
+                insert(jobs).values(
+                    job_id=config.job_id,
+                    version=version,
+                    fingerprint=fingerprint,
+                    config_json=config.to_json(),
+                    seed=seed if seed is not None else secrets.randbelow(2**31),
+                    decisions=0,
+                    active=True,
+                    created_at=_now(),
+                )
+            )
+        )
         return JobRef(pk, config.job_id, version, config)
 
     # --- trials ------------------------------------------------------------------------------
-    def begin_trial(self, job: JobRef, key: RecurrenceKey, attempt: int, decide: Decide,
-                    device: DeviceInfo, excluded: frozenset[int],
-                    heartbeat_s: float | None = None, *,
-                    missed: frozenset[int] = frozenset()) -> TrialStart:
+    def begin_trial(
+        self,
+        job: JobRef,
+        key: RecurrenceKey,
+        attempt: int,
+        decide: Decide,
+        device: DeviceInfo,
+        excluded: frozenset[int],
+        heartbeat_s: float | None = None,
+        *,
+        missed: frozenset[int] = frozenset(),
+    ) -> TrialStart:
         def begin(conn: Connection) -> TrialStart:
             now = db_now(conn)
             claimed = conn.execute(_CLAIM_DECISION, dict(job_key=job.id)).first()
             if claimed is None:
-                raise StoreError(f"job {job.id} is not in the zeus-airflow store at "
-                                 f"{self.where}")
+                raise StoreError(f"job {job.id} is not in the zeus-airflow store at {self.where}")
             seed, seq = claimed
             conn.execute(_EXPIRE, dict(job_key=job.id, now=now, stale_before=now - self.lease))
-            conn.execute(_SUPERSEDE, dict(
-                job_key=job.id, ti_dag=key.dag_id, ti_task=key.task_id, ti_run=key.run_id,
-                ti_map_index=key.map_index, ti_try=key.try_number, ti_attempt=attempt))
+            conn.execute(
+                _SUPERSEDE,
+                dict(
+                    job_key=job.id,
+                    ti_dag=key.dag_id,
+                    ti_task=key.task_id,
+                    ti_run=key.run_id,
+                    ti_map_index=key.map_index,
+                    ti_try=key.try_number,
+                    ti_attempt=attempt,
+                ),
+            )
             state = read_state(conn, job, device, excluded, missed=missed, key=key)
             decision = decide(state, np.random.default_rng([seed, seq]))
-            trial_id = _inserted_id(conn.execute(_INSERT_TRIAL, dict(
-                job_pk=job.id, decision_seq=seq, dag_id=key.dag_id, task_id=key.task_id,
-                run_id=key.run_id, map_index=key.map_index, try_number=key.try_number,
-                attempt=attempt, status=status.STARTED, phase=decision.phase,
-                batch_size=decision.batch_size, power_limit_w=decision.power_limit_w,
-                observed=False, measurement=device.measurement, gpu_model=device.model,
-                gpu_count=device.count, started_at=now, heartbeat_at=now,
-                expires_at=now + self._lease(heartbeat_s),
-                budget_left_runs=decision.budget and decision.budget.left_runs())))
+            trial_id = _inserted_id(
+                conn.execute(
+                    _INSERT_TRIAL,
+                    dict(
+                        job_pk=job.id,
+                        decision_seq=seq,
+                        dag_id=key.dag_id,
+                        task_id=key.task_id,
+                        run_id=key.run_id,
+                        map_index=key.map_index,
+                        try_number=key.try_number,
+                        attempt=attempt,
+                        status=status.STARTED,
+                        phase=decision.phase,
+                        batch_size=decision.batch_size,
+                        power_limit_w=decision.power_limit_w,
+                        observed=False,
+                        measurement=device.measurement,
+                        gpu_model=device.model,
+                        gpu_count=device.count,
+                        started_at=now,
+                        heartbeat_at=now,
+                        expires_at=now + self._lease(heartbeat_s),
+                        budget_left_runs=decision.budget and decision.budget.left_runs(),
+                    ),
+                )
+            )
             return TrialStart(trial_id, decision)
 
         # Not durable: a decision undone by a database crash is made again, and its worker's
         # result then fails loudly to record (the trial is gone); the lock is held shorter.
-        return self._write(f"deciding a batch size for job {job.job_id!r}", begin,
-                           durable=False)
+        return self._write(f"deciding a batch size for job {job.job_id!r}", begin, durable=False)
 
     def heartbeat(self, trial_id: int, heartbeat_s: float | None = None) -> None:
         """One try only: the next beat comes soon, and the lease spans several beats."""
+
         def beat() -> None:
             with self.single_statement() as conn:
                 now = db_now(conn)
-                conn.execute(_HEARTBEAT, dict(trial_key=trial_id, now=now,
-                                              expires_at=now + self._lease(heartbeat_s)))
+                conn.execute(
+                    _HEARTBEAT,
+                    dict(trial_key=trial_id, now=now, expires_at=now + self._lease(heartbeat_s)),
+                )
+
         self._call(f"heartbeat of trial {trial_id}", beat, retry=RetryPolicy(attempts=1))
 
     def finish_trial(self, trial_id: int, outcome: RunOutcome, observed: bool) -> None:
         def record(conn: Connection) -> str | None:
-            return conn.execute(_FINISH, dict(
-                trial_key=trial_id, counts=observed,
-                new_status=status.finished_status(outcome.reached_target),
-                finished_at=db_now(conn), **_measured(outcome))).scalar()
+            return conn.execute(
+                _FINISH,
+                dict(
+                    trial_key=trial_id,
+                    counts=observed,
+                    new_status=status.finished_status(outcome.reached_target),
+                    finished_at=db_now(conn),
+                    **_measured(outcome),
+                ),
+            ).scalar()
 
         try:
             now = self._write(f"recording trial {trial_id}", record, single_statement=True)
@@ -340,39 +458,61 @@ class SQLStore:
         if now is None:
             raise UnrecordedResultError(trial_id, outcome, "the trial is no longer there")
         if now not in status.FINISHED_STATUSES:
-            log.warning("trial %d finished after it was %s: its result is kept for history "
-                        "but does not count", trial_id, now)
+            log.warning(
+                "trial %d finished after it was %s: its result is kept for history "
+                "but does not count",
+                trial_id,
+                now,
+            )
 
     def invalidate_trial(self, trial_id: int, outcome: RunOutcome, reason: str) -> None:
         """The train function returned without keeping its contract: keep what was measured,
         mark the trial ``invalid`` (never counted). Raises UnrecordedResultError when it
         cannot be written."""
+
         def record(conn: Connection) -> str | None:
-            return conn.execute(_INVALIDATE, dict(
-                trial_key=trial_id, error=reason[-4000:], finished_at=db_now(conn),
-                **_measured(outcome))).scalar()
+            return conn.execute(
+                _INVALIDATE,
+                dict(
+                    trial_key=trial_id,
+                    error=reason[-4000:],
+                    finished_at=db_now(conn),
+                    **_measured(outcome),
+                ),
+            ).scalar()
+
         try:
             self._write(f"recording invalid trial {trial_id}", record, single_statement=True)
         except StoreError as err:
             raise UnrecordedResultError(trial_id, outcome, str(err)) from err
 
-    def fail_trial(self, trial_id: int, error: str, measured: RunOutcome | None = None, *,
-                   skipped: bool = False) -> None:
+    def fail_trial(
+        self,
+        trial_id: int,
+        error: str,
+        measured: RunOutcome | None = None,
+        *,
+        skipped: bool = False,
+    ) -> None:
         """Best effort: the train function's own exception is what the caller must see. A
         trial left ``running`` expires after the lease and never counts. ``measured``: the
         figures up to the exception, kept without a verdict (no target, no stop reason).
         ``skipped``: the exception skips the task (status ``skipped``, not ``error``)."""
         ending = _SKIP if skipped else _FAIL
         # Built per call, unlike the other statements: a raising train function is rare.
-        statement = ending if measured is None else ending.values(
-            {**_measured(measured), "reached_target": None, "stop_reason": None})
+        statement = (
+            ending
+            if measured is None
+            else ending.values({**_measured(measured), "reached_target": None, "stop_reason": None})
+        )
 
         def record(conn: Connection) -> None:
-            conn.execute(statement, dict(trial_key=trial_id, message=error[-4000:],
-                                         now=db_now(conn)))
+            conn.execute(
+                statement, dict(trial_key=trial_id, message=error[-4000:], now=db_now(conn))
+            )
+
         try:
-            self._write(f"recording the failure of trial {trial_id}", record,
-                        single_statement=True)
+            self._write(f"recording the failure of trial {trial_id}", record, single_statement=True)
         except StoreError as err:
             log.warning("%s (the trial will expire after the lease)", err)
 
@@ -383,47 +523,88 @@ class SQLStore:
         outcome, key = pending.outcome, pending.key
 
         def record(conn: Connection) -> LateRecord:
-            params = dict(trial_key=pending.trial_id, job_key=pending.job_pk,
-                          ti_dag=key.dag_id, ti_task=key.task_id, ti_run=key.run_id,
-                          ti_map_index=key.map_index, ti_try=key.try_number,
-                          ti_attempt=pending.attempt, finished_at=pending.finished_at,
-                          late_at=db_now(conn), **_measured(outcome))
+            params = dict(
+                trial_key=pending.trial_id,
+                job_key=pending.job_pk,
+                ti_dag=key.dag_id,
+                ti_task=key.task_id,
+                ti_run=key.run_id,
+                ti_map_index=key.map_index,
+                ti_try=key.try_number,
+                ti_attempt=pending.attempt,
+                finished_at=pending.finished_at,
+                late_at=db_now(conn),
+                **_measured(outcome),
+            )
             if pending.invalid_reason is not None:
-                now = conn.execute(_INVALIDATE_LATE, dict(
-                    params, error=pending.invalid_reason[-4000:])).scalar()
+                now = conn.execute(
+                    _INVALIDATE_LATE, dict(params, error=pending.invalid_reason[-4000:])
+                ).scalar()
             else:
-                now = conn.execute(_FINISH_LATE, dict(
-                    params, counts=pending.observed,
-                    new_status=status.finished_status(outcome.reached_target))).scalar()
+                now = conn.execute(
+                    _FINISH_LATE,
+                    dict(
+                        params,
+                        counts=pending.observed,
+                        new_status=status.finished_status(outcome.reached_target),
+                    ),
+                ).scalar()
             if now is not None:
                 return LateRecord(True, now)
-            return LateRecord(False, conn.execute(select(trials.c.status).where(
-                trials.c.id == pending.trial_id, trials.c.job_pk == pending.job_pk)).scalar())
+            return LateRecord(
+                False,
+                conn.execute(
+                    select(trials.c.status).where(
+                        trials.c.id == pending.trial_id, trials.c.job_pk == pending.job_pk
+                    )
+                ).scalar(),
+            )
+
         return self._write(f"recording the late result of trial {pending.trial_id}", record)
 
     # --- carbon ------------------------------------------------------------------------------
     def trial_spans(self, trial_ids: Sequence[int]) -> dict[int, tuple[datetime, datetime]]:
         """When each finished trial ran (UTC), by id; unfinished ones are left out."""
+
         def read() -> list[Any]:
             with self.reading() as conn:
-                return list(conn.execute(
-                    select(trials.c.id, trials.c.started_at, trials.c.finished_at)
-                    .where(trials.c.id.in_(list(trial_ids)))))
+                return list(
+                    conn.execute(
+                        select(trials.c.id, trials.c.started_at, trials.c.finished_at).where(
+                            trials.c.id.in_(list(trial_ids))
+                        )
+                    )
+                )
+
         rows = self._call("reading trial spans", read) if trial_ids else []
-        return {r.id: (as_utc(r.started_at), as_utc(r.finished_at)) for r in rows
-                if r.finished_at is not None}
+        return {
+            r.id: (as_utc(r.started_at), as_utc(r.finished_at))
+            for r in rows
+            if r.finished_at is not None
+        }
 
     def record_carbon(self, figures: Mapping[int, RunCarbon]) -> None:
         """Each trial's carbon figures and its recurrence's start plan, in one transaction."""
+
         def record(conn: Connection) -> None:
             for trial_id, f in figures.items():
-                conn.execute(update(trials).where(trials.c.id == trial_id).values(
-                    carbon_zone=f.zone, carbon_intensity_g_per_kwh=f.intensity_g_per_kwh,
-                    carbon_provenance=f.provenance, carbon_note=f.note[-4000:] or None,
-                    emissions_g=f.emissions_g, energy_cost=f.energy_cost,
-                    start_delay_s=f.start_delay_s, expected_emissions_g=f.expected_emissions_g,
-                    unshifted_intensity_g_per_kwh=f.unshifted_intensity_g_per_kwh,
-                    start_reason=f.start_reason and f.start_reason[-4000:]))
+                conn.execute(
+                    update(trials)
+                    .where(trials.c.id == trial_id)
+                    .values(
+                        carbon_zone=f.zone,
+                        carbon_intensity_g_per_kwh=f.intensity_g_per_kwh,
+                        carbon_provenance=f.provenance,
+                        carbon_note=f.note[-4000:] or None,
+                        emissions_g=f.emissions_g,
+                        energy_cost=f.energy_cost,
+                        start_delay_s=f.start_delay_s,
+                        expected_emissions_g=f.expected_emissions_g,
+                        unshifted_intensity_g_per_kwh=f.unshifted_intensity_g_per_kwh,
+                        start_reason=f.start_reason and f.start_reason[-4000:],
+                    )
+                )
+
         if figures:
             self._write(f"recording the carbon figures of trials {sorted(figures)}", record)
 
@@ -431,18 +612,34 @@ class SQLStore:
     def load_profile(self, job: JobRef, batch_size: int, device: DeviceInfo) -> PowerProfile:
         def read() -> list[Any]:
             with self.reading() as conn:
-                return list(conn.execute(_PROFILE, dict(
-                    job_key=job.id, batch_size=batch_size, gpu_model=device.model,
-                    gpu_count=device.count)))
+                return list(
+                    conn.execute(
+                        _PROFILE,
+                        dict(
+                            job_key=job.id,
+                            batch_size=batch_size,
+                            gpu_model=device.model,
+                            gpu_count=device.count,
+                        ),
+                    )
+                )
+
         rows = self._call(f"loading the power profile of batch size {batch_size}", read)
-        measured = {r.power_limit_w: LimitMeasurement(r.power_limit_w, r.avg_power_w,
-                                                      r.steps_per_s)
-                    for r in rows if r.measured_steps is None}
-        profile = PowerProfile(batch_size, device.model, device.count, device.power_limits_w,
-                               {w: m for w, m in measured.items()
-                                if w in device.power_limits_w})
-        profile.partial = next((_slice_in_progress(r) for r in rows
-                                if r.measured_steps is not None), None)
+        measured = {
+            r.power_limit_w: LimitMeasurement(r.power_limit_w, r.avg_power_w, r.steps_per_s)
+            for r in rows
+            if r.measured_steps is None
+        }
+        profile = PowerProfile(
+            batch_size,
+            device.model,
+            device.count,
+            device.power_limits_w,
+            {w: m for w, m in measured.items() if w in device.power_limits_w},
+        )
+        profile.partial = next(
+            (_slice_in_progress(r) for r in rows if r.measured_steps is not None), None
+        )
         return profile
 
     def save_profile(self, job: JobRef, profile: PowerProfile) -> None:
@@ -454,38 +651,73 @@ class SQLStore:
         if not profile.measurements and profile.partial is None:
             return
         p = power_profiles.c
-        this = and_(p.job_pk == job.id, p.batch_size == profile.batch_size,
-                    p.gpu_model == profile.gpu_model, p.gpu_count == profile.gpu_count)
-        key = dict(job_pk=job.id, batch_size=profile.batch_size, gpu_model=profile.gpu_model,
-                   gpu_count=profile.gpu_count)
+        this = and_(
+            p.job_pk == job.id,
+            p.batch_size == profile.batch_size,
+            p.gpu_model == profile.gpu_model,
+            p.gpu_count == profile.gpu_count,
+        )
+        key = dict(
+            job_pk=job.id,
+            batch_size=profile.batch_size,
+            gpu_model=profile.gpu_model,
+            gpu_count=profile.gpu_count,
+        )
 
         def save(conn: Connection) -> None:
             self._lock_job(conn, job.id)
             # A profile keeps one slice in progress: this run's replaces any other.
-            conn.execute(delete(power_profiles).where(
-                this, or_(p.power_limit_w.in_(list(profile.measurements)),
-                          p.measured_steps.is_not(None))))
-            rows = [dict(key, power_limit_w=m.power_limit_w, avg_power_w=m.avg_power_w,
-                         steps_per_s=m.steps_per_s, measured_steps=None, measured_s=None)
-                    for m in profile.measurements.values()]
+            conn.execute(
+                delete(power_profiles).where(
+                    this,
+                    or_(
+                        p.power_limit_w.in_(list(profile.measurements)),
+                        p.measured_steps.is_not(None),
+                    ),
+                )
+            )
+            rows = [
+                dict(
+                    key,
+                    power_limit_w=m.power_limit_w,
+                    avg_power_w=m.avg_power_w,
+                    steps_per_s=m.steps_per_s,
+                    measured_steps=None,
+                    measured_s=None,
+                )
+                for m in profile.measurements.values()
+            ]
             if profile.partial is not None and not _measured_already(conn, this, profile):
                 rows.append(dict(key, **_partial_row(profile.partial)))
             if rows:
                 conn.execute(insert(power_profiles), rows)
+
         try:
             self._write(f"saving the power profile of batch size {profile.batch_size}", save)
         except StoreError as err:
-            log.warning("%s; not saved: %s", err, sorted(
-                (m.power_limit_w, m.avg_power_w, m.steps_per_s)
-                for m in profile.measurements.values()))
+            log.warning(
+                "%s; not saved: %s",
+                err,
+                sorted(
+                    (m.power_limit_w, m.avg_power_w, m.steps_per_s)
+                    for m in profile.measurements.values()
+                ),
+            )
 
     # --- power-limit leases (core/gpu_lease.py) -----------------------------------------------
     def leases_on_host(self, host: str) -> list[Lease]:
         """Every lease taken on ``host``, by GPU index."""
+
         def read() -> list[Any]:
             with self.reading() as conn:
-                return list(conn.execute(select(gpu_leases).where(gpu_leases.c.host == host)
-                                         .order_by(gpu_leases.c.gpu_index)))
+                return list(
+                    conn.execute(
+                        select(gpu_leases)
+                        .where(gpu_leases.c.host == host)
+                        .order_by(gpu_leases.c.gpu_index)
+                    )
+                )
+
         return [_lease(row) for row in self._call(f"reading the GPU leases of {host}", read)]
 
     def acquire_leases(self, requests: list[LeaseRequest]) -> list[int] | None:
@@ -493,9 +725,13 @@ class SQLStore:
         now = _now()
 
         def take(conn: Connection) -> list[int]:
-            return [_inserted_id(conn.execute(insert(gpu_leases).values(
-                        **vars(request), acquired_at=now)))
-                    for request in requests]
+            return [
+                _inserted_id(
+                    conn.execute(insert(gpu_leases).values(**vars(request), acquired_at=now))
+                )
+                for request in requests
+            ]
+
         try:
             return self._write("leasing GPUs' power limits", take)
         except StoreError as err:
@@ -506,6 +742,7 @@ class SQLStore:
     def release_leases(self, lease_ids: list[int]) -> None:
         def release(conn: Connection) -> None:
             conn.execute(delete(gpu_leases).where(gpu_leases.c.id.in_(lease_ids)))
+
         self._write("releasing GPU leases", release)
 
     # --- internals ---------------------------------------------------------------------------
@@ -513,12 +750,17 @@ class SQLStore:
         with self.reading() as conn:
             schema.check(conn, self.where)
 
-    def _write(self, what: str, work: Callable[[Connection], T], durable: bool = True,
-               single_statement: bool = False) -> T:
+    def _write(
+        self,
+        what: str,
+        work: Callable[[Connection], T],
+        durable: bool = True,
+        single_statement: bool = False,
+    ) -> T:
         def transaction() -> T:
-            with (self.single_statement() if single_statement
-                  else self.transaction(durable)) as conn:
+            with self.single_statement() if single_statement else self.transaction(durable) as conn:
                 return work(conn)
+
         return self._call(what, transaction)
 
     def _call(self, what: str, work: Callable[[], T], retry: RetryPolicy | None = None) -> T:
@@ -535,47 +777,63 @@ class SQLStore:
 
 def _measured(outcome: RunOutcome) -> dict[str, Any]:
     """A finished try's columns, as the outcome has them."""
-    return dict(power_limit_w=outcome.power_limit_w, energy_j=outcome.energy_j,
-                time_s=outcome.time_s, cost=outcome.cost, epochs=outcome.epochs,
-                reached_target=outcome.reached_target, stop_reason=outcome.stop_reason,
-                setup_energy_j=outcome.setup_energy_j, setup_time_s=outcome.setup_time_s,
-                early_stop_cost=outcome.early_stop_cost,
-                optimal_power_limit_w=outcome.optimal_power_limit_w,
-                would_save_energy_j=outcome.observer and outcome.observer.would_save_energy_j,
-                would_save_time_s=outcome.observer and outcome.observer.would_save_time_s,
-                cpu_energy_j=outcome.cpu_energy_j, dram_energy_j=outcome.dram_energy_j,
-                default_cost=outcome.default_cost)
+    return dict(
+        power_limit_w=outcome.power_limit_w,
+        energy_j=outcome.energy_j,
+        time_s=outcome.time_s,
+        cost=outcome.cost,
+        epochs=outcome.epochs,
+        reached_target=outcome.reached_target,
+        stop_reason=outcome.stop_reason,
+        setup_energy_j=outcome.setup_energy_j,
+        setup_time_s=outcome.setup_time_s,
+        early_stop_cost=outcome.early_stop_cost,
+        optimal_power_limit_w=outcome.optimal_power_limit_w,
+        would_save_energy_j=outcome.observer and outcome.observer.would_save_energy_j,
+        would_save_time_s=outcome.observer and outcome.observer.would_save_time_s,
+        cpu_energy_j=outcome.cpu_energy_j,
+        dram_energy_j=outcome.dram_energy_j,
+        default_cost=outcome.default_cost,
+    )
 
 
 def _slice_in_progress(row: Any) -> SliceInProgress:
     """A stored slice in progress (its row's averages are over the part measured)."""
-    return SliceInProgress(row.power_limit_w, row.measured_steps, row.measured_s,
-                           row.avg_power_w * row.measured_s)
+    return SliceInProgress(
+        row.power_limit_w, row.measured_steps, row.measured_s, row.avg_power_w * row.measured_s
+    )
 
 
 def _partial_row(partial: SliceInProgress) -> dict[str, Any]:
     """The columns of a slice in progress: averages over its measured part (W, steps/s)."""
-    return dict(power_limit_w=partial.power_limit_w,
-                avg_power_w=partial.energy_j / partial.time_s,
-                steps_per_s=partial.steps / partial.time_s,
-                measured_steps=partial.steps, measured_s=partial.time_s)
+    return dict(
+        power_limit_w=partial.power_limit_w,
+        avg_power_w=partial.energy_j / partial.time_s,
+        steps_per_s=partial.steps / partial.time_s,
+        measured_steps=partial.steps,
+        measured_s=partial.time_s,
+    )
 
 
-def _measured_already(conn: Connection, this: ColumnElement[bool],
-                      profile: PowerProfile) -> bool:
+def _measured_already(conn: Connection, this: ColumnElement[bool], profile: PowerProfile) -> bool:
     """Whether another worker completed the slice in progress's limit meanwhile."""
     assert profile.partial is not None
     p = power_profiles.c
-    return conn.execute(select(p.id).where(
-        this, p.power_limit_w == profile.partial.power_limit_w)).first() is not None
+    return (
+        conn.execute(
+            select(p.id).where(this, p.power_limit_w == profile.partial.power_limit_w)
+        ).first()
+        is not None
+    )
 
 
 def _lease(row: Any) -> Lease:
     acquired = row.acquired_at
     if acquired.tzinfo is None:  # SQLite keeps no zone; the store writes UTC
         acquired = acquired.replace(tzinfo=UTC)
-    return Lease(row.id, row.host, row.gpu_uuid, row.gpu_index, row.original_limit_w, row.pid,
-                 acquired)
+    return Lease(
+        row.id, row.host, row.gpu_uuid, row.gpu_index, row.original_limit_w, row.pid, acquired
+    )
 
 
 def _inserted_id(result: CursorResult[Any]) -> int:
@@ -593,15 +851,19 @@ def guarded(where: str, what: str, work: Callable[[], T], policy: RetryPolicy) -
         refused = refusal(err)
         if refused is not None:  # the server's reason first: it is what to fix
             reason, fix = refused
-            raise StoreError(f"{reason}: {fix} ({what}: the zeus-airflow store at {where} "
-                             "refused the connection; not retried)") from err
+            raise StoreError(
+                f"{reason}: {fix} ({what}: the zeus-airflow store at {where} "
+                "refused the connection; not retried)"
+            ) from err
         missing = schema.missing_table(err)
         if missing is not None:
             raise StoreError(f"{what}: {schema.incomplete(where, [missing])}") from err
         reason = str(err.orig).strip() if err.orig else str(err)
         if is_transient(err):
-            raise StoreError(f"{what}: the zeus-airflow store at {where} is unreachable or busy "
-                             f"(gave up after {policy.attempts} tries): {reason}") from err
+            raise StoreError(
+                f"{what}: the zeus-airflow store at {where} is unreachable or busy "
+                f"(gave up after {policy.attempts} tries): {reason}"
+            ) from err
         raise StoreError(f"{what}: the zeus-airflow store at {where} failed: {reason}") from err
 
 

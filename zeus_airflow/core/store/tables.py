@@ -33,31 +33,43 @@ metadata = MetaData()
 def _owned_by_a_job_version() -> tuple[Column[int], Column[int]]:
     """The key columns of a job version's rows: their own id, and the version they belong to
     (deleted with it). New columns each call: a column belongs to one table."""
-    return (Column("id", Integer, primary_key=True, autoincrement=True),
-            Column("job_pk", Integer, ForeignKey("zeus_jobs.id", ondelete="CASCADE"),
-                   nullable=False))
+    return (
+        Column("id", Integer, primary_key=True, autoincrement=True),
+        Column("job_pk", Integer, ForeignKey("zeus_jobs.id", ondelete="CASCADE"), nullable=False),
+    )
 
 
 jobs = Table(
     "zeus_jobs",
     metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("job_id", String(JOB_ID_MAX_LENGTH), nullable=False,
-           comment="dag_id.task_id by default"),
+    Column(
+        "job_id", String(JOB_ID_MAX_LENGTH), nullable=False, comment="dag_id.task_id by default"
+    ),
     Column("version", Integer, nullable=False),
     Column("fingerprint", String(32), nullable=False),
     Column("config_json", Text, nullable=False),
     Column("seed", Integer, nullable=False),
-    Column("decisions", Integer, nullable=False, default=0,
-           comment="decisions made; seeds each decision's random draws"),
+    Column(
+        "decisions",
+        Integer,
+        nullable=False,
+        default=0,
+        comment="decisions made; seeds each decision's random draws",
+    ),
     Column("active", Boolean, nullable=False, default=True),
     Column("created_at", DateTime(timezone=True), nullable=False),
     UniqueConstraint("job_id", "version", name="uq_zeus_jobs_version"),
 )
 # At most one active version per job: two workers registering a new configuration at once
 # cannot both win.
-Index("uq_zeus_jobs_active", jobs.c.job_id, unique=True,
-      sqlite_where=jobs.c.active, postgresql_where=jobs.c.active)
+Index(
+    "uq_zeus_jobs_active",
+    jobs.c.job_id,
+    unique=True,
+    sqlite_where=jobs.c.active,
+    postgresql_where=jobs.c.active,
+)
 
 trials = Table(
     "zeus_trials",
@@ -80,8 +92,13 @@ trials = Table(
     Column("epochs", Integer),
     Column("reached_target", Boolean),
     Column("stop_reason", String(16)),
-    Column("observed", Boolean, nullable=False, default=False,
-           comment="whether the cost feeds the arm's posterior"),
+    Column(
+        "observed",
+        Boolean,
+        nullable=False,
+        default=False,
+        comment="whether the cost feeds the arm's posterior",
+    ),
     Column("measurement", String(16), nullable=False, comment="measured, replayed or simulated"),
     Column("gpu_model", String(120), nullable=False),
     Column("gpu_count", Integer, nullable=False),
@@ -92,16 +109,26 @@ trials = Table(
     Column("setup_energy_j", Float, comment="energy before training started; not in the cost"),
     Column("setup_time_s", Float),
     Column("early_stop_cost", Float, comment="the early-stop bound the try ran under"),
-    Column("expires_at", DateTime(timezone=True),
-           comment="a running trial not heard from by then expires"),
+    Column(
+        "expires_at",
+        DateTime(timezone=True),
+        comment="a running trial not heard from by then expires",
+    ),
     Column("optimal_power_limit_w", Integer, comment="the optimum its profile gives"),
-    Column("would_save_energy_j", Float,
-           comment="observe mode: energy training at the optimum would have saved"),
+    Column(
+        "would_save_energy_j",
+        Float,
+        comment="observe mode: energy training at the optimum would have saved",
+    ),
     Column("would_save_time_s", Float),
-    Column("cpu_energy_j", Float,
-           comment="host CPU package energy (RAPL) over training; NULL: not measured"),
-    Column("dram_energy_j", Float,
-           comment="host DRAM energy (RAPL) over training; NULL: not measured"),
+    Column(
+        "cpu_energy_j",
+        Float,
+        comment="host CPU package energy (RAPL) over training; NULL: not measured",
+    ),
+    Column(
+        "dram_energy_j", Float, comment="host DRAM energy (RAPL) over training; NULL: not measured"
+    ),
     Column("carbon_zone", String(64), comment="grid zone of the carbon figures"),
     Column("carbon_intensity_g_per_kwh", Float, comment="mean gCO2e/kWh over the try's span"),
     Column("carbon_provenance", String(16), comment="live, forecast, file, fixed or fallback"),
@@ -110,23 +137,45 @@ trials = Table(
     Column("energy_cost", Float, comment="energy cost in the price's currency"),
     Column("start_delay_s", Float, comment="the carbon-aware start's delay of the recurrence"),
     Column("expected_emissions_g", Float, comment="gCO2e the start plan expected"),
-    Column("unshifted_intensity_g_per_kwh", Float,
-           comment="forecast gCO2e/kWh had the recurrence started when planned"),
+    Column(
+        "unshifted_intensity_g_per_kwh",
+        Float,
+        comment="forecast gCO2e/kWh had the recurrence started when planned",
+    ),
     Column("start_reason", Text, comment="why the start was chosen"),
-    Column("default_cost", Float,
-           comment="what the try's training steps would have cost at the maximum power limit"),
-    Column("budget_left_runs", Float,
-           comment="exploration budget left when the try was decided, in Default runs"),
-    Column("recorded_late_at", DateTime(timezone=True),
-           comment="when a result the store could not take at the end of training reached "
-                   "it from the outbox; NULL: recorded on time"),
+    Column(
+        "default_cost",
+        Float,
+        comment="what the try's training steps would have cost at the maximum power limit",
+    ),
+    Column(
+        "budget_left_runs",
+        Float,
+        comment="exploration budget left when the try was decided, in Default runs",
+    ),
+    Column(
+        "recorded_late_at",
+        DateTime(timezone=True),
+        comment="when a result the store could not take at the end of training reached "
+        "it from the outbox; NULL: recorded on time",
+    ),
     UniqueConstraint("job_pk", "decision_seq", name="uq_zeus_trials_decision"),
 )
 _LIVE = trials.c.status.in_(LIVE_STATUSES)
 # One live trial per (task instance, try, attempt): a retry or re-run replaces, never adds.
-Index("uq_zeus_trials_live_key", trials.c.job_pk, trials.c.dag_id, trials.c.task_id,
-      trials.c.run_id, trials.c.map_index, trials.c.try_number, trials.c.attempt, unique=True,
-      sqlite_where=_LIVE, postgresql_where=_LIVE)
+Index(
+    "uq_zeus_trials_live_key",
+    trials.c.job_pk,
+    trials.c.dag_id,
+    trials.c.task_id,
+    trials.c.run_id,
+    trials.c.map_index,
+    trials.c.try_number,
+    trials.c.attempt,
+    unique=True,
+    sqlite_where=_LIVE,
+    postgresql_where=_LIVE,
+)
 Index("ix_zeus_trials_arm", trials.c.job_pk, trials.c.observed, trials.c.batch_size, trials.c.id)
 Index("ix_zeus_trials_phase", trials.c.job_pk, trials.c.phase, trials.c.decision_seq)
 Index("ix_zeus_trials_status", trials.c.job_pk, trials.c.status)
@@ -142,12 +191,24 @@ power_profiles = Table(
     Column("power_limit_w", Integer, nullable=False),
     Column("avg_power_w", Float, nullable=False),
     Column("steps_per_s", Float, nullable=False),
-    Column("measured_steps", Integer,
-           comment="slice in progress: steps measured so far; NULL: complete"),
-    Column("measured_s", Float,
-           comment="slice in progress: device seconds measured so far; NULL: complete"),
-    UniqueConstraint("job_pk", "batch_size", "gpu_model", "gpu_count", "power_limit_w",
-                     name="uq_zeus_power_profiles"),
+    Column(
+        "measured_steps",
+        Integer,
+        comment="slice in progress: steps measured so far; NULL: complete",
+    ),
+    Column(
+        "measured_s",
+        Float,
+        comment="slice in progress: device seconds measured so far; NULL: complete",
+    ),
+    UniqueConstraint(
+        "job_pk",
+        "batch_size",
+        "gpu_model",
+        "gpu_count",
+        "power_limit_w",
+        name="uq_zeus_power_profiles",
+    ),
 )
 
 gpu_leases = Table(
@@ -157,8 +218,12 @@ gpu_leases = Table(
     Column("host", String(250), nullable=False),
     Column("gpu_uuid", String(120), nullable=False),
     Column("gpu_index", Integer, nullable=False),
-    Column("original_limit_w", Integer, nullable=False,
-           comment="the limit to put back if the task dies without restoring it"),
+    Column(
+        "original_limit_w",
+        Integer,
+        nullable=False,
+        comment="the limit to put back if the task dies without restoring it",
+    ),
     Column("pid", Integer, nullable=False),
     Column("trial_id", Integer),
     Column("acquired_at", DateTime(timezone=True), nullable=False),

@@ -27,23 +27,48 @@ _OLD_LEASE = timedelta(seconds=600)
 
 def upgrade() -> None:
     with op.batch_alter_table("zeus_trials") as batch:
-        batch.add_column(sa.Column("setup_energy_j", sa.Float(), nullable=True,
-                                   comment="energy before training started; not in the cost"))
+        batch.add_column(
+            sa.Column(
+                "setup_energy_j",
+                sa.Float(),
+                nullable=True,
+                comment="energy before training started; not in the cost",
+            )
+        )
         batch.add_column(sa.Column("setup_time_s", sa.Float(), nullable=True))
-        batch.add_column(sa.Column("early_stop_cost", sa.Float(), nullable=True,
-                                   comment="the early-stop bound the try ran under"))
-        batch.add_column(sa.Column("expires_at", sa.DateTime(timezone=True), nullable=True,
-                                   comment="a running trial not heard from by then expires"))
-    trials = sa.table("zeus_trials", sa.column("id", sa.Integer()),
-                      sa.column("status", sa.String()),
-                      sa.column("heartbeat_at", sa.DateTime(timezone=True)),
-                      sa.column("expires_at", sa.DateTime(timezone=True)))
+        batch.add_column(
+            sa.Column(
+                "early_stop_cost",
+                sa.Float(),
+                nullable=True,
+                comment="the early-stop bound the try ran under",
+            )
+        )
+        batch.add_column(
+            sa.Column(
+                "expires_at",
+                sa.DateTime(timezone=True),
+                nullable=True,
+                comment="a running trial not heard from by then expires",
+            )
+        )
+    trials = sa.table(
+        "zeus_trials",
+        sa.column("id", sa.Integer()),
+        sa.column("status", sa.String()),
+        sa.column("heartbeat_at", sa.DateTime(timezone=True)),
+        sa.column("expires_at", sa.DateTime(timezone=True)),
+    )
     conn = op.get_bind()
-    running = conn.execute(sa.select(trials.c.id, trials.c.heartbeat_at)
-                           .where(trials.c.status == "running")).all()
+    running = conn.execute(
+        sa.select(trials.c.id, trials.c.heartbeat_at).where(trials.c.status == "running")
+    ).all()
     for trial_id, heartbeat_at in running:
-        conn.execute(sa.update(trials).where(trials.c.id == trial_id)
-                     .values(expires_at=heartbeat_at + _OLD_LEASE))
+        conn.execute(
+            sa.update(trials)
+            .where(trials.c.id == trial_id)
+            .values(expires_at=heartbeat_at + _OLD_LEASE)
+        )
 
 
 def downgrade() -> None:

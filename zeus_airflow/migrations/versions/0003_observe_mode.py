@@ -23,13 +23,28 @@ depends_on = None
 
 def upgrade() -> None:
     with op.batch_alter_table("zeus_trials") as batch:
-        batch.alter_column("power_limit_w", existing_type=sa.Integer(), existing_nullable=True,
-                           comment="the limit it trained at after profiling")
-        batch.add_column(sa.Column("optimal_power_limit_w", sa.Integer(), nullable=True,
-                                   comment="the optimum its profile gives"))
-        batch.add_column(sa.Column(
-            "would_save_energy_j", sa.Float(), nullable=True,
-            comment="observe mode: energy training at the optimum would have saved"))
+        batch.alter_column(
+            "power_limit_w",
+            existing_type=sa.Integer(),
+            existing_nullable=True,
+            comment="the limit it trained at after profiling",
+        )
+        batch.add_column(
+            sa.Column(
+                "optimal_power_limit_w",
+                sa.Integer(),
+                nullable=True,
+                comment="the optimum its profile gives",
+            )
+        )
+        batch.add_column(
+            sa.Column(
+                "would_save_energy_j",
+                sa.Float(),
+                nullable=True,
+                comment="observe mode: energy training at the optimum would have saved",
+            )
+        )
         batch.add_column(sa.Column("would_save_time_s", sa.Float(), nullable=True))
 
 
@@ -38,5 +53,6 @@ def downgrade() -> None:
         batch.drop_column("would_save_time_s")
         batch.drop_column("would_save_energy_j")
         batch.drop_column("optimal_power_limit_w")
-        batch.alter_column("power_limit_w", existing_type=sa.Integer(), existing_nullable=True,
-                           comment=None)
+        batch.alter_column(
+            "power_limit_w", existing_type=sa.Integer(), existing_nullable=True, comment=None
+        )

@@ -21,12 +21,22 @@ depends_on = None
 
 def upgrade() -> None:
     with op.batch_alter_table("zeus_trials") as batch:
-        batch.add_column(sa.Column(
-            "cpu_energy_j", sa.Float(), nullable=True,
-            comment="host CPU package energy (RAPL) over training; NULL: not measured"))
-        batch.add_column(sa.Column(
-            "dram_energy_j", sa.Float(), nullable=True,
-            comment="host DRAM energy (RAPL) over training; NULL: not measured"))
+        batch.add_column(
+            sa.Column(
+                "cpu_energy_j",
+                sa.Float(),
+                nullable=True,
+                comment="host CPU package energy (RAPL) over training; NULL: not measured",
+            )
+        )
+        batch.add_column(
+            sa.Column(
+                "dram_energy_j",
+                sa.Float(),
+                nullable=True,
+                comment="host DRAM energy (RAPL) over training; NULL: not measured",
+            )
+        )
 
 
 def downgrade() -> None:

@@ -29,8 +29,11 @@ _COLUMNS = (
     ("energy_cost", sa.Float(), "energy cost in the price's currency"),
     ("start_delay_s", sa.Float(), "the carbon-aware start's delay of the recurrence"),
     ("expected_emissions_g", sa.Float(), "gCO2e the start plan expected"),
-    ("unshifted_intensity_g_per_kwh", sa.Float(),
-     "forecast gCO2e/kWh had the recurrence started when planned"),
+    (
+        "unshifted_intensity_g_per_kwh",
+        sa.Float(),
+        "forecast gCO2e/kWh had the recurrence started when planned",
+    ),
     ("start_reason", sa.Text(), "why the start was chosen"),
 )
 

@@ -21,10 +21,8 @@ branch_labels = None
 depends_on = None
 
 _COLUMNS = (
-    ("measured_steps", sa.Integer(),
-     "slice in progress: steps measured so far; NULL: complete"),
-    ("measured_s", sa.Float(),
-     "slice in progress: device seconds measured so far; NULL: complete"),
+    ("measured_steps", sa.Integer(), "slice in progress: steps measured so far; NULL: complete"),
+    ("measured_s", sa.Float(), "slice in progress: device seconds measured so far; NULL: complete"),
 )
 
 

@@ -20,10 +20,15 @@ depends_on = None
 
 def upgrade() -> None:
     with op.batch_alter_table("zeus_trials") as batch:
-        batch.add_column(sa.Column(
-            "recorded_late_at", sa.DateTime(timezone=True), nullable=True,
-            comment="when a result the store could not take at the end of training reached "
-                    "it from the outbox; NULL: recorded on time"))
+        batch.add_column(
+            sa.Column(
+                "recorded_late_at",
+                sa.DateTime(timezone=True),
+                nullable=True,
+                comment="when a result the store could not take at the end of training reached "
+                "it from the outbox; NULL: recorded on time",
+            )
+        )
 
 
 def downgrade() -> None:
