@@ -189,7 +189,7 @@ class PowerLimitProfiler:
         self._count_steps(steps)
         if self._waiting:
             next_w = self._next_w()
-            if next_w is None or self._affordable(next_w):
+            if next_w is None or self._affordable_probe(next_w) is not None:
                 self._go_to(next_w)
             return
         if self._warmup is not None:
@@ -381,11 +381,13 @@ class PowerLimitProfiler:
         if next_w is None:
             self._profiling = self._waiting = False
             self._apply_optimum()
-        elif self._affordable(next_w):
-            self._waiting = False
-            self._begin_slice(next_w)
-        else:
+            return
+        probe = self._affordable_probe(next_w)
+        if probe is None:
             self._wait_for_credit(next_w)
+        else:
+            self._waiting = False
+            self._begin_slice(probe)
 
     def _apply_optimum(self) -> None:
         if not self.profile.measurements:  # every candidate lay outside this GPU's range
@@ -425,7 +427,9 @@ class PowerLimitProfiler:
     def _extra_per_step(self, limit_w: int, top: LimitMeasurement) -> float:
         """What a step at ``limit_w`` costs over one at the top limit: measured, or at most
         the dearer of the measured neighbours (the cost is close to unimodal over the
-        limit), or with no neighbour below, as if time grew as the limit fell."""
+        limit), or with no neighbour below, as if the GPUs drew their limit doing the same
+        work per step as at the top (energy per step unchanged, time stretched by the top's
+        average power over the limit, never shrunk)."""
         measured = self.profile.measurements
         if limit_w in measured:
             return self._step_cost(measured[limit_w]) - self._step_cost(top)
@@ -436,12 +440,10 @@ class PowerLimitProfiler:
                 self._step_cost(measured[max(below)]), self._step_cost(measured[min(above)])
             )
             return dearer - self._step_cost(top)
-        top_w = top.power_limit_w
-        time_s = top.time_per_step_s * top_w / limit_w
-        energy_j = self.device.count * top_w * top.time_per_step_s
-        return zeus_cost(energy_j, time_s, self.eta, self._objective.max_power_w) - self._step_cost(
-            top
-        )
+        stretch = max(1.0, top.avg_power_w / (self.device.count * limit_w))
+        time_s = top.time_per_step_s * stretch
+        cost = zeus_cost(top.energy_per_step_j, time_s, self.eta, self._objective.max_power_w)
+        return cost - self._step_cost(top)
 
     def _slice_steps_bound(self, limit_w: int, top: LimitMeasurement) -> int:
         """Most steps a warm-up and slice at ``limit_w`` take (a step there is never faster
@@ -462,6 +464,21 @@ class PowerLimitProfiler:
         assert self.credit is not None
         spent = sum(steps * self._extra_per_step(w, top) for w, steps in self._steps_at.items())
         return self.credit.available(self._steps_run, self._step_cost(top), spent)
+
+    def _affordable_probe(self, next_w: int) -> int | None:
+        """The limit to measure now: the search's ``next_w`` when the credit affords it, else
+        the highest unmeasured candidate between it and the top that the credit affords (a
+        step a little down the curve is cheap to measure, and what it saves funds the
+        search's probe; the search reuses it as a point); None when none is affordable."""
+        if self._affordable(next_w):
+            return next_w
+        low, high = self.device.power_limit_range_w()
+        measured = self.profile.measurements
+        for limit_w in sorted(self.profile.candidates_w, reverse=True):
+            unmeasured = low <= limit_w <= high and limit_w not in measured
+            if unmeasured and limit_w > next_w and self._affordable(limit_w):
+                return limit_w
+        return None
 
     def _affordable(self, limit_w: int) -> bool:
         top = self._top()
