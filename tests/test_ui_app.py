@@ -12,10 +12,12 @@ import pytest
 from fastapi.testclient import TestClient
 from fixtures_airflow import TRACES
 from fixtures_store import StoreOutage
+from sqlalchemy import update
 
 from zeus_airflow.core.config import JobConfig
 from zeus_airflow.core.store.base import StoreError
 from zeus_airflow.core.store.sql import SQLStore
+from zeus_airflow.core.store.tables import trials
 from zeus_airflow.plugins import queries
 from zeus_airflow.plugins.access import DagAccess
 
@@ -271,6 +273,20 @@ def test_the_runs_table_shows_cpu_and_dram_beside_the_gpus(
         pytest.approx(result.cpu_energy_j),
         pytest.approx(result.dram_energy_j),
     )
+
+
+def test_a_limit_set_through_zeusd_says_so_in_the_runs_table(
+    client: TestClient, store: SQLStore, tmp_path: Path
+) -> None:
+    from test_host_energy import run_job
+
+    run_job(tmp_path)  # real GPUs (the fake NVML) in measure mode: no limit changed
+    (run,) = client.get("/api/jobs/host/runs").json()["runs"]
+    assert run["run"]["power_control"] == "none"
+    assert "via zeusd" not in client.get("/jobs/host").text
+    with store.engine.begin() as conn:
+        conn.execute(update(trials).values(power_control="zeusd"))
+    assert "via zeusd</span>" in client.get("/jobs/host").text
 
 
 # --- a store that goes down, ids no job can have --------------------------------------------

@@ -33,6 +33,7 @@ from zeus_airflow.core.devices.zeusd_client import ZeusdEndpoint, ZeusdError
 from zeus_airflow.core.engine import Engine
 from zeus_airflow.core.gpu_lease import GPULeases, PowerLimitGuard
 from zeus_airflow.core.run import TrainingRun
+from zeus_airflow.core.store.admin import list_trials
 from zeus_airflow.core.store.base import RecurrenceKey
 from zeus_airflow.core.store.sql import SQLStore
 from zeus_airflow.core.store.tables import gpu_leases
@@ -231,6 +232,9 @@ def test_the_engine_profiles_through_the_daemon_and_puts_the_limits_back(
     limits_set = {mw for _, mw in daemon.set_limit_calls()}
     assert 400_000 in limits_set and len(limits_set) >= 3  # the profiler walked the range
     assert daemon.nvml.limits_mw() == [400_000, 400_000]
+    # The store keeps how the limits were set, for the UI's runs table.
+    assert result.final.outcome.power_control == "zeusd"
+    assert [t.power_control for t in list_trials(store)] == ["zeusd"]
 
 
 KILLED_TASK = textwrap.dedent("""

@@ -94,8 +94,8 @@ def test_scheduled_runs_set_and_restore_limits_through_zeusd(
     with store.connect() as conn:
         rows = conn.execute(select(trials).order_by(trials.c.id)).all()
         assert conn.execute(select(gpu_leases)).all() == []  # released after each restore
-    assert [(r.status, r.measurement, r.gpu_model) for r in rows] == [
-        ("succeeded", "measured", "NVIDIA A100-SXM4-40GB")
+    assert [(r.status, r.measurement, r.gpu_model, r.power_control) for r in rows] == [
+        ("succeeded", "measured", "NVIDIA A100-SXM4-40GB", "zeusd")
     ] * RUNS
     with sqlite3.connect(Path(home) / "airflow.db") as db:
         for run_id, _ in runs:

@@ -47,7 +47,7 @@ from typing import TypeVar
 from zeus_airflow.core.budget import ProfilingCredit
 from zeus_airflow.core.config import JobConfig, real_number
 from zeus_airflow.core.cost import zeus_cost
-from zeus_airflow.core.devices.base import GPUGroup, max_power_w
+from zeus_airflow.core.devices.base import GPUGroup, max_power_w, power_control
 from zeus_airflow.core.devices.sync import Synchronize
 from zeus_airflow.core.domain import PowerProfile, RunOutcome, StopReason
 from zeus_airflow.core.monitor import EnergyMonitor, HostEnergyMeter, Measurement
@@ -346,6 +346,7 @@ class TrainingRun:
             cpu_energy_j=total.cpu_energy_j,
             dram_energy_j=total.dram_energy_j,
             default_cost=self._cost_at_max_power(total),
+            power_control=power_control(self.device, self.profiler.mode == "measure"),
         )
 
     def cost_of(self, measurement: Measurement) -> float:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from zeus_airflow.core.devices.base import GPUGroup
+from zeus_airflow.core.devices.base import power_control as core_power_control
 from zeus_airflow.core.domain import RunCarbon
 from zeus_airflow.core.engine import RecurrenceResult
 from zeus_airflow.core.units import observe_note, show_emissions, show_energy, show_time
@@ -86,14 +87,8 @@ def xcom_values(result: RecurrenceResult, power_control: str | None = None) -> d
 
 
 def power_control(device: GPUGroup) -> str | None:
-    """How the task could change its GPUs' power limits: ``zeusd`` (through the daemon),
-    ``nvml`` (directly), ``none`` (they could not be changed: measure mode, the log says why);
-    None for a replayed or simulated GPU, whose limits are virtual."""
-    if device.measurement != "measured":
-        return None
-    if device.limits_fixed_because is not None:
-        return "none"
-    return str(getattr(device, "control", "nvml"))
+    """How the task could change its GPUs' power limits (``devices.base.power_control``)."""
+    return core_power_control(device)
 
 
 def carbon_xcom_values(footprint: RunCarbon) -> dict[str, Any]:

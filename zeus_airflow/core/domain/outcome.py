@@ -63,6 +63,9 @@ class RunOutcome:
     Default configuration's (job cost units), priced from the size's power profile; the
     measured cost where no limit was changed. For a try of the default batch size that ran
     to its end, what the recurrence would have cost without Zeus."""
+    power_control: str | None = None
+    """How the limits could be changed: ``zeusd``, ``nvml`` or ``none`` (measured at the
+    limits found); None on a replayed or simulated GPU (``devices.base.power_control``)."""
 
 
 @dataclass(frozen=True)

@@ -244,3 +244,6 @@ class TrialRecord(TrainingFigures):
     recorded_late_at: datetime | None = None
     """When its result reached the store from the outbox (``core/outbox.py``): the store
     failed at the end of training and a later run recorded it. None: recorded on time."""
+    power_control: str | None = None
+    """How its GPUs' limits could be changed: ``zeusd``, ``nvml`` or ``none``; None on a
+    replayed or simulated GPU (a run's: its last try's)."""

@@ -261,6 +261,9 @@ class RunRecord(TrainingFigures):
     recorded_late_at: datetime | None = None
     """When a try's result reached the store from the outbox, the store having failed at the
     end of its training (the latest such try's); None: every result recorded on time."""
+    power_control: str | None = None
+    """How the last try's GPU limits could be changed: ``zeusd``, ``nvml`` or ``none``; None
+    on a replayed or simulated GPU."""
 
     @property
     def batch_size(self) -> int:

@@ -794,6 +794,7 @@ def _measured(outcome: RunOutcome) -> dict[str, Any]:
         cpu_energy_j=outcome.cpu_energy_j,
         dram_energy_j=outcome.dram_energy_j,
         default_cost=outcome.default_cost,
+        power_control=outcome.power_control,
     )
 
 

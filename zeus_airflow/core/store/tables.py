@@ -24,7 +24,7 @@ from sqlalchemy import (
 from zeus_airflow.core.config import JOB_ID_MAX_LENGTH
 from zeus_airflow.core.domain.trials import LIVE_STATUSES
 
-SCHEMA_VERSION = "0008"
+SCHEMA_VERSION = "0009"
 """Alembic revision the code expects; bump it with every migration."""
 
 metadata = MetaData()
@@ -158,6 +158,12 @@ trials = Table(
         DateTime(timezone=True),
         comment="when a result the store could not take at the end of training reached "
         "it from the outbox; NULL: recorded on time",
+    ),
+    Column(
+        "power_control",
+        String(16),
+        comment="how the limits could be changed: zeusd, nvml or none; NULL: a replayed or "
+        "simulated GPU, or recorded before revision 0009",
     ),
     UniqueConstraint("job_pk", "decision_seq", name="uq_zeus_trials_decision"),
 )
