@@ -469,23 +469,27 @@ class PowerLimitProfiler:
         """The limit to measure now: the search's ``next_w`` when the credit affords it, else
         the highest unmeasured candidate between it and the top that the credit affords (a
         step a little down the curve is cheap to measure, and what it saves funds the
-        search's probe; the search reuses it as a point); None when none is affordable."""
-        if self._affordable(next_w):
+        search's probe; the search reuses it as a point); None when none is affordable.
+        Called at every step while waiting: the credit is read once."""
+        top = self._top()
+        if self.credit is None or top is None:
             return next_w
+        credit = self._credit_left(top)
         low, high = self.device.power_limit_range_w()
         measured = self.profile.measurements
-        for limit_w in sorted(self.profile.candidates_w, reverse=True):
-            unmeasured = low <= limit_w <= high and limit_w not in measured
-            if unmeasured and limit_w > next_w and self._affordable(limit_w):
+        others = [
+            w
+            for w in sorted(self.profile.candidates_w, reverse=True)
+            if next_w < w <= high and w >= low and w not in measured
+        ]
+        for limit_w in (next_w, *others):
+            if limit_w == top.power_limit_w or self._slice_extra(limit_w, top) <= credit:
                 return limit_w
         return None
 
-    def _affordable(self, limit_w: int) -> bool:
-        top = self._top()
-        if self.credit is None or top is None or limit_w == top.power_limit_w:
-            return True
-        needed = self._slice_steps_bound(limit_w, top) * self._extra_per_step(limit_w, top)
-        return needed <= self._credit_left(top)
+    def _slice_extra(self, limit_w: int, top: LimitMeasurement) -> float:
+        """The pessimistic extra cost of a warm-up and slice at ``limit_w``."""
+        return self._slice_steps_bound(limit_w, top) * self._extra_per_step(limit_w, top)
 
     def _steps_until_affordable(self) -> int | None:
         """Steps until the credit affords the next slice; None when it never grows."""
@@ -497,7 +501,7 @@ class PowerLimitProfiler:
         )
         if gain <= 0:
             return None
-        needed = self._slice_steps_bound(next_w, top) * self._extra_per_step(next_w, top)
+        needed = self._slice_extra(next_w, top)
         return max(1, math.ceil((needed - self._credit_left(top)) / gain))
 
     def _wait_for_credit(self, next_w: int) -> None:
