@@ -18,10 +18,11 @@ from sqlalchemy import select
 
 from zeus_airflow.core.budget import ProfilingCredit
 from zeus_airflow.core.config import JobConfig, ProfilerConfig
+from zeus_airflow.core.devices.energy import probe_update_period_s
 from zeus_airflow.core.devices.nvml import NVMLGPUs
 from zeus_airflow.core.domain import PowerProfile, RecurrenceKey, RunOutcome, SliceInProgress
 from zeus_airflow.core.engine import Engine, RecurrenceResult
-from zeus_airflow.core.profiler import PowerLimitProfiler
+from zeus_airflow.core.profiler import SLICE_COUNTER_UPDATES, PowerLimitProfiler
 from zeus_airflow.core.reports.arms import profile_points
 from zeus_airflow.core.run import TrainingRun, open_run
 from zeus_airflow.core.store.sql import SQLStore
@@ -698,3 +699,49 @@ def test_short_runs_stay_within_the_budget_and_still_finish_the_profile() -> Non
     assert max(bounded) <= 1.1
     assert last.final.outcome.optimal_power_limit_w == 200  # the table's cheapest step
     assert bounded[-1] < 1.0  # and its saving has paid the slices back
+
+
+class ReadingClock(ManualClock):
+    """A manual clock that also moves 1 ms at each reading, as a real NVML call takes time,
+    so that the update period of a counter that advances in steps can be probed."""
+
+    def __call__(self) -> float:
+        self.advance(0.001)
+        return super().__call__()
+
+
+def test_probing_a_counter_finds_its_update_period() -> None:
+    clock = ReadingClock()
+    every_tenth_s = lambda: int(clock() / 0.1) * 1000  # noqa: E731 - a counter's reading
+    assert probe_update_period_s(every_tenth_s, clock) == pytest.approx(0.1, abs=0.003)
+    continuous = lambda: int(clock() * 1e6)  # noqa: E731
+    assert probe_update_period_s(continuous, clock) == 0.0
+    assert probe_update_period_s(lambda: 7, clock, max_s=0.5) == 0.5
+    standing = ManualClock()
+    assert probe_update_period_s(every_tenth_s, standing) == 0.0
+
+
+def test_a_counter_advancing_every_tenth_of_a_second_is_measured_over_twenty_updates() -> None:
+    # An H200's energy counter advances every 0.1 s (bench/RESULTS.md): 5-step slices of
+    # 0.1 s steps would each read whole updates, off by up to 20 %.
+    clock = ReadingClock()
+    spec = replace(A100_PCIE, default_limit_mw=ORIGINAL_W * 1000, energy_update_s=0.1)
+    fake = FakeNVML(1, spec, clock=clock)
+    rig = Rig(fake, clock, NVMLGPUs(nvml=fake, clock=clock))
+    limits_w: list[int] = []
+
+    def train(run: TrainingRun) -> None:
+        for epoch in run.epochs():
+            for _ in run.steps(range(200)):
+                limits_w.append(fake.limits_mw()[0] // 1000)
+                clock.advance(STEP_TIME_S[limits_w[-1]])
+            run.report_metric(epoch / 2)
+
+    trial = run_trial(rig, train)
+    assert rig.gpus.energy_update_period_s() == pytest.approx(0.1, abs=0.01)
+    segments = [(limit_w, len(list(steps))) for limit_w, steps in itertools.groupby(limits_w)]
+    assert [limit_w for limit_w, _ in segments] == [250, 150, 225, 200, 175]
+    for limit_w, steps in segments[:-1]:  # the last goes on at the optimum
+        measured_s = (steps - WARMUP_STEPS) * STEP_TIME_S[limit_w]
+        assert measured_s >= SLICE_COUNTER_UPDATES * 0.1 - STEP_TIME_S[limit_w]
+    assert trial.profiler.optimal_power_limit_w == OPTIMUM_W

@@ -80,6 +80,9 @@ class LaggingGPU:
     def now_s(self) -> float:
         return self.clock()
 
+    def energy_update_period_s(self) -> float:
+        return 0.0
+
     def synchronize(self) -> None:
         """Wait (host time passes) until the queue is empty."""
         self.clock.advance(self.queued * STEP_TIME_S[self.limit_w])

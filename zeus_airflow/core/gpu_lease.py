@@ -234,6 +234,9 @@ class GuardedGPUs:
     def now_s(self) -> float:
         return self.device.now_s()
 
+    def energy_update_period_s(self) -> float:
+        return self.device.energy_update_period_s()
+
     def synchronize(self) -> None:
         self.device.synchronize()
 

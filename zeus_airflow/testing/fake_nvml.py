@@ -89,6 +89,9 @@ class FakeGPUSpec:
     default_limit_mw: int | None = None
     energy_counter: bool = True
     """Whether nvmlDeviceGetTotalEnergyConsumption works (Volta and newer)."""
+    energy_update_s: float = 0.0
+    """How often the energy counter advances (s): it holds the energy as of its last update,
+    as real ones do (about 0.1 s on an H200, bench/RESULTS.md); 0 advances at every read."""
     power_model: PowerModel = draws_90_percent
     architecture: int = NVML_DEVICE_ARCH_AMPERE
     """What nvmlDeviceGetArchitecture answers (pynvml's NVML_DEVICE_ARCH_* values)."""
@@ -115,6 +118,8 @@ class FakeGPUSpec:
             )
         if self.mig_instances and not self.mig_mode:
             raise ValueError(f"mig_instances={self.mig_instances} is invalid without mig_mode=True")
+        if not self.energy_update_s >= 0:
+            raise ValueError(f"energy_update_s={self.energy_update_s} is invalid: expected >= 0")
 
 
 A100_PCIE = FakeGPUSpec(model="NVIDIA A100-PCIE-40GB", min_limit_mw=150_000, max_limit_mw=250_000)
@@ -148,6 +153,8 @@ class _FakeGPU:
         self._clock = clock
         self._since_s = clock()
         self._energy_mj = 0.0
+        self._last_reading = (0, 0)
+        """(counter origin, last reading): the counter never goes back but at a reload."""
 
     def power_mw(self) -> float:
         return self.spec.power_model(self.limit_mw)
@@ -158,6 +165,20 @@ class _FakeGPU:
         self._energy_mj += self.power_mw() * (now_s - self._since_s)
         self._since_s = now_s
         return self._energy_mj
+
+    def counter_mj(self) -> int:
+        """What the energy counter reads now: the energy as of its last update (whole mJ)."""
+        energy_mj = self.energy_mj()
+        period_s = self.spec.energy_update_s
+        if period_s > 0:  # back to the last update, at the power drawn since
+            energy_mj -= self.power_mw() * (self._since_s % period_s)
+        reading = int(energy_mj) - self.counter_origin_mj
+        # A limit changed since the update must not make the counter go backwards.
+        origin, last = self._last_reading
+        if origin == self.counter_origin_mj:
+            reading = max(reading, last)
+        self._last_reading = (self.counter_origin_mj, reading)
+        return reading
 
 
 class _FakeMigInstance:
@@ -367,7 +388,7 @@ class FakeNVML:
         if not gpu.spec.energy_counter:
             raise NVMLError(NVML_ERROR_NOT_SUPPORTED)
         with self._lock:  # the real counter is a whole number of mJ
-            return int(gpu.energy_mj()) - gpu.counter_origin_mj
+            return gpu.counter_mj()
 
     def __getattr__(self, name: str) -> Any:
         """pynvml's own constants and error classes (``fake.NVML_ERROR_NO_PERMISSION``,

@@ -89,6 +89,12 @@ class GPUGroup(Protocol):
         """Monotonic time in s on the clock the device's energy follows (virtual for replay)."""
         ...
 
+    def energy_update_period_s(self) -> float:
+        """How often ``energy_j`` advances, as seen so far, in s: a real GPU's energy counter
+        advances in steps (about 0.1 s on an H200), so shorter windows read whole steps.
+        0.0 where it advances continuously (simulated and replayed GPUs, sampled power)."""
+        ...
+
     def close(self) -> None:
         """Release resources (sampling threads, NVML handles). Does not touch limits."""
         ...

@@ -7,7 +7,9 @@ counters and mW power per GPU, and both meet the same failure, a counter that go
 
 from __future__ import annotations
 
+import itertools
 import logging
+import statistics
 import threading
 from collections.abc import Callable
 from typing import Protocol
@@ -27,6 +29,38 @@ class CounterSource(Protocol):
     def now_s(self) -> float: ...
 
 
+def probe_update_period_s(
+    read_mj: Callable[[], int], clock: Callable[[], float], *, max_s: float = 1.0
+) -> float:
+    """How often an energy counter advances (s), by reading it until it advanced three times.
+
+    Real counters advance in steps, not continuously: an H200's every 0.1 s (bench/RESULTS.md,
+    "Real GPU check"), so a window only a few updates long reads up to one update's energy too
+    much or too little. Returns the median time between the reads that first saw each advance
+    (off by at most the time one read takes); 0.0 when every read saw an advance (continuous
+    at the rate it can be read) or the clock stands still (a test's manual clock); ``max_s``
+    when it advanced less often than that.
+    """
+    start_s = last_s = clock()
+    value, held = read_mj(), False
+    advanced_at_s: list[float] = []
+    while len(advanced_at_s) < 3:
+        reading, now_s = read_mj(), clock()
+        if now_s <= last_s:
+            return 0.0
+        if now_s - start_s > max_s:
+            return max_s
+        if reading != value:
+            advanced_at_s.append(now_s)
+            value = reading
+        else:
+            held = True
+        last_s = now_s
+    if not held:
+        return 0.0
+    return statistics.median(b - a for a, b in itertools.pairwise(advanced_at_s))
+
+
 class EnergyCounters:
     """Energy from the GPUs' counters, summed as increments between reads.
 
@@ -42,6 +76,16 @@ class EnergyCounters:
         self._total_mj = 0.0
         self._warned = False
         self._lock = threading.Lock()
+        self._update_period_s: float | None = None
+
+    def update_period_s(self) -> float:
+        """How often the first GPU's counter advances (s; the group's GPUs share a model and
+        a driver), probed at the first call: up to a few updates' time, once."""
+        if self._update_period_s is None:
+            self._update_period_s = probe_update_period_s(
+                lambda: self._gpus.read_counters_mj()[0], self._gpus.now_s
+            )
+        return self._update_period_s
 
     def energy_j(self) -> float:
         with self._lock:

@@ -199,6 +199,9 @@ class NVMLGPUs:
     def now_s(self) -> float:
         return self._clock()
 
+    def energy_update_period_s(self) -> float:
+        return self._counters.update_period_s() if self._counters is not None else 0.0
+
     def synchronize(self) -> None:
         self._sync()
 

@@ -30,6 +30,9 @@ class ReplayGPU(TracedGPU):
     def now_s(self) -> float:
         return self._clock_s
 
+    def energy_update_period_s(self) -> float:
+        return 0.0
+
     # --- replay controls ---------------------------------------------------------------------
     def use_batch_size(self, batch_size: int) -> None:
         """Select which traced batch size the following steps replay."""

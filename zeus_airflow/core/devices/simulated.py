@@ -94,6 +94,9 @@ class SimulatedGPU(TracedGPU):
         self._settle()
         return self._simulated_s
 
+    def energy_update_period_s(self) -> float:
+        return 0.0
+
     # --- internals ---------------------------------------------------------------------------
     def _point(self, limit_w: float) -> EpochPoint:
         return self.trace.epoch(self.curve_batch_size, limit_w)
