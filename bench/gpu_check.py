@@ -89,11 +89,14 @@ class Sizes:
     measured_steps: int = 30
     counter_windows: int = 8
     counter_window_s: float = 2.0
+    spread_window_s: tuple[float, ...] = (0.15, 0.5, 2.0)
+    """Window lengths whose power spread is compared (0.15 s: profile_s's default)."""
     overhead_iterations: int = 2_000
     sync_windows: int = 5
     sync_steps: int = 20
     recurrences: int = 12
-    job_samples: int = 20_000
+    job_samples: int = 400_000
+    """Enough that a run spans many updates of the energy counter (0.1 s on an H200)."""
     job_features: int = 64
     job_batch_sizes: tuple[int, ...] = (64, 128, 256, 512)
     job_max_epochs: int = 6
@@ -114,6 +117,7 @@ QUICK = Sizes(
     measured_steps=3,
     counter_windows=3,
     counter_window_s=0.2,
+    spread_window_s=(0.02, 0.05),
     overhead_iterations=200,
     sync_windows=3,
     sync_steps=3,
@@ -404,6 +408,7 @@ def counter_vs_sampling(
     """The same windows measured by the energy counter and by power sampled every 10 ms."""
     from zeus_airflow.core.devices.nvml import NVMLGPUs
     from zeus_airflow.core.monitor import EnergyMonitor
+    from zeus_airflow.core.profiler import SLICE_COUNTER_UPDATES
 
     counter = NVMLGPUs([index], nvml=nvml, clock=clock)
     sampled = NVMLGPUs(
@@ -439,8 +444,15 @@ def counter_vs_sampling(
                 }
             )
         overhead = monitor_overhead(by_counter, sizes.overhead_iterations)
+        periods_s = update_periods_s(nvml, index, sizes.counter_windows, clock)
+        spread = power_spread_by_window(by_counter, load, clock, sizes)
         return {
+            "power_spread_by_window": spread,
             "energy_counter": True,
+            "update_periods_s": periods_s,
+            "update_period_s_median": statistics.median(periods_s),
+            "slice_counter_updates": SLICE_COUNTER_UPDATES,
+            "profile_slice_min_s": SLICE_COUNTER_UPDATES * statistics.median(periods_s),
             "sample_interval_s": 0.01,
             "windows": windows,
             "agreement_pct_median": statistics.median(w["agreement_pct"] for w in windows),
@@ -453,6 +465,47 @@ def counter_vs_sampling(
     finally:
         counter.close()
         sampled.close()
+
+
+def power_spread_by_window(
+    monitor: Any, load: Callable[[], None], clock: Callable[[], float], sizes: Sizes
+) -> list[dict[str, float]]:
+    """Average power (W) over back-to-back windows of a few lengths under the same steady load:
+    its spread across windows of one length is what a profile slice of that length reads as
+    noise (the counter's whole updates, mostly, on short windows)."""
+    rows = []
+    for length_s in sizes.spread_window_s:
+        powers_w = []
+        for _ in range(sizes.counter_windows):
+            monitor.begin_window("spread")
+            end_s = clock() + length_s
+            while clock() < end_s:
+                load()
+            measured = monitor.end_window("spread")
+            powers_w.append(measured.energy_j / measured.time_s)
+        mean_w = statistics.mean(powers_w)
+        rows.append(
+            {
+                "window_s": length_s,
+                "mean_w": mean_w,
+                "spread_pct": 100.0 * statistics.stdev(powers_w) / mean_w if mean_w else 0.0,
+                "range_pct": 100.0 * (max(powers_w) - min(powers_w)) / mean_w if mean_w else 0.0,
+            }
+        )
+    return rows
+
+
+def update_periods_s(nvml: Any, index: int, probes: int, clock: Callable[[], float]) -> list[float]:
+    """How often the energy counter advances (s), probed ``probes`` times: a window only a few
+    updates long reads whole updates, so the profiler's slices span at least
+    ``SLICE_COUNTER_UPDATES`` of them."""
+    from zeus_airflow.core.devices.energy import probe_update_period_s
+
+    handle = nvml.nvmlDeviceGetHandleByIndex(index)
+    return [
+        probe_update_period_s(lambda: nvml.nvmlDeviceGetTotalEnergyConsumption(handle), clock)
+        for _ in range(probes)
+    ]
 
 
 def monitor_overhead(monitor: Any, iterations: int) -> dict[str, float]:
@@ -624,21 +677,19 @@ def engine_run(
 
 def _mlp_job(torch: Any, sizes: Sizes, device: str, seed: int) -> Callable[[Any], None]:
     def train(run: Any) -> None:
-        generator = torch.Generator().manual_seed(seed)
-        centres = torch.randn(4, sizes.job_features, generator=generator) * 1.5
-        labels = torch.randint(0, 4, (sizes.job_samples,), generator=generator)
-        x = (
-            centres[labels]
-            + torch.randn(sizes.job_samples, sizes.job_features, generator=generator)
-        ).to(device)
-        y = labels.to(device)
+        generator = torch.Generator(device=device).manual_seed(seed)
+        centres = torch.randn(4, sizes.job_features, generator=generator, device=device) * 1.5
+        y = torch.randint(0, 4, (sizes.job_samples,), generator=generator, device=device)
+        x = centres[y] + torch.randn(
+            sizes.job_samples, sizes.job_features, generator=generator, device=device
+        )
         split = sizes.job_samples * 4 // 5
         model = torch.nn.Sequential(
             torch.nn.Linear(sizes.job_features, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4)
         ).to(device)
         optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
         for _ in run.epochs():
-            order = torch.randperm(split, generator=generator).to(device)
+            order = torch.randperm(split, generator=generator, device=device)
             for batch in run.steps(order.split(run.batch_size)):
                 optimizer.zero_grad(set_to_none=True)
                 torch.nn.functional.cross_entropy(model(x[batch]), y[batch]).backward()
@@ -724,6 +775,18 @@ def _zeusd_markdown(zeusd: dict[str, Any] | None, tag: str) -> list[str]:
     return lines
 
 
+def _update_period_text(cvs: dict[str, Any]) -> str:
+    probes = ", ".join(f"{p:.3f}" for p in cvs["update_periods_s"])
+    if cvs["update_period_s_median"] == 0:
+        return f"The counter advanced at every read ({probes} s): no update period to respect."
+    return (
+        f"The counter advances every {cvs['update_period_s_median']:.3f} s (median of "
+        f"{probes} s): a window reads whole updates, so the profiler measures each power "
+        f"limit for at least {cvs['profile_slice_min_s']:.2f} s "
+        f"({cvs['slice_counter_updates']} updates)."
+    )
+
+
 def markdown(report: dict[str, Any]) -> str:
     label = report["measurement"]
     tag = " (SIMULATED: fake NVML on the CPU, not a GPU)" if label == "simulated" else " (measured)"
@@ -756,6 +819,19 @@ def markdown(report: dict[str, Any]) -> str:
         ]
         o = cvs["monitor_overhead_us"]
         lines += [
+            "",
+            _update_period_text(cvs),
+            "",
+            "Average power over windows of one length under the same load (spread: standard "
+            "deviation over mean; range: max - min over mean):",
+            "",
+            "| window s | mean W | spread % | range % |",
+            "|---|---|---|---|",
+            *(
+                f"| {r['window_s']:.2f} | {r['mean_w']:.1f} | {r['spread_pct']:.2f} | "
+                f"{r['range_pct']:.2f} |"
+                for r in cvs["power_spread_by_window"]
+            ),
             "",
             f"Median agreement {cvs['agreement_pct_median']:.2f} % (min "
             f"{cvs['agreement_pct_min']:.2f} %). Monitor overhead (counter): begin "
