@@ -745,3 +745,15 @@ def test_a_counter_advancing_every_tenth_of_a_second_is_measured_over_twenty_upd
         measured_s = (steps - WARMUP_STEPS) * STEP_TIME_S[limit_w]
         assert measured_s >= SLICE_COUNTER_UPDATES * 0.1 - STEP_TIME_S[limit_w]
     assert trial.profiler.optimal_power_limit_w == OPTIMUM_W
+
+
+def test_default_cost_is_what_the_same_run_costs_at_the_maximum_limit() -> None:
+    # Default pays the evaluation (EVAL_S at each epoch's end) too: pricing only the steps
+    # would put it a third too low and read a run that saved as over budget.
+    rig = make_rig()
+    profiled = run_trial(rig, rig.train(steps_per_epoch=100))
+    at_max = make_rig(spec=replace(A100_PCIE, default_limit_mw=250_000), can_set_limits=False)
+    default = run_trial(at_max, at_max.train(steps_per_epoch=100)).outcome
+    assert default.power_limit_w == 250 and profiled.outcome.power_limit_w == OPTIMUM_W
+    assert profiled.outcome.default_cost == pytest.approx(default.cost, rel=0.06)
+    assert profiled.outcome.cost < default.cost

@@ -5,10 +5,12 @@ from __future__ import annotations
 import csv
 import io
 import json
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from fixtures_store import job_config
+from sqlalchemy import select
 
 from zeus_airflow.cli import main
 from zeus_airflow.core import reports
@@ -17,6 +19,7 @@ from zeus_airflow.core.domain import RecurrenceKey
 from zeus_airflow.core.engine import Engine
 from zeus_airflow.core.replay_training import ReplayTraining
 from zeus_airflow.core.store.sql import SQLStore
+from zeus_airflow.core.store.tables import trials
 from zeus_airflow.core.traces import WorkloadTrace
 
 REQUIRED = {
@@ -133,3 +136,34 @@ def test_bad_input_names_the_option(filled_url: str, capsys: pytest.CaptureFixtu
     assert stop.value.code == 2 and "--since" in err and "ISO 8601" in err
     code, _, err = run_cli(capsys, "report", "--db", filled_url, "--job", "nope")
     assert code == 1 and "no job 'nope'" in err
+
+
+def test_a_job_whose_default_runs_all_missed_the_target_still_has_a_default(
+    sql_store: SQLStore, cifar_trace: WorkloadTrace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A target no size reaches: b0 runs to max_epochs, as Default would on such days. The
+    # budget's books count those runs, so the report's Default counts the same ones.
+    gpu = ReplayGPU(cifar_trace)
+    config = replace(
+        job_config(cifar_trace, "hard.job", exploration_budget=0.1), target_metric=0.999
+    )
+    engine = Engine(sql_store, gpu, config, seed=3, heartbeat_s=None)
+    for day in range(3):
+        result = engine.run_recurrence(
+            ReplayTraining(gpu, seed=3), RecurrenceKey(f"day-{day}", "dag", "hard-task")
+        )
+        assert not result.reached_target
+    url = sql_store.engine.url.render_as_string(hide_password=False)
+    code, out, _ = run_cli(capsys, "report", "--db", url, "--format", "json")
+    (job,) = json.loads(out)["jobs"]
+    with sql_store.reading() as conn:
+        b0_runs = conn.execute(
+            select(trials.c.default_cost, trials.c.stop_reason).where(
+                trials.c.batch_size == config.default_batch_size
+            )
+        ).all()
+    assert {run.stop_reason for run in b0_runs} == {"max_epochs"}
+    assert code == 0 and job["default_cost"] is not None and job["default_energy_j"] > 0
+    # Three recurrences, each b0's alone: Default's cost over them is those runs' own figures.
+    assert job["runs"] == len(b0_runs) == 3
+    assert job["default_cost"] == pytest.approx(sum(run.default_cost for run in b0_runs))

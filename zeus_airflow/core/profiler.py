@@ -179,6 +179,15 @@ class PowerLimitProfiler:
             return self._current_w
         return self.device.get_power_limits_w()[0]
 
+    def steps_by_limit(self, steps_trained: int) -> dict[int, int]:
+        """How many of the run's ``steps_trained`` steps ran at each limit (W): those counted
+        while profiling at theirs, the rest at the limit in force now."""
+        by_limit = dict(self._steps_at)
+        rest = steps_trained - sum(by_limit.values())
+        if rest > 0:
+            by_limit[self.power_limit_w] = by_limit.get(self.power_limit_w, 0) + rest
+        return by_limit
+
     # --- hooks from the training loop --------------------------------------------------------
     def steps_until_transition(self) -> int | None:
         """Steps that may run before the profiler must be told; None once it is done."""

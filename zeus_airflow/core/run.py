@@ -359,17 +359,27 @@ class TrainingRun:
 
     # --- internals ---------------------------------------------------------------------------
     def _cost_at_max_power(self, total: Measurement) -> float:
-        """``RunOutcome.default_cost``: the steps trained, at the per-step cost the profile
-        measured at the highest candidate limit, plus the host's part as measured (it does
-        not depend on the GPUs' limit). The measured cost itself when no limit was changed
-        (measure mode, a fallback) or nothing priced the maximum."""
+        """``RunOutcome.default_cost``: the run's measured cost, each step trained at a lower
+        limit the profile measured repriced at the per-step cost it measured at the highest
+        candidate. The rest of the run (evaluation, data loading, the host's energy, the
+        machine's noise) Default would have paid too, so it stays as measured. The measured
+        cost itself when no limit was changed (measure mode, a fallback) or nothing priced
+        the maximum."""
         cost = self.cost_of(total)
         profile = self.profiler.profile
-        at_max = profile.measurements.get(max(profile.candidates_w, default=0))
+        top_w = max(profile.candidates_w, default=0)
+        at_max = profile.measurements.get(top_w)
         if self.profiler.mode == "measure" or at_max is None or self.steps_trained == 0:
             return cost
-        host = cost - self.cost_of(Measurement(total.time_s, total.energy_j))
-        return at_max.cost_per_step(self.config.eta, self._max_power_w) * self.steps_trained + host
+        eta, max_power_w = self.config.eta, self._max_power_w
+        for limit_w, steps in self.profiler.steps_by_limit(self.steps_trained).items():
+            measured = profile.measurements.get(limit_w)
+            if measured is not None and limit_w != top_w:
+                cost += steps * (
+                    at_max.cost_per_step(eta, max_power_w)
+                    - measured.cost_per_step(eta, max_power_w)
+                )
+        return cost
 
     def _stop_between_epochs(self) -> StopReason | None:
         if self.reached_target:

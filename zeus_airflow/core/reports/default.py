@@ -10,17 +10,17 @@ from sqlalchemy import Connection, func, select
 from zeus_airflow.core.cost import LimitMeasurement
 from zeus_airflow.core.reports.arms import profile_points_of
 from zeus_airflow.core.reports.records import DefaultEstimate, RunRecord, Version
-from zeus_airflow.core.store.snapshot import DEFAULT_COST
+from zeus_airflow.core.store.snapshot import DEFAULT_COST, RAN_TO_ITS_END
 from zeus_airflow.core.store.tables import trials
 from zeus_airflow.core.units import J_PER_KWH
 
 
 def default_estimate(conn: Connection, v: Version) -> DefaultEstimate | None:
-    """Mean energy and time of b0's successful runs, each scaled from the limit it trained at
-    to b0's maximum profiled limit by the profile's energy and time per step. None until b0
-    has succeeded once. Failed b0 runs are left out, which can only make Default look cheaper,
-    so the savings shown are conservative. The cost is the mean of what those runs reckoned
-    Default would have paid for their steps (the exploration budget's figure)."""
+    """Mean energy and time of b0's runs that ran to their end (the target, or max_epochs on
+    a hard day, when Default would have missed it too), each scaled from the limit it trained
+    at to b0's maximum profiled limit by the profile's energy and time per step. None until
+    such a run exists. The cost is the mean of what those runs reckoned Default would have
+    paid (the exploration budget's figure, over the same runs as the budget's books)."""
     return default_estimates(conn, [v])[v.pk]
 
 
@@ -47,7 +47,7 @@ def default_estimates(
             func.sum(DEFAULT_COST).label("default_cost"),
             func.count(DEFAULT_COST).label("costed"),
         )
-        .where(t.job_pk.in_(list(b0)), t.batch_size.in_(set(b0.values())), t.status == "succeeded")
+        .where(t.job_pk.in_(list(b0)), t.batch_size.in_(set(b0.values())), *RAN_TO_ITS_END)
         .group_by(t.job_pk, t.batch_size, t.power_limit_w, t.gpu_model, t.gpu_count)
         .add_columns(t.batch_size)
     ):

@@ -89,12 +89,17 @@ _IN_RECURRENCE = (
     )
     .limit(1)
 )
+RAN_TO_ITS_END = (
+    trials.c.stop_reason.in_(("target", "max_epochs")),
+    trials.c.status.in_(WALK_STATUSES),
+)
+"""A try that ran until the target or max_epochs: of the default batch size, what Default
+would have run too (the budget's books and the reports' Default figures both count these)."""
 _DEFAULT_RUN = (
     trials.c.job_pk == _job,
     *_HERE,
     trials.c.batch_size == bindparam("b0"),
-    trials.c.stop_reason.in_(("target", "max_epochs")),
-    trials.c.status.in_(WALK_STATUSES),
+    *RAN_TO_ITS_END,
 )
 DEFAULT_COST = func.coalesce(trials.c.default_cost, trials.c.cost)
 """What Default would have paid for a try (its steps at the maximum limit), by the try's own
