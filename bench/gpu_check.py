@@ -444,6 +444,7 @@ def counter_vs_sampling(
                 }
             )
         overhead = monitor_overhead(by_counter, sizes.overhead_iterations)
+        read_costs = read_costs_us(nvml, index, counter, by_counter, sizes.overhead_iterations)
         periods_s = update_periods_s(nvml, index, sizes.counter_windows, clock)
         spread = power_spread_by_window(by_counter, load, clock, sizes)
         return {
@@ -458,6 +459,7 @@ def counter_vs_sampling(
             "agreement_pct_median": statistics.median(w["agreement_pct"] for w in windows),
             "agreement_pct_min": min(w["agreement_pct"] for w in windows),
             "monitor_overhead_us": overhead,
+            "read_costs_us": read_costs,
             "monitor_overhead_us_sampling": monitor_overhead(
                 by_sampling, sizes.overhead_iterations
             ),
@@ -506,6 +508,37 @@ def update_periods_s(nvml: Any, index: int, probes: int, clock: Callable[[], flo
         probe_update_period_s(lambda: nvml.nvmlDeviceGetTotalEnergyConsumption(handle), clock)
         for _ in range(probes)
     ]
+
+
+def read_costs_us(
+    nvml: Any, index: int, gpus: Any, monitor: Any, iterations: int
+) -> dict[str, float]:
+    """Median µs of each part of a window's edge, apart: one NVML energy reading, one power
+    reading, synchronising an idle GPU, and the profiler's per-step bookmark (a window read
+    without synchronising)."""
+    handle = nvml.nvmlDeviceGetHandleByIndex(index)
+    parts: dict[str, Callable[[], Any]] = {
+        "nvml_energy_read": lambda: nvml.nvmlDeviceGetTotalEnergyConsumption(handle),
+        "nvml_power_read": lambda: nvml.nvmlDeviceGetPowerUsage(handle),
+        "synchronize": gpus.synchronize,
+    }
+    costs = {}
+    for name, call in parts.items():
+        samples = []
+        for _ in range(iterations):
+            t0 = time.perf_counter_ns()
+            call()
+            samples.append((time.perf_counter_ns() - t0) / 1000)
+        costs[name] = statistics.median(samples)
+    monitor.begin_window("bookmark")
+    samples = []
+    for _ in range(iterations):
+        t0 = time.perf_counter_ns()
+        monitor.peek_window("bookmark", synchronize=False)
+        samples.append((time.perf_counter_ns() - t0) / 1000)
+    monitor.cancel_window("bookmark")
+    costs["step_bookmark"] = statistics.median(samples)
+    return costs
 
 
 def monitor_overhead(monitor: Any, iterations: int) -> dict[str, float]:
@@ -821,6 +854,10 @@ def markdown(report: dict[str, Any]) -> str:
         lines += [
             "",
             _update_period_text(cvs),
+            "",
+            "Each part of a window's edge, apart (median µs): "
+            + ", ".join(f"{k.replace('_', ' ')} {v:.1f}" for k, v in cvs["read_costs_us"].items())
+            + ".",
             "",
             "Average power over windows of one length under the same load (spread: standard "
             "deviation over mean; range: max - min over mean):",

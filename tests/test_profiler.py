@@ -757,3 +757,37 @@ def test_default_cost_is_what_the_same_run_costs_at_the_maximum_limit() -> None:
     assert default.power_limit_w == 250 and profiled.outcome.power_limit_w == OPTIMUM_W
     assert profiled.outcome.default_cost == pytest.approx(default.cost, rel=0.06)
     assert profiled.outcome.cost < default.cost
+
+
+def test_steps_read_the_energy_counter_once_per_update_not_once_per_step(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # One reading of an H200's counter takes 2.4 ms (bench/RESULTS.md): read at every 10 ms
+    # step it would slow profiled steps by a quarter, for a value that changes every 0.1 s.
+    clock = ReadingClock()
+    spec = replace(A100_PCIE, default_limit_mw=ORIGINAL_W * 1000, energy_update_s=0.1)
+    fake = FakeNVML(1, spec, clock=clock)
+    rig = Rig(fake, clock, NVMLGPUs(nvml=fake, clock=clock))
+    assert rig.gpus.energy_update_period_s() == pytest.approx(0.1, abs=0.01)  # probed once
+    readings = itertools.count()
+    read = fake.nvmlDeviceGetTotalEnergyConsumption
+
+    def counted(handle: Any) -> int:
+        next(readings)
+        return read(handle)
+
+    monkeypatch.setattr(fake, "nvmlDeviceGetTotalEnergyConsumption", counted)
+    steps_per_epoch, epochs = 300, 3
+
+    def train(run: TrainingRun) -> None:
+        for epoch in run.epochs():
+            for _ in run.steps(range(steps_per_epoch)):
+                clock.advance(STEP_TIME_S[fake.limits_mw()[0] // 1000] / 10)
+            clock.advance(EVAL_S)
+            run.report_metric(epoch / epochs)
+
+    trial = run_trial(rig, train)
+    assert trial.profiler.profile.complete  # slices banked across epoch ends still finish
+    assert next(readings) < steps_per_epoch * epochs / 4
+    for limit_w, measured in trial.profiler.profile.measurements.items():  # 20 updates each
+        assert measured.avg_power_w == pytest.approx(0.9 * limit_w, rel=0.05)
