@@ -195,7 +195,10 @@ def add_trial(
     attempt: int = 1,
     dag_id: str = "d",
     phase: str = "pruning",
+    stop_reason: str | None = None,
 ) -> None:
+    """A try as the engine stores it; one that succeeded stopped at the target, one that
+    failed was stopped early unless ``stop_reason`` says otherwise."""
     with store.transaction() as conn:
         seq = (
             conn.execute(
@@ -225,6 +228,7 @@ def add_trial(
                 time_s=time_s if finished else None,
                 cost=energy_j,
                 epochs=3 if finished else None,
+                stop_reason=stop_reason or ("target" if status == "succeeded" else None),
                 # a try that raised keeps its figures without a verdict (engine.fail_trial)
                 reached_target=(status == "succeeded") if finished and status != "error" else None,
                 observed=status == "succeeded",
@@ -267,7 +271,8 @@ def test_default_estimate_scales_b0s_successes_to_the_maximum_limit(store: SQLSt
     s = summary_of(store, "j")
     assert s.default is not None
     assert (s.default.batch_size, s.default.power_limit_w) == (B0, 250)
-    assert (s.default.runs, s.default.scaled_runs) == (2, 2)  # the failed b0 run is left out
+    # The early-stopped b0 run is left out: Default would have trained on.
+    assert (s.default.runs, s.default.scaled_runs) == (2, 2)
     assert s.default.energy_j == pytest.approx(1100.0 * 20 / 15)
     assert s.default.time_s == pytest.approx(105.0 * 0.1 / 0.125)
     assert s.finished_runs == 4
@@ -275,18 +280,21 @@ def test_default_estimate_scales_b0s_successes_to_the_maximum_limit(store: SQLSt
     assert s.energy_saved_j == pytest.approx(4 * 1100.0 * 20 / 15 - (1000 + 1200 + 5000 + 700))
 
 
-def test_without_a_profile_b0_counts_as_measured_and_without_success_there_is_none(
+def test_without_a_profile_b0_counts_as_measured_and_without_a_complete_run_there_is_none(
     store: SQLStore,
 ) -> None:
     job = add_job(store)
     add_trial(store, job, "r1", B0, status="failed", energy_j=900.0)
     assert summary_of(store, "j").default is None
     assert summary_of(store, "j").energy_saved_j is None
+    # A b0 run that trained to max_epochs is what Default would have run that day.
+    add_trial(store, job, "r0", B0, status="failed", energy_j=700.0, stop_reason="max_epochs")
+    assert summary_of(store, "j").default.energy_j == 700.0  # type: ignore[union-attr]
     add_trial(store, job, "r2", B0, energy_j=800.0, time_s=50.0)
     d = summary_of(store, "j").default
     assert d is not None and (d.energy_j, d.time_s, d.scaled_runs, d.power_limit_w) == (
-        800.0,
-        50.0,
+        750.0,
+        75.0,
         0,
         None,
     )
