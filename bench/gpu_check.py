@@ -94,6 +94,7 @@ class Sizes:
     overhead_iterations: int = 2_000
     sync_windows: int = 5
     sync_steps: int = 20
+    bookmark_steps: int = 400
     recurrences: int = 12
     job_samples: int = 400_000
     """Enough that a run spans many updates of the energy counter (0.1 s on an H200)."""
@@ -121,6 +122,7 @@ QUICK = Sizes(
     overhead_iterations=200,
     sync_windows=3,
     sync_steps=3,
+    bookmark_steps=5,
     recurrences=10,
     job_samples=1_024,
     job_features=8,
@@ -590,6 +592,42 @@ def synchronisation_effect(
     return result
 
 
+def bookmark_cost(gpus: Any, step: Callable[[], None], sizes: Sizes) -> dict[str, float]:
+    """Seconds per training step (mean over ``bookmark_steps``, synchronised at the end) with
+    no bookmark, with an energy reading at every step (the profiler before the H200's check)
+    and with the clock every step and energy once per counter update (the profiler now)."""
+    from zeus_airflow.core.monitor import EnergyMonitor
+
+    monitor, period_s = EnergyMonitor(gpus), gpus.energy_update_period_s()
+
+    def every_step() -> None:
+        monitor.peek_window("bookmark", synchronize=False)
+
+    last_s = [0.0]
+
+    def once_per_update() -> None:
+        elapsed_s = monitor.peek_time_s("bookmark")
+        if period_s == 0 or elapsed_s - last_s[0] >= period_s:
+            last_s[0] = monitor.peek_window("bookmark", synchronize=False).time_s
+
+    result = {}
+    for label, bookmark in (
+        ("none", lambda: None),
+        ("energy_every_step", every_step),
+        ("energy_once_per_update", once_per_update),
+    ):
+        gpus.synchronize()
+        monitor.begin_window("bookmark")
+        start_s = time.perf_counter()
+        for _ in range(sizes.bookmark_steps):
+            step()
+            bookmark()
+        gpus.synchronize()
+        result[label] = (time.perf_counter() - start_s) / sizes.bookmark_steps
+        monitor.cancel_window("bookmark")
+    return result
+
+
 def _spread(values: list[float]) -> dict[str, float]:
     mean = statistics.fmean(values)
     return {
@@ -892,6 +930,16 @@ def markdown(report: dict[str, Any]) -> str:
             f"| {label_} | {t['mean']:.4g} ± {t['stdev']:.2g} | "
             f"{e['mean']:.4g} ± {e['stdev']:.2g} |"
         )
+    bookmark = report.get("bookmark_s_per_step")
+    if bookmark:
+        lines += [
+            "",
+            f"## The profiler's per-step bookmark in a training loop{tag}",
+            "",
+            "| bookmark | s/step |",
+            "|---|---|",
+            *(f"| {k.replace('_', ' ')} | {v:.4g} |" for k, v in bookmark.items()),
+        ]
     lines += [
         "",
         f"## Training at four batch sizes{tag}",
@@ -1148,6 +1196,8 @@ def _checks(
         gpus, rapl = zeusd.gpus, zeusd.host or rapl
     _progress("synchronising at window edges, with and without")
     report["synchronisation"] = synchronisation_effect(gpus, load, sizes, rapl)
+    _progress("the profiler's per-step bookmark in a training loop")
+    report["bookmark_s_per_step"] = bookmark_cost(gpus, load, sizes)
     report["workloads"] = []
     for kind in ("cnn", "transformer"):
         _progress(f"{kind} at four batch sizes")
