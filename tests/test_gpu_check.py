@@ -123,7 +123,16 @@ def test_the_simulated_quick_run_writes_every_part_labelled_simulated(tmp_path: 
 
     text = (tmp_path / "gpu_check.md").read_text()
     headings = [line for line in text.splitlines() if line.startswith("#")]
-    assert len(headings) == 6 and all("SIMULATED" in h for h in headings)
+    assert len(headings) == 7 and all("SIMULATED" in h for h in headings)
+    assert set(report["bookmark_s_per_step"]) == {
+        "none",
+        "energy_every_step",
+        "energy_once_per_update",
+    }
+    assert all(seconds > 0 for seconds in report["bookmark_s_per_step"].values())
+    counter = report["energy_counter_vs_sampling"]
+    assert counter["update_period_s_median"] == 0.0  # the fake's counter is continuous
+    assert [r["window_s"] for r in counter["power_spread_by_window"]] == [0.02, 0.05]
     assert report["elapsed_s"] < 240
 
 
@@ -170,7 +179,7 @@ def test_the_zeusd_mode_measures_through_the_daemon_and_never_posts(tmp_path: Pa
         for line in (tmp_path / "gpu_check.md").read_text().splitlines()
         if line.startswith("#")
     ]
-    assert len(headings) == 7 and all("SIMULATED" in h for h in headings)
+    assert len(headings) == 8 and all("SIMULATED" in h for h in headings)
 
 
 def test_the_read_only_zeusd_client_refuses_every_post_before_sending_it(tmp_path: Path) -> None:
