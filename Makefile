@@ -21,13 +21,18 @@ TESTS32 := tests/test_airflow_compat.py tests/test_operator*.py tests/test_bad_i
 
 .PHONY: setup demo test test-fast acceptance lint clean setup-airflow32 test-airflow32
 
-# $(1): the venv, $(2): what pip adds to `-e .[dev]` (constraints).
+# $(1): the venv, $(2): what is added to `-e .[dev]` (constraints).
+# uv resolves and installs `.[dev]` (about 200 packages) in seconds where pip took about a
+# minute of CPU (bench/RESULTS.md, issue 26); it comes from PyPI into the venv itself.
+# torch goes through pip: uv would not see the machine's CPU wheel of torch that pip's
+# configuration points to, and a bare `torch` requirement would pull a multi-GB CUDA build.
+# --no-deps --no-compile: uv installs torch's own requirements with the rest, and Python
+# compiles what the tests import on first use rather than all of torch up front.
 define make_venv
 	$(PYTHON) -m venv $(1)
-	$(1)/bin/python -m pip install -q --upgrade pip
-	# The CPU wheel of torch first: a bare `torch` requirement would pull a multi-GB CUDA build.
-	$(1)/bin/python -m pip install -q torch==2.13.0
-	$(1)/bin/python -m pip install -q -e ".[dev]" $(2)
+	$(1)/bin/python -m pip install -q --no-compile uv
+	$(1)/bin/python -m pip install -q --no-deps --no-compile torch==2.13.0
+	$(1)/bin/uv pip install -q --python $(1)/bin/python --upgrade-package pip pip -e ".[dev]" $(2)
 	# An editable install leaves egg-info in the checkout; run from here, Python would then see
 	# the distribution twice and Airflow would register the plugin twice.
 	rm -rf zeus_airflow.egg-info
