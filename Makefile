@@ -67,7 +67,9 @@ lint: setup
 # Everything but the 20-day acceptance run (pyproject's addopts leave it out).
 # Two processes (pytest-xdist): many tests wait on servers and subprocesses. Each process has
 # its own Airflow home, PostgreSQL database and session fixtures (the UI's api-server too).
-XDIST := -n 2
+# Slow tests go first (tests/conftest.py) and an idle process takes tests still queued for the
+# other (worksteal), so that both finish together rather than one waiting on a long test.
+XDIST := -n 2 --dist worksteal
 
 test: setup lint
 	bash scripts/test-services.sh
