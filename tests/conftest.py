@@ -51,7 +51,11 @@ SLOW_TESTS = frozenset(
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """``slow`` on what ``make test-fast`` leaves out: by module, by the helper module a test
-    module imports, or by fixture, so that a new test there is marked without a decorator."""
+    module imports, or by fixture, so that a new test there is marked without a decorator.
+
+    Then slow tests go first: pytest-xdist (``-n 2``, Makefile) hands tests out in this order,
+    so that the run ends on short tests that the two processes share evenly, instead of one
+    process finishing a long scheduler or UI test while the other waits idle."""
     for item in items:
         module = getattr(item, "module", None)
         name = getattr(module, "__name__", "")
@@ -68,3 +72,4 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             or SLOW_FIXTURES & set(getattr(item, "fixturenames", ()))
         ):
             item.add_marker(pytest.mark.slow)
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: slow first
