@@ -44,6 +44,9 @@ VOID_STATUSES: tuple[TrialStatus, ...] = ("error", "invalid", "skipped")
 """Tries that say nothing about their batch size: the train function raised (``error``),
 returned without a verdict (``invalid``) or skipped its task (``skipped``). Shown, never
 counted."""
+SHOWN_STATUSES: tuple[TrialStatus, ...] = (*LIVE_STATUSES, *VOID_STATUSES)
+"""Tries shown as part of a run: the live ones, and those whose train function raised or
+broke its contract."""
 REPLACED_STATUSES: tuple[TrialStatus, ...] = ("superseded", "abandoned")
 """Trials that a later try of the same Airflow task instance replaced: history only."""
 FINISHED_STATUSES: tuple[TrialStatus, ...] = ("succeeded", "failed")
