@@ -29,7 +29,7 @@ import numpy as np
 
 from zeus_airflow.core.budget import ProfilingCredit, profiling_credit
 from zeus_airflow.core.config import JobConfig
-from zeus_airflow.core.devices.base import GPUGroup, Measurement
+from zeus_airflow.core.devices.base import GPUGroup, MeasurementKind
 from zeus_airflow.core.devices.sync import Synchronize
 from zeus_airflow.core.domain import (
     BudgetStatus,
@@ -87,7 +87,7 @@ class RecurrenceResult:
 
     job: JobRef
     tries: tuple[TrialReport, ...]
-    measurement: Measurement
+    measurement: MeasurementKind
     return_value: Any = None
     unrecorded: tuple[PendingResult, ...] = ()
     """Tries whose result the store could not take (``core/domain/outbox.py``): the caller

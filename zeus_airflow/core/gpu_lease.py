@@ -33,7 +33,7 @@ import psutil
 from zeus_airflow.core.devices.base import (
     DeviceError,
     GPUGroup,
-    Measurement,
+    MeasurementKind,
     PowerLimitUnavailableError,
 )
 from zeus_airflow.core.store.base import Lease, LeaseRequest, Store, StoreError
@@ -196,7 +196,7 @@ class GuardedGPUs:
 
     def __init__(self, device: LeasableGPUs) -> None:
         self.device = device
-        self.measurement: Measurement = device.measurement
+        self.measurement: MeasurementKind = device.measurement
         self.model = device.model
         self.count = device.count
         self.indices = device.indices

@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from zeus_airflow.core.config import JobConfig
-from zeus_airflow.core.devices.base import Measurement
+from zeus_airflow.core.devices.base import MeasurementKind
 from zeus_airflow.core.domain.decision import (
     ArmStats,
     BudgetLedger,
@@ -76,7 +76,7 @@ class DeviceInfo:
     model: str
     """As the device names it, e.g. ``NVIDIA A40`` or ``V100 (replay)``."""
     count: int
-    measurement: Measurement
+    measurement: MeasurementKind
     power_limits_w: tuple[int, ...]
     """Candidate limits, highest first."""
 

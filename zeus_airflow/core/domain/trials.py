@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from zeus_airflow.core.devices.base import Measurement
+from zeus_airflow.core.devices.base import MeasurementKind
 from zeus_airflow.core.domain.phases import EXPLORATION_PHASES
 
 TrialStatus = Literal[
@@ -200,7 +200,7 @@ class TrialRecord(TrainingFigures):
     stop_reason: str | None
     observed: bool
     """Whether its cost feeds the arm's posterior."""
-    measurement: Measurement
+    measurement: MeasurementKind
     gpu_model: str
     gpu_count: int
     started_at: datetime

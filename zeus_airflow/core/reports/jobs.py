@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import fields
 from datetime import datetime
 
-from zeus_airflow.core.devices.base import Measurement
+from zeus_airflow.core.devices.base import MeasurementKind
 from zeus_airflow.core.reports.arms import arms, decision_state, profile_points
 from zeus_airflow.core.reports.default import default_estimates
 from zeus_airflow.core.reports.records import JobDetail, JobSummary, JobTotals, Version
@@ -29,7 +29,7 @@ def totals(
     pks = [v.pk for v in chosen]
     # Per job and place (DAG, task, measurement): the sums, added up per job below.
     sums: dict[int, list[float]] = {}
-    places: dict[int, set[tuple[str, str, Measurement]]] = {}
+    places: dict[int, set[tuple[str, str, MeasurementKind]]] = {}
     for pk, dag_id, task_id, measurement, *figures in reader.place_sums(pks, since):
         places.setdefault(pk, set()).add((dag_id, task_id, measurement))
         total = sums.setdefault(pk, [0.0, 0.0, 0.0])

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar
 
-from zeus_airflow.core.devices.base import Measurement
+from zeus_airflow.core.devices.base import MeasurementKind
 from zeus_airflow.core.domain import TrainingFigures, TrialStatus, Version
 
 
@@ -90,7 +90,7 @@ class JobTotals:
     time_s: float
     cost: float
     """Cost units."""
-    measurements: tuple[Measurement, ...]
+    measurements: tuple[MeasurementKind, ...]
     """measured / replayed / simulated: where the figures come from."""
     default: DefaultEstimate | None
 
@@ -188,7 +188,7 @@ class RunRecord(TrainingFigures):
     (a size's first run on another GPU model), exploit (exploring would have gone over the
     exploration budget: the best known size ran) or fallback (no size left in play: trained
     as without Zeus)."""
-    measurement: Measurement
+    measurement: MeasurementKind
     """measured (a real GPU), replayed (the paper's traces) or simulated (a power model)."""
     gpu_model: str
     started_at: datetime

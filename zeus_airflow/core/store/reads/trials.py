@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 
 from sqlalchemy import Select, bindparam, case, func, select
 
-from zeus_airflow.core.devices.base import Measurement
+from zeus_airflow.core.devices.base import MeasurementKind
 from zeus_airflow.core.store.reads.base import Reads, run_figures, shown
 from zeus_airflow.core.store.snapshot import DEFAULT_COST
 from zeus_airflow.core.store.tables import trials
@@ -22,7 +22,7 @@ class PlaceSums(NamedTuple):
     job_pk: int
     dag_id: str
     task_id: str
-    measurement: Measurement
+    measurement: MeasurementKind
     energy_j: float
     time_s: float
     cost: float
