@@ -17,6 +17,7 @@ ABOVE_THE_STORE = (
     "zeus_airflow.core.engine",
     "zeus_airflow.core.policy",
     "zeus_airflow.core.fleet",
+    "zeus_airflow.core.snapshot",
     "zeus_airflow.core.monitor",
     "zeus_airflow.core.reports",
 )

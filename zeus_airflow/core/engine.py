@@ -44,10 +44,10 @@ from zeus_airflow.core.domain import (
     RunOutcome,
     counts_as_observation,
 )
-from zeus_airflow.core.fleet import job_snapshot
 from zeus_airflow.core.monitor import HostEnergyMeter
 from zeus_airflow.core.policy import NoFeasibleBatchSizeError, Policy, ZeusPolicy
 from zeus_airflow.core.run import CONTRACT, TrainContractError, TrainingRun, open_run
+from zeus_airflow.core.snapshot import job_snapshot
 from zeus_airflow.core.store.base import Store, StoreError, UnrecordedResultError
 
 TrainFunction = Callable[[TrainingRun], Any]

@@ -1,7 +1,7 @@
 """Batch-size policies: Zeus (pruning, then Thompson sampling) and the paper's baselines.
 
 A policy is pure: it reads a :class:`~zeus_airflow.core.domain.JobSnapshot` (the engine
-builds it from the state the store read inside its decision transaction, ``fleet.job_snapshot``)
+builds it from the state the store read inside its decision transaction, ``snapshot.job_snapshot``)
 and returns a :class:`~zeus_airflow.core.domain.Decision`. It never touches the database or a
 device, so the same code decides in the simulator, the operator and the tests, and any worker
 can decide for any job.

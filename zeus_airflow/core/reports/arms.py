@@ -9,7 +9,6 @@ next decision most likely happens.
 from __future__ import annotations
 
 from zeus_airflow.core.domain import ArmStats, Decision, DeviceInfo, JobSnapshot, Version
-from zeus_airflow.core.fleet import job_snapshot
 from zeus_airflow.core.policy import (
     HistoryOutOfOrderError,
     NoFeasibleBatchSizeError,
@@ -23,6 +22,7 @@ from zeus_airflow.core.policy import (
 )
 from zeus_airflow.core.posterior import arm_posterior, pooled_cost_cv
 from zeus_airflow.core.reports.records import Arm, ProfilePoint
+from zeus_airflow.core.snapshot import job_snapshot
 from zeus_airflow.core.store.reads import Reader
 
 _NO_DEVICE = DeviceInfo("", 1, "measured", ())
