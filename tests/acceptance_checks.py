@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from sqlalchemy import create_engine, select
 
 from zeus_airflow.core.reports.arms import decision_state
-from zeus_airflow.core.reports.jobs import current, versions
+from zeus_airflow.core.reports.jobs import current
+from zeus_airflow.core.store.reads import Reader
 from zeus_airflow.core.store.tables import jobs, trials
 
 LAST = 5
@@ -99,9 +100,10 @@ def read_jobs(store_url: str, dag_id: str, run_order: list[str]) -> dict[str, Jo
                 .order_by(trials.c.decision_seq)
             ).all()
             job_ids = sorted({r.job_id for r in rows})
+            reader = Reader(conn)
             phases = {
-                job_id: decision_state(conn, current(history))[0]
-                for job_id, history in versions(conn, job_ids).items()
+                job_id: decision_state(reader, current(history))[0]
+                for job_id, history in reader.versions(job_ids).items()
             }
     finally:
         store.dispose()

@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from zeus_airflow.airflow_db import rendered_fields as rendered_fields  # the task's Rendered tab
 from zeus_airflow.core.devices.spec import resolve_traces_dir
 
 AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="zeus-test-airflow-"))
@@ -139,21 +140,6 @@ def xcoms(dag_id: str, run_id: str, task_id: str) -> dict[str, Any]:
             )
         ).all()
     return {key: XComModel.deserialize_value(_Row(value)) for key, value in rows}
-
-
-def rendered_fields(dag_id: str, run_id: str, task_id: str) -> dict[str, Any]:
-    """What the task instance's Rendered Templates tab shows."""
-    from airflow.models.renderedtifields import RenderedTaskInstanceFields as RTIF
-    from airflow.utils.session import create_session
-    from sqlalchemy import select
-
-    with create_session() as session:
-        fields = session.scalar(
-            select(RTIF.rendered_fields).where(
-                RTIF.dag_id == dag_id, RTIF.run_id == run_id, RTIF.task_id == task_id
-            )
-        )
-    return dict(fields or {})
 
 
 def task_state(dag_run: Any, task_id: str) -> tuple[str, int]:

@@ -12,11 +12,11 @@ from zeus_airflow.core.config import JobConfig, ProfilerConfig
 from zeus_airflow.core.devices.replay import ReplayGPU
 from zeus_airflow.core.domain import JobSnapshot, PowerProfile, RecurrenceKey
 from zeus_airflow.core.engine import Engine
-from zeus_airflow.core.fleet import job_snapshot
 from zeus_airflow.core.limit_search import LimitObjective
 from zeus_airflow.core.policy import ZeusPolicy, job_phase
 from zeus_airflow.core.replay_training import ReplayTraining
 from zeus_airflow.core.run import TrainingRun, open_run
+from zeus_airflow.core.snapshot import job_snapshot
 from zeus_airflow.core.store.snapshot import read_state
 from zeus_airflow.core.store.sql import SQLStore
 from zeus_airflow.core.store.tables import trials

@@ -110,8 +110,8 @@ def test_the_store_the_reports_and_the_cli_keep_them(
         pytest.approx(result.cpu_energy_j),
         pytest.approx(result.dram_energy_j),
     )
-    with store.reading() as conn:
-        (run,) = runs(conn, result.job.id)
+    with store.reader() as reader:
+        (run,) = runs(reader, result.job.id)
     assert run.cpu_energy_j == pytest.approx(CPU_W * STEPS * STEP_S)
     assert run.dram_energy_j == pytest.approx(DRAM_W * STEPS * STEP_S)
     url = str(store.engine.url)

@@ -6,7 +6,7 @@ import pytest
 
 from zeus_airflow.core.devices.base import set_uniform_power_limit
 from zeus_airflow.core.devices.nvml import NVMLGPUs
-from zeus_airflow.core.monitor import EnergyMonitor, Measurement
+from zeus_airflow.core.monitor import EnergyMonitor, TimeEnergy
 from zeus_airflow.testing import FakeNVML, ManualClock
 
 DRAW_W = 270.0
@@ -24,7 +24,7 @@ def monitor(clock: ManualClock, monkeypatch: pytest.MonkeyPatch) -> EnergyMonito
     return EnergyMonitor(NVMLGPUs(nvml=FakeNVML(2, clock=clock), clock=clock))
 
 
-def assert_measured(measured: Measurement, time_s: float, power_w: float) -> None:
+def assert_measured(measured: TimeEnergy, time_s: float, power_w: float) -> None:
     assert measured.time_s == pytest.approx(time_s)
     assert measured.energy_j == pytest.approx(time_s * power_w, abs=0.01)
 
@@ -109,7 +109,7 @@ def test_cancel_forgets_a_window_and_ignores_an_unknown_one(monitor: EnergyMonit
 
 
 def test_measurements_add_and_average() -> None:
-    total = Measurement(2.0, 500.0) + Measurement(3.0, 1000.0)
-    assert total == Measurement(5.0, 1500.0)
+    total = TimeEnergy(2.0, 500.0) + TimeEnergy(3.0, 1000.0)
+    assert total == TimeEnergy(5.0, 1500.0)
     assert total.avg_power_w == 300.0
-    assert Measurement(0.0, 0.0).avg_power_w == 0.0
+    assert TimeEnergy(0.0, 0.0).avg_power_w == 0.0

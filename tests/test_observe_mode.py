@@ -16,7 +16,7 @@ from zeus_airflow.core.devices.replay import ReplayGPU
 from zeus_airflow.core.domain import RecurrenceKey
 from zeus_airflow.core.engine import Engine, RecurrenceResult
 from zeus_airflow.core.replay_training import ReplayTraining
-from zeus_airflow.core.reports import current, default_estimate, runs, summaries, versions
+from zeus_airflow.core.reports import current, default_estimate, runs, summaries
 from zeus_airflow.core.store.admin import list_trials
 from zeus_airflow.core.store.sql import SQLStore
 from zeus_airflow.core.traces import WorkloadTrace, load_workload_trace
@@ -100,8 +100,8 @@ def test_the_default_estimate_scales_from_the_limit_trained_at(cifar: WorkloadTr
     store = SQLStore.in_memory()
     observe_job(store, cifar)
     rows = list_trials(store)
-    with store.reading() as conn:
-        estimate = default_estimate(conn, current(versions(conn, [JOB_ID])[JOB_ID]))
+    with store.reader() as reader:
+        estimate = default_estimate(reader, current(reader.versions([JOB_ID])[JOB_ID]))
     assert estimate is not None and estimate.power_limit_w == MAX_W
     # Every run trained at the maximum: Default's estimate is what they measured, unscaled.
     # (Labelled with the optimum, as before, each run would be scaled up by the profile.)
@@ -113,10 +113,10 @@ def test_the_reports_sum_what_observe_mode_would_have_saved(cifar: WorkloadTrace
     store = SQLStore.in_memory()
     observe_job(store, cifar)
     rows = list_trials(store)
-    with store.reading() as conn:
-        history = versions(conn, [JOB_ID])
-        (summary,) = summaries(conn, [current(history[JOB_ID])], history)
-        shown = runs(conn, summary.version.pk)
+    with store.reader() as reader:
+        history = reader.versions([JOB_ID])
+        (summary,) = summaries(reader, [current(history[JOB_ID])], history)
+        shown = runs(reader, summary.version.pk)
     assert summary.would_save_energy_j == pytest.approx(
         sum(r.would_save_energy_j or 0 for r in rows)
     )

@@ -16,12 +16,12 @@ from zeus_airflow.core.domain import (
     SizeEvidence,
 )
 from zeus_airflow.core.policy import (
-    CANNOT_WIN_Z,
-    READMIT_GROWTH,
+    DEFAULT_PARAMETERS,
     DefaultPolicy,
     GridSearchPolicy,
     HistoryOutOfOrderError,
     NoFeasibleBatchSizeError,
+    PolicyParameters,
     ZeusPolicy,
     cannot_win,
     early_stop_bound,
@@ -112,6 +112,25 @@ def run_pruning(
         visited.append((state.round, b))
         history.append(ExplorationStep(b, succeeds.get(b, True), cost.get(b, 100.0)))
     raise AssertionError("pruning did not end")
+
+
+def test_the_policy_takes_its_parameters() -> None:
+    """Today's values are the defaults; one round of pruning instead of two is one
+    parameter, handed to the policy and to the functions it decides with."""
+    assert PolicyParameters() == DEFAULT_PARAMETERS
+    assert (DEFAULT_PARAMETERS.pruning_rounds, DEFAULT_PARAMETERS.readmit_z) == (2, 2.0)
+    cfg = config((8, 16, 32), b0=16)
+    cost = {8: 12.0, 16: 10.0, 32: 11.0}
+    one = PolicyParameters(pruning_rounds=1)
+    history: list[ExplorationStep] = []
+    while (b := pruning_state(cfg, tuple(history), one).next_batch_size) is not None:
+        history.append(ExplorationStep(b, True, cost[b]))
+    assert [s.batch_size for s in history] == [16, 8, 32]  # round 1 only
+    assert pruning_state(cfg, tuple(history)).next_batch_size is not None  # two by default
+    snapshot = JobSnapshot(cfg, exploration=tuple(history))
+    assert job_phase(snapshot, one) == ("sampling", (8, 16, 32))
+    assert ZeusPolicy(params=one).decide(snapshot, np.random.default_rng(0)).phase == "sampling"
+    assert ZeusPolicy().decide(snapshot, np.random.default_rng(0)).phase == "pruning"
 
 
 def test_pruning_order_v100_librispeech_where_8_fails() -> None:
@@ -295,7 +314,11 @@ def test_a_size_pruned_by_early_stops_returns_once_the_bound_has_grown() -> None
         )[1]
 
     assert in_play(10.0) == (16,)  # the bound that stopped them still holds
-    assert in_play(10.0 * READMIT_GROWTH * 1.01) == (8, 16, 32)  # it was set by a lucky run
+    assert in_play(10.0 * DEFAULT_PARAMETERS.readmit_growth * 1.01) == (
+        8,
+        16,
+        32,
+    )  # it was set by a lucky run
 
 
 def test_a_best_mean_that_rose_within_its_noise_readmits_nothing() -> None:
@@ -319,7 +342,9 @@ def test_a_best_mean_that_rose_within_its_noise_readmits_nothing() -> None:
             )
         )[1]
 
-    assert ArmStats.of(bimodal).mean * 2 > READMIT_GROWTH * 20.0  # the plain bound grew
+    assert (
+        ArmStats.of(bimodal).mean * 2 > DEFAULT_PARAMETERS.readmit_growth * 20.0
+    )  # the plain bound grew
     assert in_play(bimodal) == (16,)
     # The same rise, steady over many runs: the first run was the lucky one.
     assert in_play([10.0] + [12.5] * 15) == (8, 16, 32)
@@ -387,7 +412,9 @@ def test_a_size_that_cannot_win_ends_the_walk_in_its_direction() -> None:
     assert not cannot_win(128, 21.0, {128: [10.0]})
     assert not cannot_win(64, 21.0, {128: [10.0], 64: [10.0]})
     assert cannot_win(64, 17.0, {128: [10.0], 64: [16.0]})
-    assert pytest.approx(1.56) == 1 + CANNOT_WIN_Z * PRIOR_COST_CV
+    # The spread it takes is the policy's parameter, passed in.
+    assert not cannot_win(16, 16.5, seen, PolicyParameters(cannot_win_z=6.0))
+    assert pytest.approx(1.56) == 1 + DEFAULT_PARAMETERS.cannot_win_z * PRIOR_COST_CV
     snapshot = JobSnapshot(cfg, exploration=history)
     # It reached the target: not a failure that earns another try, and the user is told.
     assert job_phase(snapshot)[1] == (32, 64, 128)

@@ -287,8 +287,8 @@ def test_the_store_keeps_a_slice_in_progress_apart_from_the_measurements() -> No
     assert loaded.partial == SliceInProgress(
         250, 3, pytest.approx(0.3), pytest.approx(0.9 * 250 * 0.3)
     )
-    with store.engine.connect() as conn:
-        assert profile_points(conn, job.id) == ()  # no report shows it
+    with store.reader() as reader:
+        assert profile_points(reader, job.id) == ()  # no report shows it
     engine.run_recurrence(short, RecurrenceKey("r2"))
     loaded = store.load_profile(job, BATCH_SIZE, engine.device_info)
     assert set(loaded.measurements) == {250} and loaded.partial is None
@@ -297,7 +297,8 @@ def test_the_store_keeps_a_slice_in_progress_apart_from_the_measurements() -> No
         rows = conn.execute(
             select(power_profiles.c.power_limit_w, power_profiles.c.measured_steps)
         ).all()
-        assert [p.power_limit_w for p in profile_points(conn, job.id)] == [250]
+    with store.reader() as reader:
+        assert [p.power_limit_w for p in profile_points(reader, job.id)] == [250]
     assert rows == [(250, None)]
 
 

@@ -68,9 +68,9 @@ def test_json_has_every_job_and_the_fleet(
     assert set(daily) >= REQUIRED and daily["runs"] == 12
     assert daily["measurement"] == "replayed"  # never passed off as measured
     # The same figures the UI's summary shows: one formula for the savings.
-    with sql_store.reading() as conn:
-        history = reports.versions(conn, ["daily.job"])
-        summary = reports.summaries(conn, [reports.current(history["daily.job"])], history)[0]
+    with sql_store.reader() as reader:
+        history = reader.versions(["daily.job"])
+        summary = reports.summaries(reader, [reports.current(history["daily.job"])], history)[0]
     assert daily["energy_j"] == pytest.approx(summary.energy_j)
     assert daily["default_energy_j"] == pytest.approx(summary.default_energy_j)
     assert daily["saved_energy_fraction"] == pytest.approx(

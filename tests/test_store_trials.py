@@ -24,9 +24,9 @@ from zeus_airflow.core.domain import (
     RunOutcome,
 )
 from zeus_airflow.core.engine import Engine, decided_by
-from zeus_airflow.core.fleet import job_snapshot
 from zeus_airflow.core.policy import ZeusPolicy
 from zeus_airflow.core.replay_training import ReplayTraining
+from zeus_airflow.core.snapshot import job_snapshot
 from zeus_airflow.core.store.admin import list_jobs, list_trials, reset_job
 from zeus_airflow.core.store.base import StoreError
 from zeus_airflow.core.store.snapshot import read_state

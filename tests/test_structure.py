@@ -17,6 +17,7 @@ ABOVE_THE_STORE = (
     "zeus_airflow.core.engine",
     "zeus_airflow.core.policy",
     "zeus_airflow.core.fleet",
+    "zeus_airflow.core.snapshot",
     "zeus_airflow.core.monitor",
     "zeus_airflow.core.reports",
 )
@@ -107,3 +108,38 @@ def test_the_check_sees_a_cycle_and_an_upward_import() -> None:
     engine = reachable("zeus_airflow.core.engine")
     assert {"zeus_airflow.core.store.base", "zeus_airflow.core.policy"} <= engine
     assert "zeus_airflow.core.domain.trials" in imports("zeus_airflow.core.store.tables")
+
+
+SQL_WRITERS = ("zeus_airflow.core.store", "zeus_airflow.migrations", "zeus_airflow.airflow_db")
+"""The only modules that import SQLAlchemy: the store (and its migrations) writes every
+statement on the store's tables; ``airflow_db`` reads Airflow's own metadata tables through
+Airflow's models (the UI's logical dates, the demo's XComs)."""
+THROUGH_THE_STORE = ("zeus_airflow.core.gpu_lease", "zeus_airflow.core.reports")
+"""Read and write the store through its protocol (``store/base.py``) and its read-model
+(``store/reads``), never the SQL implementation."""
+
+
+@cache
+def imported_packages(module: str) -> frozenset[str]:
+    """The top-level packages ``module`` imports anywhere, ``TYPE_CHECKING`` blocks too."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(MODULES[module].read_text())):
+        if isinstance(node, ast.Import):
+            found.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module.split(".")[0])
+    return frozenset(found)
+
+
+def test_only_the_store_writes_sql() -> None:
+    writing = [m for m in MODULES if "sqlalchemy" in imported_packages(m)]
+    assert "zeus_airflow.core.store.reads.jobs" in writing  # the check sees the store's
+    assert sorted(m for m in writing if not within(m, SQL_WRITERS)) == []
+
+
+def test_leases_and_reports_use_the_store_through_its_interface() -> None:
+    users = [m for m in MODULES if within(m, THROUGH_THE_STORE)]
+    assert len(users) >= 8
+    reaching = {m: "zeus_airflow.core.store.sql" in reachable(m) for m in users}
+    assert not [m for m, bad in reaching.items() if bad]
+    assert "zeus_airflow.core.store.base" in imports("zeus_airflow.core.gpu_lease")

@@ -17,7 +17,7 @@ from collections.abc import Callable
 import pytest
 
 from zeus_airflow.core.config import JobConfig, ProfilerConfig
-from zeus_airflow.core.devices.base import Measurement, candidate_limits_in_range
+from zeus_airflow.core.devices.base import MeasurementKind, candidate_limits_in_range
 from zeus_airflow.core.devices.sync import CUDASynchronizer, no_sync
 from zeus_airflow.core.engine import Engine, RecurrenceResult
 from zeus_airflow.core.monitor import EnergyMonitor
@@ -39,7 +39,7 @@ WARMUP_STEPS, PROFILE_STEPS = 10, 40
 class LaggingGPU:
     """One GPU whose queued steps run after the host has moved on (a GPUGroup)."""
 
-    measurement: Measurement = "measured"
+    measurement: MeasurementKind = "measured"
     model = "NVIDIA Lagging"
     count = 1
     indices = (0,)

@@ -50,10 +50,10 @@ def replayed() -> SQLStore:
 
 def detail_of(store: SQLStore, job_id: str = JOB) -> reports.JobDetail:
     """The job's current version, as the job page reads it."""
-    with store.reading() as conn:
-        history = reports.versions(conn, [job_id])
-        summary = reports.summaries(conn, [reports.current(history[job_id])], history)[0]
-        return reports.detail(conn, summary)
+    with store.reader() as reader:
+        history = reader.versions([job_id])
+        summary = reports.summaries(reader, [reports.current(history[job_id])], history)[0]
+        return reports.detail(reader, summary)
 
 
 def summary_of(store: SQLStore, job_id: str = JOB) -> reports.JobSummary:
@@ -355,15 +355,15 @@ def test_jobs_know_their_dags_and_tasks_their_job(store: SQLStore) -> None:
     add_trial(store, shared, "r1", B0, dag_id="a")
     add_trial(store, shared, "r2", B0, dag_id="b")
     add_trial(store, shared, "r3", B0, dag_id="")
-    with store.reading() as conn:
-        assert reports.job_dags(conn) == {
+    with store.reader() as reader:
+        assert reader.job_dags() == {
             "alpha.t": frozenset({"alpha"}),
             "shared": frozenset({"a", "b"}),
             "fresh.t": frozenset(),
         }
-        assert reports.job_dags(conn, "shared") == {"shared": frozenset({"a", "b"})}
-        assert reports.instance_job(conn, "b", "t") == "shared"
-        assert reports.instance_job(conn, "nope", "t") is None
+        assert reader.job_dags("shared") == {"shared": frozenset({"a", "b"})}
+        assert reader.instance_job("b", "t") == "shared"
+        assert reader.instance_job("nope", "t") is None
     assert fresh and summary_of(store, "fresh.t").runs == 0
 
 

@@ -84,9 +84,9 @@ def test_an_amd_gpu_is_learned_on_and_reported_as_a_gpu_model_of_its_own(tmp_pat
     # Its limits come from its own range, not the A100's 100..400 W.
     assert {r.power_limit_w for r in on_amd} <= set(range(200, 751))
 
-    with store.reading() as conn:
-        shown = runs(conn, on_amd[0].job.id)
-        points = profile_points(conn, on_amd[0].job.id)
+    with store.reader() as reader:
+        shown = runs(reader, on_amd[0].job.id)
+        points = profile_points(reader, on_amd[0].job.id)
     assert [r.gpu_model for r in shown] == ["NVIDIA A100-SXM4-40GB"] * 6 + [
         "AMD Instinct MI300X"
     ] * 4

@@ -69,14 +69,9 @@ def _load_dag(path: Path) -> Any:
 
 def _next_day(dag: Any) -> datetime:
     """The day after the DAG's latest run (a second demo goes on learning), or its start."""
-    from airflow.models.dagrun import DagRun
-    from airflow.utils.session import create_session
-    from sqlalchemy import func, select
+    from zeus_airflow.airflow_db import latest_logical_date
 
-    with create_session() as session:
-        latest = session.scalar(
-            select(func.max(DagRun.logical_date)).where(DagRun.dag_id == DAG_ID)
-        )
+    latest = latest_logical_date(DAG_ID)
     return latest + timedelta(days=1) if latest is not None else dag.start_date
 
 
@@ -99,35 +94,16 @@ def _run_day(dag: Any, logical_date: datetime, day: int, days: int) -> dict[str,
 
 
 def _xcoms(run_id: str) -> dict[str, Any]:
-    from airflow.models.xcom import XComModel
-    from airflow.utils.session import create_session
-    from sqlalchemy import select
+    from zeus_airflow.airflow_db import xcoms
 
-    with create_session() as session:
-        rows = session.scalars(
-            select(XComModel).where(
-                XComModel.dag_id == DAG_ID,
-                XComModel.run_id == run_id,
-                XComModel.task_id == TASK_ID,
-                XComModel.key.in_(FIGURES),
-            )
-        ).all()
-        return {row.key: XComModel.deserialize_value(row) for row in rows}
+    return xcoms(DAG_ID, run_id, TASK_ID, FIGURES)
 
 
 def _summary(run_id: str) -> str:
     """The task's one-line summary, as its Rendered Templates tab shows it."""
-    from airflow.models.renderedtifields import RenderedTaskInstanceFields as Rendered
-    from airflow.utils.session import create_session
-    from sqlalchemy import select
+    from zeus_airflow.airflow_db import rendered_fields
 
-    with create_session() as session:
-        fields = session.scalar(
-            select(Rendered.rendered_fields).where(
-                Rendered.dag_id == DAG_ID, Rendered.run_id == run_id, Rendered.task_id == TASK_ID
-            )
-        )
-    return str((fields or {}).get("zeus_summary", "(no summary)"))
+    return str(rendered_fields(DAG_ID, run_id, TASK_ID).get("zeus_summary", "(no summary)"))
 
 
 if __name__ == "__main__":

@@ -79,8 +79,8 @@ def since_date(text: str) -> datetime:
 
 
 def _report(args: argparse.Namespace) -> int:
-    with store_from_args(args).reading() as conn:
-        found = reports.report(conn, sorted(reports.job_dags(conn, args.job)), args.since)
+    with store_from_args(args).reader() as reader:
+        found = reports.report(reader, sorted(reader.job_dags(args.job)), args.since)
     if args.job and not found:
         print(f"zeus-airflow report: error: no job {args.job!r} in the store", file=sys.stderr)
         return 1

@@ -29,7 +29,7 @@ import numpy as np
 
 from zeus_airflow.core.budget import ProfilingCredit, profiling_credit
 from zeus_airflow.core.config import JobConfig
-from zeus_airflow.core.devices.base import GPUGroup, Measurement
+from zeus_airflow.core.devices.base import GPUGroup, MeasurementKind
 from zeus_airflow.core.devices.sync import Synchronize
 from zeus_airflow.core.domain import (
     BudgetStatus,
@@ -44,10 +44,10 @@ from zeus_airflow.core.domain import (
     RunOutcome,
     counts_as_observation,
 )
-from zeus_airflow.core.fleet import job_snapshot
 from zeus_airflow.core.monitor import HostEnergyMeter
 from zeus_airflow.core.policy import NoFeasibleBatchSizeError, Policy, ZeusPolicy
 from zeus_airflow.core.run import CONTRACT, TrainContractError, TrainingRun, open_run
+from zeus_airflow.core.snapshot import job_snapshot
 from zeus_airflow.core.store.base import Store, StoreError, UnrecordedResultError
 
 TrainFunction = Callable[[TrainingRun], Any]
@@ -87,7 +87,7 @@ class RecurrenceResult:
 
     job: JobRef
     tries: tuple[TrialReport, ...]
-    measurement: Measurement
+    measurement: MeasurementKind
     return_value: Any = None
     unrecorded: tuple[PendingResult, ...] = ()
     """Tries whose result the store could not take (``core/domain/outbox.py``): the caller

@@ -7,7 +7,8 @@ profiles measured for that batch size. Sizes not yet profiled on B cannot be tra
 policy runs each of them once on B (``calibrate``), cheapest on A first, instead of pruning
 the whole batch-size range again as a fresh job would.
 
-:func:`job_snapshot` is where a decision's stored state becomes what the policy reads.
+:func:`with_other_fleets` is this step of turning a decision's stored state into what the
+policy reads (``core/snapshot.py``).
 """
 
 from __future__ import annotations
@@ -20,11 +21,9 @@ from zeus_airflow.core.domain import (
     ArmStats,
     FleetKey,
     ForeignObservation,
-    JobSnapshot,
     JobState,
     PowerProfile,
 )
-from zeus_airflow.core.drift import arm_view
 from zeus_airflow.core.limit_search import LimitObjective
 
 
@@ -97,37 +96,14 @@ def _ratio(
     return cost_here / cost_there
 
 
-def job_snapshot(state: JobState) -> JobSnapshot:
-    """What the policy reads: the stored state, with runs from other GPU setups translated
-    into this one's cost units and added to arms whose window has room for them. With drift
-    detection, this setup's costs first go through it (``core/drift.py``)."""
-    config = state.job.config
-    own, own_successes, drift = state.observations, state.successes, None
-    if config.drift_detection:
-        view = arm_view(state.history)
-        own, own_successes, drift = view.observations, view.successes, view.drift
-    observations, successes, foreign_costs = _with_other_fleets(state, own, own_successes)
-    return JobSnapshot(
-        config=config,
-        exploration=state.exploration,
-        in_flight=state.in_flight,
-        observations=observations,
-        success_mean_cost={b: total / n for b, (total, n) in successes.items()},
-        evidence=state.evidence,
-        excluded=state.excluded,
-        power_limits_w=state.device.power_limits_w,
-        foreign_costs=foreign_costs,
-        drift=drift,
-        missed=state.missed,
-        ledger=state.ledger,
-    )
-
-
-def _with_other_fleets(
+def with_other_fleets(
     state: JobState,
     observations: Mapping[int, ArmStats],
     successes: Mapping[int, tuple[float, int]],
 ) -> tuple[Mapping[int, ArmStats], Mapping[int, tuple[float, int]], dict[int, float]]:
+    """This setup's ``observations`` and ``successes`` with the runs of other GPU setups
+    translated into its cost units and added to arms whose window has room for them, and
+    the mean cost elsewhere of each size that cannot be translated yet."""
     here = state.here
     if all(key == here for key, _ in state.profiles):  # the job never moved
         return observations, successes, {}

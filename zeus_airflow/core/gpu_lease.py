@@ -33,11 +33,10 @@ import psutil
 from zeus_airflow.core.devices.base import (
     DeviceError,
     GPUGroup,
-    Measurement,
+    MeasurementKind,
     PowerLimitUnavailableError,
 )
-from zeus_airflow.core.store.base import Lease, LeaseRequest, StoreError
-from zeus_airflow.core.store.sql import SQLStore
+from zeus_airflow.core.store.base import Lease, LeaseRequest, Store, StoreError
 
 _PID_START_SLACK_S = 1.0
 """A process created up to this long after its lease was stamped is still its holder
@@ -79,7 +78,7 @@ class GPULeases:
     """The store's lease table seen from one host. The reads and writes are the store's, with
     its retries and its errors (StoreError naming the store)."""
 
-    def __init__(self, store: SQLStore, host: str | None = None) -> None:
+    def __init__(self, store: Store, host: str | None = None) -> None:
         self.store = store
         self.host = host or this_host()
 
@@ -197,7 +196,7 @@ class GuardedGPUs:
 
     def __init__(self, device: LeasableGPUs) -> None:
         self.device = device
-        self.measurement: Measurement = device.measurement
+        self.measurement: MeasurementKind = device.measurement
         self.model = device.model
         self.count = device.count
         self.indices = device.indices

@@ -23,7 +23,7 @@ from zeus_airflow.core.devices.sync import Synchronize
 
 
 @dataclass(frozen=True)
-class Measurement:
+class TimeEnergy:
     """Energy (J, summed over the group's GPUs) and wall time (s) of one window; the host's
     CPU package and DRAM energy (J) over the same window, None where not measured."""
 
@@ -36,8 +36,8 @@ class Measurement:
     def avg_power_w(self) -> float:
         return self.energy_j / self.time_s if self.time_s > 0 else 0.0
 
-    def __add__(self, other: Measurement) -> Measurement:
-        return Measurement(
+    def __add__(self, other: TimeEnergy) -> TimeEnergy:
+        return TimeEnergy(
             self.time_s + other.time_s,
             self.energy_j + other.energy_j,
             _add(self.cpu_energy_j, other.cpu_energy_j),
@@ -72,7 +72,7 @@ class EnergyMonitor:
         self.synchronize()
         self._open[name] = self._read()
 
-    def peek_window(self, name: str, *, synchronize: bool = True) -> Measurement:
+    def peek_window(self, name: str, *, synchronize: bool = True) -> TimeEnergy:
         """What the window has measured so far, leaving it open. ``synchronize=False`` reads
         without waiting for queued work (a per-step bookmark must not stall the pipeline)."""
         if name not in self._open:
@@ -81,7 +81,7 @@ class EnergyMonitor:
             self.synchronize()
         start_s, start_j, start_host = self._open[name]
         now_s, now_j, now_host = self._read()
-        return Measurement(
+        return TimeEnergy(
             now_s - start_s,
             now_j - start_j,
             _sub(now_host.cpu_energy_j, start_host.cpu_energy_j),
@@ -95,7 +95,7 @@ class EnergyMonitor:
             raise KeyError(f"measurement window {name!r} is not open")
         return self.device.now_s() - self._open[name][0]
 
-    def end_window(self, name: str) -> Measurement:
+    def end_window(self, name: str) -> TimeEnergy:
         measurement = self.peek_window(name)
         del self._open[name]
         return measurement

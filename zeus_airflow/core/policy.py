@@ -1,7 +1,7 @@
 """Batch-size policies: Zeus (pruning, then Thompson sampling) and the paper's baselines.
 
 A policy is pure: it reads a :class:`~zeus_airflow.core.domain.JobSnapshot` (the engine
-builds it from the state the store read inside its decision transaction, ``fleet.job_snapshot``)
+builds it from the state the store read inside its decision transaction, ``snapshot.job_snapshot``)
 and returns a :class:`~zeus_airflow.core.domain.Decision`. It never touches the database or a
 device, so the same code decides in the simulator, the operator and the tests, and any worker
 can decide for any job.
@@ -29,18 +29,32 @@ from zeus_airflow.core.domain import (
 )
 from zeus_airflow.core.posterior import Posterior, arm_posterior, pooled_cost_cv
 
-PRUNING_ROUNDS = 2
-DOMINANCE_PROBABILITY = 0.05
-"""Round 2 skips a size less likely than this to beat the best one seen (see pruning_state)."""
-CANNOT_WIN_Z = 4.0
-"""A pruning step whose cost passes the best mean seen so far by this many run-to-run spreads
-cannot be the optimum: the walk ends its direction there (see :func:`cannot_win`)."""
-READMIT_GROWTH = 1.1
-"""A size pruned only by early stops gets another try once the early-stop bound has grown
-past this many times the highest bound that stopped it (see :func:`earned_another_try`)."""
-READMIT_Z = 2.0
-"""The growth must hold at the low edge of the best mean's interval, this many standard errors
-below it: a best mean that moved within its own noise says nothing about the old bound."""
+
+@dataclass(frozen=True)
+class PolicyParameters:
+    """The Zeus policy's tuning: the same for every job (a job's own settings are its
+    ``JobConfig``). The defaults are the values every figure in ``bench/`` was measured with."""
+
+    pruning_rounds: int = 2
+    """Rounds of the pruning walk (paper Alg. 3)."""
+    dominance_probability: float = 0.05
+    """Round 2 skips a size less likely than this to beat the best one seen (see
+    :func:`pruning_state`)."""
+    cannot_win_z: float = 4.0
+    """A pruning step whose cost passes the best mean seen so far by this many run-to-run
+    spreads cannot be the optimum: the walk ends its direction there (see
+    :func:`cannot_win`)."""
+    readmit_growth: float = 1.1
+    """A size pruned only by early stops gets another try once the early-stop bound has
+    grown past this many times the highest bound that stopped it (see
+    :func:`earned_another_try`)."""
+    readmit_z: float = 2.0
+    """The growth must hold at the low edge of the best mean's interval, this many standard
+    errors below it: a best mean that moved within its own noise says nothing about the old
+    bound."""
+
+
+DEFAULT_PARAMETERS = PolicyParameters()
 
 
 class NoFeasibleBatchSizeError(RuntimeError):
@@ -102,7 +116,11 @@ def _walk(
                 break
 
 
-def pruning_state(config: JobConfig, history: tuple[ExplorationStep, ...]) -> PruningState:
+def pruning_state(
+    config: JobConfig,
+    history: tuple[ExplorationStep, ...],
+    params: PolicyParameters = DEFAULT_PARAMETERS,
+) -> PruningState:
     """Replay the exploration history through two pruning rounds to find where it stands.
 
     Two differences from the paper, both about sizes that cannot be the optimum:
@@ -121,12 +139,12 @@ def pruning_state(config: JobConfig, history: tuple[ExplorationStep, ...]) -> Pr
     judge = config.window_size is None  # see cannot_win
     steps = iter(history)
     costs: dict[int, list[float]] = {}
-    for round_number in range(1, PRUNING_ROUNDS + 1):
+    for round_number in range(1, params.pruning_rounds + 1):
         outcome: dict[int, bool] = {}
         admit = (
             (lambda b: True)
             if round_number == 1 or not judge
-            else (lambda b: not is_dominated(b, costs))
+            else (lambda b: not is_dominated(b, costs, params))
         )
         for b in _walk(sizes, start, outcome, admit):
             step = next(steps, None)
@@ -137,20 +155,25 @@ def pruning_state(config: JobConfig, history: tuple[ExplorationStep, ...]) -> Pr
                     f"exploration history out of order: expected batch size {b}, found "
                     f"{step.batch_size} (was the job's history edited?)"
                 )
-            outcome[b] = step.succeeded and not (judge and cannot_win(b, step.cost, costs))
+            outcome[b] = step.succeeded and not (judge and cannot_win(b, step.cost, costs, params))
             if step.succeeded:
                 costs.setdefault(b, []).append(step.cost)
         sizes = tuple(b for b in sizes if outcome.get(b))
         if not sizes:  # nothing converged: only sizes that earn another try remain
             return PruningState(None, round_number, ())
         start = min(sizes, key=lambda b: sum(costs[b]) / len(costs[b]))
-    return PruningState(None, PRUNING_ROUNDS, sizes)
+    return PruningState(None, params.pruning_rounds, sizes)
 
 
-def cannot_win(batch_size: int, cost: float, costs: Mapping[int, list[float]]) -> bool:
+def cannot_win(
+    batch_size: int,
+    cost: float,
+    costs: Mapping[int, list[float]],
+    params: PolicyParameters = DEFAULT_PARAMETERS,
+) -> bool:
     """Whether a pruning step of ``batch_size`` that reached the target at ``cost`` shows its
     size cannot be the optimum: its mean cost with this step is above the best other size's
-    mean by ``CANNOT_WIN_Z`` of the job's run-to-run spreads (pooled coefficient of
+    mean by ``params.cannot_win_z`` of the job's run-to-run spreads (pooled coefficient of
     variation, 14 % before any size has run twice: a factor of 1.56). ``costs``: the
     successful pruning costs before this step, per size.
 
@@ -167,12 +190,16 @@ def cannot_win(batch_size: int, cost: float, costs: Mapping[int, list[float]]) -
         return False
     mine = ArmStats.of([*costs.get(batch_size, []), cost])
     best = min(s.mean for s in others)
-    return mine.mean > best * (1.0 + CANNOT_WIN_Z * pooled_cost_cv([*others, mine]))
+    return mine.mean > best * (1.0 + params.cannot_win_z * pooled_cost_cv([*others, mine]))
 
 
-def is_dominated(batch_size: int, costs: Mapping[int, list[float]]) -> bool:
+def is_dominated(
+    batch_size: int,
+    costs: Mapping[int, list[float]],
+    params: PolicyParameters = DEFAULT_PARAMETERS,
+) -> bool:
     """Whether the posterior probability that this size's mean cost is below the best observed
-    size's is under ``DOMINANCE_PROBABILITY`` (Gaussian beliefs of :mod:`posterior`)."""
+    size's is under ``params.dominance_probability`` (Gaussian beliefs of :mod:`posterior`)."""
     if batch_size not in costs:
         return False
     stats = {b: ArmStats.of(c) for b, c in costs.items()}
@@ -182,7 +209,7 @@ def is_dominated(batch_size: int, costs: Mapping[int, list[float]]) -> bool:
     cv = pooled_cost_cv(stats.values())
     mine, leader = arm_posterior(stats[batch_size], cv), arm_posterior(stats[best], cv)
     z = (leader.mean - mine.mean) / math.sqrt(mine.variance + leader.variance)
-    return 0.5 * math.erfc(-z / math.sqrt(2)) < DOMINANCE_PROBABILITY
+    return 0.5 * math.erfc(-z / math.sqrt(2)) < params.dominance_probability
 
 
 # --- policies ----------------------------------------------------------------------------------
@@ -191,20 +218,23 @@ class ZeusPolicy:
 
     ``fallback``: with no size left in play, train the best known one anyway (phase
     ``fallback``); False raises :class:`NoFeasibleBatchSizeError` instead, before any trial
-    starts, for users who want such a job to fail its task.
+    starts, for users who want such a job to fail its task. ``params``: its tuning.
     """
 
     name = "zeus"
 
-    def __init__(self, fallback: bool = True) -> None:
+    def __init__(
+        self, fallback: bool = True, params: PolicyParameters = DEFAULT_PARAMETERS
+    ) -> None:
         self.fallback = fallback
+        self.params = params
 
     def decide(self, snapshot: JobSnapshot, rng: np.random.Generator) -> Decision:
         return within_budget(snapshot, self._explore(snapshot, rng))
 
     def _explore(self, snapshot: JobSnapshot, rng: np.random.Generator) -> Decision:
         """What the paper's policy, with our edge cases, would run next, budget aside."""
-        state = pruning_state(snapshot.config, snapshot.exploration)
+        state = pruning_state(snapshot.config, snapshot.exploration, self.params)
         bound = bound_for(snapshot)
         if state.next_batch_size is not None:
             b = state.next_batch_size
@@ -216,19 +246,19 @@ class ZeusPolicy:
                     raise NoFeasibleBatchSizeError(missed_again(snapshot, best))
                 return Decision(best, "concurrent", early_stop_cost=bound(best))
             return Decision(b, "pruning", early_stop_cost=bound(b))
-        in_play = sizes_in_play(snapshot, state)
+        in_play = sizes_in_play(snapshot, state, self.params)
         if not in_play:
             fallback = best_success_size(snapshot)
             # Already run in this recurrence: without a bound (nothing had succeeded yet),
             # so the recurrence has its model; running it again would double the cost.
             if not self.fallback or fallback in snapshot.excluded:
-                raise NoFeasibleBatchSizeError(infeasibility_report(snapshot))
+                raise NoFeasibleBatchSizeError(infeasibility_report(snapshot, self.params))
             return Decision(
                 fallback,
                 "fallback",
                 keep_power_limit=True,
                 final=True,
-                reason=infeasibility_report(snapshot),
+                reason=infeasibility_report(snapshot, self.params),
             )
         arms = [b for b in in_play if b not in snapshot.excluded]
         if not arms:
@@ -349,7 +379,9 @@ def bound_for(snapshot: JobSnapshot) -> Callable[[int], float | None]:
 
 
 # --- after pruning: which sizes are in play --------------------------------------------------
-def sizes_in_play(snapshot: JobSnapshot, state: PruningState) -> tuple[int, ...]:
+def sizes_in_play(
+    snapshot: JobSnapshot, state: PruningState, params: PolicyParameters = DEFAULT_PARAMETERS
+) -> tuple[int, ...]:
     """The sampling arms: the sizes that survived pruning, those that earned another try,
     and the walk's new frontier (:func:`frontier`). Empty while pruning is still under way
     only if nothing survived a finished round."""
@@ -358,7 +390,7 @@ def sizes_in_play(snapshot: JobSnapshot, state: PruningState) -> tuple[int, ...]
         b
         for b in sizes
         if b in state.survivors
-        or earned_another_try(b, snapshot)
+        or earned_another_try(b, snapshot, params)
         or returned_after_drift(b, snapshot)
     ]
     return tuple(b for b in sizes if b in in_play or b in frontier(snapshot, in_play))
@@ -405,7 +437,9 @@ def returned_after_drift(batch_size: int, snapshot: JobSnapshot) -> bool:
     return seen is not None and seen.count > len(steps)
 
 
-def earned_another_try(batch_size: int, snapshot: JobSnapshot) -> bool:
+def earned_another_try(
+    batch_size: int, snapshot: JobSnapshot, params: PolicyParameters = DEFAULT_PARAMETERS
+) -> bool:
     """Whether a size that pruning dropped for failing comes back into play.
 
     Pruning judged it on one try; noise, a slow machine or a lucky run elsewhere can make one
@@ -413,7 +447,7 @@ def earned_another_try(batch_size: int, snapshot: JobSnapshot) -> bool:
 
     * it failed only by early stops, and it has reached the target in some try (it converges:
       a size that reached the target is never pruned for an early stop alone), or the bound
-      has since grown past ``READMIT_GROWTH x`` the highest bound that stopped it, beyond the
+      has since grown past ``params.readmit_growth x`` the highest bound that stopped it, beyond the
       noise of the best mean (:func:`settled_bound`: the bound was set by runs that now look
       lucky); each return needs the bound to grow again;
     * it missed the target (max epochs, or the function returned), and a later try of it
@@ -434,7 +468,7 @@ def earned_another_try(batch_size: int, snapshot: JobSnapshot) -> bool:
         return evidence.last_success_seq is not None and evidence.last_success_seq > last
     if evidence.last_success_seq is not None:
         return True
-    bound = settled_bound(snapshot)
+    bound = settled_bound(snapshot, params)
     if bound is not None and snapshot.drift is not None:
         # Costs moved by the drift's ratio: a bound grown by as much says nothing about the
         # runs that set the old one.
@@ -442,7 +476,7 @@ def earned_another_try(batch_size: int, snapshot: JobSnapshot) -> bool:
     return (
         bound is not None
         and evidence.max_stop_bound is not None
-        and bound > READMIT_GROWTH * evidence.max_stop_bound
+        and bound > params.readmit_growth * evidence.max_stop_bound
     )
 
 
@@ -461,8 +495,10 @@ def hard_recurrences(snapshot: JobSnapshot) -> set[str]:
     return hard
 
 
-def settled_bound(snapshot: JobSnapshot) -> float | None:
-    """The early-stop bound from the low edge of the best size's mean: ``READMIT_Z`` standard
+def settled_bound(
+    snapshot: JobSnapshot, params: PolicyParameters = DEFAULT_PARAMETERS
+) -> float | None:
+    """The early-stop bound from the low edge of the best size's mean: ``params.readmit_z`` standard
     errors (its posterior's, see :mod:`posterior`) below it.
 
     The best mean moves with every run, by its noise alone: a job whose cheapest size needs
@@ -477,23 +513,27 @@ def settled_bound(snapshot: JobSnapshot) -> float | None:
     if stats is None or stats.count == 0:
         return snapshot.config.beta * means[best]
     error = math.sqrt(arm_posterior(stats, pooled_cost_cv(snapshot.observations.values())).variance)
-    return snapshot.config.beta * max(means[best] - READMIT_Z * error, 0.0)
+    return snapshot.config.beta * max(means[best] - params.readmit_z * error, 0.0)
 
 
-def job_phase(snapshot: JobSnapshot) -> tuple[str, tuple[int, ...]]:
+def job_phase(
+    snapshot: JobSnapshot, params: PolicyParameters = DEFAULT_PARAMETERS
+) -> tuple[str, tuple[int, ...]]:
     """``pruning``, ``sampling`` or ``infeasible`` (no size in play: runs fall back), and the
     sizes in play."""
-    state = pruning_state(snapshot.config, snapshot.exploration)
+    state = pruning_state(snapshot.config, snapshot.exploration, params)
     if state.next_batch_size is not None:
         return "pruning", state.survivors
-    in_play = sizes_in_play(snapshot, state)
+    in_play = sizes_in_play(snapshot, state, params)
     return ("sampling" if in_play else "infeasible"), in_play
 
 
-def pruning_reasons(snapshot: JobSnapshot) -> dict[int, str]:
+def pruning_reasons(
+    snapshot: JobSnapshot, params: PolicyParameters = DEFAULT_PARAMETERS
+) -> dict[int, str]:
     """Why each size out of play is out, in words a user can act on."""
     config = snapshot.config
-    _, in_play = job_phase(snapshot)
+    _, in_play = job_phase(snapshot, params)
     reasons: dict[int, str] = {}
     for b in config.batch_sizes:
         if b in in_play:
@@ -515,14 +555,16 @@ def pruning_reasons(snapshot: JobSnapshot) -> dict[int, str]:
             reasons[b] = (
                 f"early-stopped at the bound beta={config.beta} x the best mean cost "
                 f"({stopped:.4g}); it comes back if the bound grows past "
-                f"{READMIT_GROWTH * stopped:.4g}"
+                f"{params.readmit_growth * stopped:.4g}"
             )
     return reasons
 
 
-def infeasibility_report(snapshot: JobSnapshot) -> str:
+def infeasibility_report(
+    snapshot: JobSnapshot, params: PolicyParameters = DEFAULT_PARAMETERS
+) -> str:
     """Why no batch size is left in play, size by size."""
-    reasons = pruning_reasons(snapshot)
+    reasons = pruning_reasons(snapshot, params)
     listed = "; ".join(f"{b}: {why}" for b, why in reasons.items())
     return (
         f"no batch size of {list(snapshot.config.batch_sizes)} is left to try ({listed}). "

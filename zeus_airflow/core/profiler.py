@@ -46,7 +46,7 @@ from zeus_airflow.core.devices.base import (
 )
 from zeus_airflow.core.domain import ObserverReport, PowerProfile, SliceInProgress
 from zeus_airflow.core.limit_search import LimitObjective, next_limit_w
-from zeus_airflow.core.monitor import EnergyMonitor, Measurement
+from zeus_airflow.core.monitor import EnergyMonitor, TimeEnergy
 
 SLICE_COUNTER_UPDATES = 20
 """A slice spans at least this many updates of the energy counter. A window's edges each
@@ -113,9 +113,9 @@ class PowerLimitProfiler:
         self._slice = _Phase(config.profile_steps, config.profile_s)
         """The measured slice at the current limit, its banked part included."""
         self._profiling = False
-        self._banked = Measurement(0.0, 0.0)
+        self._banked = TimeEnergy(0.0, 0.0)
         """Measured part of the current slice from earlier epochs."""
-        self._at_last_step = Measurement(0.0, 0.0)
+        self._at_last_step = TimeEnergy(0.0, 0.0)
         """The open slice window as of its last bookmark (a step's end): what an epoch's end
         banks, so that the evaluation run between the last step and the epoch's end stays
         out."""
@@ -342,11 +342,11 @@ class PowerLimitProfiler:
         if not self._set_limit(limit_w):
             return
         self._slice = _Phase(self.config.profile_steps, self._measure_s())
-        self._banked = Measurement(0.0, 0.0)
+        self._banked = TimeEnergy(0.0, 0.0)
         partial = self.profile.partial
         if partial is not None and partial.power_limit_w == self._current_w:
             self._slice.steps, self._slice.time_s = partial.steps, partial.time_s
-            self._banked = Measurement(partial.time_s, partial.energy_j)
+            self._banked = TimeEnergy(partial.time_s, partial.energy_j)
             self.log.info(
                 "power limit %d W: continuing its slice (%d steps, %.2f s measured "
                 "by an earlier run)",
@@ -364,7 +364,7 @@ class PowerLimitProfiler:
             self._banked = self._banked + self._at_last_step
             self._slice.steps = self._steps_at_bookmark  # steps after it go unmeasured
             self._slice.time_s = self._banked.time_s
-            self._at_last_step = Measurement(0.0, 0.0)
+            self._at_last_step = TimeEnergy(0.0, 0.0)
         if self._current_w is not None and self._slice.steps > 0 and self._banked.time_s > 0:
             self.profile.partial = SliceInProgress(
                 self._current_w, self._slice.steps, self._banked.time_s, self._banked.energy_j
@@ -386,10 +386,10 @@ class PowerLimitProfiler:
         self._warmup = None
         self.monitor.cancel_window(_WARMUP_WINDOW)
         self.monitor.begin_window(_SLICE_WINDOW)
-        self._at_last_step = Measurement(0.0, 0.0)
+        self._at_last_step = TimeEnergy(0.0, 0.0)
         self._steps_at_bookmark = self._slice.steps
 
-    def _record_slice(self, measured: Measurement) -> None:
+    def _record_slice(self, measured: TimeEnergy) -> None:
         assert self._current_w is not None
         steps = self._slice.steps
         self.profile.partial = None  # this slice's, or a stale one the search moved past
@@ -548,7 +548,7 @@ class PowerLimitProfiler:
         self._warmup = None
         self._cancel_windows()
         self._slice = _Phase(self.config.profile_steps, self._measure_s())
-        self._banked = Measurement(0.0, 0.0)
+        self._banked = TimeEnergy(0.0, 0.0)
         train_at = (
             self.profile.optimum_w(self.config, self.eta, self._objective.max_power_w)
             if self.mode == "optimize"

@@ -50,7 +50,7 @@ from zeus_airflow.core.cost import zeus_cost
 from zeus_airflow.core.devices.base import GPUGroup, max_power_w, power_control
 from zeus_airflow.core.devices.sync import Synchronize
 from zeus_airflow.core.domain import PowerProfile, RunOutcome, StopReason
-from zeus_airflow.core.monitor import EnergyMonitor, HostEnergyMeter, Measurement
+from zeus_airflow.core.monitor import EnergyMonitor, HostEnergyMeter, TimeEnergy
 from zeus_airflow.core.profiler import PowerLimitProfiler
 
 T = TypeVar("T")
@@ -103,7 +103,7 @@ class TrainingRun:
         self.reached_target = False
         self.stop_reason: StopReason | None = None
         self._max_power_w = max_power_w(device)
-        self._last_epoch: Measurement | None = None
+        self._last_epoch: TimeEnergy | None = None
         self._last_epoch_steps = 0
         self._steps_this_epoch = 0
         self.steps_trained = 0
@@ -111,7 +111,7 @@ class TrainingRun:
         self._last_epoch_profiled = False
         self._this_epoch_profiled = False
         self._in_epoch = False
-        self._setup: Measurement | None = None
+        self._setup: TimeEnergy | None = None
         """Set when training starts: the setup window's measurement."""
         self._epochs_iterated = False
         self.empty_epochs = 0
@@ -321,7 +321,7 @@ class TrainingRun:
             if self._in_epoch and self._steps_this_epoch < MIN_STEPS_PER_EPOCH:
                 self.empty_epochs += 1  # an epoch left open counts by the same floor
         if self._setup is None:
-            setup, total = self.monitor.end_window(_SETUP_WINDOW), Measurement(0.0, 0.0)
+            setup, total = self.monitor.end_window(_SETUP_WINDOW), TimeEnergy(0.0, 0.0)
         else:
             setup, total = self._setup, self.monitor.end_window(_RUN_WINDOW)
         if self.stop_reason is None:
@@ -349,7 +349,7 @@ class TrainingRun:
             power_control=power_control(self.device, self.profiler.mode == "measure"),
         )
 
-    def cost_of(self, measurement: Measurement) -> float:
+    def cost_of(self, measurement: TimeEnergy) -> float:
         """The Zeus cost of a measurement: the GPUs' energy, and the host's CPU and DRAM
         energy (where measured) only when the job sets ``cost_includes_cpu``."""
         energy_j = measurement.energy_j
@@ -358,7 +358,7 @@ class TrainingRun:
         return zeus_cost(energy_j, measurement.time_s, self.config.eta, self._max_power_w)
 
     # --- internals ---------------------------------------------------------------------------
-    def _cost_at_max_power(self, total: Measurement) -> float:
+    def _cost_at_max_power(self, total: TimeEnergy) -> float:
         """``RunOutcome.default_cost``: the run's measured cost, each step trained at a lower
         limit the profile measured repriced at the per-step cost it measured at the highest
         candidate. The rest of the run (evaluation, data loading, the host's energy, the
@@ -403,7 +403,7 @@ class TrainingRun:
             # The profile is the GPUs' alone; the host's part, when it counts, is the
             # last epoch's as measured.
             host = self.cost_of(self._last_epoch) - self.cost_of(
-                Measurement(self._last_epoch.time_s, self._last_epoch.energy_j)
+                TimeEnergy(self._last_epoch.time_s, self._last_epoch.energy_j)
             )
             return per_step * self._last_epoch_steps + host
         return self.cost_of(self._last_epoch)

@@ -13,12 +13,11 @@ from typing import Any
 
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowNotFoundException
-from sqlalchemy.engine import URL
 
 from zeus_airflow import airflow_compat  # noqa: F401  (an unsupported Airflow: a clear error)
 from zeus_airflow.core.config import is_blank
 from zeus_airflow.core.store.base import StoreError
-from zeus_airflow.core.store.connect import normalize_url
+from zeus_airflow.core.store.connect import URL, normalize_url, postgres_url, sqlite_url
 from zeus_airflow.core.store.location import StoreLocation, open_store, resolve_location
 from zeus_airflow.core.store.sql import SQLStore
 
@@ -49,8 +48,7 @@ def url_from_connection(conn: Any) -> URL:
         return normalize_url(extra[URL_EXTRA])
     if conn.conn_type in POSTGRES_TYPES:
         query = {k: str(v) for k, v in extra.items() if k in LIBPQ_EXTRAS}
-        return URL.create(
-            "postgresql+psycopg",
+        return postgres_url(
             username=conn.login or None,
             password=conn.password or None,
             host=conn.host or None,
@@ -67,7 +65,7 @@ def url_from_connection(conn: Any) -> URL:
                 f"connection {conn.conn_id!r} (sqlite) names no database file: "
                 "set its host to the file's absolute path"
             )
-        return URL.create("sqlite", database=path)
+        return sqlite_url(path)
     raise StoreError(
         f"connection {conn.conn_id!r} has conn_type {conn.conn_type!r}: expected "
         f"one of {', '.join((*POSTGRES_TYPES, 'sqlite'))}, or any type with "

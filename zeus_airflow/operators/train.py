@@ -557,8 +557,8 @@ class ZeusTrainOperator(BaseOperator):
         from zeus_airflow.core.carbon.planner import plan_start, start_now
         from zeus_airflow.core.carbon.signal import SourceError
 
-        with self._open_store().reading() as conn:
-            expected = expected_run(conn, job_id, carbon.expected_duration_s)
+        with self._open_store().reader() as reader:
+            expected = expected_run(reader, job_id, carbon.expected_duration_s)
         if expected is None:
             return start_now(
                 now,
@@ -737,14 +737,12 @@ class ZeusTrainOperator(BaseOperator):
         in the job's life, by the second instance to have fed it, after its run (its trial
         is in the store then, whether the instances ran one after another or at once).
         Every instance saying so on every run would fill a wide map's logs."""
-        from zeus_airflow.core.reports import job_instances
-
         ti = context["ti"]
         if self.shared_job or ti.map_index is None or ti.map_index == UNMAPPED:
             return
         try:
-            with store.reading() as conn:
-                joined = job_instances(conn, job_id, ti.dag_id, ti.task_id)
+            with store.reader() as reader:
+                joined = reader.job_instances(job_id, ti.dag_id, ti.task_id)
             first_run = joined[1:2] == [ti.map_index] and _first_run_in(store, job_id, ti)
         except Exception as err:  # after training: a store fault must not fail the task
             self.log.warning(
@@ -845,10 +843,8 @@ def _check_traces_dir(value: object) -> None:
 def _first_run_in(store: SQLStore, job_id: str, ti: Any) -> bool:
     """Whether a mapped task instance's run is its first in the job (later ones say
     nothing)."""
-    from zeus_airflow.core.reports import job_instance_runs
-
-    with store.reading() as conn:
-        return job_instance_runs(conn, job_id, ti.dag_id, ti.task_id, ti.map_index) == 1
+    with store.reader() as reader:
+        return reader.job_instance_runs(job_id, ti.dag_id, ti.task_id, ti.map_index) == 1
 
 
 def _check_carbon(values: Mapping[str, Any]) -> None:

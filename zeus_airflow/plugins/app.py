@@ -13,7 +13,6 @@ from importlib.metadata import version
 from fastapi import FastAPI, Request
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import HTMLResponse, JSONResponse, Response
-from sqlalchemy.exc import InterfaceError, OperationalError
 from starlette.exceptions import HTTPException
 
 from zeus_airflow.core.store.base import StoreError
@@ -49,11 +48,9 @@ def create_app() -> FastAPI:
     app.include_router(pages.router)
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(JobNotFoundError, _error(404, "Not found"))
-    unavailable = _error(503, "The zeus-airflow store is unavailable", _store_down)
-    app.add_exception_handler(StoreError, unavailable)
-    # The store went down after it was opened: the driver's own error, never a 500.
-    app.add_exception_handler(OperationalError, unavailable)
-    app.add_exception_handler(InterfaceError, unavailable)
+    # The store cannot be opened, or went down after (``SQLStore.reader`` says so in one
+    # readable line): never a 500.
+    app.add_exception_handler(StoreError, _error(503, "The zeus-airflow store is unavailable"))
 
     @app.get(OPENAPI_PATH, include_in_schema=False)
     def openapi(request: Request, _: DagAccessDep) -> JSONResponse:
@@ -97,9 +94,7 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     )
 
 
-def _error(
-    status_code: int, heading: str, describe: Callable[[Exception], str] = str
-) -> Callable[[Request, Exception], Awaitable[Response]]:
+def _error(status_code: int, heading: str) -> Callable[[Request, Exception], Awaitable[Response]]:
     async def handle(request: Request, exc: Exception) -> Response:
         if is_page(request):
             return render.page(
@@ -107,22 +102,8 @@ def _error(
                 "message.html",
                 status_code=status_code,
                 heading=heading,
-                message=describe(exc),
+                message=str(exc),
             )
-        return JSONResponse({"detail": describe(exc)}, status_code=status_code)
+        return JSONResponse({"detail": str(exc)}, status_code=status_code)
 
     return handle
-
-
-def _store_down(exc: Exception) -> str:
-    """One readable line: a StoreError says it already; a driver's error (the store went
-    down after it was opened) is its first line, without the SQL statement or parameters
-    SQLAlchemy appends (the driver's message names the host, never a password)."""
-    if isinstance(exc, StoreError):
-        return str(exc)
-    cause = getattr(exc, "orig", None) or exc
-    first = str(cause).strip().splitlines()[0] if str(cause).strip() else ""
-    return (
-        f"the zeus-airflow store cannot be read ({type(cause).__name__}: {first}); "
-        "it is retried on the next request"
-    )

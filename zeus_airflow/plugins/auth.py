@@ -17,6 +17,7 @@ from fastapi import Depends, Request
 from fastapi.responses import RedirectResponse
 
 from zeus_airflow.airflow_compat import auth_manager_login_url
+from zeus_airflow.airflow_db import dag_count
 from zeus_airflow.plugins.access import DagAccess
 
 API_PREFIX = "/api/"
@@ -33,17 +34,8 @@ def dag_access(user: GetUserDep) -> DagAccess:
     """
     manager = get_auth_manager()
     readable = frozenset(manager.get_authorized_dag_ids(user=user, method="GET"))
-    every = manager.is_authorized_dag(method="GET", user=user) and len(readable) >= _dag_count()
+    every = manager.is_authorized_dag(method="GET", user=user) and len(readable) >= dag_count()
     return DagAccess(all_dags=every, dag_ids=readable)
-
-
-def _dag_count() -> int:
-    from airflow.models.dag import DagModel
-    from airflow.utils.session import create_session
-    from sqlalchemy import func, select
-
-    with create_session() as session:
-        return int(session.scalar(select(func.count()).select_from(DagModel)) or 0)
 
 
 DagAccessDep = Annotated[DagAccess, Depends(dag_access)]

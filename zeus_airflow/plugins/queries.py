@@ -14,14 +14,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Connection
-
 from zeus_airflow.core import reports
 from zeus_airflow.core.config import JOB_ID_MAX_LENGTH, is_blank
 from zeus_airflow.core.reports import JobDetail, JobSummary, RunRecord
 from zeus_airflow.core.reports.fleet import Fleet, FleetJob
 from zeus_airflow.core.reports.fleet import fleet as fleet_rows
-from zeus_airflow.core.store.sql import SQLStore
+from zeus_airflow.core.store.base import Store
+from zeus_airflow.core.store.reads import Reader
 from zeus_airflow.plugins.access import DagAccess, job_in_dag
 
 DEFAULT_PER_PAGE = 50
@@ -42,7 +41,7 @@ def _well_formed(**ids: str | None) -> None:
 
 
 @functools.cache
-def store() -> SQLStore:
+def store() -> Store:
     """The store, opened on first use (a failure is not cached: the next request retries)."""
     from zeus_airflow.hooks.store import ZeusStoreHook
 
@@ -52,11 +51,11 @@ def store() -> SQLStore:
 def job_summaries(access: DagAccess, dag_id: str | None = None) -> list[JobSummary]:
     """The current version of every job the user may see (of ``dag_id`` only, when given)."""
     _well_formed(dag_id=dag_id)
-    with store().reading() as conn:
-        dags = reports.job_dags(conn)
+    with store().reader() as reader:
+        dags = reader.job_dags()
         ids = [j for j in access.visible(dags) if dag_id is None or job_in_dag(j, dags[j], dag_id)]
-        history = reports.versions(conn, ids)
-        return reports.summaries(conn, [reports.current(history[j]) for j in ids], history)
+        history = reader.versions(ids)
+        return reports.summaries(reader, [reports.current(history[j]) for j in ids], history)
 
 
 def fleet(
@@ -68,8 +67,8 @@ def fleet(
     """The fleet page's rows: of the jobs the user may see (of ``dag_id`` only, or ``ids``
     in that order, when given), those ``keep`` keeps with their energy by day; and every
     row the user may see."""
-    with store().reading() as conn:
-        dags = reports.job_dags(conn)
+    with store().reader() as reader:
+        dags = reader.job_dags()
         chosen_ids = [
             j
             for j in (ids if ids is not None else sorted(dags))
@@ -77,8 +76,8 @@ def fleet(
             and access.may_see_job(j, dags[j])
             and (dag_id is None or job_in_dag(j, dags[j], dag_id))
         ]
-        history = reports.versions(conn, chosen_ids)
-        return fleet_rows(conn, [reports.current(history[j]) for j in chosen_ids], keep)
+        history = reader.versions(chosen_ids)
+        return fleet_rows(reader, [reports.current(history[j]) for j in chosen_ids], keep)
 
 
 def job_reports(
@@ -86,17 +85,17 @@ def job_reports(
 ) -> list[reports.JobReport]:
     """``zeus-airflow report``'s figures for every job the user may see (of ``dag_id``
     only, when given), by job id."""
-    with store().reading() as conn:
-        dags = reports.job_dags(conn)
+    with store().reader() as reader:
+        dags = reader.job_dags()
         ids = [j for j in access.visible(dags) if dag_id is None or job_in_dag(j, dags[j], dag_id)]
-        return reports.report(conn, sorted(ids), since)
+        return reports.report(reader, sorted(ids), since)
 
 
 def job_detail(access: DagAccess, job_id: str, version: int | None = None) -> JobDetail:
     """One version of a job (the current one by default), in full."""
     _well_formed(job_id=job_id)
-    with store().reading() as conn:
-        return reports.detail(conn, _summary(conn, access, job_id, version))
+    with store().reader() as reader:
+        return reports.detail(reader, _summary(reader, access, job_id, version))
 
 
 def job_runs(
@@ -104,16 +103,16 @@ def job_runs(
 ) -> tuple[JobSummary, tuple[RunRecord, ...]]:
     """One version of a job with its runs, oldest first."""
     _well_formed(job_id=job_id)
-    with store().reading() as conn:
-        summary = _summary(conn, access, job_id, version)
-        return summary, reports.runs(conn, summary.version.pk)
+    with store().reader() as reader:
+        summary = _summary(reader, access, job_id, version)
+        return summary, reports.runs(reader, summary.version.pk)
 
 
-def _summary(conn: Connection, access: DagAccess, job_id: str, version: int | None) -> JobSummary:
-    dags = reports.job_dags(conn, job_id)
+def _summary(reader: Reader, access: DagAccess, job_id: str, version: int | None) -> JobSummary:
+    dags = reader.job_dags(job_id)
     if job_id not in dags or not access.may_see_job(job_id, dags[job_id]):
         raise JobNotFoundError(f"no job {job_id!r} that you may read")
-    history = reports.versions(conn, [job_id])[job_id]
+    history = reader.versions([job_id])[job_id]
     chosen = (
         reports.current(history)
         if version is None
@@ -122,7 +121,7 @@ def _summary(conn: Connection, access: DagAccess, job_id: str, version: int | No
     if chosen is None:
         known = ", ".join(str(v.version) for v in history)
         raise JobNotFoundError(f"job {job_id!r} has no version {version}: it has {known}")
-    return reports.summaries(conn, [chosen], {job_id: history})[0]
+    return reports.summaries(reader, [chosen], {job_id: history})[0]
 
 
 def instance_job(
@@ -135,11 +134,11 @@ def instance_job(
     """The job a task instance fed (in ``run_id`` when it ran there, else lately);
     ``map_index`` None: any instance of the task."""
     _well_formed(dag_id=dag_id, task_id=task_id, run_id=run_id)
-    with store().reading() as conn:
-        job_id = reports.instance_job(conn, dag_id, task_id, map_index, run_id)
+    with store().reader() as reader:
+        job_id = reader.instance_job(dag_id, task_id, map_index, run_id)
         if job_id is None:
             raise JobNotFoundError(f"task {task_id!r} of DAG {dag_id!r} has not run a Zeus job yet")
-        if not access.may_see_job(job_id, reports.job_dags(conn, job_id)[job_id]):
+        if not access.may_see_job(job_id, reader.job_dags(job_id)[job_id]):
             raise JobNotFoundError(f"no job of task {task_id!r} that you may read")
         return job_id
 
@@ -148,17 +147,17 @@ def task_jobs(access: DagAccess, dag_id: str, task_id: str) -> list[JobSummary]:
     """The jobs the task's instances fed lately (one per mapped instance, by default), in
     map index order, those the user may see."""
     _well_formed(dag_id=dag_id, task_id=task_id)
-    with store().reading() as conn:
-        ids = list(dict.fromkeys(reports.task_jobs(conn, dag_id, task_id).values()))
-        dags = reports.job_dags(conn)
+    with store().reader() as reader:
+        ids = list(dict.fromkeys(reader.task_jobs(dag_id, task_id).values()))
+        dags = reader.job_dags()
         ids = [j for j in ids if access.may_see_job(j, dags[j])]
         if not ids:
             raise JobNotFoundError(
                 f"task {task_id!r} of DAG {dag_id!r} has not run a Zeus "
                 "job yet, or none that you may read"
             )
-        history = reports.versions(conn, ids)
-        return reports.summaries(conn, [reports.current(history[j]) for j in ids], history)
+        history = reader.versions(ids)
+        return reports.summaries(reader, [reports.current(history[j]) for j in ids], history)
 
 
 @dataclass(frozen=True)
@@ -215,15 +214,6 @@ def is_run(run: RunRecord, run_id: str | None, map_index: int | None) -> bool:
 
 def logical_dates(runs: tuple[RunRecord, ...]) -> dict[tuple[str, str], datetime]:
     """Logical dates of the runs' DAG runs, from Airflow's metadata database."""
-    from airflow.models.dagrun import DagRun
-    from airflow.utils.session import create_session
-    from sqlalchemy import select, tuple_
+    from zeus_airflow.airflow_db import logical_dates as of_dag_runs
 
-    keys = {(r.dag_id, r.run_id) for r in runs if r.dag_id}
-    if not keys:
-        return {}
-    query = select(DagRun.dag_id, DagRun.run_id, DagRun.logical_date, DagRun.run_after).where(
-        tuple_(DagRun.dag_id, DagRun.run_id).in_(sorted(keys))
-    )
-    with create_session() as session:
-        return {(d, r): logical or after for d, r, logical, after in session.execute(query)}
+    return of_dag_runs((r.dag_id, r.run_id) for r in runs if r.dag_id)

@@ -15,7 +15,7 @@ from datetime import datetime
 from pydantic import BaseModel, Field
 
 from zeus_airflow.core import reports
-from zeus_airflow.core.devices.base import Measurement
+from zeus_airflow.core.devices.base import MeasurementKind
 from zeus_airflow.core.units import kwh
 from zeus_airflow.plugins.queries import RunPage
 from zeus_airflow.plugins.urls import Urls
@@ -50,7 +50,7 @@ class JobOut(BaseModel):
     energy_j: float = Field(description="energy of every try of every run")
     energy_kwh: float
     time_s: float
-    measurements: list[Measurement] = Field(
+    measurements: list[MeasurementKind] = Field(
         description="where the figures come from: measured (a real GPU), replayed (paper "
         "traces) or simulated (a power model)"
     )

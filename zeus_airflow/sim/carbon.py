@@ -188,8 +188,8 @@ def run_carbon_experiment(
         deadline = scheduled + timedelta(hours=spec.deadline_h)
         forecast = _forecast(_window(grid, scheduled, deadline), spec.forecast_error, rng)
         # The learned expectation is read before today's run, as the operator does.
-        with engines["zeus"][2].reading() as conn:
-            learned = expected_run(conn, job_id, spec.guess_s)
+        with engines["zeus"][2].reader() as reader:
+            learned = expected_run(reader, job_id, spec.guess_s)
         guessed = ExpectedRun(spec.guess_s, None, "the user's guess")
         runs: dict[str, RecurrenceResult] = {}
         for name, (engine, train, _) in engines.items():

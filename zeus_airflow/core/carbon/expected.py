@@ -11,29 +11,28 @@ finished runs; without any, the DAG's own guess (``expected_duration``), with no
 
 from __future__ import annotations
 
-from sqlalchemy import Connection
-
 from zeus_airflow.core import reports
 from zeus_airflow.core.carbon.planner import ExpectedRun
 from zeus_airflow.core.reports.arms import upcoming_batch_size
+from zeus_airflow.core.store.reads import Reader
 
 RECENT_RUNS = 10
 """Runs averaged: recent enough to follow drift, enough to steady the mean."""
 
 
-def expected_run(conn: Connection, job_id: str, guess_s: float | None) -> ExpectedRun | None:
+def expected_run(reader: Reader, job_id: str, guess_s: float | None) -> ExpectedRun | None:
     """The expectation for the job's active version; None with neither history nor guess."""
-    history = reports.versions(conn, [job_id]).get(job_id)
+    history = reader.versions([job_id]).get(job_id)
     if history:
         version = reports.current(history)
         done = [
             r
-            for r in reports.runs(conn, version.pk)
+            for r in reports.runs(reader, version.pk)
             if r.energy_j is not None
             and r.time_s is not None
             and r.status in ("succeeded", "failed")
         ]
-        phase, upcoming = upcoming_batch_size(conn, version)
+        phase, upcoming = upcoming_batch_size(reader, version)
         at_size = [r for r in done if r.batch_sizes[0] == upcoming]
         chosen, what = (
             (at_size, f"b={upcoming}, next in {phase}")

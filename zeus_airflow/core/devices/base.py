@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal, Protocol, runtime_checkable
 
-Measurement = Literal["measured", "replayed", "simulated"]
+MeasurementKind = Literal["measured", "replayed", "simulated"]
 """Where a figure comes from: a real GPU's counters, a replayed trace, or a power model."""
 
 POWER_LIMIT_STEP_W = 25
@@ -44,7 +44,7 @@ class PowerLimitRangeChangedError(DeviceError):
 class GPUGroup(Protocol):
     """The GPUs a task trains on. Every GPU in the group gets the same power limit."""
 
-    measurement: Measurement
+    measurement: MeasurementKind
     model: str
     """GPU model name, e.g. ``NVIDIA A40``; profiles are keyed by it."""
     count: int

@@ -33,7 +33,7 @@ import pynvml
 from zeus_airflow.core.devices import milliwatts
 from zeus_airflow.core.devices.base import (
     DeviceError,
-    Measurement,
+    MeasurementKind,
     PowerLimitPermissionError,
     PowerLimitRangeChangedError,
     PowerLimitUnavailableError,
@@ -70,7 +70,7 @@ class NVMLGPUs:
     exist (``bench/gpu_check.py`` compares the two); ``auto`` prefers the counters.
     """
 
-    measurement: Measurement = "measured"
+    measurement: MeasurementKind = "measured"
     control = "nvml"
     """How limits are set (zeusd's group says ``zeusd``)."""
 

@@ -8,7 +8,7 @@ is labelled ``replayed``.
 
 from __future__ import annotations
 
-from zeus_airflow.core.devices.base import DeviceError, Measurement
+from zeus_airflow.core.devices.base import DeviceError, MeasurementKind
 from zeus_airflow.core.devices.traced import TracedGPU
 from zeus_airflow.core.traces import WorkloadTrace
 
@@ -16,7 +16,7 @@ from zeus_airflow.core.traces import WorkloadTrace
 class ReplayGPU(TracedGPU):
     """``count`` identical GPUs of the traced model, all at the same limit and speed."""
 
-    measurement: Measurement = "replayed"
+    measurement: MeasurementKind = "replayed"
 
     def __init__(self, trace: WorkloadTrace, count: int = 1) -> None:
         super().__init__(trace, count, "replay")

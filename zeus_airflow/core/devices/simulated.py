@@ -23,7 +23,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
-from zeus_airflow.core.devices.base import DeviceError, Measurement
+from zeus_airflow.core.devices.base import DeviceError, MeasurementKind
 from zeus_airflow.core.devices.traced import TracedGPU
 from zeus_airflow.core.traces import EpochPoint, WorkloadTrace
 
@@ -35,7 +35,7 @@ the models one trains on a CPU."""
 class SimulatedGPU(TracedGPU):
     """``count`` identical simulated GPUs at one limit, following ``trace``'s power curve."""
 
-    measurement: Measurement = "simulated"
+    measurement: MeasurementKind = "simulated"
 
     def __init__(
         self,

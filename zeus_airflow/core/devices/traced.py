@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from zeus_airflow.core.devices.base import DeviceError, Measurement
+from zeus_airflow.core.devices.base import DeviceError, MeasurementKind
 from zeus_airflow.core.traces import WorkloadTrace
 
 
@@ -15,7 +15,7 @@ class TracedGPU:
     traced ones (W). Subclasses add the clock (``now_s``) and the energy counter
     (``energy_j``)."""
 
-    measurement: Measurement
+    measurement: MeasurementKind
     limits_fixed_because: str | None = None
 
     def __init__(self, trace: WorkloadTrace, count: int, label: str) -> None:

@@ -29,7 +29,7 @@ from typing import Any
 from zeus_airflow.core.devices import milliwatts
 from zeus_airflow.core.devices.base import (
     DeviceError,
-    Measurement,
+    MeasurementKind,
     PowerLimitPermissionError,
     PowerLimitRangeChangedError,
     PowerLimitUnavailableError,
@@ -154,7 +154,7 @@ class ZeusdGPUs:
     given these GPUs only sees them so; pass another where the process sees more.
     """
 
-    measurement: Measurement = "measured"
+    measurement: MeasurementKind = "measured"
     control = "zeusd"
 
     def __init__(

@@ -24,6 +24,7 @@ from zeus_airflow.core.domain.job import (
     JobState,
     Observed,
     Successes,
+    Version,
 )
 from zeus_airflow.core.domain.outbox import PendingResult, outbox_from_json, outbox_to_json
 from zeus_airflow.core.domain.outcome import (
@@ -37,6 +38,7 @@ from zeus_airflow.core.domain.phases import EXPLORATION_PHASES, Phase, counts_as
 from zeus_airflow.core.domain.trials import (
     LIVE_STATUSES,
     REPLACED_STATUSES,
+    SHOWN_STATUSES,
     STATUS_SHOWN,
     TRANSITIONS,
     VOID_STATUSES,
@@ -52,6 +54,7 @@ __all__ = [
     "EXPLORATION_PHASES",
     "LIVE_STATUSES",
     "REPLACED_STATUSES",
+    "SHOWN_STATUSES",
     "STATUS_SHOWN",
     "TRANSITIONS",
     "VOID_STATUSES",
@@ -83,6 +86,7 @@ __all__ = [
     "TrainingFigures",
     "TrialRecord",
     "TrialStatus",
+    "Version",
     "counts_as_observation",
     "may_become",
     "outbox_from_json",

@@ -1,4 +1,5 @@
-"""A job in the store, the GPUs it runs on, and the state one decision reads.
+"""A job in the store (a version of it, as the reports list them), the GPUs it runs on, and
+the state one decision reads.
 
 :class:`JobState` is what the store reads inside a decision's transaction, as it is stored:
 this GPU setup's arm statistics and, apart, the runs and profiles of other setups. Turning
@@ -8,12 +9,15 @@ other setups' runs, ``core/fleet.py``) is the engine's work, not the store's.
 
 from __future__ import annotations
 
+import functools
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from zeus_airflow.core.config import JobConfig
-from zeus_airflow.core.devices.base import Measurement
+from zeus_airflow.core.devices.base import MeasurementKind
 from zeus_airflow.core.domain.decision import (
     ArmStats,
     BudgetLedger,
@@ -38,6 +42,33 @@ class JobRef:
 
 
 @dataclass(frozen=True)
+class Version:
+    """One version of a job (a changed configuration or a reset starts a new one)."""
+
+    pk: int
+    job_id: str
+    version: int
+    active: bool
+    created_at: datetime
+    config_json: str
+    """The configuration as stored: parsed (and checked) on first use of ``config``, which a
+    list of a thousand jobs does not need."""
+
+    @functools.cached_property
+    def config(self) -> JobConfig:
+        return JobConfig.from_json(self.config_json)
+
+    @functools.cached_property
+    def default_batch_size(self) -> int:
+        """b0, read without checking the whole configuration."""
+        return int(json.loads(self.config_json)["default_batch_size"])
+
+    @property
+    def ref(self) -> JobRef:
+        return JobRef(self.pk, self.job_id, self.version, self.config)
+
+
+@dataclass(frozen=True)
 class DeviceInfo:
     """The GPUs a run trains on, as a decision and a power profile need them: profiles are
     kept per model and count, and a decision's limits are these GPUs' candidates."""
@@ -45,7 +76,7 @@ class DeviceInfo:
     model: str
     """As the device names it, e.g. ``NVIDIA A40`` or ``V100 (replay)``."""
     count: int
-    measurement: Measurement
+    measurement: MeasurementKind
     power_limits_w: tuple[int, ...]
     """Candidate limits, highest first."""
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from zeus_airflow.core.devices.base import Measurement
+from zeus_airflow.core.devices.base import MeasurementKind
 from zeus_airflow.core.domain.phases import EXPLORATION_PHASES
 
 TrialStatus = Literal[
@@ -44,6 +44,9 @@ VOID_STATUSES: tuple[TrialStatus, ...] = ("error", "invalid", "skipped")
 """Tries that say nothing about their batch size: the train function raised (``error``),
 returned without a verdict (``invalid``) or skipped its task (``skipped``). Shown, never
 counted."""
+SHOWN_STATUSES: tuple[TrialStatus, ...] = (*LIVE_STATUSES, *VOID_STATUSES)
+"""Tries shown as part of a run: the live ones, and those whose train function raised or
+broke its contract."""
 REPLACED_STATUSES: tuple[TrialStatus, ...] = ("superseded", "abandoned")
 """Trials that a later try of the same Airflow task instance replaced: history only."""
 FINISHED_STATUSES: tuple[TrialStatus, ...] = ("succeeded", "failed")
@@ -197,7 +200,7 @@ class TrialRecord(TrainingFigures):
     stop_reason: str | None
     observed: bool
     """Whether its cost feeds the arm's posterior."""
-    measurement: Measurement
+    measurement: MeasurementKind
     gpu_model: str
     gpu_count: int
     started_at: datetime

@@ -8,13 +8,7 @@ next decision most likely happens.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
-from sqlalchemy import Connection, select
-
-from zeus_airflow.core.domain import ArmStats, Decision, DeviceInfo, JobRef, JobSnapshot
-from zeus_airflow.core.fleet import job_snapshot
+from zeus_airflow.core.domain import ArmStats, Decision, DeviceInfo, JobSnapshot, Version
 from zeus_airflow.core.policy import (
     HistoryOutOfOrderError,
     NoFeasibleBatchSizeError,
@@ -27,54 +21,27 @@ from zeus_airflow.core.policy import (
     within_budget,
 )
 from zeus_airflow.core.posterior import arm_posterior, pooled_cost_cv
-from zeus_airflow.core.reports.records import Arm, ProfilePoint, Version
-from zeus_airflow.core.store.snapshot import read_state
-from zeus_airflow.core.store.tables import power_profiles, trials
+from zeus_airflow.core.reports.records import Arm, ProfilePoint
+from zeus_airflow.core.snapshot import job_snapshot
+from zeus_airflow.core.store.reads import Reader
 
-_POINT = (
-    power_profiles.c.batch_size,
-    power_profiles.c.gpu_model,
-    power_profiles.c.gpu_count,
-    power_profiles.c.power_limit_w,
-    power_profiles.c.avg_power_w,
-    power_profiles.c.steps_per_s,
-)
-"""A profile point's columns, in ``ProfilePoint``'s order."""
-_LATEST_SETUP = (
-    select(trials.c.gpu_model, trials.c.gpu_count, trials.c.measurement)
-    .order_by(trials.c.decision_seq.desc())
-    .limit(1)
-)
+_NO_DEVICE = DeviceInfo("", 1, "measured", ())
+"""The GPU setup of a version that has not run yet."""
 
 
-def _snapshot(conn: Connection, v: Version) -> JobSnapshot:
+def _snapshot(reader: Reader, v: Version) -> JobSnapshot:
     """What the policy reads when it decides for this version on its latest GPU setup."""
-    latest = conn.execute(_LATEST_SETUP.where(trials.c.job_pk == v.pk)).first()
-    # The candidate limits matter to the grid baseline only: none are needed here.
-    device = (
-        DeviceInfo(latest.gpu_model, latest.gpu_count, latest.measurement, ())
-        if latest
-        else DeviceInfo("", 1, "measured", ())
-    )
-    return job_snapshot(
-        read_state(conn, JobRef(v.pk, v.job_id, v.version, v.config), device, frozenset())
-    )
+    return job_snapshot(reader.job_state(v, reader.latest_device(v.pk) or _NO_DEVICE))
 
 
-def decision_state(conn: Connection, v: Version) -> tuple[str, int | None]:
+def decision_state(reader: Reader, v: Version) -> tuple[str, int | None]:
     """The job's phase and its best batch size so far, as the Zeus policy reckons them
     (``infeasible``: no size in play, runs fall back to the best known one)."""
-    snapshot = _snapshot(conn, v)
+    snapshot = _snapshot(reader, v)
     try:
         phase, in_play = job_phase(snapshot)
     except HistoryOutOfOrderError:  # a history another policy (the simulator's baselines) wrote
-        last = conn.execute(
-            select(trials.c.phase)
-            .where(trials.c.job_pk == v.pk)
-            .order_by(trials.c.decision_seq.desc())
-            .limit(1)
-        ).scalar()
-        return str(last or "none"), None
+        return str(reader.last_phase(v.pk) or "none"), None
     if not any(arm.count for arm in snapshot.observations.values()):
         return phase, None
     if not in_play:
@@ -82,17 +49,17 @@ def decision_state(conn: Connection, v: Version) -> tuple[str, int | None]:
     return phase, best_known(snapshot, in_play)
 
 
-def upcoming_batch_size(conn: Connection, v: Version) -> tuple[str, int | None]:
+def upcoming_batch_size(reader: Reader, v: Version) -> tuple[str, int | None]:
     """The batch size the Zeus policy most likely decides next, and the job's phase: the
     pruning walk's next step (or, phase ``exploit``, the best known size when that step
     would not fit in the exploration budget), else the best known size in play (what
     Thompson sampling exploits most often), else the fallback's. None before any
     observation."""
-    snapshot = _snapshot(conn, v)
+    snapshot = _snapshot(reader, v)
     try:
         state = pruning_state(snapshot.config, snapshot.exploration)
     except HistoryOutOfOrderError:  # another policy's history
-        return decision_state(conn, v)
+        return decision_state(reader, v)
     if state.next_batch_size is not None:
         step = Decision(
             state.next_batch_size,
@@ -104,12 +71,12 @@ def upcoming_batch_size(conn: Connection, v: Version) -> tuple[str, int | None]:
         except NoFeasibleBatchSizeError:  # only inside a recurrence that already failed
             return "pruning", step.batch_size
         return decided.phase, decided.batch_size
-    return decision_state(conn, v)
+    return decision_state(reader, v)
 
 
-def arms(conn: Connection, v: Version) -> tuple[Arm, ...]:
+def arms(reader: Reader, v: Version) -> tuple[Arm, ...]:
     """Every batch size of the configuration with the posterior the policy would sample."""
-    snapshot = _snapshot(conn, v)
+    snapshot = _snapshot(reader, v)
     try:
         survivors = job_phase(snapshot)[1]
         reasons = pruning_reasons(snapshot)
@@ -135,30 +102,8 @@ def arms(conn: Connection, v: Version) -> tuple[Arm, ...]:
 
 
 def profile_points(
-    conn: Connection, job_pk: int, batch_size: int | None = None
+    reader: Reader, job_pk: int, batch_size: int | None = None
 ) -> tuple[ProfilePoint, ...]:
     """Measured profile points, by batch size, GPU setup and limit (highest first); slices
     in progress are no points yet."""
-    p = power_profiles.c
-    query = (
-        select(*_POINT)
-        .where(p.job_pk == job_pk, p.measured_steps.is_(None))
-        .order_by(p.batch_size, p.gpu_model, p.gpu_count, p.power_limit_w.desc())
-    )
-    if batch_size is not None:
-        query = query.where(p.batch_size == batch_size)
-    return tuple(ProfilePoint(*r) for r in conn.execute(query))
-
-
-def profile_points_of(conn: Connection, sizes: Mapping[int, int]) -> list[Any]:
-    """The measured profile points of each job's batch size (job key -> size), with their
-    job key (``job_pk``), in one read."""
-    p = power_profiles.c
-    rows = conn.execute(
-        select(p.job_pk, *_POINT).where(
-            p.job_pk.in_(list(sizes)),
-            p.batch_size.in_(set(sizes.values())),
-            p.measured_steps.is_(None),
-        )
-    )
-    return [r for r in rows if r[1] == sizes[r[0]]]  # (job_pk, batch_size, ...)
+    return tuple(ProfilePoint(*p) for p in reader.profile_points(job_pk, batch_size))

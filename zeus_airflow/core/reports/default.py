@@ -3,61 +3,34 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
-
-from sqlalchemy import Connection, func, select
 
 from zeus_airflow.core.cost import LimitMeasurement
-from zeus_airflow.core.reports.arms import profile_points_of
 from zeus_airflow.core.reports.records import DefaultEstimate, RunRecord, Version
-from zeus_airflow.core.store.snapshot import DEFAULT_COST, RAN_TO_ITS_END
-from zeus_airflow.core.store.tables import trials
+from zeus_airflow.core.store.reads import DefaultRuns, Reader
 from zeus_airflow.core.units import J_PER_KWH
 
 
-def default_estimate(conn: Connection, v: Version) -> DefaultEstimate | None:
+def default_estimate(reader: Reader, v: Version) -> DefaultEstimate | None:
     """Mean energy and time of b0's runs that ran to their end (the target, or max_epochs on
     a hard day, when Default would have missed it too), each scaled from the limit it trained
     at to b0's maximum profiled limit by the profile's energy and time per step. None until
     such a run exists. The cost is the mean of what those runs reckoned Default would have
     paid (the exploration budget's figure, over the same runs as the budget's books)."""
-    return default_estimates(conn, [v])[v.pk]
+    return default_estimates(reader, [v])[v.pk]
 
 
 def default_estimates(
-    conn: Connection, chosen: Sequence[Version]
+    reader: Reader, chosen: Sequence[Version]
 ) -> dict[int, DefaultEstimate | None]:
     """:func:`default_estimate` of each version, by its key, in two reads for them all."""
     b0 = {v.pk: v.default_batch_size for v in chosen}
     if not b0:
         return {}
-    # b0's successful runs, added up per GPU setup and limit (each scales by the same
-    # factor): a row per limit trained at, not per run.
-    successes: dict[int, list[Any]] = {}
-    t = trials.c
-    for row in conn.execute(
-        select(
-            t.job_pk,
-            t.power_limit_w,
-            t.gpu_model,
-            t.gpu_count,
-            func.sum(t.energy_j).label("energy_j"),
-            func.sum(t.time_s).label("time_s"),
-            func.count().label("runs"),
-            func.sum(DEFAULT_COST).label("default_cost"),
-            func.count(DEFAULT_COST).label("costed"),
-        )
-        .where(t.job_pk.in_(list(b0)), t.batch_size.in_(set(b0.values())), *RAN_TO_ITS_END)
-        .group_by(t.job_pk, t.batch_size, t.power_limit_w, t.gpu_model, t.gpu_count)
-        .add_columns(t.batch_size)
-    ):
-        if row.batch_size == b0[row.job_pk]:  # (job, b0) pairs: cheaper to sift than to bind
-            successes.setdefault(row.job_pk, []).append(row)
-    return _with_profiles(conn, b0, successes)
+    return _with_profiles(reader, b0, reader.default_runs(b0))
 
 
 def _with_profiles(
-    conn: Connection, b0: dict[int, int], successes: dict[int, list[Any]]
+    reader: Reader, b0: dict[int, int], successes: dict[int, list[DefaultRuns]]
 ) -> dict[int, DefaultEstimate | None]:
     """The estimates, with the profile points they scale by: for each GPU setup, its
     highest limit and the limits b0 trained at (the others are read, not built)."""
@@ -66,8 +39,7 @@ def _with_profiles(
         for pk, rows in successes.items()
         for s in rows
     }
-    # Rows unpacked as tuples: a thousand jobs' profiles are thousands of points.
-    points = [tuple(p) for p in profile_points_of(conn, b0)]
+    points = reader.profile_points_of(b0)
     top: dict[tuple[int, str, int], int] = {}
     for pk, _, model, count, limit, _, _ in points:
         top[pk, model, count] = max(top.get((pk, model, count), limit), limit)
@@ -83,7 +55,9 @@ def _with_profiles(
 
 
 def _estimate(
-    b0: int, successes: list[Any], profiles: dict[tuple[str, int], dict[int, LimitMeasurement]]
+    b0: int,
+    successes: list[DefaultRuns],
+    profiles: dict[tuple[str, int], dict[int, LimitMeasurement]],
 ) -> DefaultEstimate | None:
     """From b0's successful runs added up per GPU setup and limit (``runs`` each)."""
     if not successes:
@@ -101,7 +75,7 @@ def _estimate(
         scaled += s.runs
     n = sum(s.runs for s in successes)
     costed = sum(s.costed for s in successes)
-    cost = sum(s.default_cost for s in successes if s.costed) / costed if costed else None
+    cost = sum(s.default_cost or 0.0 for s in successes if s.costed) / costed if costed else None
     return DefaultEstimate(b0, top, energy / n, time / n, n, scaled, cost)
 
 

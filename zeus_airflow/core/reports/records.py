@@ -4,18 +4,15 @@ J-equivalents (``eta * energy_j + (1 - eta) * max_power_w * time_s``)."""
 from __future__ import annotations
 
 import ast
-import functools
 import inspect
 import itertools
-import json
 import textwrap
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar
 
-from zeus_airflow.core.config import JobConfig
-from zeus_airflow.core.devices.base import Measurement
-from zeus_airflow.core.domain import TrainingFigures, TrialStatus
+from zeus_airflow.core.devices.base import MeasurementKind
+from zeus_airflow.core.domain import TrainingFigures, TrialStatus, Version
 
 
 def attribute_docstrings(cls: type) -> dict[str, str]:
@@ -51,29 +48,6 @@ DOCUMENTED: dict[str, Any] = {
 }
 """Records the UI's JSON API returns as they are: pydantic (which this package does not
 import) documents their fields from the attribute docstrings."""
-
-
-@dataclass(frozen=True)
-class Version:
-    """One version of a job (a changed configuration or a reset starts a new one)."""
-
-    pk: int
-    job_id: str
-    version: int
-    active: bool
-    created_at: datetime
-    config_json: str
-    """The configuration as stored: parsed (and checked) on first use of ``config``, which a
-    list of a thousand jobs does not need."""
-
-    @functools.cached_property
-    def config(self) -> JobConfig:
-        return JobConfig.from_json(self.config_json)
-
-    @functools.cached_property
-    def default_batch_size(self) -> int:
-        """b0, read without checking the whole configuration."""
-        return int(json.loads(self.config_json)["default_batch_size"])
 
 
 @dataclass(frozen=True)
@@ -116,7 +90,7 @@ class JobTotals:
     time_s: float
     cost: float
     """Cost units."""
-    measurements: tuple[Measurement, ...]
+    measurements: tuple[MeasurementKind, ...]
     """measured / replayed / simulated: where the figures come from."""
     default: DefaultEstimate | None
 
@@ -214,7 +188,7 @@ class RunRecord(TrainingFigures):
     (a size's first run on another GPU model), exploit (exploring would have gone over the
     exploration budget: the best known size ran) or fallback (no size left in play: trained
     as without Zeus)."""
-    measurement: Measurement
+    measurement: MeasurementKind
     """measured (a real GPU), replayed (the paper's traces) or simulated (a power model)."""
     gpu_model: str
     started_at: datetime

@@ -13,11 +13,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Protocol
 
-from sqlalchemy import Connection
-
 from zeus_airflow.core.reports.arms import upcoming_batch_size
 from zeus_airflow.core.reports.default import default_emissions_g
-from zeus_airflow.core.reports.jobs import current, summaries, versions
+from zeus_airflow.core.reports.jobs import current, summaries
 from zeus_airflow.core.reports.records import (
     DOCUMENTED,
     DefaultEstimate,
@@ -26,7 +24,8 @@ from zeus_airflow.core.reports.records import (
     saved_fraction,
 )
 from zeus_airflow.core.reports.runs import runs
-from zeus_airflow.core.store.admin import as_utc
+from zeus_airflow.core.store.clock import as_utc
+from zeus_airflow.core.store.reads import Reader
 
 
 @dataclass(frozen=True)
@@ -240,20 +239,20 @@ def _total(jobs: Sequence[Compared], figure: str) -> Any:
 
 
 def report(
-    conn: Connection, job_ids: Sequence[str], since: datetime | None = None
+    reader: Reader, job_ids: Sequence[str], since: datetime | None = None
 ) -> list[JobReport]:
     """The current version of each of ``job_ids`` (in that order); with ``since`` (UTC
     unless it says), of the tries started at or after it."""
     if since is not None:  # the store compares UTC; SQLite compares the text as written
         since = as_utc(since).astimezone(UTC)
     ids = list(job_ids)
-    history = versions(conn, ids)
+    history = reader.versions(ids)
     chosen = [current(history[j]) for j in ids]
     result = []
-    for summary in summaries(conn, chosen, history, since):
-        every = runs(conn, summary.version.pk)
+    for summary in summaries(reader, chosen, history, since):
+        every = runs(reader, summary.version.pk)
         shown = [r for r in every if since is None or r.started_at >= since]
-        phase, size = upcoming_batch_size(conn, summary.version)
+        phase, size = upcoming_batch_size(reader, summary.version)
         result.append(
             JobReport.of(
                 summary,

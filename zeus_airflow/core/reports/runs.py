@@ -10,17 +10,9 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
-from sqlalchemy import Connection, Row, select
-
-from zeus_airflow.core.domain import LIVE_STATUSES, VOID_STATUSES
 from zeus_airflow.core.reports.records import RunRecord
-from zeus_airflow.core.store.admin import as_utc as utc
-from zeus_airflow.core.store.tables import trials
-
-SHOWN_STATUSES = (*LIVE_STATUSES, *VOID_STATUSES)
-"""Tries shown as part of a run: the live ones, and those whose train function raised or
-broke its contract."""
-SHOWN = trials.c.status.in_(SHOWN_STATUSES)
+from zeus_airflow.core.store.clock import as_utc as utc
+from zeus_airflow.core.store.reads import Reader
 
 SUMMED = (
     "energy_j",
@@ -54,16 +46,12 @@ _COLUMNS = (
     *SUMMED,
     *SUMMED_WHERE_KNOWN,
 )
-_TRY_COLUMNS = select(*(trials.c[name] for name in dict.fromkeys(_COLUMNS)))
 
 
-def runs(conn: Connection, job_pk: int) -> tuple[RunRecord, ...]:
+def runs(reader: Reader, job_pk: int) -> tuple[RunRecord, ...]:
     """The version's runs in decision order (of their first try)."""
-    rows = conn.execute(
-        _TRY_COLUMNS.where(trials.c.job_pk == job_pk, SHOWN).order_by(trials.c.decision_seq)
-    )
-    grouped: dict[tuple[str, str, str, int], list[Row[Any]]] = {}
-    for t in rows:
+    grouped: dict[tuple[str, str, str, int], list[Any]] = {}
+    for t in reader.shown_tries(job_pk, _COLUMNS):
         tries = grouped.setdefault((t.dag_id, t.task_id, t.run_id, t.map_index), [])
         if tries and tries[-1].try_number < t.try_number:
             tries.clear()  # an Airflow retry after an error: the earlier try is history
@@ -71,7 +59,7 @@ def runs(conn: Connection, job_pk: int) -> tuple[RunRecord, ...]:
     return tuple(_run(i, tries) for i, tries in enumerate(grouped.values(), start=1))
 
 
-def _run(index: int, tries: list[Row[Any]]) -> RunRecord:
+def _run(index: int, tries: list[Any]) -> RunRecord:
     last = tries[-1]
     done = [t for t in tries if t.energy_j is not None]
     finished = [t.finished_at for t in tries if t.finished_at is not None]

@@ -1,15 +1,18 @@
 """The store interface the engine keeps its state behind, and the records only it exchanges
 (the shared ones live in ``core/domain``).
 
-The SQL implementation lives in ``sql.py``; the engine only sees this interface, so a test can
-hand it any store and the policy never sees a database.
+The SQL implementation lives in ``sql.py`` (SQLite or PostgreSQL); the engine, the GPU leases
+and the reports only see this interface, so a test can hand them any store and the policy
+never sees a database. The store is the only code that writes SQL: what people read (the
+reports, the UI, the CLI) it hands out through :meth:`Store.reader`.
 """
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import NamedTuple, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from zeus_airflow.core.config import JobConfig
 from zeus_airflow.core.domain import (
@@ -22,6 +25,9 @@ from zeus_airflow.core.domain import (
     RecurrenceKey,
     RunOutcome,
 )
+
+if TYPE_CHECKING:
+    from zeus_airflow.core.store.reads import Reader
 
 
 class StoreError(RuntimeError):
@@ -85,6 +91,9 @@ class TrialStart:
 
 
 class Store(Protocol):
+    where: str
+    """Where the store is, for messages (never with a password)."""
+
     def register_job(self, config: JobConfig, seed: int | None = None) -> JobRef:
         """The job's current version; a new version when the configuration changed."""
         ...
@@ -153,4 +162,21 @@ class Store(Protocol):
     def save_profile(self, job: JobRef, profile: PowerProfile) -> None:
         """Best effort: never raises (an unsaved profile is measured again later), so that
         the trial's result is recorded after it."""
+        ...
+
+    # --- power-limit leases (core/gpu_lease.py) ---------------------------------------------
+    def leases_on_host(self, host: str) -> list[Lease]:
+        """Every lease taken on ``host``, by GPU index."""
+        ...
+
+    def acquire_leases(self, requests: list[LeaseRequest]) -> list[int] | None:
+        """Lease every GPU at once (their ids, in order); None when one is leased already."""
+        ...
+
+    def release_leases(self, lease_ids: list[int]) -> None: ...
+
+    # --- reads for people (core/reports, the UI, the CLI) -------------------------------------
+    def reader(self) -> AbstractContextManager[Reader]:
+        """The store's read-model on one read-only connection: every read a report makes.
+        A database that fails while read raises StoreError."""
         ...

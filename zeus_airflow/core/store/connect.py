@@ -70,6 +70,32 @@ def normalize_url(url: str | URL) -> URL:
     return parsed
 
 
+def postgres_url(
+    *,
+    username: str | None,
+    password: str | None,
+    host: str | None,
+    port: int | None,
+    database: str | None,
+    query: dict[str, str],
+) -> URL:
+    """A PostgreSQL store's URL from its parts (the driver the store ships)."""
+    return URL.create(
+        _POSTGRES_DRIVER,
+        username=username,
+        password=password,
+        host=host,
+        port=port,
+        database=database,
+        query=query,
+    )
+
+
+def sqlite_url(path: str) -> URL:
+    """A SQLite store's URL from its file's path."""
+    return URL.create("sqlite", database=path)
+
+
 def display_url(url: str | URL) -> str:
     """The URL as shown in messages and logs: never with its password."""
     return make_url(url).render_as_string(hide_password=True)

@@ -46,7 +46,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.engine import URL, CursorResult
-from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError, InterfaceError, OperationalError
 from sqlalchemy.sql.elements import BindParameter
 
 from zeus_airflow.core.config import JobConfig
@@ -74,6 +74,7 @@ from zeus_airflow.core.store.base import (
     TrialStart,
     UnrecordedResultError,
 )
+from zeus_airflow.core.store.clock import as_utc, db_now
 from zeus_airflow.core.store.connect import (
     DEFAULT_TIMEOUT_S,
     DURABLE,
@@ -81,6 +82,7 @@ from zeus_airflow.core.store.connect import (
     display_url,
     make_engine,
 )
+from zeus_airflow.core.store.reads import Reader
 from zeus_airflow.core.store.retry import RetryPolicy, is_transient, refusal, with_retries
 from zeus_airflow.core.store.snapshot import read_state
 from zeus_airflow.core.store.tables import gpu_leases, jobs, power_profiles, trials
@@ -304,6 +306,22 @@ class SQLStore:
                 conn.execution_options(isolation_level="AUTOCOMMIT")
             with conn.begin():
                 yield conn
+
+    @contextmanager
+    def reader(self) -> Iterator[Reader]:
+        """The store's read-model (``reads``) on one reading connection. A database that
+        fails meanwhile (down, unreachable) raises StoreError, with the driver's first line
+        and never the statement; reads are not retried: the caller reads again later."""
+        try:
+            with self.reading() as conn:
+                yield Reader(conn)
+        except (OperationalError, InterfaceError) as err:
+            cause = err.orig or err
+            first = str(cause).strip().splitlines()[0] if str(cause).strip() else ""
+            raise StoreError(
+                f"the zeus-airflow store cannot be read ({type(cause).__name__}: {first}) "
+                f"at {self.where}; the next read tries again"
+            ) from err
 
     # --- jobs --------------------------------------------------------------------------------
     def register_job(self, config: JobConfig, seed: int | None = None) -> JobRef:
@@ -881,27 +899,3 @@ def _now() -> datetime:
     """This worker's clock: for what only this host compares (a job's creation, a GPU
     lease's age against its holder's start). A trial's times are the database's."""
     return datetime.now(UTC)
-
-
-_DB_NOW = {
-    # The time the statement runs, not the transaction's start: a decision retried after a
-    # wait must not write a lease that began before the wait.
-    "postgresql": "SELECT clock_timestamp()",
-    "sqlite": "SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')",
-}
-
-
-def db_now(conn: Connection) -> datetime:
-    """The database server's clock (UTC): the one clock every worker shares, so that a
-    lease written by one worker and expired by another is judged on one clock, whatever
-    the skew between them (SQLite's is its host's, where every writer runs)."""
-    value = conn.exec_driver_sql(_DB_NOW[conn.dialect.name]).scalar()
-    if isinstance(value, str):
-        value = datetime.fromisoformat(value)
-    assert isinstance(value, datetime)
-    return as_utc(value).astimezone(UTC)
-
-
-def as_utc(moment: datetime) -> datetime:
-    """SQLite hands back naive datetimes; the store writes UTC only."""
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)

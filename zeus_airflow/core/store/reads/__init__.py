@@ -1,0 +1,29 @@
+"""The store's read-model: every read the reports (and through them the UI and the CLI)
+make, on one connection the store opened for reading. Reports compute on what it returns
+and write no SQL; the store decides nothing here either (the policy's view of a job is the
+reports', from :meth:`~JobReads.job_state`)."""
+
+from zeus_airflow.core.store.reads.fleet import FleetReads, LatestTry
+from zeus_airflow.core.store.reads.jobs import JobReads
+from zeus_airflow.core.store.reads.profiles import ProfileReads
+from zeus_airflow.core.store.reads.trials import (
+    DefaultRuns,
+    ObserveSums,
+    PlaceSums,
+    RunCount,
+    TrialReads,
+)
+
+
+class Reader(JobReads, TrialReads, ProfileReads, FleetReads):
+    """What :meth:`SQLStore.reader` hands out: reads only, on one connection."""
+
+
+__all__ = [
+    "DefaultRuns",
+    "LatestTry",
+    "ObserveSums",
+    "PlaceSums",
+    "Reader",
+    "RunCount",
+]

@@ -1,0 +1,124 @@
+"""The fleet page's own reads: each version's latest try, which versions have carbon
+figures, and the fleet's energy by period, each one read however many versions there are."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any, NamedTuple
+
+from sqlalchemy import ColumnElement, Float, func, literal_column, select
+
+from zeus_airflow.core.store.clock import as_utc
+from zeus_airflow.core.store.reads.base import SHOWN, Reads, run_figures
+from zeus_airflow.core.store.tables import trials
+
+
+class LatestTry(NamedTuple):
+    """A version's latest shown try: when it started (UTC), how it ended, its decision."""
+
+    started_at: datetime
+    status: str
+    phase: str
+    budget_left_runs: float | None
+
+
+PERIODS = (
+    ("day", timedelta(days=2)),
+    ("hour", timedelta(hours=2)),
+    ("minute", timedelta(minutes=2)),
+)
+"""The period the fleet's timeline adds up by, the first whose span the runs cover."""
+_FORMATS = {
+    "day": ("%Y-%m-%d", "YYYY-MM-DD"),
+    "hour": ("%Y-%m-%d %H:00", "YYYY-MM-DD HH24:00"),
+    "minute": ("%Y-%m-%d %H:%M", "YYYY-MM-DD HH24:MI"),
+    "second": ("%Y-%m-%d %H:%M:%S", "YYYY-MM-DD HH24:MI:SS"),
+}
+"""SQLite's strftime and PostgreSQL's to_char formats of each period, read back by
+``datetime.fromisoformat``."""
+
+
+class FleetReads(Reads):
+    def latest_tries(self, pks: list[int]) -> dict[int, LatestTry]:
+        """Each version's latest shown try. A job's trials are inserted in decision order
+        (the decision and the insert share a transaction under the job's lock), so the
+        latest has the highest id: a key lookup, where the highest decision_seq would be a
+        scan."""
+        latest = (
+            select(func.max(trials.c.id))
+            .where(trials.c.job_pk.in_(pks), SHOWN)
+            .group_by(trials.c.job_pk)
+            .scalar_subquery()
+        )
+        rows = self.conn.execute(
+            select(
+                trials.c.job_pk,
+                trials.c.started_at,
+                trials.c.status,
+                trials.c.phase,
+                trials.c.budget_left_runs,
+            ).where(trials.c.id.in_(latest))
+        )
+        return {
+            r.job_pk: LatestTry(as_utc(r.started_at), r.status, r.phase, r.budget_left_runs)
+            for r in rows
+        }
+
+    def with_emissions(self, pks: list[int]) -> list[int]:
+        """The versions with a shown try that has carbon figures."""
+        return list(
+            self.conn.execute(
+                select(trials.c.job_pk)
+                .distinct()
+                .where(trials.c.job_pk.in_(pks), SHOWN, trials.c.emissions_g.is_not(None))
+            ).scalars()
+        )
+
+    def energy_by_period(
+        self, default_energy_j: Mapping[int, float]
+    ) -> list[tuple[datetime, float, float]]:
+        """Energy by the period runs started in (a day; an hour, a minute or a second when
+        the runs span less than two days, hours or minutes), of the versions given (by key,
+        with Default's energy per run, J), beside Default's for their finished runs. The
+        database adds it up: one row per period however many versions."""
+        if not default_energy_j:
+            return []
+        pks = list(default_energy_j)
+        first, last = self.conn.execute(
+            select(func.min(trials.c.started_at), func.max(trials.c.started_at)).where(
+                trials.c.job_pk.in_(pks), SHOWN
+            )
+        ).one()
+        per_run = run_figures(pks, (SHOWN,)).subquery()
+        if first is None:
+            return []
+        span = as_utc(last) - as_utc(first)
+        unit = next((u for u, at_least in PERIODS if span >= at_least), "second")
+        period = self._period(per_run.c.started_at, unit)
+        default = _per_job(per_run.c.job_pk, default_energy_j) * per_run.c.done
+        rows = self.conn.execute(
+            select(period.label("period"), func.sum(per_run.c.energy), func.sum(default))
+            .group_by(period)
+            .order_by(period)
+        )
+        return [
+            (datetime.fromisoformat(p).replace(tzinfo=UTC), float(used), float(by_default))
+            for p, used, by_default in rows
+        ]
+
+    def _period(self, moment: ColumnElement[Any], unit: str) -> ColumnElement[str]:
+        """The UTC period of a stored time as text: SQLite keeps UTC text, PostgreSQL a
+        timestamptz (shown in UTC whatever the session's zone)."""
+        sqlite, postgres = _FORMATS[unit]
+        if self.conn.dialect.name == "sqlite":
+            return func.strftime(sqlite, moment)
+        return func.to_char(func.timezone("UTC", moment), postgres)
+
+
+def _per_job(job_pk: ColumnElement[int], values: Mapping[int, float]) -> ColumnElement[float]:
+    """``CASE job_pk WHEN pk THEN value ... END`` written as SQL text: a thousand jobs' keys
+    and numbers, which SQLAlchemy's ``case()`` takes a fifth of a second to build as bound
+    parameters. Only ints and floats are written, never text."""
+    whens = " ".join(f"WHEN {int(pk)} THEN {float(v)!r}" for pk, v in values.items())
+    return literal_column(f"(CASE {job_pk} WHEN -1 THEN 0.0 {whens} ELSE 0.0 END)", Float)

@@ -1,0 +1,150 @@
+"""Tries and their figures as the reports add them up: a version's tries one by one, and
+sums over many versions in a fixed number of reads however many there are."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from functools import cache
+from typing import Any, NamedTuple
+
+from sqlalchemy import Select, bindparam, case, func, select
+
+from zeus_airflow.core.devices.base import MeasurementKind
+from zeus_airflow.core.store.reads.base import Reads, run_figures, shown
+from zeus_airflow.core.store.snapshot import DEFAULT_COST, RAN_TO_ITS_END
+from zeus_airflow.core.store.tables import trials
+
+
+class PlaceSums(NamedTuple):
+    """A version's shown tries in one place (DAG, task, measurement), added up."""
+
+    job_pk: int
+    dag_id: str
+    task_id: str
+    measurement: MeasurementKind
+    energy_j: float
+    time_s: float
+    cost: float
+
+
+class RunCount(NamedTuple):
+    runs: int
+    finished: int
+    """Runs with figures and no try still training (``run_figures``)."""
+
+
+class ObserveSums(NamedTuple):
+    """Observe mode's estimates added up over a version's tries that made one (J, s), and
+    the energy those tries measured (J)."""
+
+    would_save_energy_j: float | None
+    would_save_time_s: float | None
+    observed_energy_j: float | None
+
+
+class DefaultRuns(NamedTuple):
+    """A version's successful runs of b0 at one GPU setup and limit, added up."""
+
+    job_pk: int
+    power_limit_w: int
+    gpu_model: str
+    gpu_count: int
+    energy_j: float
+    time_s: float
+    runs: int
+    default_cost: float | None
+    """The sum of what the runs that said reckoned Default would have cost (cost units)."""
+    costed: int
+    """Runs that said."""
+    batch_size: int
+
+
+@cache
+def _shown_tries(columns: tuple[str, ...]) -> Select[Any]:
+    return (
+        select(*(trials.c[name] for name in dict.fromkeys(columns)))
+        .where(trials.c.job_pk == bindparam("job_pk"), *shown())
+        .order_by(trials.c.decision_seq)
+    )
+
+
+class TrialReads(Reads):
+    def shown_tries(self, job_pk: int, columns: tuple[str, ...]) -> Iterable[Any]:
+        """The version's shown tries in decision order, with ``columns`` (rows read by
+        column name), as the database returns them: a long job has thousands."""
+        return self.conn.execute(_shown_tries(columns), dict(job_pk=job_pk))
+
+    def place_sums(self, pks: list[int], since: datetime | None = None) -> list[PlaceSums]:
+        """Energy, time and cost of each version's shown tries (started at or after
+        ``since``), per place they ran in."""
+        t = trials.c
+        rows = self.conn.execute(
+            select(
+                t.job_pk,
+                t.dag_id,
+                t.task_id,
+                t.measurement,
+                func.coalesce(func.sum(t.energy_j), 0.0),
+                func.coalesce(func.sum(t.time_s), 0.0),
+                func.coalesce(func.sum(t.cost), 0.0),
+            )
+            .where(t.job_pk.in_(pks), *shown(since))
+            .group_by(t.job_pk, t.dag_id, t.task_id, t.measurement)
+        )
+        return [PlaceSums._make(r) for r in rows]
+
+    def run_counts(self, pks: list[int], since: datetime | None = None) -> dict[int, RunCount]:
+        """Each version's runs (started at or after ``since``), and how many finished."""
+        per_run = run_figures(pks, shown(since)).subquery()
+        rows = self.conn.execute(
+            select(
+                per_run.c.job_pk,
+                func.count().label("runs"),
+                func.coalesce(func.sum(per_run.c.done), 0).label("done"),
+            ).group_by(per_run.c.job_pk)
+        )
+        return {r.job_pk: RunCount(r.runs, int(r.done)) for r in rows}
+
+    def observe_sums(self, pks: list[int], since: datetime | None = None) -> dict[int, ObserveSums]:
+        """Observe mode's estimates, summed per version over its shown tries (started at
+        or after ``since``); None where none of them made one."""
+        t = trials.c
+        observe = t.would_save_energy_j.is_not(None)
+        rows = self.conn.execute(
+            select(
+                t.job_pk,
+                func.sum(t.would_save_energy_j),
+                func.sum(t.would_save_time_s),
+                func.sum(case((observe, t.energy_j))),
+            )
+            .where(t.job_pk.in_(pks), *shown(since))
+            .group_by(t.job_pk)
+        )
+        return {r[0]: ObserveSums(*r[1:]) for r in rows}
+
+    def default_runs(self, b0: Mapping[int, int]) -> dict[int, list[DefaultRuns]]:
+        """Each version's runs of its default batch size that ran to their end (version key
+        -> b0; the runs the budget's books count), added up per GPU setup and limit (each
+        scales by the same factor): a row per limit trained at, not per run."""
+        found: dict[int, list[DefaultRuns]] = {}
+        t = trials.c
+        for row in self.conn.execute(
+            select(
+                t.job_pk,
+                t.power_limit_w,
+                t.gpu_model,
+                t.gpu_count,
+                func.sum(t.energy_j).label("energy_j"),
+                func.sum(t.time_s).label("time_s"),
+                func.count().label("runs"),
+                func.sum(DEFAULT_COST).label("default_cost"),
+                func.count(DEFAULT_COST).label("costed"),
+            )
+            .where(t.job_pk.in_(list(b0)), t.batch_size.in_(set(b0.values())), *RAN_TO_ITS_END)
+            .group_by(t.job_pk, t.batch_size, t.power_limit_w, t.gpu_model, t.gpu_count)
+            .add_columns(t.batch_size)
+        ):
+            if row.batch_size == b0[row.job_pk]:  # (job, b0) pairs: cheaper to sift than bind
+                found.setdefault(row.job_pk, []).append(DefaultRuns._make(row))
+        return found
