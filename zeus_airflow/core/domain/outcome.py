@@ -25,7 +25,9 @@ class ObserverReport:
 
 @dataclass(frozen=True)
 class RunOutcome:
-    """What one try measured. Energy in J, time in s."""
+    """What one try measured. Energy in J, time in s. Its figures are the declared ones of
+    a try (``domain.figures.TRY_FIGURES``), under the same names: the store writes them as
+    they are, and ``domain.run_of`` adds them up into a run."""
 
     batch_size: int
     power_limit_w: int
@@ -66,6 +68,21 @@ class RunOutcome:
     power_control: str | None = None
     """How the limits could be changed: ``zeusd``, ``nvml`` or ``none`` (measured at the
     limits found); None on a replayed or simulated GPU (``devices.base.power_control``)."""
+
+    @property
+    def would_save_energy_j(self) -> float | None:
+        """Observe mode: the observer's estimate (J); None without one."""
+        return None if self.observer is None else self.observer.would_save_energy_j
+
+    @property
+    def would_save_time_s(self) -> float | None:
+        return None if self.observer is None else self.observer.would_save_time_s
+
+    @property
+    def energy_with_setup_j(self) -> float:
+        """Training and setup energy (J): what the grid supplied, and what the emissions are
+        of."""
+        return self.energy_j + self.setup_energy_j
 
 
 @dataclass(frozen=True)
