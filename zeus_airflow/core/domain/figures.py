@@ -67,6 +67,8 @@ class Shown:
     """Shown only once a listed row has this figure (e.g. the carbon columns); None: always."""
     parts: tuple[tuple[str, str], ...] = ()
     """``joules_sum``: (label, figure) of each figure the cell adds up."""
+    note: str | None = None
+    """The job page: a figure (a text) shown as the cell's tooltip when it has one."""
     last: bool = False
     """The CLI: after the columns that say where the figures come from (a note on the row)."""
 
@@ -192,6 +194,59 @@ class TrainingFigures:
     )
     """What its training steps (a run's: every try's) would have cost at the maximum power
     limit (cost units): for a run of the default batch size, its cost without Zeus."""
+    # --- a run's carbon figures (computed and stored by core/carbon/) --------------------------
+    carbon_zone: str | None = _figure("", stored="run", xcom=True)
+    """Grid zone of the carbon figures; None: the task had no carbon_zone."""
+    emissions_g: float | None = _figure(
+        "gCO2e",
+        adds="sum",
+        stored="run",
+        xcom=True,
+        cli=Shown("CO2e", "emissions", shown_with="emissions_g"),
+        page=(
+            Shown(
+                "Emissions",
+                "footprint",
+                title="gCO2e of the run's training and setup energy; where the grid's "
+                "intensity came from",
+                shown_with="emissions_g",
+            ),
+        ),
+    )
+    """gCO2e of the training and setup energy (a run's: every try's, each over its own
+    span)."""
+    energy_cost: float | None = _figure("currency", adds="sum", stored="run", xcom=True)
+    """In the price's currency (a run's: every try's); None without a price."""
+    carbon_intensity_g_per_kwh: float | None = _figure("gCO2e/kWh", stored="run", xcom=True)
+    """Mean gCO2e/kWh over the (last) try's span."""
+    carbon_provenance: str | None = _figure("", stored="run", xcom=True)
+    """live, forecast, file, fixed or fallback: where the intensity came from (the least direct
+    figure used)."""
+    carbon_note: str | None = _figure("", stored="run")
+    """Why the intensity fell back."""
+    start_delay_s: float | None = _figure(
+        "s",
+        stored="run",
+        xcom=True,
+        page=(
+            Shown(
+                "Start delay",
+                "time",
+                title="how long the carbon-aware start waited",
+                shown_with="emissions_g",
+                note="start_reason",
+            ),
+        ),
+    )
+    """How long the carbon-aware start waited (None: no start_deadline)."""
+    expected_emissions_g: float | None = _figure("gCO2e", stored="run", xcom=True)
+    """gCO2e the start plan expected (None without an expected energy)."""
+    unshifted_intensity_g_per_kwh: float | None = _figure("gCO2e/kWh", stored="run")
+    """Forecast gCO2e/kWh over the run's expected span had it started when planned."""
+    start_reason: str | None = _figure("", stored="run", xcom=True)
+    """Why the start was chosen."""
+
+    # --- how training ended, and what observe mode found ---------------------------------------
     epochs: int | None = _figure(
         "",
         adds="sum",
@@ -237,56 +292,6 @@ class TrainingFigures:
     )
     """How its GPUs' limits could be changed: ``zeusd``, ``nvml`` or ``none``; None on a
     replayed or simulated GPU (a run's: its last try's)."""
-    # --- a run's carbon figures (computed and stored by core/carbon/) --------------------------
-    carbon_zone: str | None = _figure("", stored="run", xcom=True)
-    """Grid zone of the carbon figures; None: the task had no carbon_zone."""
-    emissions_g: float | None = _figure(
-        "gCO2e",
-        adds="sum",
-        stored="run",
-        xcom=True,
-        cli=Shown("CO2e", "emissions", shown_with="emissions_g"),
-        page=(
-            Shown(
-                "Emissions",
-                "footprint",
-                title="gCO2e of the run's training and setup energy; where the grid's "
-                "intensity came from",
-                shown_with="emissions_g",
-            ),
-        ),
-    )
-    """gCO2e of the training and setup energy (a run's: every try's, each over its own
-    span)."""
-    energy_cost: float | None = _figure("currency", adds="sum", stored="run", xcom=True)
-    """In the price's currency (a run's: every try's); None without a price."""
-    carbon_intensity_g_per_kwh: float | None = _figure("gCO2e/kWh", stored="run", xcom=True)
-    """Mean gCO2e/kWh over the (last) try's span."""
-    carbon_provenance: str | None = _figure("", stored="run", xcom=True)
-    """live, forecast, file, fixed or fallback: where the intensity came from (the least direct
-    figure used)."""
-    carbon_note: str | None = _figure("", stored="run")
-    """Why the intensity fell back."""
-    start_delay_s: float | None = _figure(
-        "s",
-        stored="run",
-        xcom=True,
-        page=(
-            Shown(
-                "Start delay",
-                "time",
-                title="how long the carbon-aware start waited",
-                shown_with="emissions_g",
-            ),
-        ),
-    )
-    """How long the carbon-aware start waited (None: no start_deadline)."""
-    expected_emissions_g: float | None = _figure("gCO2e", stored="run", xcom=True)
-    """gCO2e the start plan expected (None without an expected energy)."""
-    unshifted_intensity_g_per_kwh: float | None = _figure("gCO2e/kWh", stored="run")
-    """Forecast gCO2e/kWh over the run's expected span had it started when planned."""
-    start_reason: str | None = _figure("", stored="run", xcom=True)
-    """Why the start was chosen."""
 
     @property
     def host_energy_j(self) -> float | None:
@@ -295,11 +300,11 @@ class TrainingFigures:
         cpu, dram = self.cpu_energy_j, self.dram_energy_j
         return None if cpu is None and dram is None else (cpu or 0.0) + (dram or 0.0)
 
-    @property
-    def energy_with_setup_j(self) -> float:
-        """Training and setup energy (J), 0 where not measured: what the grid supplied, and
-        what the emissions are of."""
-        return (self.energy_j or 0.0) + (self.setup_energy_j or 0.0)
+    def energy_with_setup_j(self, training_j: float | None = None) -> float:
+        """Training energy (``training_j``, else its own) and its setup energy (J), 0 for one
+        not measured: what the grid supplied, and what the emissions are of."""
+        training = self.energy_j if training_j is None else training_j
+        return (training or 0.0) + (self.setup_energy_j or 0.0)
 
 
 FIGURES: Mapping[str, Figure] = {

@@ -78,12 +78,6 @@ class RunOutcome:
     def would_save_time_s(self) -> float | None:
         return None if self.observer is None else self.observer.would_save_time_s
 
-    @property
-    def energy_with_setup_j(self) -> float:
-        """Training and setup energy (J): what the grid supplied, and what the emissions are
-        of."""
-        return self.energy_j + self.setup_energy_j
-
 
 @dataclass(frozen=True)
 class SliceInProgress:

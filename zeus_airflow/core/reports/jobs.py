@@ -7,9 +7,10 @@ from dataclasses import fields
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, Integer, Select, case, func, select
+from sqlalchemy import ColumnElement, Connection, Integer, Select, func, select
 
 from zeus_airflow.core.devices.base import Measurement
+from zeus_airflow.core.domain import FIGURES, TRY_FIGURES, TrainingFigures
 from zeus_airflow.core.reports.arms import arms, decision_state, profile_points
 from zeus_airflow.core.reports.default import default_estimates
 from zeus_airflow.core.reports.records import JobDetail, JobSummary, JobTotals, Version
@@ -206,6 +207,12 @@ def run_figures(pks: list[int], shown: tuple[ColumnElement[bool], ...]) -> Selec
     )
 
 
+_OBSERVED = trials.c.would_save_energy_j.is_not(None)
+"""Tries that trained in observe mode (and made an estimate)."""
+_SUMMED = tuple(name for name in TRY_FIGURES if FIGURES[name].adds != "last")
+"""A try's figures that add up (``core/domain/figures.py``)."""
+
+
 def summaries(
     conn: Connection,
     chosen: Sequence[Version],
@@ -214,26 +221,19 @@ def summaries(
 ) -> list[JobSummary]:
     """One summary per chosen version, in the order given (``since``: as :func:`totals`)."""
     pks = [v.pk for v in chosen]
-    observe = trials.c.would_save_energy_j.is_not(None)
     shown = (SHOWN,) if since is None else (SHOWN, trials.c.started_at >= since)
     observed = {
-        r.job_pk: r
+        r.job_pk: TrainingFigures(**{name: r[name] for name in _SUMMED})
         for r in conn.execute(
-            select(
-                trials.c.job_pk,
-                func.sum(trials.c.would_save_energy_j).label("would_save_energy"),
-                func.sum(trials.c.would_save_time_s).label("would_save_time"),
-                func.sum(case((observe, trials.c.energy_j))).label("observed_energy"),
-            )
-            .where(trials.c.job_pk.in_(pks), *shown)
+            select(trials.c.job_pk, *(func.sum(trials.c[name]).label(name) for name in _SUMMED))
+            .where(trials.c.job_pk.in_(pks), _OBSERVED, *shown)
             .group_by(trials.c.job_pk)
-        )
+        ).mappings()
     }
     summed = totals(conn, chosen, since)
     result = []
     for v in chosen:
         phase, best = decision_state(conn, v)
-        seen = observed.get(v.pk)
         result.append(
             JobSummary(
                 **{f.name: getattr(summed[v.pk], f.name) for f in fields(JobTotals)},
@@ -241,9 +241,7 @@ def summaries(
                 phase=phase,
                 best_batch_size=best,
                 best_power_limit_w=_last_limit(conn, v.pk, best),
-                would_save_energy_j=seen.would_save_energy if seen else None,
-                would_save_time_s=seen.would_save_time if seen else None,
-                observed_energy_j=seen.observed_energy if seen else None,
+                observed=observed.get(v.pk),
             )
         )
     return result

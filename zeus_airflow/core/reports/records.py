@@ -171,12 +171,10 @@ class JobSummary(JobTotals):
     size, as without Zeus), or the last decision's phase for other policies."""
     best_batch_size: int | None
     best_power_limit_w: int | None
-    would_save_energy_j: float | None = None
-    """Observe mode: J training at the optimum would have saved, summed over the tries that
-    reported it; None when none did."""
-    would_save_time_s: float | None = None
-    observed_energy_j: float | None = None
-    """The energy of those tries: what ``would_save_energy_j`` is a share of."""
+    observed: TrainingFigures | None = None
+    """Observe mode: the figures of the tries that trained in it, summed (what training at
+    the optimum would have saved, and their energy, what that is a share of); None when
+    none did."""
 
 
 def saved_fraction(used: float | None, default: float | None) -> float | None:
