@@ -112,6 +112,7 @@ class TrainingFigures:
     """What training measured: a try's own figures, or a run's from its tries' (each field's
     ``adds``). Energy in J, time in s, power in W; None until measured."""
 
+    # --- what training used -------------------------------------------------------------------
     power_limit_w: int | None = _figure(
         "W",
         sql="int",
@@ -316,10 +317,10 @@ TRY_FIGURES: tuple[str, ...] = tuple(n for n, f in FIGURES.items() if f.stored =
 ``RunOutcome`` carries under the same names."""
 
 RUN_FACTS: tuple[Figure, ...] = (
-    Figure("batch_size", "", sql="int", xcom=True, metric="batch size of the last try"),
-    Figure("tries", "", sql="int", xcom=True, metric="batch sizes tried in the run"),
-    Figure("phase", "", sql="code", xcom=True),
-    Figure("measurement", "", sql="code", xcom=True),
+    Figure("batch_size", "", xcom=True, metric="batch size of the last try"),
+    Figure("tries", "", xcom=True, metric="batch sizes tried in the run"),
+    Figure("phase", "", xcom=True),
+    Figure("measurement", "", xcom=True),
     Figure("budget_left_runs", "", xcom=True),
 )
 """What a run publishes besides its figures: its last try's batch size, how many tries it
