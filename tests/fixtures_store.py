@@ -301,3 +301,22 @@ def replay_never_reaching(gpu: Any) -> Any:
             run.report_metric(0.5)
 
     return never
+
+
+def replay_missing_at(gpu: Any, batch_size: int, seed: int) -> Any:
+    """A train function on a replay GPU that replays the traces, except that ``batch_size``
+    never reaches the target (its tries run to max_epochs or the early-stop bound)."""
+    from zeus_airflow.core.replay_training import ReplayTraining
+    from zeus_airflow.core.run import TrainingRun
+
+    replay = ReplayTraining(gpu, seed=seed)
+
+    def train(run: TrainingRun) -> object:
+        if run.batch_size == batch_size:
+            for _ in run.epochs():
+                run.run_steps(gpu.steps_per_epoch(), gpu.advance_steps)
+                run.report_metric(0.0)
+            return None
+        return replay(run)
+
+    return train

@@ -125,8 +125,8 @@ def test_the_expected_run_is_the_one_the_policy_is_about_to_choose() -> None:
     # The exploration budget cannot pay for pruning's next step after one run: b0 again.
     assert (phase, upcoming) == ("exploit", first.batch_size)
     assert early is not None and f"b={upcoming}, next in exploit" in early.basis
-    assert early.time_s == pytest.approx(first.time_s + first.setup_time_s)
-    assert early.energy_j == pytest.approx(first.energy_j + first.setup_energy_j)
+    assert early.time_s == pytest.approx(first.time_s + first.figures.setup_time_s)
+    assert early.energy_j == pytest.approx(first.energy_j + first.figures.setup_energy_j)
 
     results = [job.run(i) for i in range(1, 30)]
     assert results[0].tries[0].outcome.batch_size == upcoming  # the policy's own choice
@@ -135,7 +135,7 @@ def test_the_expected_run_is_the_one_the_policy_is_about_to_choose() -> None:
     assert phase == "sampling" and at_size and late is not None
     assert f"b={upcoming}, next in sampling" in late.basis
     assert late.time_s == pytest.approx(
-        sum(r.time_s + r.setup_time_s for r in at_size) / len(at_size)
+        sum(r.time_s + r.figures.setup_time_s for r in at_size) / len(at_size)
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from fixtures_airflow import TRACES
-from fixtures_store import replay_never_reaching
+from fixtures_store import replay_missing_at, replay_never_reaching
 from sqlalchemy import select
 
 from zeus_airflow.core.config import JobConfig, ProfilerConfig
@@ -126,16 +126,7 @@ def test_failed_try_is_retried_with_another_size_and_both_are_recorded(
     store, gpu = SQLStore.in_memory(), ReplayGPU(cifar)
     cfg = config_for(cifar)
     engine = Engine(store, gpu, cfg, seed=3, heartbeat_s=None)
-    replay = ReplayTraining(gpu, seed=3)
-
-    def fails_at_512(run: TrainingRun) -> object:
-        if run.batch_size == 512:
-            for _ in run.epochs():
-                run.run_steps(gpu.steps_per_epoch(), gpu.advance_steps)
-                run.report_metric(0.0)
-            return None
-        return replay(run)
-
+    fails_at_512 = replay_missing_at(gpu, 512, seed=3)
     results = [engine.run_recurrence(fails_at_512, RecurrenceKey(f"r{i}")) for i in range(3)]
     # Round 1: 1024, then 512 fails (the walk down ends) and the walk up goes on in the same
     # recurrence: 2048 needs more than max_epochs, so it fails too, then round 2 starts at 1024.

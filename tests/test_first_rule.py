@@ -80,7 +80,7 @@ def test_the_store_keeps_setup_beside_the_training_figures() -> None:
     result = engine.run_recurrence(train_after_setup(rig, SETUP_S), RecurrenceKey("r1"))
     (row,) = list_trials(store)
     assert row.setup_time_s == pytest.approx(SETUP_S)
-    assert row.setup_energy_j == pytest.approx(result.setup_energy_j)
+    assert row.setup_energy_j == pytest.approx(result.figures.setup_energy_j)
     assert row.time_s == pytest.approx(result.time_s)
     assert result.time_s == pytest.approx(3 * (100 * STEP_TIME_S[175] + EVAL_S), rel=0.05)
 

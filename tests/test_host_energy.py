@@ -67,16 +67,16 @@ def test_cpu_and_dram_energy_are_reported_beside_the_gpus_and_kept_out_of_the_co
     result, _ = run_job(tmp_path)
     seconds = STEPS * STEP_S
     assert result.energy_j == pytest.approx(GPU_W * seconds, abs=0.01)
-    assert result.cpu_energy_j == pytest.approx(CPU_W * seconds)
-    assert result.dram_energy_j == pytest.approx(DRAM_W * seconds)
+    assert result.figures.cpu_energy_j == pytest.approx(CPU_W * seconds)
+    assert result.figures.dram_energy_j == pytest.approx(DRAM_W * seconds)
     assert result.cost == pytest.approx(
         0.5 * GPU_W * seconds + 0.5 * MAX_POWER_W * seconds, abs=0.01
     )
     pushed = xcom_values(result)
     assert set(pushed) == set(XCOM_KEYS)
     assert (pushed["cpu_energy_j"], pushed["dram_energy_j"]) == (
-        result.cpu_energy_j,
-        result.dram_energy_j,
+        result.figures.cpu_energy_j,
+        result.figures.dram_energy_j,
     )
     assert "CPU+DRAM 180 J" in summary_line(result)
 
@@ -91,7 +91,7 @@ def test_cost_includes_cpu_adds_the_hosts_energy_to_the_cost(tmp_path: Path) -> 
 
 def test_without_rapl_the_host_is_not_measured_and_said_so(tmp_path: Path) -> None:
     result, _ = run_job(tmp_path, with_rapl=False)
-    assert result.cpu_energy_j is None and result.dram_energy_j is None
+    assert result.figures.cpu_energy_j is None and result.figures.dram_energy_j is None
     pushed = xcom_values(result)
     assert pushed["cpu_energy_j"] is None and pushed["dram_energy_j"] is None
     assert "CPU+DRAM" not in summary_line(result)
@@ -107,8 +107,8 @@ def test_the_store_the_reports_and_the_cli_keep_them(
     result, store = run_job(tmp_path)
     (trial,) = list_trials(store)
     assert (trial.cpu_energy_j, trial.dram_energy_j) == (
-        pytest.approx(result.cpu_energy_j),
-        pytest.approx(result.dram_energy_j),
+        pytest.approx(result.figures.cpu_energy_j),
+        pytest.approx(result.figures.dram_energy_j),
     )
     with store.reader() as reader:
         (run,) = runs(reader, result.job.id)

@@ -111,7 +111,7 @@ def test_a_mig_instance_is_measured_through_its_parent_and_its_limit_never_set(
     (warning,) = warnings_of(caplog)
     assert "MIG instance" in warning and "measure mode" in warning
     # The parent GPU's whole energy, shared with the other instances.
-    assert result.energy_j + result.setup_energy_j == pytest.approx(
+    assert result.energy_j + result.figures.setup_energy_j == pytest.approx(
         (fake.true_energy_mj(1) - start_mj) / 1000, abs=0.01
     )
 
@@ -187,7 +187,7 @@ def test_a_pascal_gpu_without_energy_counter_is_measured_by_sampled_power() -> N
         assert gpus.energy_source == "sampling"
         start_mj = fake.true_energy_mj(0)
         result = run_engine(gpus, clock, job("measure"))
-        assert result.energy_j + result.setup_energy_j == pytest.approx(
+        assert result.energy_j + result.figures.setup_energy_j == pytest.approx(
             (fake.true_energy_mj(0) - start_mj) / 1000, rel=1e-6
         )
         assert fake.calls["nvmlDeviceGetPowerUsage"] >= 2

@@ -117,11 +117,13 @@ def test_the_reports_sum_what_observe_mode_would_have_saved(cifar: WorkloadTrace
         history = reader.versions([JOB_ID])
         (summary,) = summaries(reader, [current(history[JOB_ID])], history)
         shown = runs(reader, summary.version.pk)
-    assert summary.would_save_energy_j == pytest.approx(
+    observed = summary.observed
+    assert observed is not None
+    assert observed.would_save_energy_j == pytest.approx(
         sum(r.would_save_energy_j or 0 for r in rows)
     )
-    assert summary.would_save_time_s == pytest.approx(sum(r.would_save_time_s or 0 for r in rows))
-    assert summary.observed_energy_j == pytest.approx(summary.energy_j)
+    assert observed.would_save_time_s == pytest.approx(sum(r.would_save_time_s or 0 for r in rows))
+    assert observed.energy_j == pytest.approx(summary.energy_j)
     assert [(r.power_limit_w, r.optimal_power_limit_w, r.would_save_energy_j) for r in shown] == [
         (t.power_limit_w, t.optimal_power_limit_w, t.would_save_energy_j) for t in rows
     ]
@@ -151,7 +153,7 @@ def test_a_try_shorter_than_its_profile_says_so_instead_of_a_saving(cifar: Workl
     summary says so, rather than a limit and no finding, and the next run goes on."""
     steps = ProfilerConfig(mode="observe", warmup_steps=2_000, profile_steps=2_000)
     first, second = observe_job(SQLStore.in_memory(), cifar, recurrences=2, profiler=steps)
-    assert first.profile_unfinished and first.would_save_energy_j is None
+    assert first.profile_unfinished and first.figures.would_save_energy_j is None
     # The limit it ended at (a slice's) is never reported as the optimum.
     assert first.optimal_power_limit_w is None
     assert xcom_values(first)["optimal_power_limit_w"] is None
@@ -166,4 +168,4 @@ def test_a_try_shorter_than_its_profile_says_so_instead_of_a_saving(cifar: Workl
     complete = observe_job(SQLStore.in_memory(), cifar, recurrences=1)[0]
     assert not complete.profile_unfinished
     assert "profile unfinished" not in summary_line(complete)
-    assert second.profile_unfinished or second.would_save_energy_j is not None
+    assert second.profile_unfinished or second.figures.would_save_energy_j is not None

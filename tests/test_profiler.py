@@ -689,8 +689,8 @@ def test_short_runs_stay_within_the_budget_and_still_finish_the_profile() -> Non
         ratios = []
         for day in range(12):
             result = engine.run_recurrence(_steep_train(rig, 14, []), RecurrenceKey(f"r{day}"))
-            assert result.default_cost is not None
-            spent, default = spent + result.cost, default + result.default_cost
+            assert result.figures.default_cost is not None
+            spent, default = spent + result.cost, default + result.figures.default_cost
             ratios.append(spent / default)
         return ratios, result
 

@@ -160,7 +160,7 @@ def test_without_synchronising_every_limit_looks_as_fast_as_the_host() -> None:
     # ...so the lowest power limit looks best, and is wrong.
     assert result.power_limit_w == 150 != TRUE_OPTIMUM_W
     # The run ended with work still queued: its energy is missing from the run.
-    assert result.energy_j + result.setup_energy_j < 0.8 * true_j
+    assert result.energy_j + result.figures.setup_energy_j < 0.8 * true_j
 
 
 def test_synchronising_attributes_each_slice_to_its_own_limit() -> None:
@@ -171,7 +171,7 @@ def test_synchronising_attributes_each_slice_to_its_own_limit() -> None:
     for limit, seconds in per_step_s.items():
         assert seconds == pytest.approx(STEP_TIME_S[limit] + bubble_s, rel=1e-6)
     assert result.power_limit_w == TRUE_OPTIMUM_W
-    assert result.energy_j + result.setup_energy_j == pytest.approx(true_j, rel=1e-9)
+    assert result.energy_j + result.figures.setup_energy_j == pytest.approx(true_j, rel=1e-9)
 
 
 def test_a_users_own_synchronize_is_called_at_every_window_edge() -> None:

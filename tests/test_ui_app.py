@@ -237,14 +237,14 @@ def test_an_observe_mode_job_shows_what_the_optimum_would_have_saved(
     from zeus_airflow.core.units import show_energy, show_time
 
     results = observe_job(store, load_workload_trace(TRACES, "v100", "cifar100"), 2)
-    saved_j = sum(r.would_save_energy_j or 0.0 for r in results)
+    saved_j = sum(r.figures.would_save_energy_j or 0.0 for r in results)
     optimum = results[-1].optimal_power_limit_w
     page = client.get(f"/jobs/{JOB_ID}")
     assert page.status_code == 200
     card = page.text.split('id="observe"', 1)[1].split("</div></div>", 1)[0]
     assert "Observe mode: the optimum would save" in card and show_energy(saved_j) in card
     # Under "would save", a bare "time +37 s" read as 37 s saved when it meant 37 s longer.
-    saved_s = sum(r.would_save_time_s or 0.0 for r in results)
+    saved_s = sum(r.figures.would_save_time_s or 0.0 for r in results)
     assert (
         f"taking {show_time(-saved_s)} longer"
         if saved_s < 0
@@ -270,8 +270,8 @@ def test_the_runs_table_shows_cpu_and_dram_beside_the_gpus(
     assert ">180</td>" in page.text and "CPU 150.0 J, DRAM 30.0 J" in page.text
     (run,) = client.get("/api/jobs/host/runs").json()["runs"]
     assert (run["run"]["cpu_energy_j"], run["run"]["dram_energy_j"]) == (
-        pytest.approx(result.cpu_energy_j),
-        pytest.approx(result.dram_energy_j),
+        pytest.approx(result.figures.cpu_energy_j),
+        pytest.approx(result.figures.dram_energy_j),
     )
 
 

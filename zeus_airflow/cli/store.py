@@ -20,7 +20,7 @@ from typing import Any, TextIO
 
 from zeus_airflow.cli import views
 from zeus_airflow.cli.options import non_blank
-from zeus_airflow.core.domain import TrialRecord
+from zeus_airflow.core.domain import TrainingFigures, TrialRecord, run_of
 from zeus_airflow.core.store.admin import JobVersion, list_jobs, list_trials, reset_job
 from zeus_airflow.core.store.base import StoreError
 from zeus_airflow.core.store.location import (
@@ -193,7 +193,8 @@ def _measurements(trials: list[TrialRecord]) -> dict[tuple[str, int], str]:
 
 
 def _runs(args: argparse.Namespace) -> int:
-    rows = [dataclasses.asdict(trial) for trial in list_trials(store_from_args(args), args.job)]
+    trials = list_trials(store_from_args(args), args.job)
+    rows = [dataclasses.asdict(trial) for trial in trials]
     if args.job and not rows:
         print(f"no trials of job {args.job!r}", file=sys.stderr)
     if args.format == "table" and not args.wide:
@@ -204,17 +205,13 @@ def _runs(args: argparse.Namespace) -> int:
     if args.format != "table":
         return 0
     notes = [] if args.wide else [views.TRY_NOTE]
-    observed = [row for row in rows if row["would_save_energy_j"] is not None]
+    observed = [t for t in trials if t.would_save_energy_j is not None]
     if observed:
-        energy_j = sum(row["energy_j"] or 0.0 for row in observed)
+        # The tries' optima differ: the note says "at the optimum", not one limit.
+        together = TrainingFigures(**{**run_of(observed), "optimal_power_limit_w": None})
         notes.append(
-            observe_note(
-                None,
-                energy_j,
-                sum(row["would_save_energy_j"] for row in observed),
-                sum(row["would_save_time_s"] or 0.0 for row in observed),
-            )
-            + f" (over the {len(observed)} tries above that trained in observe mode)"
+            f"{observe_note(together)} (over the {len(observed)} tries above that trained "
+            "in observe mode)"
         )
     _notes(*notes)
     return 0

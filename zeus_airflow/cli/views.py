@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from zeus_airflow.core.domain import STATUS_SHOWN
+from zeus_airflow.core.domain import FIGURES, STATUS_SHOWN, Shown
 from zeus_airflow.core.units import show_emissions, show_energy, show_time
 
 Row = Mapping[str, Any]
@@ -58,11 +58,15 @@ def short_run_id(run_id: str) -> str:
     return run_id if len(run_id) <= RUN_ID_CHARS else run_id[: RUN_ID_CHARS - 1] + "…"
 
 
-def _watts(value: int | None) -> str:
-    return "-" if value is None else f"{value} W"
+SHOW: Mapping[str, Callable[[Any], str]] = {
+    "watts": lambda w: f"{w} W",
+    "energy": show_energy,
+    "time": show_time,
+    "emissions": show_emissions,
+}
+"""How the default table shows a figure, by its declared ``cli`` format."""
 
-
-RUN_COLUMNS: tuple[Column, ...] = (
+WHICH_COLUMNS: tuple[Column, ...] = (
     ("id", lambda r: str(r["id"])),
     ("job", lambda r: str(r["job_id"])),
     (
@@ -73,18 +77,15 @@ RUN_COLUMNS: tuple[Column, ...] = (
     ("outcome", outcome),
     ("phase", lambda r: str(r["phase"])),
     ("batch", lambda r: str(r["batch_size"])),
-    ("limit", lambda r: _watts(r["power_limit_w"])),
-    ("energy", lambda r: _or_dash(show_energy, r["energy_j"])),
-    ("time", lambda r: _or_dash(show_time, r["time_s"])),
-    ("data", lambda r: str(r["measurement"])),
 )
-"""Every try: which (the DAG run, its map index when mapped), how it ended, at what size and
-limit, what it used, where the figures come from (measured, replayed, simulated)."""
-CARBON_COLUMN: Column = ("CO2e", lambda r: _or_dash(show_emissions, r["emissions_g"]))
-"""After ``time`` once a listed try has carbon figures."""
+"""Which try (the DAG run, its map index when mapped), how it ended, at what size; then its
+figures (those with a ``cli`` column in ``core/domain/figures.py``: the limit, what it used,
+its emissions once a listed try has them)."""
+DATA_COLUMN: Column = ("data", lambda r: str(r["measurement"]))
+"""Where the figures come from (measured, replayed, simulated)."""
 BUDGET_COLUMN: Column = ("budget", lambda r: _or_dash("{:.1f}".format, r["budget_left_runs"]))
-"""After ``time`` once a listed try ran under an exploration budget: the budget left when it
-was decided, in Default runs' worth."""
+"""After the figures once a listed try ran under an exploration budget: the budget left when
+it was decided, in Default runs' worth."""
 LATE_COLUMN: Column = (
     "late",
     lambda r: (
@@ -95,28 +96,34 @@ LATE_COLUMN: Column = (
 )
 """Last once a listed try's result reached the store late, from the outbox (the store could
 not take it when the try finished): when it was recorded."""
-OBSERVE_COLUMN: Column = ("would save", lambda r: _or_dash(show_energy, r["would_save_energy_j"]))
-"""Last once a listed try ran in observe mode: what training at its optimum would have
-saved."""
+
+
+def _figure_column(name: str, shown: Shown) -> Column:
+    show = SHOW[shown.format]
+    return shown.label, lambda r: _or_dash(show, r[name])
 
 
 def run_columns(rows: Sequence[Row]) -> tuple[Column, ...]:
-    """The default table's columns for these tries."""
-    extra = [
-        column
-        for column, shown in (
-            (CARBON_COLUMN, any(r["emissions_g"] is not None for r in rows)),
-            (BUDGET_COLUMN, any(r["budget_left_runs"] is not None for r in rows)),
-        )
-        if shown
+    """The default table's columns for these tries: which, the declared figures (those
+    declared ``last``, e.g. observe mode's "would save", after where the figures come
+    from), the budget, ``late``; a column whose figure is ``shown_with`` another only when a
+    listed try has that one."""
+    figures = [
+        (name, shown)
+        for name, figure in FIGURES.items()
+        if (shown := figure.cli) is not None
+        and (shown.shown_with is None or any(r[shown.shown_with] is not None for r in rows))
     ]
-    at = [name for name, _ in RUN_COLUMNS].index("time") + 1
-    columns = (*RUN_COLUMNS[:at], *extra, *RUN_COLUMNS[at:])
-    if any(r["would_save_energy_j"] is not None for r in rows):
-        columns = (*columns, OBSERVE_COLUMN)
-    if any(r["recorded_late_at"] is not None for r in rows):
-        columns = (*columns, LATE_COLUMN)
-    return columns
+    budget = [BUDGET_COLUMN] if any(r["budget_left_runs"] is not None for r in rows) else []
+    late = [LATE_COLUMN] if any(r["recorded_late_at"] is not None for r in rows) else []
+    return (
+        *WHICH_COLUMNS,
+        *(_figure_column(name, shown) for name, shown in figures if not shown.last),
+        *budget,
+        DATA_COLUMN,
+        *(_figure_column(name, shown) for name, shown in figures if shown.last),
+        *late,
+    )
 
 
 JOB_COLUMNS: tuple[Column, ...] = (

@@ -17,13 +17,14 @@ fails the recurrence without judging its batch size.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -32,6 +33,7 @@ from zeus_airflow.core.config import JobConfig
 from zeus_airflow.core.devices.base import GPUGroup, MeasurementKind
 from zeus_airflow.core.devices.sync import Synchronize
 from zeus_airflow.core.domain import (
+    TRY_FIGURES,
     BudgetStatus,
     Decide,
     Decision,
@@ -42,7 +44,9 @@ from zeus_airflow.core.domain import (
     PowerProfile,
     RecurrenceKey,
     RunOutcome,
+    TrainingFigures,
     counts_as_observation,
+    run_of,
 )
 from zeus_airflow.core.monitor import HostEnergyMeter
 from zeus_airflow.core.policy import NoFeasibleBatchSizeError, Policy, ZeusPolicy
@@ -51,6 +55,7 @@ from zeus_airflow.core.snapshot import job_snapshot
 from zeus_airflow.core.store.base import Store, StoreError, UnrecordedResultError
 
 TrainFunction = Callable[[TrainingRun], Any]
+T = TypeVar("T")
 ReturnCheck = Callable[[Any], None]
 """Raises when the train function's return value cannot be published (e.g. as an XCom)."""
 
@@ -119,59 +124,28 @@ class RecurrenceResult:
         """The last try trained at the limits being profiled (see ``RunOutcome``)."""
         return self.final.outcome.profile_unfinished
 
-    @property
-    def would_save_energy_j(self) -> float | None:
-        """Observe mode: energy (J) training at the optimum would have saved, every try
-        that reported it; None when none did."""
-        reports = [t.outcome.observer for t in self.tries if t.outcome.observer]
-        return sum(r.would_save_energy_j for r in reports) if reports else None
-
-    @property
-    def would_save_time_s(self) -> float | None:
-        reports = [t.outcome.observer for t in self.tries if t.outcome.observer]
-        return sum(r.would_save_time_s for r in reports) if reports else None
+    @functools.cached_property
+    def figures(self) -> TrainingFigures:
+        """The recurrence's figures from its tries' (``domain.run_of``): energy in J and time
+        in s of every try, the last try's limit, ... (no carbon figures: the carbon code
+        computes those)."""
+        return TrainingFigures(**run_of([t.outcome for t in self.tries], TRY_FIGURES))
 
     @property
     def energy_j(self) -> float:
-        return sum(t.outcome.energy_j for t in self.tries)
+        return _known(self.figures.energy_j)
 
     @property
     def time_s(self) -> float:
-        return sum(t.outcome.time_s for t in self.tries)
+        return _known(self.figures.time_s)
 
     @property
     def cost(self) -> float:
-        return sum(t.outcome.cost for t in self.tries)
+        return _known(self.figures.cost)
 
     @property
     def epochs(self) -> int:
-        return sum(t.outcome.epochs for t in self.tries)
-
-    @property
-    def cpu_energy_j(self) -> float | None:
-        """The host's CPU package energy over every try's training (RAPL), J; None: not
-        measured."""
-        return _sum_measured([t.outcome.cpu_energy_j for t in self.tries])
-
-    @property
-    def dram_energy_j(self) -> float | None:
-        return _sum_measured([t.outcome.dram_energy_j for t in self.tries])
-
-    @property
-    def setup_energy_j(self) -> float:
-        """Energy spent before training in every try (not part of the cost)."""
-        return sum(t.outcome.setup_energy_j for t in self.tries)
-
-    @property
-    def setup_time_s(self) -> float:
-        return sum(t.outcome.setup_time_s for t in self.tries)
-
-    @property
-    def default_cost(self) -> float | None:
-        """What the recurrence's tries would have cost at the GPUs' maximum limit (see
-        ``RunOutcome.default_cost``); None when a try did not say."""
-        costs = [t.outcome.default_cost for t in self.tries]
-        return None if None in costs else sum(c for c in costs if c is not None)
+        return _known(self.figures.epochs)
 
     @property
     def budget_left_runs(self) -> float | None:
@@ -192,10 +166,10 @@ class RecurrenceResult:
         return self.final.phase == "fallback"
 
 
-def _sum_measured(values: list[float | None]) -> float | None:
-    """The sum of the tries that measured it; None when none did."""
-    measured = [v for v in values if v is not None]
-    return sum(measured) if measured else None
+def _known(value: T | None) -> T:
+    """A figure every finished try measures, summed over a recurrence's (never empty) tries."""
+    assert value is not None
+    return value
 
 
 class Engine:

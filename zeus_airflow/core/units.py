@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from zeus_airflow.core.domain.figures import TrainingFigures
+
 J_PER_KWH = 3.6e6
 
 _ENERGY = (("GJ", 1e9), ("MJ", 1e6), ("kJ", 1e3), ("J", 1.0))
@@ -78,22 +80,25 @@ def show_share(fraction: float | None) -> str:
     return "—" if fraction is None else f"{100 * fraction:.1f} %"
 
 
-def observe_note(
-    optimal_w: int | None, energy_j: float, would_save_energy_j: float, would_save_time_s: float
-) -> str:
+def observe_note(figures: TrainingFigures) -> str | None:
     """Observe mode's finding, e.g. ``observe: at 175 W it would have saved 97 kJ (12%),
-    taking 3.2 min longer``."""
-    share = f" ({would_save_energy_j / energy_j:.0%})" if energy_j > 0 else ""
+    taking 3.2 min longer``; None outside observe mode (no estimate)."""
+    saved_j, saved_s = figures.would_save_energy_j, figures.would_save_time_s
+    if saved_j is None or saved_s is None:
+        return None
+    energy_j = figures.energy_j or 0.0
+    share = f" ({saved_j / energy_j:.0%})" if energy_j > 0 else ""
     energy = (
-        f"saved {show_energy(would_save_energy_j)}{share}"
-        if would_save_energy_j >= 0
-        else f"spent {show_energy(-would_save_energy_j)} more"
+        f"saved {show_energy(saved_j)}{share}"
+        if saved_j >= 0
+        else f"spent {show_energy(-saved_j)} more"
     )
     time = (
-        f"finishing {show_time(would_save_time_s)} sooner"
-        if would_save_time_s >= 0
-        else f"taking {show_time(-would_save_time_s)} longer"
+        f"finishing {show_time(saved_s)} sooner"
+        if saved_s >= 0
+        else f"taking {show_time(-saved_s)} longer"
     )
+    optimal_w = figures.optimal_power_limit_w
     at = f"at {optimal_w} W" if optimal_w is not None else "at the optimum"
     return f"observe: {at} it would have {energy}, {time}"
 

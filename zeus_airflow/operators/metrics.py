@@ -20,39 +20,30 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from zeus_airflow.core.domain import FIGURES as DECLARED
+from zeus_airflow.core.domain import RUN_FACTS
 from zeus_airflow.core.engine import RecurrenceResult
+from zeus_airflow.operators.summary import run_values
 
 METRIC_PREFIX = "zeus.run"
 
 FIGURES: dict[str, str] = {
-    "energy_j": "training energy of the run, every try (J)",
-    "time_s": "training time of the run, every try (s)",
-    "cost": "Zeus cost of the run (J-equivalents)",
-    "batch_size": "batch size of the last try",
-    "power_limit_w": "power limit the last try trained at (W)",
-    "setup_energy_j": "energy before training, every try (J; not in the cost)",
-    "setup_time_s": "time before training, every try (s)",
-    "epochs": "epochs over every try",
-    "tries": "batch sizes tried in the run",
-    "reached_target": "1 if the last try reached the target, else 0",
+    f.name: f.metric
+    for f in (*DECLARED.values(), *RUN_FACTS)
+    if f.metric is not None and f.stored == "try"
 }
-"""Every gauge a run sends, by figure, with its unit (docs/operator.md lists the same)."""
+"""Every gauge a run sends, by figure, with its unit (declared in ``core/domain/figures.py``;
+docs/operator.md lists the same)."""
 
 
 def run_figures(result: RecurrenceResult) -> dict[str, float]:
-    """The values of :data:`FIGURES` for one finished run."""
-    return {
-        "energy_j": result.energy_j,
-        "time_s": result.time_s,
-        "cost": result.cost,
-        "batch_size": result.batch_size,
-        "power_limit_w": result.power_limit_w,
-        "setup_energy_j": result.setup_energy_j,
-        "setup_time_s": result.setup_time_s,
-        "epochs": result.epochs,
-        "tries": len(result.tries),
-        "reached_target": int(result.reached_target),
-    }
+    """The values of :data:`FIGURES` for one finished run (a flag as 1 or 0)."""
+    values = run_values(result)
+    return {name: _number(values[name]) for name in FIGURES}
+
+
+def _number(value: Any) -> float:
+    return int(value) if isinstance(value, bool) else value
 
 
 def emit_run_metrics(

@@ -11,44 +11,32 @@ from typing import Any
 
 from zeus_airflow.core.devices.base import GPUGroup
 from zeus_airflow.core.devices.base import power_control as core_power_control
-from zeus_airflow.core.domain import RunCarbon
+from zeus_airflow.core.domain import FIGURES, RUN_FACTS, TRY_FIGURES, RunCarbon
 from zeus_airflow.core.engine import RecurrenceResult
 from zeus_airflow.core.units import observe_note, show_emissions, show_energy, show_time
 
-XCOM_KEYS: tuple[str, ...] = (
-    "batch_size",
-    "power_limit_w",
-    "energy_j",
-    "time_s",
-    "cost",
-    "epochs",
-    "reached_target",
-    "tries",
-    "phase",
-    "measurement",
-    "setup_energy_j",
-    "setup_time_s",
-    "optimal_power_limit_w",
-    "would_save_energy_j",
-    "would_save_time_s",
-    "cpu_energy_j",
-    "dram_energy_j",
-    "default_cost",
-    "budget_left_runs",
-    "power_control",
+XCOM_KEYS: tuple[str, ...] = tuple(
+    f.name for f in (*FIGURES.values(), *RUN_FACTS) if f.xcom and f.stored == "try"
 )
-"""Keys the operator pushes for every run, besides ``return_value``."""
-CARBON_XCOM_KEYS: tuple[str, ...] = (
-    "carbon_zone",
-    "emissions_g",
-    "energy_cost",
-    "carbon_intensity_g_per_kwh",
-    "carbon_provenance",
-    "start_delay_s",
-    "expected_emissions_g",
-    "start_reason",
+"""Keys the operator pushes for every run, besides ``return_value`` (``domain.figures``)."""
+CARBON_XCOM_KEYS: tuple[str, ...] = tuple(
+    f.name for f in FIGURES.values() if f.xcom and f.stored == "run"
 )
 """Keys pushed besides those when the task has a ``carbon_zone``."""
+
+
+def run_values(result: RecurrenceResult) -> dict[str, Any]:
+    """A finished run's figures (``domain.run_of`` over its tries) and its ``RUN_FACTS``,
+    by name: what its XComs and metrics take their values from."""
+    figures = result.figures
+    facts = {
+        "batch_size": result.batch_size,
+        "tries": len(result.tries),
+        "phase": result.final.phase,
+        "measurement": result.measurement,
+        "budget_left_runs": result.budget_left_runs,
+    }
+    return {**{name: getattr(figures, name) for name in TRY_FIGURES}, **facts}
 
 
 def xcom_values(result: RecurrenceResult, power_control: str | None = None) -> dict[str, Any]:
@@ -61,29 +49,10 @@ def xcom_values(result: RecurrenceResult, power_control: str | None = None) -> d
     the other modes). ``default_cost``: the same steps priced at the maximum power limit;
     ``budget_left_runs``: the exploration budget left after the run, in Default runs' worth
     (phase ``exploit``: exploring would have spent more than was left). ``power_control``:
-    how the limits could be changed (:func:`power_control`)."""
-    return {
-        "batch_size": result.batch_size,
-        "power_limit_w": result.power_limit_w,
-        "energy_j": result.energy_j,
-        "time_s": result.time_s,
-        "cost": result.cost,
-        "epochs": result.epochs,
-        "reached_target": result.reached_target,
-        "tries": len(result.tries),
-        "phase": result.final.phase,
-        "measurement": result.measurement,
-        "setup_energy_j": result.setup_energy_j,
-        "setup_time_s": result.setup_time_s,
-        "optimal_power_limit_w": result.optimal_power_limit_w,
-        "would_save_energy_j": result.would_save_energy_j,
-        "would_save_time_s": result.would_save_time_s,
-        "cpu_energy_j": result.cpu_energy_j,
-        "dram_energy_j": result.dram_energy_j,
-        "default_cost": result.default_cost,
-        "budget_left_runs": result.budget_left_runs,
-        "power_control": power_control,
-    }
+    how the limits could be changed (:func:`power_control`). Each key is declared in
+    ``core/domain/figures.py``."""
+    values = {**run_values(result), "power_control": power_control}
+    return {key: values[key] for key in XCOM_KEYS}
 
 
 def power_control(device: GPUGroup) -> str | None:
@@ -119,15 +88,16 @@ def summary_line(
         f"b={result.batch_size}",
         f"{limit} via zeusd" if power_control == "zeusd" else limit,
     ]
-    host_j = _host_energy_j(result.cpu_energy_j, result.dram_energy_j)
+    figures = result.figures
+    host_j = figures.host_energy_j
     if host_j is not None:
         parts.insert(1, f"CPU+DRAM {show_energy(host_j)}")
     if footprint is not None:
         parts.append(show_carbon(footprint))
     if len(result.tries) > 1:
         parts.append(f"{len(result.tries)} tries")
-    if result.setup_time_s >= 0.05:
-        parts.append(f"setup {show_time(result.setup_time_s)} not in cost")
+    if (figures.setup_time_s or 0.0) >= 0.05:
+        parts.append(f"setup {show_time(figures.setup_time_s)} not in cost")
     if result.fell_back:
         parts.append("fallback: no batch size left to try")
     budget = show_budget(result)
@@ -145,15 +115,9 @@ def summary_line(
             f"NOT in the store yet ({len(result.unrecorded)} tries): the store "
             "failed at the end of training; the next run records it late"
         )
-    if result.would_save_energy_j is not None and result.would_save_time_s is not None:
-        parts.append(
-            observe_note(
-                result.optimal_power_limit_w,
-                result.energy_j,
-                result.would_save_energy_j,
-                result.would_save_time_s,
-            )
-        )
+    observed = observe_note(figures)
+    if observed is not None:
+        parts.append(observed)
     line = " · ".join(parts)
     return line if result.measurement == "measured" else f"{line} ({result.measurement})"
 
@@ -178,8 +142,3 @@ def show_carbon(footprint: RunCarbon) -> str:
     if footprint.start_delay_s:
         text += f" · started {show_time(footprint.start_delay_s)} later"
     return text
-
-
-def _host_energy_j(cpu_j: float | None, dram_j: float | None) -> float | None:
-    """CPU package plus DRAM energy, None when neither was measured."""
-    return None if cpu_j is None and dram_j is None else (cpu_j or 0.0) + (dram_j or 0.0)

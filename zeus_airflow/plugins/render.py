@@ -4,6 +4,7 @@ script inlined, so a page is one self-contained response (no CDN, no extra round
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from importlib.resources import files
@@ -14,7 +15,8 @@ from jinja2 import Environment, PackageLoader
 from markupsafe import Markup
 from starlette.requests import Request
 
-from zeus_airflow.core.domain import STATUS_SHOWN
+from zeus_airflow.core.domain import FIGURES as DECLARED
+from zeus_airflow.core.domain import STATUS_SHOWN, Shown
 from zeus_airflow.core.units import (
     show_cost,
     show_emissions,
@@ -71,6 +73,27 @@ def _figure(value: float | None, kind: str) -> str:
     return FIGURES[kind](value)
 
 
+@dataclass(frozen=True)
+class FigureColumn:
+    """One figure column of the job page's runs table."""
+
+    name: str
+    """The figure (a run's field)."""
+    shown: Shown
+
+
+def figure_columns(runs: Sequence[Any]) -> list[FigureColumn]:
+    """The runs table's figure columns, as declared (``core/domain/figures.py``): each
+    figure's ``page`` columns in order, one ``shown_with`` another figure only when one of
+    ``runs`` has that figure (the carbon columns)."""
+    return [
+        FigureColumn(name, shown)
+        for name, figure in DECLARED.items()
+        for shown in figure.page
+        if shown.shown_with is None or any(getattr(r, shown.shown_with) is not None for r in runs)
+    ]
+
+
 @functools.cache
 def environment() -> Environment:
     env = Environment(
@@ -90,7 +113,10 @@ def environment() -> Environment:
         figure=_figure,
     )
     env.globals.update(
-        measurement_help=MEASUREMENT_HELP, default_method=DEFAULT_METHOD, run_status=STATUS_SHOWN
+        measurement_help=MEASUREMENT_HELP,
+        default_method=DEFAULT_METHOD,
+        run_status=STATUS_SHOWN,
+        figure_columns=figure_columns,
     )
     return env
 

@@ -119,7 +119,7 @@ class RunPageOut(BaseModel):
 
 
 def job_out(s: reports.JobSummary, urls: Urls) -> JobOut:
-    config = s.version.config
+    config, observed = s.version.config, s.observed
     return JobOut(
         job_id=s.job_id,
         version=s.version.version,
@@ -143,8 +143,8 @@ def job_out(s: reports.JobSummary, urls: Urls) -> JobOut:
         default_energy_j=s.default_energy_j,
         energy_saved_j=s.energy_saved_j,
         energy_saved_kwh=kwh(s.energy_saved_j),
-        would_save_energy_j=s.would_save_energy_j,
-        would_save_time_s=s.would_save_time_s,
+        would_save_energy_j=None if observed is None else observed.would_save_energy_j,
+        would_save_time_s=None if observed is None else observed.would_save_time_s,
     )
 
 

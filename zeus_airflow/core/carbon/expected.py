@@ -47,7 +47,7 @@ def expected_run(reader: Reader, job_id: str, guess_s: float | None) -> Expected
         chosen = chosen[-RECENT_RUNS:]
         if chosen:
             time_s = sum((r.time_s or 0.0) + (r.setup_time_s or 0.0) for r in chosen)
-            energy_j = sum((r.energy_j or 0.0) + (r.setup_energy_j or 0.0) for r in chosen)
+            energy_j = sum(r.energy_with_setup_j() for r in chosen)
             n = len(chosen)
             measurement = chosen[-1].measurement
             note = "" if measurement == "measured" else f", {measurement}"

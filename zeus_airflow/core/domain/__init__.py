@@ -15,6 +15,15 @@ from zeus_airflow.core.domain.decision import (
     JobSnapshot,
     SizeEvidence,
 )
+from zeus_airflow.core.domain.figures import (
+    FIGURES,
+    RUN_FACTS,
+    TRY_FIGURES,
+    Figure,
+    Shown,
+    TrainingFigures,
+    run_of,
+)
 from zeus_airflow.core.domain.job import (
     Decide,
     DeviceInfo,
@@ -43,7 +52,6 @@ from zeus_airflow.core.domain.trials import (
     TRANSITIONS,
     VOID_STATUSES,
     RecurrenceKey,
-    TrainingFigures,
     TrialRecord,
     TrialStatus,
     may_become,
@@ -52,11 +60,14 @@ from zeus_airflow.core.domain.trials import (
 
 __all__ = [
     "EXPLORATION_PHASES",
+    "FIGURES",
     "LIVE_STATUSES",
     "REPLACED_STATUSES",
+    "RUN_FACTS",
     "SHOWN_STATUSES",
     "STATUS_SHOWN",
     "TRANSITIONS",
+    "TRY_FIGURES",
     "VOID_STATUSES",
     "ArmStats",
     "BudgetLedger",
@@ -66,6 +77,7 @@ __all__ = [
     "DeviceInfo",
     "DriftFound",
     "ExplorationStep",
+    "Figure",
     "FleetKey",
     "ForeignObservation",
     "JobRef",
@@ -79,6 +91,7 @@ __all__ = [
     "RecurrenceKey",
     "RunCarbon",
     "RunOutcome",
+    "Shown",
     "SizeEvidence",
     "SliceInProgress",
     "StopReason",
@@ -91,5 +104,6 @@ __all__ = [
     "may_become",
     "outbox_from_json",
     "outbox_to_json",
+    "run_of",
     "takes_result",
 ]

@@ -25,7 +25,9 @@ class ObserverReport:
 
 @dataclass(frozen=True)
 class RunOutcome:
-    """What one try measured. Energy in J, time in s."""
+    """What one try measured. Energy in J, time in s. Its figures are the declared ones of
+    a try (``domain.figures.TRY_FIGURES``), under the same names: the store writes them as
+    they are, and ``domain.run_of`` adds them up into a run."""
 
     batch_size: int
     power_limit_w: int
@@ -66,6 +68,15 @@ class RunOutcome:
     power_control: str | None = None
     """How the limits could be changed: ``zeusd``, ``nvml`` or ``none`` (measured at the
     limits found); None on a replayed or simulated GPU (``devices.base.power_control``)."""
+
+    @property
+    def would_save_energy_j(self) -> float | None:
+        """Observe mode: the observer's estimate (J); None without one."""
+        return None if self.observer is None else self.observer.would_save_energy_j
+
+    @property
+    def would_save_time_s(self) -> float | None:
+        return None if self.observer is None else self.observer.would_save_time_s
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Literal
 
 from zeus_airflow.core.devices.base import MeasurementKind
+from zeus_airflow.core.domain.figures import TrainingFigures
 from zeus_airflow.core.domain.phases import EXPLORATION_PHASES
 
 TrialStatus = Literal[
@@ -164,21 +165,6 @@ class RecurrenceKey:
 
 
 @dataclass(frozen=True, kw_only=True)
-class TrainingFigures:
-    """What training measured: a trial's own figures, or a run's summed over its tries.
-    Energy in J, time in s, power in W; None until finished."""
-
-    power_limit_w: int | None
-    """The limit it trained at (a run's: its last try's)."""
-    energy_j: float | None
-    time_s: float | None
-    cost: float | None
-    """J-equivalents: eta * energy_j + (1 - eta) * max power * time_s."""
-    epochs: int | None
-    reached_target: bool | None
-
-
-@dataclass(frozen=True, kw_only=True)
 class TrialRecord(TrainingFigures):
     """One trial as stored: the one record of a trial for reading (the CLI, the reports, the
     UI). Energy in J, time in s, power in W; figures None until finished."""
@@ -197,7 +183,6 @@ class TrialRecord(TrainingFigures):
     status: TrialStatus
     phase: str
     batch_size: int
-    stop_reason: str | None
     observed: bool
     """Whether its cost feeds the arm's posterior."""
     measurement: MeasurementKind
@@ -207,46 +192,10 @@ class TrialRecord(TrainingFigures):
     heartbeat_at: datetime
     finished_at: datetime | None
     error: str | None
-    setup_energy_j: float | None
-    """Energy before training started: measured, not part of the cost."""
-    setup_time_s: float | None
-    early_stop_cost: float | None
-    """The early-stop bound the try ran under (None: unbounded)."""
     expires_at: datetime | None
-    optimal_power_limit_w: int | None
-    """The optimum its profile gives (W); ``power_limit_w`` unless in observe mode."""
-    would_save_energy_j: float | None
-    """Observe mode: energy (J) training at the optimum would have saved (negative: cost)."""
-    would_save_time_s: float | None
-    carbon_zone: str | None
-    """Grid zone of the carbon figures; None: the task had no carbon_zone."""
-    carbon_intensity_g_per_kwh: float | None
-    """Mean gCO2e/kWh over the try's span."""
-    carbon_provenance: str | None
-    """live, forecast, file, fixed or fallback (the least direct figure used)."""
-    carbon_note: str | None
-    emissions_g: float | None
-    """gCO2e of the try's training and setup energy."""
-    energy_cost: float | None
-    """In the price's currency; None without a price."""
-    start_delay_s: float | None
-    """The recurrence's carbon-aware start delay (None: no start_deadline)."""
-    expected_emissions_g: float | None
-    unshifted_intensity_g_per_kwh: float | None
-    """Forecast gCO2e/kWh had the recurrence started when planned."""
-    start_reason: str | None
-    cpu_energy_j: float | None = None
-    """The host's CPU package energy over training (RAPL), J; None: not measured."""
-    dram_energy_j: float | None = None
-    """The host's DRAM energy over training (RAPL), J; None: not measured."""
-    default_cost: float | None = None
-    """What its training steps would have cost at the maximum power limit (cost units)."""
     budget_left_runs: float | None = None
     """The exploration budget left when it was decided, in Default runs' worth (None: no
     budget, or no estimate of Default's cost yet)."""
     recorded_late_at: datetime | None = None
     """When its result reached the store from the outbox (``core/outbox.py``): the store
     failed at the end of training and a later run recorded it. None: recorded on time."""
-    power_control: str | None = None
-    """How its GPUs' limits could be changed: ``zeusd``, ``nvml`` or ``none``; None on a
-    replayed or simulated GPU (a run's: its last try's)."""

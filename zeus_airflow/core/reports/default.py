@@ -96,5 +96,5 @@ def default_emissions_g(
         if r.emissions_g is None or intensity is None:
             shown.append(None)
             continue
-        shown.append((default.energy_j + (r.setup_energy_j or 0.0)) / J_PER_KWH * intensity)
+        shown.append(r.energy_with_setup_j(default.energy_j) / J_PER_KWH * intensity)
     return shown

@@ -67,7 +67,6 @@ def summaries(
     result = []
     for v in chosen:
         phase, best = decision_state(reader, v)
-        seen = observed.get(v.pk)
         result.append(
             JobSummary(
                 **{f.name: getattr(summed[v.pk], f.name) for f in fields(JobTotals)},
@@ -75,9 +74,7 @@ def summaries(
                 phase=phase,
                 best_batch_size=best,
                 best_power_limit_w=reader.last_limit(v.pk, best),
-                would_save_energy_j=seen.would_save_energy_j if seen else None,
-                would_save_time_s=seen.would_save_time_s if seen else None,
-                observed_energy_j=seen.observed_energy_j if seen else None,
+                observed=observed.get(v.pk),
             )
         )
     return result

@@ -145,12 +145,10 @@ class JobSummary(JobTotals):
     size, as without Zeus), or the last decision's phase for other policies."""
     best_batch_size: int | None
     best_power_limit_w: int | None
-    would_save_energy_j: float | None = None
-    """Observe mode: J training at the optimum would have saved, summed over the tries that
-    reported it; None when none did."""
-    would_save_time_s: float | None = None
-    observed_energy_j: float | None = None
-    """The energy of those tries: what ``would_save_energy_j`` is a share of."""
+    observed: TrainingFigures | None = None
+    """Observe mode: the figures of the tries that trained in it, summed (what training at
+    the optimum would have saved, and their energy, what that is a share of); None when
+    none did."""
 
 
 def saved_fraction(used: float | None, default: float | None) -> float | None:
@@ -165,8 +163,9 @@ def saved_fraction(used: float | None, default: float | None) -> float | None:
 class RunRecord(TrainingFigures):
     """One run: the tries of one Airflow task instance. Its fields are the trial's
     (:class:`~zeus_airflow.core.domain.TrialRecord`, a test checks names and types), listed
-    here because the JSON API documents them: figures sum its finished tries (None while none
-    has finished); batch size, power limit, phase and status are the last try's."""
+    here because the JSON API documents them: its figures (``TrainingFigures``) come from its
+    tries' by each one's declared rule (``domain.run_of``: most sum its finished tries, None
+    while none has finished); batch size, phase and status are the last try's."""
 
     __pydantic_config__: ClassVar[dict[str, Any]] = DOCUMENTED
 
@@ -193,51 +192,12 @@ class RunRecord(TrainingFigures):
     gpu_model: str
     started_at: datetime
     finished_at: datetime | None
-    stop_reason: str | None = None
-    """The last try's: target, max_epochs, early_stop or returned."""
-    setup_energy_j: float | None = None
-    """J before training started, every try: measured, not part of ``cost``."""
-    setup_time_s: float | None = None
-    optimal_power_limit_w: int | None = None
-    """W, the optimum the last try's profile gives (observe mode: not the limit trained at)."""
-    would_save_energy_j: float | None = None
-    """Observe mode: J training at the optimum would have saved, every try that reported it
-    (negative: it would have cost more); None outside observe mode."""
-    would_save_time_s: float | None = None
-    cpu_energy_j: float | None = None
-    """J, the host's CPU package (RAPL) over every try's training, beside ``energy_j``; not
-    part of ``cost`` unless the job sets cost_includes_cpu. None: not measured."""
-    dram_energy_j: float | None = None
-    """J, the host's DRAM (RAPL) over every try's training. None: not measured."""
-    default_cost: float | None = None
-    """What every try's training steps would have cost at the maximum power limit (cost
-    units): for a run of the default batch size, its cost without Zeus."""
     budget_left_runs: float | None = None
     """The exploration budget left when the last try was decided, in Default runs' worth;
     None without a budget."""
-    carbon_zone: str | None = None
-    """Grid zone of the carbon figures; None: the task had no carbon_zone."""
-    emissions_g: float | None = None
-    """gCO2e of the training and setup energy, every try (each over its own span)."""
-    energy_cost: float | None = None
-    """Every try, in the price's currency; None without a price."""
-    carbon_intensity_g_per_kwh: float | None = None
-    """The last try's mean gCO2e/kWh over its span."""
-    carbon_provenance: str | None = None
-    """live, forecast, file, fixed or fallback: where the last try's intensity came from."""
-    start_delay_s: float | None = None
-    """How long the carbon-aware start waited (None: no start_deadline)."""
-    expected_emissions_g: float | None = None
-    """gCO2e the start plan expected (None without an expected energy)."""
-    unshifted_intensity_g_per_kwh: float | None = None
-    """Forecast gCO2e/kWh over the run's expected span had it started when planned."""
-    start_reason: str | None = None
     recorded_late_at: datetime | None = None
     """When a try's result reached the store from the outbox, the store having failed at the
     end of its training (the latest such try's); None: every result recorded on time."""
-    power_control: str | None = None
-    """How the last try's GPU limits could be changed: ``zeusd``, ``nvml`` or ``none``; None
-    on a replayed or simulated GPU."""
 
     @property
     def batch_size(self) -> int:

@@ -1,8 +1,9 @@
 """A job version's runs: its trials grouped by Airflow task instance.
 
 A run's fields are the trial's (:class:`~zeus_airflow.core.domain.TrialRecord`), read by
-name: its figures sum its finished tries, the rest are its last try's. Rows are grouped as
-the database returns them (a long job has thousands), not built into records first.
+name: its figures come from its tries' by the declaration's rule (``domain.run_of``), the
+rest are its last try's. Rows are grouped as the database returns them (a long job has
+thousands), not built into records first.
 """
 
 from __future__ import annotations
@@ -10,41 +11,17 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
+from zeus_airflow.core.domain import FIGURES, run_of
 from zeus_airflow.core.reports.records import RunRecord
 from zeus_airflow.core.store.clock import as_utc as utc
 from zeus_airflow.core.store.reads import Reader
 
-SUMMED = (
-    "energy_j",
-    "time_s",
-    "cost",
-    "epochs",
-    "setup_energy_j",
-    "setup_time_s",
-    "emissions_g",
-    "energy_cost",
-    "cpu_energy_j",
-    "dram_energy_j",
-    "default_cost",
-)
-"""A run's figures: the sum over its finished tries."""
-SUMMED_WHERE_KNOWN = ("would_save_energy_j", "would_save_time_s")
-"""Observe mode's estimates: the sum over the tries that made one (None when none did)."""
-_OWN = ("index", "batch_sizes", "started_at", "finished_at", "reached_target", "recorded_late_at")
-"""Fields a run computes itself (first start, last finish, ...); all others are its last
-try's."""
-_LAST = tuple(
-    f.name for f in fields(RunRecord) if f.name not in (*SUMMED, *SUMMED_WHERE_KNOWN, *_OWN)
-)
-_COLUMNS = (
-    "batch_size",
-    "started_at",
-    "finished_at",
-    "reached_target",
-    "recorded_late_at",
-    *_LAST,
-    *SUMMED,
-    *SUMMED_WHERE_KNOWN,
+_OWN = ("index", "batch_sizes", "started_at", "finished_at", "recorded_late_at")
+"""Fields a run computes itself (first start, last finish, ...); its figures come from its
+tries' by the declaration's rule (``domain.run_of``), all other fields are its last try's."""
+_LAST = tuple(f.name for f in fields(RunRecord) if f.name not in (*FIGURES, *_OWN))
+_COLUMNS = tuple(
+    dict.fromkeys(("batch_size", "started_at", "finished_at", "recorded_late_at", *_LAST, *FIGURES))
 )
 
 
@@ -61,7 +38,6 @@ def runs(reader: Reader, job_pk: int) -> tuple[RunRecord, ...]:
 
 def _run(index: int, tries: list[Any]) -> RunRecord:
     last = tries[-1]
-    done = [t for t in tries if t.energy_j is not None]
     finished = [t.finished_at for t in tries if t.finished_at is not None]
     late = [t.recorded_late_at for t in tries if t.recorded_late_at is not None]
     return RunRecord(
@@ -70,20 +46,6 @@ def _run(index: int, tries: list[Any]) -> RunRecord:
         started_at=utc(tries[0].started_at),
         finished_at=utc(max(finished)) if finished else None,
         recorded_late_at=utc(max(late)) if late else None,
-        # Unknown while the last try trains (earlier tries missing it say nothing yet) and
-        # when it raised (its figures are kept, without a verdict).
-        reached_target=None
-        if not done or last.reached_target is None
-        else bool(last.reached_target),
         **{name: getattr(last, name) for name in _LAST},
-        **{name: _sum([getattr(t, name) for t in done]) for name in SUMMED},
-        **{
-            name: _sum([v for t in done if (v := getattr(t, name)) is not None])
-            for name in SUMMED_WHERE_KNOWN
-        },
+        **run_of(tries),
     )
-
-
-def _sum(values: list[Any]) -> Any:
-    """The sum; None when there is nothing to add up or a figure is missing."""
-    return None if not values or None in values else sum(values)

@@ -53,6 +53,7 @@ from zeus_airflow.core.config import JobConfig
 from zeus_airflow.core.cost import LimitMeasurement
 from zeus_airflow.core.domain import (
     EXPLORATION_PHASES,
+    TRY_FIGURES,
     Decide,
     DeviceInfo,
     JobRef,
@@ -794,26 +795,9 @@ class SQLStore:
 
 
 def _measured(outcome: RunOutcome) -> dict[str, Any]:
-    """A finished try's columns, as the outcome has them."""
-    return dict(
-        power_limit_w=outcome.power_limit_w,
-        energy_j=outcome.energy_j,
-        time_s=outcome.time_s,
-        cost=outcome.cost,
-        epochs=outcome.epochs,
-        reached_target=outcome.reached_target,
-        stop_reason=outcome.stop_reason,
-        setup_energy_j=outcome.setup_energy_j,
-        setup_time_s=outcome.setup_time_s,
-        early_stop_cost=outcome.early_stop_cost,
-        optimal_power_limit_w=outcome.optimal_power_limit_w,
-        would_save_energy_j=outcome.observer and outcome.observer.would_save_energy_j,
-        would_save_time_s=outcome.observer and outcome.observer.would_save_time_s,
-        cpu_energy_j=outcome.cpu_energy_j,
-        dram_energy_j=outcome.dram_energy_j,
-        default_cost=outcome.default_cost,
-        power_control=outcome.power_control,
-    )
+    """A finished try's columns: its figures (``core/domain/figures.py``), as the outcome has
+    them."""
+    return {name: getattr(outcome, name) for name in TRY_FIGURES}
 
 
 def _slice_in_progress(row: Any) -> SliceInProgress:

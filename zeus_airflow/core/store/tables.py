@@ -6,6 +6,8 @@ test checks that upgrading to ``SCHEMA_VERSION`` yields exactly these tables.
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import (
     Boolean,
     Column,
@@ -22,6 +24,7 @@ from sqlalchemy import (
 )
 
 from zeus_airflow.core.config import JOB_ID_MAX_LENGTH
+from zeus_airflow.core.domain.figures import FIGURES, TRY_FIGURES, SQLType
 from zeus_airflow.core.domain.trials import LIVE_STATUSES
 
 SCHEMA_VERSION = "0009"
@@ -37,6 +40,23 @@ def _owned_by_a_job_version() -> tuple[Column[int], Column[int]]:
         Column("id", Integer, primary_key=True, autoincrement=True),
         Column("job_pk", Integer, ForeignKey("zeus_jobs.id", ondelete="CASCADE"), nullable=False),
     )
+
+
+_SQL_TYPES: dict[SQLType, Any] = {
+    "float": Float,
+    "int": Integer,
+    "bool": Boolean,
+    "code": String(16),
+}
+
+
+def _figure_columns() -> list[Column[Any]]:
+    """A try's figures (``core/domain/figures.py``): one nullable column each, None until
+    the try ends."""
+    return [
+        Column(name, _SQL_TYPES[FIGURES[name].sql], comment=FIGURES[name].comment)
+        for name in TRY_FIGURES
+    ]
 
 
 jobs = Table(
@@ -85,13 +105,7 @@ trials = Table(
     Column("status", String(16), nullable=False),
     Column("phase", String(16), nullable=False),
     Column("batch_size", Integer, nullable=False),
-    Column("power_limit_w", Integer, comment="the limit it trained at after profiling"),
-    Column("energy_j", Float),
-    Column("time_s", Float),
-    Column("cost", Float),
-    Column("epochs", Integer),
-    Column("reached_target", Boolean),
-    Column("stop_reason", String(16)),
+    *_figure_columns(),
     Column(
         "observed",
         Boolean,
@@ -106,28 +120,10 @@ trials = Table(
     Column("started_at", DateTime(timezone=True), nullable=False),
     Column("heartbeat_at", DateTime(timezone=True), nullable=False),
     Column("finished_at", DateTime(timezone=True)),
-    Column("setup_energy_j", Float, comment="energy before training started; not in the cost"),
-    Column("setup_time_s", Float),
-    Column("early_stop_cost", Float, comment="the early-stop bound the try ran under"),
     Column(
         "expires_at",
         DateTime(timezone=True),
         comment="a running trial not heard from by then expires",
-    ),
-    Column("optimal_power_limit_w", Integer, comment="the optimum its profile gives"),
-    Column(
-        "would_save_energy_j",
-        Float,
-        comment="observe mode: energy training at the optimum would have saved",
-    ),
-    Column("would_save_time_s", Float),
-    Column(
-        "cpu_energy_j",
-        Float,
-        comment="host CPU package energy (RAPL) over training; NULL: not measured",
-    ),
-    Column(
-        "dram_energy_j", Float, comment="host DRAM energy (RAPL) over training; NULL: not measured"
     ),
     Column("carbon_zone", String(64), comment="grid zone of the carbon figures"),
     Column("carbon_intensity_g_per_kwh", Float, comment="mean gCO2e/kWh over the try's span"),
@@ -144,11 +140,6 @@ trials = Table(
     ),
     Column("start_reason", Text, comment="why the start was chosen"),
     Column(
-        "default_cost",
-        Float,
-        comment="what the try's training steps would have cost at the maximum power limit",
-    ),
-    Column(
         "budget_left_runs",
         Float,
         comment="exploration budget left when the try was decided, in Default runs",
@@ -158,12 +149,6 @@ trials = Table(
         DateTime(timezone=True),
         comment="when a result the store could not take at the end of training reached "
         "it from the outbox; NULL: recorded on time",
-    ),
-    Column(
-        "power_control",
-        String(16),
-        comment="how the limits could be changed: zeusd, nvml or none; NULL: a replayed or "
-        "simulated GPU, or recorded before revision 0009",
     ),
     UniqueConstraint("job_pk", "decision_seq", name="uq_zeus_trials_decision"),
 )

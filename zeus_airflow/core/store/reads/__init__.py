@@ -8,7 +8,6 @@ from zeus_airflow.core.store.reads.jobs import JobReads
 from zeus_airflow.core.store.reads.profiles import ProfileReads
 from zeus_airflow.core.store.reads.trials import (
     DefaultRuns,
-    ObserveSums,
     PlaceSums,
     RunCount,
     TrialReads,
@@ -22,7 +21,6 @@ class Reader(JobReads, TrialReads, ProfileReads, FleetReads):
 __all__ = [
     "DefaultRuns",
     "LatestTry",
-    "ObserveSums",
     "PlaceSums",
     "Reader",
     "RunCount",

@@ -8,12 +8,16 @@ from datetime import datetime
 from functools import cache
 from typing import Any, NamedTuple
 
-from sqlalchemy import Select, bindparam, case, func, select
+from sqlalchemy import Select, bindparam, func, select
 
 from zeus_airflow.core.devices.base import MeasurementKind
+from zeus_airflow.core.domain import FIGURES, TRY_FIGURES, TrainingFigures
 from zeus_airflow.core.store.reads.base import Reads, run_figures, shown
 from zeus_airflow.core.store.snapshot import DEFAULT_COST, RAN_TO_ITS_END
 from zeus_airflow.core.store.tables import trials
+
+_SUMMED = tuple(name for name in TRY_FIGURES if FIGURES[name].adds != "last")
+"""A try's figures that add up (``core/domain/figures.py``)."""
 
 
 class PlaceSums(NamedTuple):
@@ -32,15 +36,6 @@ class RunCount(NamedTuple):
     runs: int
     finished: int
     """Runs with figures and no try still training (``run_figures``)."""
-
-
-class ObserveSums(NamedTuple):
-    """Observe mode's estimates added up over a version's tries that made one (J, s), and
-    the energy those tries measured (J)."""
-
-    would_save_energy_j: float | None
-    would_save_time_s: float | None
-    observed_energy_j: float | None
 
 
 class DefaultRuns(NamedTuple):
@@ -106,22 +101,19 @@ class TrialReads(Reads):
         )
         return {r.job_pk: RunCount(r.runs, int(r.done)) for r in rows}
 
-    def observe_sums(self, pks: list[int], since: datetime | None = None) -> dict[int, ObserveSums]:
-        """Observe mode's estimates, summed per version over its shown tries (started at
-        or after ``since``); None where none of them made one."""
+    def observe_sums(
+        self, pks: list[int], since: datetime | None = None
+    ) -> dict[int, TrainingFigures]:
+        """Each version's tries that trained in observe mode (and made an estimate), their
+        figures that add up summed (``core/domain/figures.py``); started at or after
+        ``since``. Versions without such a try are left out."""
         t = trials.c
-        observe = t.would_save_energy_j.is_not(None)
         rows = self.conn.execute(
-            select(
-                t.job_pk,
-                func.sum(t.would_save_energy_j),
-                func.sum(t.would_save_time_s),
-                func.sum(case((observe, t.energy_j))),
-            )
-            .where(t.job_pk.in_(pks), *shown(since))
+            select(t.job_pk, *(func.sum(t[name]).label(name) for name in _SUMMED))
+            .where(t.job_pk.in_(pks), t.would_save_energy_j.is_not(None), *shown(since))
             .group_by(t.job_pk)
-        )
-        return {r[0]: ObserveSums(*r[1:]) for r in rows}
+        ).mappings()
+        return {r["job_pk"]: TrainingFigures(**{name: r[name] for name in _SUMMED}) for r in rows}
 
     def default_runs(self, b0: Mapping[int, int]) -> dict[int, list[DefaultRuns]]:
         """Each version's runs of its default batch size that ran to their end (version key

@@ -1,0 +1,91 @@
+"""The one declaration of a try's and a run's figures (``core/domain/figures.py``): the
+migrated schema has its columns, one rule adds tries up into a run for the engine and the
+reports alike, and what is published comes from it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from fixtures_airflow import TRACES
+from fixtures_store import replay_missing_at
+from sqlalchemy import create_engine, inspect, types
+from test_engine import config_for
+
+from zeus_airflow.core.devices.replay import ReplayGPU
+from zeus_airflow.core.domain import FIGURES, RUN_FACTS, TRY_FIGURES, RecurrenceKey, run_of
+from zeus_airflow.core.engine import Engine
+from zeus_airflow.core.reports import runs
+from zeus_airflow.core.store.location import upgrade_store
+from zeus_airflow.core.store.sql import SQLStore
+from zeus_airflow.core.traces import load_workload_trace
+from zeus_airflow.operators.metrics import FIGURES as METRICS
+from zeus_airflow.operators.summary import CARBON_XCOM_KEYS, XCOM_KEYS, carbon_xcom_values
+
+_SQL = {"float": types.Float, "int": types.Integer, "bool": types.Boolean, "code": types.String}
+
+
+def test_the_migrated_trials_table_has_each_declared_figure_of_a_try(tmp_path: Path) -> None:
+    """On a real SQLite file upgraded by the migrations (not by the tables module), each
+    figure a try measures is a nullable column of its declared type."""
+    url = f"sqlite:///{tmp_path / 'zeus.db'}"
+    upgrade_store(url)
+    engine = create_engine(url)
+    columns = {c["name"]: c for c in inspect(engine).get_columns("zeus_trials")}
+    engine.dispose()
+    assert len(TRY_FIGURES) >= 15
+    for name in TRY_FIGURES:
+        column = columns[name]
+        assert column["nullable"], name  # None until the try ends
+        assert isinstance(column["type"], _SQL[FIGURES[name].sql]), (name, column["type"])
+        if FIGURES[name].sql == "code":
+            assert column["type"].length == 16, name
+
+
+def _try(energy_j: float | None, **figures: object) -> SimpleNamespace:
+    return SimpleNamespace(**{**dict.fromkeys(FIGURES), **figures, "energy_j": energy_j})
+
+
+def test_a_runs_figures_follow_each_figures_rule() -> None:
+    first = _try(10.0, time_s=1.0, cpu_energy_j=3.0, would_save_energy_j=2.0, power_limit_w=250)
+    second = _try(20.0, time_s=2.0, cpu_energy_j=None, would_save_energy_j=None, power_limit_w=200)
+    run = run_of([first, second])
+    assert (run["energy_j"], run["time_s"]) == (30.0, 3.0)  # sum
+    assert run["cpu_energy_j"] is None  # sum: a try without it leaves the run's unknown
+    assert run["would_save_energy_j"] == 2.0  # sum_known: the tries that have one
+    assert run["power_limit_w"] == 200  # last
+    in_flight = run_of([first, _try(None, power_limit_w=None)])
+    assert in_flight["energy_j"] == 10.0  # the finished tries so far
+    assert in_flight["power_limit_w"] is None  # the last try's, still training
+    assert run_of([_try(None)])["energy_j"] is None
+
+
+def test_the_engine_and_the_reports_add_a_runs_tries_up_alike() -> None:
+    """A recurrence whose first size misses the target: the engine's result (the XComs) and
+    the run the reports read back from the store (the UI, the API) agree on every figure."""
+    trace = load_workload_trace(TRACES, "v100", "cifar100")
+    store, gpu = SQLStore.in_memory(), ReplayGPU(trace)
+    engine = Engine(store, gpu, config_for(trace), seed=3, heartbeat_s=None)
+    misses_at_512 = replay_missing_at(gpu, 512, seed=3)
+    results = [engine.run_recurrence(misses_at_512, RecurrenceKey(f"r{i}")) for i in range(2)]
+    result = results[1]
+    assert len(result.tries) > 1
+    with store.reading() as conn:
+        read = runs(conn, result.job.id)[1]
+    assert read.batch_sizes == tuple(t.outcome.batch_size for t in result.tries)
+    for name in TRY_FIGURES:
+        assert getattr(read, name) == pytest.approx(getattr(result.figures, name)), name
+    assert result.energy_j == pytest.approx(sum(t.outcome.energy_j for t in result.tries))
+
+
+def test_xcoms_and_metrics_are_the_declared_ones() -> None:
+    declared = [*FIGURES.values(), *RUN_FACTS]
+    assert set(XCOM_KEYS) | set(CARBON_XCOM_KEYS) == {f.name for f in declared if f.xcom}
+    assert {"cpu_energy_j", "setup_energy_j", "would_save_time_s", "tries"} <= set(XCOM_KEYS)
+    assert {"emissions_g", "start_delay_s"} <= set(CARBON_XCOM_KEYS)
+    assert set(METRICS) == {f.name for f in declared if f.metric}
+    from zeus_airflow.core.domain import RunCarbon
+
+    footprint = RunCarbon("DE", 1.0, 2.0, 300.0, "fixed")
+    assert tuple(carbon_xcom_values(footprint)) == CARBON_XCOM_KEYS

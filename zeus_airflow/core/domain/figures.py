@@ -1,0 +1,347 @@
+"""A try's and a run's figures, declared once: each one's unit, how a run's value comes from
+its tries', where it is stored, and where it goes (XComs, Airflow metrics, the CLI's and the
+job page's runs tables).
+
+``TrainingFigures`` is the declaration: one field per figure, with its :class:`Figure` in the
+field's metadata and its meaning in the docstring under it (the JSON API documents a run's
+fields from them). Everything else is derived from it: the ``zeus_trials`` columns
+(``core/store/tables.py``; the migrations are still written, and a test compares them), what
+the store writes when a try finishes (``core/store/sql.py``), :func:`run_of`, the one rule
+that adds tries up into a run (the engine's ``RecurrenceResult`` and the reports' runs), the
+XCom keys and the metrics (``operators/``), and the runs tables' figure columns (``cli/views.py``,
+the plugin's ``job.html``). ``RUN_FACTS`` declares the few things a run publishes that are not
+a try's figure (its batch size, its number of tries, ...).
+
+Adding a figure: a field here, the measurement that produces it (``RunOutcome``, or the carbon
+code for a run-level one) and a migration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Literal
+
+Adds = Literal["sum", "sum_known", "last"]
+"""How a run's value comes from its tries': ``sum``: the sum over its finished tries, None
+while none has finished or when one of them lacks it (a partial sum would read as the whole);
+``sum_known``: the sum over the finished tries that have one, None when none does; ``last``:
+the last try's."""
+Stored = Literal["try", "run"]
+"""``try``: a column of ``zeus_trials`` that the store writes from the try's ``RunOutcome``
+when it ends; ``run``: a run's carbon figure, computed and stored by the carbon code
+(``core/carbon/``), not by the engine."""
+SQLType = Literal["float", "int", "bool", "code"]
+"""The column's type: REAL, INTEGER, BOOLEAN, or a short code (VARCHAR(16))."""
+Format = Literal[
+    "watts",
+    "energy",
+    "time",
+    "emissions",
+    "joules",
+    "kwh",
+    "joules_sum",
+    "cost",
+    "count",
+    "yes_no",
+    "limit",
+    "footprint",
+]
+"""How a column shows a figure: ``watts`` (``175 W``), ``energy`` (``812 kJ``), ``time``
+(``1.9 min``), ``emissions`` (``38.1 gCO2e``), ``cost`` (``812 kJ-eq.``): in the unit that fits
+(``core/units.py``); ``joules``: whole joules with thousands separators; ``kwh``: the energy in
+kWh; ``joules_sum``: the sum of ``parts`` in joules, each part in the cell's tooltip; ``count``:
+a whole number; ``yes_no``; ``limit``: the power limit with how it was set and the observe-mode
+optimum; ``footprint``: the emissions with the intensity's provenance and zone."""
+
+
+@dataclass(frozen=True)
+class Shown:
+    """One column of a runs table that shows a figure."""
+
+    label: str
+    format: Format
+    title: str = ""
+    """The column header's tooltip."""
+    shown_with: str | None = None
+    """Shown only once a listed row has this figure (e.g. the carbon columns); None: always."""
+    parts: tuple[tuple[str, str], ...] = ()
+    """``joules_sum``: (label, figure) of each figure the cell adds up."""
+    note: str | None = None
+    """The job page: a figure (a text) shown as the cell's tooltip when it has one."""
+    last: bool = False
+    """The CLI: after the columns that say where the figures come from (a note on the row)."""
+
+
+@dataclass(frozen=True)
+class Figure:
+    """What is declared about one figure (see the module's doc)."""
+
+    name: str
+    unit: str
+    """SI unit (``J``, ``s``, ``W``, ``gCO2e``, ``gCO2e/kWh``), ``J-eq.`` for the cost,
+    ``currency``, or "" for a count, a flag or a text."""
+    adds: Adds = "last"
+    stored: Stored = "try"
+    sql: SQLType = "float"
+    comment: str | None = None
+    """The column's comment in the schema (the migration that added it says the same)."""
+    xcom: bool = False
+    """Pushed as an XCom of the same name by every run (a ``run`` figure: by every run with a
+    ``carbon_zone``)."""
+    metric: str | None = None
+    """Sent as the Airflow metric ``zeus.run.<name>`` (``operators/metrics.py``), with this
+    description; None: not a metric."""
+    cli: Shown | None = None
+    """Its column in ``zeus-airflow runs`` (``cli/views.py``)."""
+    page: tuple[Shown, ...] = ()
+    """Its columns in the job page's runs table, in order."""
+
+
+_FIGURE = "zeus_figure"
+
+
+def _figure(unit: str, **declared: Any) -> Any:
+    """A field of :class:`TrainingFigures`: None until measured, its :class:`Figure` in the
+    field's metadata (named after the field by :data:`FIGURES`)."""
+    return field(default=None, metadata={_FIGURE: Figure("", unit, **declared)})
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainingFigures:
+    """What training measured: a try's own figures, or a run's from its tries' (each field's
+    ``adds``). Energy in J, time in s, power in W; None until measured."""
+
+    # --- what training used -------------------------------------------------------------------
+    power_limit_w: int | None = _figure(
+        "W",
+        sql="int",
+        comment="the limit it trained at after profiling",
+        xcom=True,
+        metric="power limit the last try trained at (W)",
+        cli=Shown("limit", "watts"),
+        page=(Shown("Power limit", "limit"),),
+    )
+    """The limit it trained at (a run's: its last try's)."""
+    energy_j: float | None = _figure(
+        "J",
+        adds="sum",
+        xcom=True,
+        metric="training energy of the run, every try (J)",
+        cli=Shown("energy", "energy"),
+        page=(Shown("Energy (J)", "joules"), Shown("Energy (kWh)", "kwh")),
+    )
+    cpu_energy_j: float | None = _figure(
+        "J",
+        adds="sum",
+        comment="host CPU package energy (RAPL) over training; NULL: not measured",
+        xcom=True,
+        page=(
+            Shown(
+                "CPU+DRAM (J)",
+                "joules_sum",
+                title="the host's CPU package and DRAM (RAPL) over the same training, beside "
+                "the GPUs' energy; not in the cost unless cost_includes_cpu",
+                parts=(("CPU", "cpu_energy_j"), ("DRAM", "dram_energy_j")),
+            ),
+        ),
+    )
+    """J, the host's CPU package (RAPL) over training (a run's: every try's), beside
+    ``energy_j``; not part of ``cost`` unless the job sets cost_includes_cpu. None: not
+    measured."""
+    dram_energy_j: float | None = _figure(
+        "J",
+        adds="sum",
+        comment="host DRAM energy (RAPL) over training; NULL: not measured",
+        xcom=True,
+    )
+    """J, the host's DRAM (RAPL) over training (a run's: every try's). None: not measured."""
+    time_s: float | None = _figure(
+        "s",
+        adds="sum",
+        xcom=True,
+        metric="training time of the run, every try (s)",
+        cli=Shown("time", "time"),
+        page=(Shown("Time", "time"),),
+    )
+    setup_energy_j: float | None = _figure(
+        "J",
+        adds="sum",
+        comment="energy before training started; not in the cost",
+        xcom=True,
+        metric="energy before training, every try (J; not in the cost)",
+    )
+    """J before training started (a run's: every try's): measured, not part of ``cost``."""
+    setup_time_s: float | None = _figure(
+        "s",
+        adds="sum",
+        xcom=True,
+        metric="time before training, every try (s)",
+        page=(Shown("Setup", "time", title="before training started: measured, not in the cost"),),
+    )
+    cost: float | None = _figure(
+        "J-eq.",
+        adds="sum",
+        xcom=True,
+        metric="Zeus cost of the run (J-equivalents)",
+        page=(Shown("Cost", "cost"),),
+    )
+    """J-equivalents: eta * energy_j + (1 - eta) * max power * time_s."""
+    default_cost: float | None = _figure(
+        "J-eq.",
+        adds="sum",
+        comment="what the try's training steps would have cost at the maximum power limit",
+        xcom=True,
+    )
+    """What its training steps (a run's: every try's) would have cost at the maximum power
+    limit (cost units): for a run of the default batch size, its cost without Zeus."""
+    # --- a run's carbon figures (computed and stored by core/carbon/) --------------------------
+    carbon_zone: str | None = _figure("", stored="run", xcom=True)
+    """Grid zone of the carbon figures; None: the task had no carbon_zone."""
+    emissions_g: float | None = _figure(
+        "gCO2e",
+        adds="sum",
+        stored="run",
+        xcom=True,
+        cli=Shown("CO2e", "emissions", shown_with="emissions_g"),
+        page=(
+            Shown(
+                "Emissions",
+                "footprint",
+                title="gCO2e of the run's training and setup energy; where the grid's "
+                "intensity came from",
+                shown_with="emissions_g",
+            ),
+        ),
+    )
+    """gCO2e of the training and setup energy (a run's: every try's, each over its own
+    span)."""
+    energy_cost: float | None = _figure("currency", adds="sum", stored="run", xcom=True)
+    """In the price's currency (a run's: every try's); None without a price."""
+    carbon_intensity_g_per_kwh: float | None = _figure("gCO2e/kWh", stored="run", xcom=True)
+    """Mean gCO2e/kWh over the (last) try's span."""
+    carbon_provenance: str | None = _figure("", stored="run", xcom=True)
+    """live, forecast, file, fixed or fallback: where the intensity came from (the least direct
+    figure used)."""
+    carbon_note: str | None = _figure("", stored="run")
+    """Why the intensity fell back."""
+    start_delay_s: float | None = _figure(
+        "s",
+        stored="run",
+        xcom=True,
+        page=(
+            Shown(
+                "Start delay",
+                "time",
+                title="how long the carbon-aware start waited",
+                shown_with="emissions_g",
+                note="start_reason",
+            ),
+        ),
+    )
+    """How long the carbon-aware start waited (None: no start_deadline)."""
+    expected_emissions_g: float | None = _figure("gCO2e", stored="run", xcom=True)
+    """gCO2e the start plan expected (None without an expected energy)."""
+    unshifted_intensity_g_per_kwh: float | None = _figure("gCO2e/kWh", stored="run")
+    """Forecast gCO2e/kWh over the run's expected span had it started when planned."""
+    start_reason: str | None = _figure("", stored="run", xcom=True)
+    """Why the start was chosen."""
+
+    # --- how training ended, and what observe mode found ---------------------------------------
+    epochs: int | None = _figure(
+        "",
+        adds="sum",
+        sql="int",
+        xcom=True,
+        metric="epochs over every try",
+        page=(Shown("Epochs", "count"),),
+    )
+    reached_target: bool | None = _figure(
+        "",
+        sql="bool",
+        xcom=True,
+        metric="1 if the last try reached the target, else 0",
+        page=(Shown("Reached", "yes_no"),),
+    )
+    stop_reason: str | None = _figure("", sql="code")
+    """target, max_epochs, early_stop or returned (a run's: its last try's)."""
+    early_stop_cost: float | None = _figure(
+        "J-eq.", comment="the early-stop bound the try ran under"
+    )
+    """The early-stop bound the try ran under (None: unbounded)."""
+    optimal_power_limit_w: int | None = _figure(
+        "W", sql="int", comment="the optimum its profile gives", xcom=True
+    )
+    """W, the optimum its profile gives (a run's: its last try's); ``power_limit_w`` unless
+    in observe mode."""
+    would_save_energy_j: float | None = _figure(
+        "J",
+        adds="sum_known",
+        comment="observe mode: energy training at the optimum would have saved",
+        xcom=True,
+        cli=Shown("would save", "energy", shown_with="would_save_energy_j", last=True),
+    )
+    """Observe mode: J training at the optimum would have saved (a run's: every try that
+    reported it; negative: it would have cost more); None outside observe mode."""
+    would_save_time_s: float | None = _figure("s", adds="sum_known", xcom=True)
+    power_control: str | None = _figure(
+        "",
+        sql="code",
+        comment="how the limits could be changed: zeusd, nvml or none; NULL: a replayed or "
+        "simulated GPU, or recorded before revision 0009",
+        xcom=True,
+    )
+    """How its GPUs' limits could be changed: ``zeusd``, ``nvml`` or ``none``; None on a
+    replayed or simulated GPU (a run's: its last try's)."""
+
+    @property
+    def host_energy_j(self) -> float | None:
+        """The host's CPU package and DRAM energy together (J); None when neither was
+        measured."""
+        cpu, dram = self.cpu_energy_j, self.dram_energy_j
+        return None if cpu is None and dram is None else (cpu or 0.0) + (dram or 0.0)
+
+    def energy_with_setup_j(self, training_j: float | None = None) -> float:
+        """Training energy (``training_j``, else its own) and its setup energy (J), 0 for one
+        not measured: what the grid supplied, and what the emissions are of."""
+        training = self.energy_j if training_j is None else training_j
+        return (training or 0.0) + (self.setup_energy_j or 0.0)
+
+
+FIGURES: Mapping[str, Figure] = {
+    f.name: replace(f.metadata[_FIGURE], name=f.name) for f in fields(TrainingFigures)
+}
+"""Every figure of a try and a run, by name, in declaration order."""
+TRY_FIGURES: tuple[str, ...] = tuple(n for n, f in FIGURES.items() if f.stored == "try")
+"""What a try measures: the ``zeus_trials`` columns the store writes when it ends, which a
+``RunOutcome`` carries under the same names."""
+
+RUN_FACTS: tuple[Figure, ...] = (
+    Figure("batch_size", "", xcom=True, metric="batch size of the last try"),
+    Figure("tries", "", xcom=True, metric="batch sizes tried in the run"),
+    Figure("phase", "", xcom=True),
+    Figure("measurement", "", xcom=True),
+    Figure("budget_left_runs", "", xcom=True),
+)
+"""What a run publishes besides its figures: its last try's batch size, how many tries it
+made, its last decision's phase, where its figures come from (measured, replayed, simulated)
+and the exploration budget left after it (in Default runs' worth)."""
+
+
+def run_of(tries: Sequence[Any], names: Sequence[str] = tuple(FIGURES)) -> dict[str, Any]:
+    """A run's figures from its tries' (objects with the figures as attributes, in order), by
+    each figure's ``adds``: the one rule, for the engine's result and the reports' runs alike.
+    A try counts as finished once it has an ``energy_j``."""
+    last = tries[-1]
+    done = [t for t in tries if t.energy_j is not None]
+    run: dict[str, Any] = {}
+    for name in names:
+        adds = FIGURES[name].adds
+        if adds == "last":
+            run[name] = getattr(last, name)
+            continue
+        values = [getattr(t, name) for t in done]
+        if adds == "sum_known":
+            values = [v for v in values if v is not None]
+        run[name] = None if not values or None in values else sum(values)
+    return run
