@@ -71,8 +71,8 @@ def test_the_engine_and_the_reports_add_a_runs_tries_up_alike() -> None:
     results = [engine.run_recurrence(misses_at_512, RecurrenceKey(f"r{i}")) for i in range(2)]
     result = results[1]
     assert len(result.tries) > 1
-    with store.reading() as conn:
-        read = runs(conn, result.job.id)[1]
+    with store.reader() as reader:
+        read = runs(reader, result.job.id)[1]
     assert read.batch_sizes == tuple(t.outcome.batch_size for t in result.tries)
     for name in TRY_FIGURES:
         assert getattr(read, name) == pytest.approx(getattr(result.figures, name)), name
