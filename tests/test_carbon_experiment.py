@@ -108,16 +108,15 @@ class ReplayedJob:
         with self.store.reading() as conn:
             history = reports.versions(conn, [self.config.job_id])[self.config.job_id]
             phase, size = upcoming_batch_size(conn, reports.current(history))
-            return phase, size, expected_run(conn, self.config.job_id, 7200.0)
+        return phase, size, expected_run(self.store, self.config.job_id, 7200.0)
 
 
 def test_the_expected_run_is_the_one_the_policy_is_about_to_choose() -> None:
     from zeus_airflow.core.carbon.expected import expected_run
 
     job = ReplayedJob()
-    with job.store.reading() as conn:
-        assert expected_run(conn, job.config.job_id, None) is None
-        guessed = expected_run(conn, job.config.job_id, 7200.0)
+    assert expected_run(job.store, job.config.job_id, None) is None
+    guessed = expected_run(job.store, job.config.job_id, 7200.0)
     assert guessed is not None and (guessed.time_s, guessed.energy_j) == (7200.0, None)
 
     first = job.run(0)

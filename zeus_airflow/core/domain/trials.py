@@ -216,14 +216,15 @@ class TrialRecord(TrainingFigures):
     """Observe mode: energy (J) training at the optimum would have saved (negative: cost)."""
     would_save_time_s: float | None
     carbon_zone: str | None
-    """Grid zone of the carbon figures; None: the task had no carbon_zone."""
+    """Grid zone of the carbon figures; None: the task had no carbon_zone. The carbon
+    figures are its run's (``tables.run_carbon``), shown on the run's last try only."""
     carbon_intensity_g_per_kwh: float | None
     """Mean gCO2e/kWh over the try's span."""
     carbon_provenance: str | None
     """live, forecast, file, fixed or fallback (the least direct figure used)."""
     carbon_note: str | None
     emissions_g: float | None
-    """gCO2e of the try's training and setup energy."""
+    """gCO2e of the training and setup energy of every try of its run."""
     energy_cost: float | None
     """In the price's currency; None without a price."""
     start_delay_s: float | None

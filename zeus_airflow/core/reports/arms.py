@@ -13,21 +13,13 @@ from typing import Any
 
 from sqlalchemy import Connection, select
 
-from zeus_airflow.core.domain import ArmStats, Decision, DeviceInfo, JobRef, JobSnapshot
+from zeus_airflow.core import outlook
+from zeus_airflow.core.domain import ArmStats, JobRef, JobSnapshot
 from zeus_airflow.core.fleet import job_snapshot
-from zeus_airflow.core.policy import (
-    HistoryOutOfOrderError,
-    NoFeasibleBatchSizeError,
-    best_known,
-    best_success_size,
-    bound_for,
-    job_phase,
-    pruning_reasons,
-    pruning_state,
-    within_budget,
-)
+from zeus_airflow.core.policy import HistoryOutOfOrderError, job_phase, pruning_reasons
 from zeus_airflow.core.posterior import arm_posterior, pooled_cost_cv
 from zeus_airflow.core.reports.records import Arm, ProfilePoint, Version
+from zeus_airflow.core.store.history import latest_device
 from zeus_airflow.core.store.snapshot import read_state
 from zeus_airflow.core.store.tables import power_profiles, trials
 
@@ -40,71 +32,42 @@ _POINT = (
     power_profiles.c.steps_per_s,
 )
 """A profile point's columns, in ``ProfilePoint``'s order."""
-_LATEST_SETUP = (
-    select(trials.c.gpu_model, trials.c.gpu_count, trials.c.measurement)
-    .order_by(trials.c.decision_seq.desc())
-    .limit(1)
-)
 
 
 def _snapshot(conn: Connection, v: Version) -> JobSnapshot:
     """What the policy reads when it decides for this version on its latest GPU setup."""
-    latest = conn.execute(_LATEST_SETUP.where(trials.c.job_pk == v.pk)).first()
-    # The candidate limits matter to the grid baseline only: none are needed here.
-    device = (
-        DeviceInfo(latest.gpu_model, latest.gpu_count, latest.measurement, ())
-        if latest
-        else DeviceInfo("", 1, "measured", ())
-    )
-    return job_snapshot(
-        read_state(conn, JobRef(v.pk, v.job_id, v.version, v.config), device, frozenset())
-    )
+    job = JobRef(v.pk, v.job_id, v.version, v.config)
+    return job_snapshot(read_state(conn, job, latest_device(conn, v.pk), frozenset()))
 
 
 def decision_state(conn: Connection, v: Version) -> tuple[str, int | None]:
     """The job's phase and its best batch size so far, as the Zeus policy reckons them
     (``infeasible``: no size in play, runs fall back to the best known one)."""
-    snapshot = _snapshot(conn, v)
     try:
-        phase, in_play = job_phase(snapshot)
-    except HistoryOutOfOrderError:  # a history another policy (the simulator's baselines) wrote
-        last = conn.execute(
-            select(trials.c.phase)
-            .where(trials.c.job_pk == v.pk)
-            .order_by(trials.c.decision_seq.desc())
-            .limit(1)
-        ).scalar()
-        return str(last or "none"), None
-    if not any(arm.count for arm in snapshot.observations.values()):
-        return phase, None
-    if not in_play:
-        return phase, best_success_size(snapshot)
-    return phase, best_known(snapshot, in_play)
+        return outlook.standing(_snapshot(conn, v))
+    except outlook.OutOfOrder:
+        return _last_phase(conn, v), None
 
 
 def upcoming_batch_size(conn: Connection, v: Version) -> tuple[str, int | None]:
-    """The batch size the Zeus policy most likely decides next, and the job's phase: the
-    pruning walk's next step (or, phase ``exploit``, the best known size when that step
-    would not fit in the exploration budget), else the best known size in play (what
-    Thompson sampling exploits most often), else the fallback's. None before any
-    observation."""
-    snapshot = _snapshot(conn, v)
+    """The batch size the Zeus policy most likely decides next, and the job's phase
+    (``core/outlook.py``); None before any observation."""
     try:
-        state = pruning_state(snapshot.config, snapshot.exploration)
-    except HistoryOutOfOrderError:  # another policy's history
-        return decision_state(conn, v)
-    if state.next_batch_size is not None:
-        step = Decision(
-            state.next_batch_size,
-            "pruning",
-            early_stop_cost=bound_for(snapshot)(state.next_batch_size),
-        )
-        try:
-            decided = within_budget(snapshot, step)
-        except NoFeasibleBatchSizeError:  # only inside a recurrence that already failed
-            return "pruning", step.batch_size
-        return decided.phase, decided.batch_size
-    return decision_state(conn, v)
+        return outlook.upcoming(_snapshot(conn, v))
+    except outlook.OutOfOrder:
+        return _last_phase(conn, v), None
+
+
+def _last_phase(conn: Connection, v: Version) -> str:
+    """The phase of the latest trial: on a history another policy (the simulator's
+    baselines) wrote, the Zeus policy reads none."""
+    last = conn.execute(
+        select(trials.c.phase)
+        .where(trials.c.job_pk == v.pk)
+        .order_by(trials.c.decision_seq.desc())
+        .limit(1)
+    ).scalar()
+    return str(last or "none")
 
 
 def arms(conn: Connection, v: Version) -> tuple[Arm, ...]:

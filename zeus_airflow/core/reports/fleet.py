@@ -14,14 +14,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, Float, func, literal_column, select
+from sqlalchemy import ColumnElement, Connection, Float, and_, func, literal_column, select
 
 from zeus_airflow.core.reports.jobs import SHOWN, run_figures, totals
 from zeus_airflow.core.reports.records import JobTotals, Version
 from zeus_airflow.core.reports.report import Emissions, measurement_label
 from zeus_airflow.core.reports.runs import runs
 from zeus_airflow.core.store.admin import as_utc
-from zeus_airflow.core.store.tables import trials
+from zeus_airflow.core.store.tables import RUN_KEY, run_carbon, trials
 
 
 @dataclass(frozen=True)
@@ -133,12 +133,13 @@ def _emissions(conn: Connection, jobs: list[JobTotals]) -> dict[int, Emissions]:
     need each run's intensity: their runs are read); the others have none."""
     with_carbon = (
         conn.execute(
-            select(trials.c.job_pk)
+            select(run_carbon.c.job_pk)
             .distinct()
+            .join(trials, and_(*(trials.c[k] == run_carbon.c[k] for k in RUN_KEY)))
             .where(
-                trials.c.job_pk.in_([j.version.pk for j in jobs]),
+                run_carbon.c.job_pk.in_([j.version.pk for j in jobs]),
                 SHOWN,
-                trials.c.emissions_g.is_not(None),
+                run_carbon.c.emissions_g.is_not(None),
             )
         )
         .scalars()

@@ -76,40 +76,6 @@ def task_jobs(conn: Connection, dag_id: str, task_id: str) -> dict[int, str]:
     return dict(sorted(latest.items()))
 
 
-def job_instances(conn: Connection, job_id: str, dag_id: str, task_id: str) -> list[int]:
-    """The map indexes of the task that fed the job, over all its versions, in the order
-    they first did."""
-    first = func.min(trials.c.id)
-    return list(
-        conn.execute(
-            select(trials.c.map_index)
-            .join(jobs, trials.c.job_pk == jobs.c.id)
-            .where(jobs.c.job_id == job_id, trials.c.dag_id == dag_id, trials.c.task_id == task_id)
-            .group_by(trials.c.map_index)
-            .order_by(first)
-        ).scalars()
-    )
-
-
-def job_instance_runs(
-    conn: Connection, job_id: str, dag_id: str, task_id: str, map_index: int
-) -> int:
-    """How many DAG runs a task instance fed the job in."""
-    return int(
-        conn.execute(
-            select(func.count(trials.c.run_id.distinct()))
-            .join(jobs, trials.c.job_pk == jobs.c.id)
-            .where(
-                jobs.c.job_id == job_id,
-                trials.c.dag_id == dag_id,
-                trials.c.task_id == task_id,
-                trials.c.map_index == map_index,
-            )
-        ).scalar()
-        or 0
-    )
-
-
 def versions(conn: Connection, job_ids: Iterable[str]) -> dict[str, list[Version]]:
     """Each job's versions, oldest first."""
     rows = conn.execute(

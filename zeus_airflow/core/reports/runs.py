@@ -1,8 +1,9 @@
 """A job version's runs: its trials grouped by Airflow task instance.
 
 A run's fields are the trial's (:class:`~zeus_airflow.core.domain.TrialRecord`), read by
-name: its figures sum its finished tries, the rest are its last try's. Rows are grouped as
-the database returns them (a long job has thousands), not built into records first.
+name: its figures sum its finished tries, the rest are its last try's; its carbon figures
+are its own (``tables.run_carbon``). Rows are grouped as the database returns them (a long
+job has thousands), not built into records first.
 """
 
 from __future__ import annotations
@@ -12,14 +13,13 @@ from typing import Any
 
 from sqlalchemy import Connection, Row, select
 
-from zeus_airflow.core.domain import LIVE_STATUSES, VOID_STATUSES
 from zeus_airflow.core.reports.records import RunRecord
 from zeus_airflow.core.store.admin import as_utc as utc
-from zeus_airflow.core.store.tables import trials
+from zeus_airflow.core.store.history import RUN_STATUSES, group_runs
+from zeus_airflow.core.store.tables import RUN_KEY, run_carbon, trials
 
-SHOWN_STATUSES = (*LIVE_STATUSES, *VOID_STATUSES)
-"""Tries shown as part of a run: the live ones, and those whose train function raised or
-broke its contract."""
+SHOWN_STATUSES = RUN_STATUSES
+"""Tries shown as part of a run (``core/store/history.py``)."""
 SHOWN = trials.c.status.in_(SHOWN_STATUSES)
 
 SUMMED = (
@@ -29,8 +29,6 @@ SUMMED = (
     "epochs",
     "setup_energy_j",
     "setup_time_s",
-    "emissions_g",
-    "energy_cost",
     "cpu_energy_j",
     "dram_energy_j",
     "default_cost",
@@ -41,8 +39,16 @@ SUMMED_WHERE_KNOWN = ("would_save_energy_j", "would_save_time_s")
 _OWN = ("index", "batch_sizes", "started_at", "finished_at", "reached_target", "recorded_late_at")
 """Fields a run computes itself (first start, last finish, ...); all others are its last
 try's."""
+CARBON = tuple(
+    c.name
+    for c in run_carbon.c
+    if c.name not in ("id", *RUN_KEY) and c.name in {f.name for f in fields(RunRecord)}
+)
+"""The run's own carbon figures, read from its row of ``tables.run_carbon``."""
 _LAST = tuple(
-    f.name for f in fields(RunRecord) if f.name not in (*SUMMED, *SUMMED_WHERE_KNOWN, *_OWN)
+    f.name
+    for f in fields(RunRecord)
+    if f.name not in (*SUMMED, *SUMMED_WHERE_KNOWN, *_OWN, *CARBON)
 )
 _COLUMNS = (
     "batch_size",
@@ -55,6 +61,8 @@ _COLUMNS = (
     *SUMMED_WHERE_KNOWN,
 )
 _TRY_COLUMNS = select(*(trials.c[name] for name in dict.fromkeys(_COLUMNS)))
+_RUN_KEY = ("dag_id", "task_id", "run_id", "map_index", "try_number")
+_CARBON_COLUMNS = select(*(run_carbon.c[name] for name in (*_RUN_KEY, *CARBON)))
 
 
 def runs(conn: Connection, job_pk: int) -> tuple[RunRecord, ...]:
@@ -62,17 +70,16 @@ def runs(conn: Connection, job_pk: int) -> tuple[RunRecord, ...]:
     rows = conn.execute(
         _TRY_COLUMNS.where(trials.c.job_pk == job_pk, SHOWN).order_by(trials.c.decision_seq)
     )
-    grouped: dict[tuple[str, str, str, int], list[Row[Any]]] = {}
-    for t in rows:
-        tries = grouped.setdefault((t.dag_id, t.task_id, t.run_id, t.map_index), [])
-        if tries and tries[-1].try_number < t.try_number:
-            tries.clear()  # an Airflow retry after an error: the earlier try is history
-        tries.append(t)
-    return tuple(_run(i, tries) for i, tries in enumerate(grouped.values(), start=1))
+    carbon = {
+        tuple(r[: len(_RUN_KEY)]): r
+        for r in conn.execute(_CARBON_COLUMNS.where(run_carbon.c.job_pk == job_pk))
+    }
+    return tuple(_run(i, tries, carbon) for i, tries in enumerate(group_runs(rows), start=1))
 
 
-def _run(index: int, tries: list[Row[Any]]) -> RunRecord:
+def _run(index: int, tries: list[Row[Any]], carbon: dict[tuple[Any, ...], Row[Any]]) -> RunRecord:
     last = tries[-1]
+    figures = carbon.get(tuple(getattr(last, k) for k in _RUN_KEY))
     done = [t for t in tries if t.energy_j is not None]
     finished = [t.finished_at for t in tries if t.finished_at is not None]
     late = [t.recorded_late_at for t in tries if t.recorded_late_at is not None]
@@ -88,6 +95,7 @@ def _run(index: int, tries: list[Row[Any]]) -> RunRecord:
         if not done or last.reached_target is None
         else bool(last.reached_target),
         **{name: getattr(last, name) for name in _LAST},
+        **_carbon(figures),
         **{name: _sum([getattr(t, name) for t in done]) for name in SUMMED},
         **{
             name: _sum([v for t in done if (v := getattr(t, name)) is not None])
@@ -99,3 +107,8 @@ def _run(index: int, tries: list[Row[Any]]) -> RunRecord:
 def _sum(values: list[Any]) -> Any:
     """The sum; None when there is nothing to add up or a figure is missing."""
     return None if not values or None in values else sum(values)
+
+
+def _carbon(figures: Row[Any] | None) -> dict[str, Any]:
+    """A run's carbon fields from its row (None each without one)."""
+    return {name: getattr(figures, name, None) for name in CARBON}

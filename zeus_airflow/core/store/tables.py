@@ -24,7 +24,7 @@ from sqlalchemy import (
 from zeus_airflow.core.config import JOB_ID_MAX_LENGTH
 from zeus_airflow.core.domain.trials import LIVE_STATUSES
 
-SCHEMA_VERSION = "0009"
+SCHEMA_VERSION = "0010"
 """Alembic revision the code expects; bump it with every migration."""
 
 metadata = MetaData()
@@ -36,6 +36,18 @@ def _owned_by_a_job_version() -> tuple[Column[int], Column[int]]:
     return (
         Column("id", Integer, primary_key=True, autoincrement=True),
         Column("job_pk", Integer, ForeignKey("zeus_jobs.id", ondelete="CASCADE"), nullable=False),
+    )
+
+
+def _run_key() -> tuple[Column[str], Column[str], Column[str], Column[int], Column[int]]:
+    """The Airflow keys of a run (a recurrence: a task instance's try), new columns each
+    call."""
+    return (
+        Column("dag_id", String(250), nullable=False, default=""),
+        Column("task_id", String(250), nullable=False, default=""),
+        Column("run_id", String(250), nullable=False),
+        Column("map_index", Integer, nullable=False, default=-1),
+        Column("try_number", Integer, nullable=False, default=1),
     )
 
 
@@ -76,11 +88,7 @@ trials = Table(
     metadata,
     *_owned_by_a_job_version(),
     Column("decision_seq", Integer, nullable=False),
-    Column("dag_id", String(250), nullable=False, default=""),
-    Column("task_id", String(250), nullable=False, default=""),
-    Column("run_id", String(250), nullable=False),
-    Column("map_index", Integer, nullable=False, default=-1),
-    Column("try_number", Integer, nullable=False, default=1),
+    *_run_key(),
     Column("attempt", Integer, nullable=False, comment="try of a batch size within the run"),
     Column("status", String(16), nullable=False),
     Column("phase", String(16), nullable=False),
@@ -129,20 +137,6 @@ trials = Table(
     Column(
         "dram_energy_j", Float, comment="host DRAM energy (RAPL) over training; NULL: not measured"
     ),
-    Column("carbon_zone", String(64), comment="grid zone of the carbon figures"),
-    Column("carbon_intensity_g_per_kwh", Float, comment="mean gCO2e/kWh over the try's span"),
-    Column("carbon_provenance", String(16), comment="live, forecast, file, fixed or fallback"),
-    Column("carbon_note", Text, comment="why the intensity fell back"),
-    Column("emissions_g", Float, comment="gCO2e of the try's training and setup energy"),
-    Column("energy_cost", Float, comment="energy cost in the price's currency"),
-    Column("start_delay_s", Float, comment="the carbon-aware start's delay of the recurrence"),
-    Column("expected_emissions_g", Float, comment="gCO2e the start plan expected"),
-    Column(
-        "unshifted_intensity_g_per_kwh",
-        Float,
-        comment="forecast gCO2e/kWh had the recurrence started when planned",
-    ),
-    Column("start_reason", Text, comment="why the start was chosen"),
     Column(
         "default_cost",
         Float,
@@ -186,6 +180,53 @@ Index("ix_zeus_trials_arm", trials.c.job_pk, trials.c.observed, trials.c.batch_s
 Index("ix_zeus_trials_phase", trials.c.job_pk, trials.c.phase, trials.c.decision_seq)
 Index("ix_zeus_trials_status", trials.c.job_pk, trials.c.status)
 Index("ix_zeus_trials_ti", trials.c.dag_id, trials.c.task_id, trials.c.run_id, trials.c.map_index)
+
+RUN_KEY = ("job_pk", "dag_id", "task_id", "run_id", "map_index", "try_number")
+"""What names a run (a recurrence: an Airflow task instance's try) in the tables."""
+
+run_carbon = Table(
+    "zeus_run_carbon",
+    metadata,
+    *_owned_by_a_job_version(),
+    *_run_key(),
+    Column("carbon_zone", String(64), nullable=False, comment="grid zone of the carbon figures"),
+    Column(
+        "carbon_intensity_g_per_kwh",
+        Float,
+        comment="mean gCO2e/kWh over the span of the run's last try",
+    ),
+    Column(
+        "carbon_provenance",
+        String(16),
+        comment="live, forecast, file, fixed or fallback: the last try's intensity's",
+    ),
+    Column("carbon_note", Text, comment="why the last try's intensity fell back"),
+    Column(
+        "emissions_g",
+        Float,
+        comment="gCO2e of the training and setup energy of every try, each over its own span",
+    ),
+    Column("energy_cost", Float, comment="energy cost of every try in the price's currency"),
+    Column("start_delay_s", Float, comment="the carbon-aware start's delay"),
+    Column("expected_emissions_g", Float, comment="gCO2e the start plan expected"),
+    Column(
+        "unshifted_intensity_g_per_kwh",
+        Float,
+        comment="forecast gCO2e/kWh had the run started when planned",
+    ),
+    Column("start_reason", Text, comment="why the start was chosen"),
+    UniqueConstraint(
+        "job_pk",
+        "dag_id",
+        "task_id",
+        "run_id",
+        "map_index",
+        "try_number",
+        name="uq_zeus_run_carbon",
+    ),
+)
+"""A run's carbon and price figures (one recurrence: an Airflow task instance's try), with
+its carbon-aware start's plan; revision 0010 moved them here from its tries' rows."""
 
 power_profiles = Table(
     "zeus_power_profiles",
