@@ -108,16 +108,15 @@ class ReplayedJob:
         with self.store.reader() as reader:
             history = reader.versions([self.config.job_id])[self.config.job_id]
             phase, size = upcoming_batch_size(reader, reports.current(history))
-            return phase, size, expected_run(reader, self.config.job_id, 7200.0)
+        return phase, size, expected_run(self.store, self.config.job_id, 7200.0)
 
 
 def test_the_expected_run_is_the_one_the_policy_is_about_to_choose() -> None:
     from zeus_airflow.core.carbon.expected import expected_run
 
     job = ReplayedJob()
-    with job.store.reader() as reader:
-        assert expected_run(reader, job.config.job_id, None) is None
-        guessed = expected_run(reader, job.config.job_id, 7200.0)
+    assert expected_run(job.store, job.config.job_id, None) is None
+    guessed = expected_run(job.store, job.config.job_id, 7200.0)
     assert guessed is not None and (guessed.time_s, guessed.energy_j) == (7200.0, None)
 
     first = job.run(0)

@@ -13,7 +13,7 @@ from fixtures_grid import FakeElectricityMaps, Reply, em_forecast, em_history, e
 from sqlalchemy import create_engine, select
 
 from zeus_airflow.core.config import ConfigError
-from zeus_airflow.core.store.tables import trials
+from zeus_airflow.core.store.tables import run_carbon
 from zeus_airflow.operators.replay import replay_job_settings, replay_train
 from zeus_airflow.operators.summary import CARBON_XCOM_KEYS
 
@@ -82,8 +82,8 @@ def test_a_run_publishes_its_emissions_and_cost(zeus_store_url: str) -> None:
     assert (
         "gCO2e (fixed, XX)" in rendered_fields("carbon_fixed", run.run_id, "train")["zeus_summary"]
     )
-    with create_engine(zeus_store_url).connect() as conn:
-        row = conn.execute(select(trials).where(trials.c.run_id == run.run_id)).one()
+    with create_engine(zeus_store_url).connect() as conn:  # the run's own row
+        row = conn.execute(select(run_carbon).where(run_carbon.c.run_id == run.run_id)).one()
     assert (row.carbon_zone, row.carbon_provenance, row.carbon_intensity_g_per_kwh) == (
         "XX",
         "fixed",
@@ -151,7 +151,7 @@ def test_electricity_maps_through_a_connection_and_its_fallback(
     assert pushed["start_delay_s"] == 0.0
     assert "beat starting now" in pushed["start_reason"]
     with create_engine(zeus_store_url).connect() as conn:
-        row = conn.execute(select(trials).where(trials.c.run_id == plan_run)).one()
+        row = conn.execute(select(run_carbon).where(run_carbon.c.run_id == plan_run)).one()
     assert (row.start_delay_s, row.start_reason, row.carbon_provenance) == (
         0.0,
         pushed["start_reason"],
@@ -180,12 +180,12 @@ def test_planning_that_fails_starts_now_and_the_run_still_trains(
         pytest.approx(475.0),
     )
 
-    from zeus_airflow.core.carbon import expected
+    from zeus_airflow.core.carbon import service
 
     def broken(*args: Any) -> Any:
         raise RuntimeError("the history reader broke")
 
-    monkeypatch.setattr(expected, "expected_run", broken)
+    monkeypatch.setattr(service, "expected_run", broken)
     dag = carbon_dag(
         "carbon_broken_plan", carbon_zone="DE", carbon_source="fixed:300", start_deadline="6h"
     )

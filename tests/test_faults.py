@@ -19,7 +19,7 @@ import pytest
 from fixtures_airflow import FAKE_ORIGINAL_LIMIT_MW, daily, sync_dag, task_state, xcoms
 from fixtures_grid import FakeElectricityMaps, Reply
 from fixtures_store import FAST_RETRY, StoreOutage
-from sqlalchemy import Engine, event
+from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 
 from zeus_airflow.core.domain import RecurrenceKey, TrialRecord, outbox_from_json
@@ -185,6 +185,12 @@ class SQLiteFault:
         self.pragma, self.on = pragma, False
 
     def __enter__(self) -> SQLiteFault:
+        # No free page left over from the migrations (a dropped column rebuilds its table):
+        # a full file has none, and a write that needs a page must grow the file.
+        vacuum = create_engine(f"sqlite:///{self.database}", isolation_level="AUTOCOMMIT")
+        with vacuum.connect() as conn:
+            conn.exec_driver_sql("VACUUM")
+        vacuum.dispose()
         event.listen(Engine, "begin", self._apply)
         return self
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from fixtures_store import job_config, replay_never_reaching, unreachable_url
+from sqlalchemy import select
 
 from zeus_airflow.cli import main
 from zeus_airflow.core.devices.replay import ReplayGPU
@@ -22,6 +23,7 @@ from zeus_airflow.core.engine import Engine
 from zeus_airflow.core.replay_training import ReplayTraining
 from zeus_airflow.core.store.admin import list_jobs, list_trials
 from zeus_airflow.core.store.sql import SQLStore
+from zeus_airflow.core.store.tables import jobs
 from zeus_airflow.core.traces import WorkloadTrace
 
 
@@ -236,21 +238,25 @@ def test_runs_shows_carbon_columns_once_a_trial_has_them(
     from zeus_airflow.core.domain import RunCarbon
 
     store = SQLStore(filled_url)
-    other = [t.id for t in list_trials(store, "other.job")]
+    (trial,) = list_trials(store, "other.job")
+    with store.reading() as conn:  # the version's key
+        job_pk = conn.execute(select(jobs.c.id).where(jobs.c.job_id == "other.job")).scalar_one()
+    key = RecurrenceKey(trial.run_id, trial.dag_id, trial.task_id, trial.map_index)
     store.record_carbon(
-        {
-            other[0]: RunCarbon(
-                "DE",
-                12.5,
-                0.31,
-                210.0,
-                "forecast",
-                start_delay_s=5400.0,
-                expected_emissions_g=11.0,
-                start_reason="the midday dip",
-            )
-        }
+        job_pk,
+        key,
+        RunCarbon(
+            "DE",
+            12.5,
+            0.31,
+            210.0,
+            "forecast",
+            start_delay_s=5400.0,
+            expected_emissions_g=11.0,
+            start_reason="the midday dip",
+        ),
     )
+    other = [trial.id]
     store.engine.dispose()
     _, out, _ = run_cli(capsys, "runs", "--db", filled_url, "--job", "other.job")
     header, line = out.splitlines()[:2]

@@ -180,25 +180,23 @@ def test_a_job_with_carbon_figures_shows_them_per_run_and_against_default(
         for i in range(3)
     ]
     kwh = [r.energy_j / 3.6e6 for r in results]
-    store.record_carbon(
-        {
-            results[0].final.trial_id: RunCarbon("DE", kwh[0] * 400, None, 400.0, "live"),
-            results[1].final.trial_id: RunCarbon(
-                "DE",
-                kwh[1] * 100,
-                None,
-                100.0,
-                "forecast",
-                start_delay_s=3 * 3600.0,
-                expected_emissions_g=kwh[1] * 90,
-                unshifted_intensity_g_per_kwh=400.0,
-                start_reason="the midday dip",
-            ),
-            results[2].final.trial_id: RunCarbon(
-                "DE", kwh[2] * 475, None, 475.0, "fallback", "HTTP 401"
-            ),
-        }
+    figures = (
+        RunCarbon("DE", kwh[0] * 400, None, 400.0, "live"),
+        RunCarbon(
+            "DE",
+            kwh[1] * 100,
+            None,
+            100.0,
+            "forecast",
+            start_delay_s=3 * 3600.0,
+            expected_emissions_g=kwh[1] * 90,
+            unshifted_intensity_g_per_kwh=400.0,
+            start_reason="the midday dip",
+        ),
+        RunCarbon("DE", kwh[2] * 475, None, 475.0, "fallback", "HTTP 401"),
     )
+    for i, (result, run) in enumerate(zip(results, figures, strict=True)):
+        store.record_carbon(result.job.id, RecurrenceKey(f"day{i}", "green", "train"), run)
     page = client.get("/jobs/green.train").text
     assert 'id="emissions"' in page and "3 runs · zone DE · 1 started later" in page
     assert page.count('class="badge provenance-') == 3

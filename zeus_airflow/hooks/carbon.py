@@ -12,7 +12,8 @@ for the run that follows ask the API once.
 
 from __future__ import annotations
 
-from typing import Any, cast
+import logging
+from typing import TYPE_CHECKING, Any, cast
 
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowNotFoundException
@@ -24,6 +25,10 @@ from zeus_airflow.core.carbon.electricitymaps import (
     check_settings,
 )
 from zeus_airflow.core.carbon.signal import SourceError
+
+if TYPE_CHECKING:
+    from zeus_airflow.core.carbon.options import CarbonOptions
+    from zeus_airflow.core.carbon.service import CarbonService
 
 DEFAULT_CONN_ID = "electricitymaps_default"
 CONN_TYPE = "electricitymaps"
@@ -73,3 +78,13 @@ class ElectricityMapsHook(BaseHook):
         return ElectricityMapsClient(
             conn.password, base_url=base, cache=_CACHE, **cast(dict[str, Any], settings)
         )
+
+
+def carbon_service(
+    options: CarbonOptions, carbon_conn_id: str, log: logging.Logger
+) -> CarbonService:
+    """The carbon service for a task's options, the Electricity Maps token read from
+    ``carbon_conn_id`` when the source is the API (and only then)."""
+    from zeus_airflow.core.carbon.service import CarbonService
+
+    return CarbonService(options, lambda: ElectricityMapsHook(carbon_conn_id).get_conn(), log)

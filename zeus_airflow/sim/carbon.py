@@ -13,7 +13,8 @@ and due ``deadline_h`` later, on an hourly carbon-intensity trace. Four ways to 
   learned duration adds.
 
 The planner sees a forecast (the trace with multiplicative noise, ``forecast_error``); the
-emissions are those of the trace itself over each run's replayed span. Every figure is
+emissions are those of the trace itself over each run's replayed span. Planning and
+emissions are the carbon service's (``core/carbon/service.py``), as in the operator. Every figure is
 **replayed**: energy and time from the paper's traces, not measured. The trace is
 synthetic unless a real one is given (``synthetic_intensity`` says how it is made).
 """
@@ -29,8 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
-from zeus_airflow.core.carbon.expected import expected_run
-from zeus_airflow.core.carbon.planner import ExpectedRun, plan_start
+from zeus_airflow.core.carbon.planner import ExpectedRun
+from zeus_airflow.core.carbon.service import emissions, expected_run, plan_start
 from zeus_airflow.core.carbon.signal import GridPoint
 from zeus_airflow.core.devices.replay import ReplayGPU
 from zeus_airflow.core.domain import RecurrenceKey
@@ -51,6 +52,8 @@ ARM_NAMES = {
     "both": "Zeus + carbon-aware start (learned duration)",
 }
 HOUR = timedelta(hours=1)
+TRACE_ZONE = "trace"
+"""The zone the experiment's figures name: its intensity trace's."""
 EPOCH = datetime(2026, 3, 2, tzinfo=UTC)
 """The synthetic trace's first day (a Monday)."""
 
@@ -121,14 +124,6 @@ class CarbonExperimentResult:
     """The trace's mean intensity per UTC hour."""
 
 
-def _mean_intensity(points: Sequence[GridPoint], start: datetime, end: datetime) -> float:
-    weights = [(p.intensity_g_per_kwh, p.overlap_s(start, end)) for p in points]
-    total = sum(w for _, w in weights)
-    if total <= 0:
-        raise ValueError(f"the intensity trace does not cover {start}..{end}")
-    return sum(g * w for g, w in weights) / total
-
-
 def _window(points: Sequence[GridPoint], start: datetime, end: datetime) -> list[GridPoint]:
     return [p for p in points if p.end > start and p.start < end]
 
@@ -188,8 +183,7 @@ def run_carbon_experiment(
         deadline = scheduled + timedelta(hours=spec.deadline_h)
         forecast = _forecast(_window(grid, scheduled, deadline), spec.forecast_error, rng)
         # The learned expectation is read before today's run, as the operator does.
-        with engines["zeus"][2].reader() as reader:
-            learned = expected_run(reader, job_id, spec.guess_s)
+        learned = expected_run(engines["zeus"][2], job_id, spec.guess_s)
         guessed = ExpectedRun(spec.guess_s, None, "the user's guess")
         runs: dict[str, RecurrenceResult] = {}
         for name, (engine, train, _) in engines.items():
@@ -208,9 +202,8 @@ def run_carbon_experiment(
             end = begin + timedelta(seconds=run.time_s)
             result = arms[arm]
             result.energy_j.append(run.energy_j)
-            result.emissions_g.append(
-                run.energy_j / J_PER_KWH * _mean_intensity(_window(grid, begin, end), begin, end)
-            )
+            span = emissions(TRACE_ZONE, run.energy_j, begin, end, _window(grid, begin, end))
+            result.emissions_g.append(span.emissions_g)
             result.delay_s.append((begin - scheduled).total_seconds())
             if end > deadline:
                 result.late_days.append(day)

@@ -1,10 +1,11 @@
-"""A recurrence's carbon figures: each try's over its own span, and the run's, summed."""
+"""A recurrence's carbon figures: each try's over its own span, and the run's, summed; and
+what the store keeps of them (:func:`stored`)."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from zeus_airflow.core.carbon.accounting import Fallback, footprint, run_emissions
@@ -80,4 +81,22 @@ def _summed(
         *(None, None, None, None)
         if plan is None
         else (plan.delay_s, plan.expected_emissions_g, plan.now_intensity_g_per_kwh, plan.reason),
+    )
+
+
+def stored(
+    run: RunCarbon, per_try: dict[int, RunCarbon], tries: Sequence[TrySpan]
+) -> RunCarbon | None:
+    """What the store keeps of a run (``tables.run_carbon``), as its runs table shows it:
+    its emissions and cost (every try's, summed) and its last try's intensity, provenance
+    and note; None when no try has figures."""
+    records = [per_try[t.trial_id] for t in tries if t.trial_id in per_try]
+    if not records:
+        return None
+    last = records[-1]
+    return replace(
+        run,
+        intensity_g_per_kwh=last.intensity_g_per_kwh,
+        provenance=last.provenance,
+        note=last.note,
     )

@@ -18,6 +18,7 @@ from zeus_airflow.core.domain.decision import (
 from zeus_airflow.core.domain.figures import (
     FIGURES,
     RUN_FACTS,
+    RUN_FIGURES,
     TRY_FIGURES,
     Figure,
     Shown,
@@ -64,6 +65,7 @@ __all__ = [
     "LIVE_STATUSES",
     "REPLACED_STATUSES",
     "RUN_FACTS",
+    "RUN_FIGURES",
     "SHOWN_STATUSES",
     "STATUS_SHOWN",
     "TRANSITIONS",

@@ -29,10 +29,11 @@ while none has finished or when one of them lacks it (a partial sum would read a
 the last try's."""
 Stored = Literal["try", "run"]
 """``try``: a column of ``zeus_trials`` that the store writes from the try's ``RunOutcome``
-when it ends; ``run``: a run's carbon figure, computed and stored by the carbon code
-(``core/carbon/``), not by the engine."""
-SQLType = Literal["float", "int", "bool", "code"]
-"""The column's type: REAL, INTEGER, BOOLEAN, or a short code (VARCHAR(16))."""
+when it ends; ``run``: a column of ``zeus_run_carbon``, a run's carbon figure, computed by the
+carbon code (``core/carbon/``), not by the engine, and written by ``SQLStore.record_carbon``."""
+SQLType = Literal["float", "int", "bool", "code", "zone", "text"]
+"""The column's type: REAL, INTEGER, BOOLEAN, a short code (VARCHAR(16)), a grid zone
+(VARCHAR(64)) or a text (TEXT)."""
 Format = Literal[
     "watts",
     "energy",
@@ -196,13 +197,16 @@ class TrainingFigures:
     """What its training steps (a run's: every try's) would have cost at the maximum power
     limit (cost units): for a run of the default batch size, its cost without Zeus."""
     # --- a run's carbon figures (computed and stored by core/carbon/) --------------------------
-    carbon_zone: str | None = _figure("", stored="run", xcom=True)
+    carbon_zone: str | None = _figure(
+        "", stored="run", sql="zone", xcom=True, comment="grid zone of the carbon figures"
+    )
     """Grid zone of the carbon figures; None: the task had no carbon_zone."""
     emissions_g: float | None = _figure(
         "gCO2e",
         adds="sum",
         stored="run",
         xcom=True,
+        comment="gCO2e of the training and setup energy of every try, each over its own span",
         cli=Shown("CO2e", "emissions", shown_with="emissions_g"),
         page=(
             Shown(
@@ -216,19 +220,39 @@ class TrainingFigures:
     )
     """gCO2e of the training and setup energy (a run's: every try's, each over its own
     span)."""
-    energy_cost: float | None = _figure("currency", adds="sum", stored="run", xcom=True)
+    energy_cost: float | None = _figure(
+        "currency",
+        adds="sum",
+        stored="run",
+        xcom=True,
+        comment="energy cost of every try in the price's currency",
+    )
     """In the price's currency (a run's: every try's); None without a price."""
-    carbon_intensity_g_per_kwh: float | None = _figure("gCO2e/kWh", stored="run", xcom=True)
+    carbon_intensity_g_per_kwh: float | None = _figure(
+        "gCO2e/kWh",
+        stored="run",
+        xcom=True,
+        comment="mean gCO2e/kWh over the span of the run's last try",
+    )
     """Mean gCO2e/kWh over the (last) try's span."""
-    carbon_provenance: str | None = _figure("", stored="run", xcom=True)
+    carbon_provenance: str | None = _figure(
+        "",
+        stored="run",
+        sql="code",
+        xcom=True,
+        comment="live, forecast, file, fixed or fallback: the last try's intensity's",
+    )
     """live, forecast, file, fixed or fallback: where the intensity came from (the least direct
     figure used)."""
-    carbon_note: str | None = _figure("", stored="run")
+    carbon_note: str | None = _figure(
+        "", stored="run", sql="text", comment="why the last try's intensity fell back"
+    )
     """Why the intensity fell back."""
     start_delay_s: float | None = _figure(
         "s",
         stored="run",
         xcom=True,
+        comment="the carbon-aware start's delay",
         page=(
             Shown(
                 "Start delay",
@@ -240,11 +264,19 @@ class TrainingFigures:
         ),
     )
     """How long the carbon-aware start waited (None: no start_deadline)."""
-    expected_emissions_g: float | None = _figure("gCO2e", stored="run", xcom=True)
+    expected_emissions_g: float | None = _figure(
+        "gCO2e", stored="run", xcom=True, comment="gCO2e the start plan expected"
+    )
     """gCO2e the start plan expected (None without an expected energy)."""
-    unshifted_intensity_g_per_kwh: float | None = _figure("gCO2e/kWh", stored="run")
+    unshifted_intensity_g_per_kwh: float | None = _figure(
+        "gCO2e/kWh",
+        stored="run",
+        comment="forecast gCO2e/kWh had the run started when planned",
+    )
     """Forecast gCO2e/kWh over the run's expected span had it started when planned."""
-    start_reason: str | None = _figure("", stored="run", xcom=True)
+    start_reason: str | None = _figure(
+        "", stored="run", sql="text", xcom=True, comment="why the start was chosen"
+    )
     """Why the start was chosen."""
 
     # --- how training ended, and what observe mode found ---------------------------------------
@@ -315,6 +347,10 @@ FIGURES: Mapping[str, Figure] = {
 TRY_FIGURES: tuple[str, ...] = tuple(n for n, f in FIGURES.items() if f.stored == "try")
 """What a try measures: the ``zeus_trials`` columns the store writes when it ends, which a
 ``RunOutcome`` carries under the same names."""
+
+RUN_FIGURES: tuple[str, ...] = tuple(n for n, f in FIGURES.items() if f.stored == "run")
+"""A run's carbon figures: the ``zeus_run_carbon`` columns ``SQLStore.record_carbon`` writes,
+one row per run, which a ``RunCarbon`` carries."""
 
 RUN_FACTS: tuple[Figure, ...] = (
     Figure("batch_size", "", xcom=True, metric="batch size of the last try"),

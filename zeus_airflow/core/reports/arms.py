@@ -8,18 +8,9 @@ next decision most likely happens.
 
 from __future__ import annotations
 
-from zeus_airflow.core.domain import ArmStats, Decision, DeviceInfo, JobSnapshot, Version
-from zeus_airflow.core.policy import (
-    HistoryOutOfOrderError,
-    NoFeasibleBatchSizeError,
-    best_known,
-    best_success_size,
-    bound_for,
-    job_phase,
-    pruning_reasons,
-    pruning_state,
-    within_budget,
-)
+from zeus_airflow.core import outlook
+from zeus_airflow.core.domain import ArmStats, DeviceInfo, JobSnapshot, Version
+from zeus_airflow.core.policy import HistoryOutOfOrderError, job_phase, pruning_reasons
 from zeus_airflow.core.posterior import arm_posterior, pooled_cost_cv
 from zeus_airflow.core.reports.records import Arm, ProfilePoint
 from zeus_airflow.core.snapshot import job_snapshot
@@ -37,41 +28,19 @@ def _snapshot(reader: Reader, v: Version) -> JobSnapshot:
 def decision_state(reader: Reader, v: Version) -> tuple[str, int | None]:
     """The job's phase and its best batch size so far, as the Zeus policy reckons them
     (``infeasible``: no size in play, runs fall back to the best known one)."""
-    snapshot = _snapshot(reader, v)
     try:
-        phase, in_play = job_phase(snapshot)
-    except HistoryOutOfOrderError:  # a history another policy (the simulator's baselines) wrote
+        return outlook.standing(_snapshot(reader, v))
+    except outlook.OutOfOrder:  # a history another policy (the simulator's baselines) wrote
         return str(reader.last_phase(v.pk) or "none"), None
-    if not any(arm.count for arm in snapshot.observations.values()):
-        return phase, None
-    if not in_play:
-        return phase, best_success_size(snapshot)
-    return phase, best_known(snapshot, in_play)
 
 
 def upcoming_batch_size(reader: Reader, v: Version) -> tuple[str, int | None]:
-    """The batch size the Zeus policy most likely decides next, and the job's phase: the
-    pruning walk's next step (or, phase ``exploit``, the best known size when that step
-    would not fit in the exploration budget), else the best known size in play (what
-    Thompson sampling exploits most often), else the fallback's. None before any
-    observation."""
-    snapshot = _snapshot(reader, v)
+    """The batch size the Zeus policy most likely decides next, and the job's phase
+    (``core/outlook.py``); None before any observation."""
     try:
-        state = pruning_state(snapshot.config, snapshot.exploration)
-    except HistoryOutOfOrderError:  # another policy's history
-        return decision_state(reader, v)
-    if state.next_batch_size is not None:
-        step = Decision(
-            state.next_batch_size,
-            "pruning",
-            early_stop_cost=bound_for(snapshot)(state.next_batch_size),
-        )
-        try:
-            decided = within_budget(snapshot, step)
-        except NoFeasibleBatchSizeError:  # only inside a recurrence that already failed
-            return "pruning", step.batch_size
-        return decided.phase, decided.batch_size
-    return decision_state(reader, v)
+        return outlook.upcoming(_snapshot(reader, v))
+    except outlook.OutOfOrder:  # another policy's history
+        return str(reader.last_phase(v.pk) or "none"), None
 
 
 def arms(reader: Reader, v: Version) -> tuple[Arm, ...]:

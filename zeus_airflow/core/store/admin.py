@@ -14,10 +14,11 @@ from typing import Any
 from sqlalchemy import ColumnElement, case, func, insert, select, update
 from sqlalchemy.sql.elements import Label
 
-from zeus_airflow.core.domain import TrialRecord
+from zeus_airflow.core.domain import RUN_FIGURES, TrialRecord
 from zeus_airflow.core.store.base import StoreError
-from zeus_airflow.core.store.sql import SQLStore, as_utc, lock_job_versions
-from zeus_airflow.core.store.tables import jobs, trials
+from zeus_airflow.core.store.clock import as_utc
+from zeus_airflow.core.store.sql import SQLStore, lock_job_versions
+from zeus_airflow.core.store.tables import RUN_KEY, jobs, run_carbon, trials
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,11 @@ _TRIALS = (
     .join(jobs, trials.c.job_pk == jobs.c.id)
     .order_by(trials.c.id)
 )
+_RUN_CARBON = select(jobs.c.job_id, jobs.c.version, run_carbon).join(
+    jobs, run_carbon.c.job_pk == jobs.c.id
+)
+_KEY = ("job_id", "version", *RUN_KEY[1:])
+"""A run's key as a trial's row and a run's carbon row both name it."""
 
 
 def list_jobs(store: SQLStore) -> list[JobVersion]:
@@ -96,10 +102,18 @@ def list_jobs(store: SQLStore) -> list[JobVersion]:
 
 
 def list_trials(store: SQLStore, job_id: str | None = None) -> list[TrialRecord]:
-    """Every trial (of every version of ``job_id`` when given), in the order they began."""
+    """Every trial (of every version of ``job_id`` when given), in the order they began.
+    A run's carbon figures (``tables.run_carbon``) are shown on its last try."""
     query = _TRIALS if job_id is None else _TRIALS.where(jobs.c.job_id == job_id)
+    runs = _RUN_CARBON if job_id is None else _RUN_CARBON.where(jobs.c.job_id == job_id)
     with store.reading() as conn:
         rows = conn.execute(query).mappings().all()
+        carbon = {tuple(r[k] for k in _KEY): r for r in conn.execute(runs).mappings()}
+    last: dict[tuple[Any, ...], Any] = {}
+    for row in rows:
+        key = tuple(row[k] for k in _KEY)
+        if key not in last or row["decision_seq"] > last[key]["decision_seq"]:
+            last[key] = row
     return [
         TrialRecord(
             **{
@@ -109,10 +123,20 @@ def list_trials(store: SQLStore, job_id: str | None = None) -> list[TrialRecord]
                 "finished_at": row["finished_at"] and as_utc(row["finished_at"]),
                 "expires_at": row["expires_at"] and as_utc(row["expires_at"]),
                 "recorded_late_at": row["recorded_late_at"] and as_utc(row["recorded_late_at"]),
+                **_carbon_of(row, carbon, last),
             }
         )
         for row in rows
     ]
+
+
+def _carbon_of(
+    row: Any, carbon: dict[tuple[Any, ...], Any], last: dict[tuple[Any, ...], Any]
+) -> dict[str, Any]:
+    """A trial's carbon fields: its run's figures on the run's last try, None elsewhere."""
+    key = tuple(row[k] for k in _KEY)
+    figures = carbon.get(key) if last[key] is row else None
+    return {name: None if figures is None else figures[name] for name in RUN_FIGURES}
 
 
 def reset_job(store: SQLStore, job_id: str) -> JobVersion:

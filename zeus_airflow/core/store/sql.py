@@ -86,7 +86,7 @@ from zeus_airflow.core.store.connect import (
 from zeus_airflow.core.store.reads import Reader
 from zeus_airflow.core.store.retry import RetryPolicy, is_transient, refusal, with_retries
 from zeus_airflow.core.store.snapshot import read_state
-from zeus_airflow.core.store.tables import gpu_leases, jobs, power_profiles, trials
+from zeus_airflow.core.store.tables import gpu_leases, jobs, power_profiles, run_carbon, trials
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -417,11 +417,7 @@ class SQLStore:
                     dict(
                         job_pk=job.id,
                         decision_seq=seq,
-                        dag_id=key.dag_id,
-                        task_id=key.task_id,
-                        run_id=key.run_id,
-                        map_index=key.map_index,
-                        try_number=key.try_number,
+                        **recurrence_columns(key),
                         attempt=attempt,
                         status=status.STARTED,
                         phase=decision.phase,
@@ -602,30 +598,18 @@ class SQLStore:
             if r.finished_at is not None
         }
 
-    def record_carbon(self, figures: Mapping[int, RunCarbon]) -> None:
-        """Each trial's carbon figures and its recurrence's start plan, in one transaction."""
+    def record_carbon(self, job_pk: int, key: RecurrenceKey, figures: RunCarbon) -> None:
+        """A run's carbon figures and its start plan (``tables.run_carbon``); recording a
+        run's again replaces them."""
+        where = dict(job_pk=job_pk, **recurrence_columns(key))
 
         def record(conn: Connection) -> None:
-            for trial_id, f in figures.items():
-                conn.execute(
-                    update(trials)
-                    .where(trials.c.id == trial_id)
-                    .values(
-                        carbon_zone=f.zone,
-                        carbon_intensity_g_per_kwh=f.intensity_g_per_kwh,
-                        carbon_provenance=f.provenance,
-                        carbon_note=f.note[-4000:] or None,
-                        emissions_g=f.emissions_g,
-                        energy_cost=f.energy_cost,
-                        start_delay_s=f.start_delay_s,
-                        expected_emissions_g=f.expected_emissions_g,
-                        unshifted_intensity_g_per_kwh=f.unshifted_intensity_g_per_kwh,
-                        start_reason=f.start_reason and f.start_reason[-4000:],
-                    )
-                )
+            conn.execute(
+                delete(run_carbon).where(*(run_carbon.c[k] == v for k, v in where.items()))
+            )
+            conn.execute(insert(run_carbon).values(**where, **carbon_columns(figures)))
 
-        if figures:
-            self._write(f"recording the carbon figures of trials {sorted(figures)}", record)
+        self._write(f"recording the carbon figures of run {key.run_id!r}", record)
 
     # --- power profiles ----------------------------------------------------------------------
     def load_profile(self, job: JobRef, batch_size: int, device: DeviceInfo) -> PowerProfile:
@@ -883,3 +867,30 @@ def _now() -> datetime:
     """This worker's clock: for what only this host compares (a job's creation, a GPU
     lease's age against its holder's start). A trial's times are the database's."""
     return datetime.now(UTC)
+
+
+def carbon_columns(f: RunCarbon) -> dict[str, Any]:
+    """A run's carbon figures as ``tables.run_carbon`` names them."""
+    return dict(
+        carbon_zone=f.zone,
+        carbon_intensity_g_per_kwh=f.intensity_g_per_kwh,
+        carbon_provenance=f.provenance,
+        carbon_note=f.note[-4000:] or None,
+        emissions_g=f.emissions_g,
+        energy_cost=f.energy_cost,
+        start_delay_s=f.start_delay_s,
+        expected_emissions_g=f.expected_emissions_g,
+        unshifted_intensity_g_per_kwh=f.unshifted_intensity_g_per_kwh,
+        start_reason=f.start_reason and f.start_reason[-4000:],
+    )
+
+
+def recurrence_columns(key: RecurrenceKey) -> dict[str, Any]:
+    """A recurrence's key as the tables name it (``tables.RUN_KEY``, but the job version)."""
+    return dict(
+        dag_id=key.dag_id,
+        task_id=key.task_id,
+        run_id=key.run_id,
+        map_index=key.map_index,
+        try_number=key.try_number,
+    )

@@ -24,10 +24,10 @@ from sqlalchemy import (
 )
 
 from zeus_airflow.core.config import JOB_ID_MAX_LENGTH
-from zeus_airflow.core.domain.figures import FIGURES, TRY_FIGURES, SQLType
+from zeus_airflow.core.domain.figures import FIGURES, RUN_FIGURES, TRY_FIGURES, SQLType
 from zeus_airflow.core.domain.trials import LIVE_STATUSES
 
-SCHEMA_VERSION = "0009"
+SCHEMA_VERSION = "0010"
 """Alembic revision the code expects; bump it with every migration."""
 
 metadata = MetaData()
@@ -47,16 +47,36 @@ _SQL_TYPES: dict[SQLType, Any] = {
     "int": Integer,
     "bool": Boolean,
     "code": String(16),
+    "zone": String(64),
+    "text": Text,
 }
 
 
-def _figure_columns() -> list[Column[Any]]:
-    """A try's figures (``core/domain/figures.py``): one nullable column each, None until
-    the try ends."""
+def _figure_columns(names: tuple[str, ...]) -> list[Column[Any]]:
+    """Figures as the declaration (``core/domain/figures.py``) stores them: one column each,
+    nullable (a try's is None until it ends) but a run's grid zone, which its carbon row
+    always has."""
     return [
-        Column(name, _SQL_TYPES[FIGURES[name].sql], comment=FIGURES[name].comment)
-        for name in TRY_FIGURES
+        Column(
+            name,
+            _SQL_TYPES[FIGURES[name].sql],
+            nullable=name != "carbon_zone",
+            comment=FIGURES[name].comment,
+        )
+        for name in names
     ]
+
+
+def _run_key() -> tuple[Column[str], Column[str], Column[str], Column[int], Column[int]]:
+    """The Airflow keys of a run (a recurrence: a task instance's try), new columns each
+    call."""
+    return (
+        Column("dag_id", String(250), nullable=False, default=""),
+        Column("task_id", String(250), nullable=False, default=""),
+        Column("run_id", String(250), nullable=False),
+        Column("map_index", Integer, nullable=False, default=-1),
+        Column("try_number", Integer, nullable=False, default=1),
+    )
 
 
 jobs = Table(
@@ -96,16 +116,12 @@ trials = Table(
     metadata,
     *_owned_by_a_job_version(),
     Column("decision_seq", Integer, nullable=False),
-    Column("dag_id", String(250), nullable=False, default=""),
-    Column("task_id", String(250), nullable=False, default=""),
-    Column("run_id", String(250), nullable=False),
-    Column("map_index", Integer, nullable=False, default=-1),
-    Column("try_number", Integer, nullable=False, default=1),
+    *_run_key(),
     Column("attempt", Integer, nullable=False, comment="try of a batch size within the run"),
     Column("status", String(16), nullable=False),
     Column("phase", String(16), nullable=False),
     Column("batch_size", Integer, nullable=False),
-    *_figure_columns(),
+    *_figure_columns(TRY_FIGURES),
     Column(
         "observed",
         Boolean,
@@ -125,20 +141,6 @@ trials = Table(
         DateTime(timezone=True),
         comment="a running trial not heard from by then expires",
     ),
-    Column("carbon_zone", String(64), comment="grid zone of the carbon figures"),
-    Column("carbon_intensity_g_per_kwh", Float, comment="mean gCO2e/kWh over the try's span"),
-    Column("carbon_provenance", String(16), comment="live, forecast, file, fixed or fallback"),
-    Column("carbon_note", Text, comment="why the intensity fell back"),
-    Column("emissions_g", Float, comment="gCO2e of the try's training and setup energy"),
-    Column("energy_cost", Float, comment="energy cost in the price's currency"),
-    Column("start_delay_s", Float, comment="the carbon-aware start's delay of the recurrence"),
-    Column("expected_emissions_g", Float, comment="gCO2e the start plan expected"),
-    Column(
-        "unshifted_intensity_g_per_kwh",
-        Float,
-        comment="forecast gCO2e/kWh had the recurrence started when planned",
-    ),
-    Column("start_reason", Text, comment="why the start was chosen"),
     Column(
         "budget_left_runs",
         Float,
@@ -171,6 +173,28 @@ Index("ix_zeus_trials_arm", trials.c.job_pk, trials.c.observed, trials.c.batch_s
 Index("ix_zeus_trials_phase", trials.c.job_pk, trials.c.phase, trials.c.decision_seq)
 Index("ix_zeus_trials_status", trials.c.job_pk, trials.c.status)
 Index("ix_zeus_trials_ti", trials.c.dag_id, trials.c.task_id, trials.c.run_id, trials.c.map_index)
+
+RUN_KEY = ("job_pk", "dag_id", "task_id", "run_id", "map_index", "try_number")
+"""What names a run (a recurrence: an Airflow task instance's try) in the tables."""
+
+run_carbon = Table(
+    "zeus_run_carbon",
+    metadata,
+    *_owned_by_a_job_version(),
+    *_run_key(),
+    *_figure_columns(RUN_FIGURES),
+    UniqueConstraint(
+        "job_pk",
+        "dag_id",
+        "task_id",
+        "run_id",
+        "map_index",
+        "try_number",
+        name="uq_zeus_run_carbon",
+    ),
+)
+"""A run's carbon and price figures (one recurrence: an Airflow task instance's try), with
+its carbon-aware start's plan; revision 0010 moved them here from its tries' rows."""
 
 power_profiles = Table(
     "zeus_power_profiles",

@@ -7,11 +7,11 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
-from sqlalchemy import ColumnElement, Float, func, literal_column, select
+from sqlalchemy import ColumnElement, Float, and_, func, literal_column, select
 
 from zeus_airflow.core.store.clock import as_utc
 from zeus_airflow.core.store.reads.base import SHOWN, Reads, run_figures
-from zeus_airflow.core.store.tables import trials
+from zeus_airflow.core.store.tables import RUN_KEY, run_carbon, trials
 
 
 class LatestTry(NamedTuple):
@@ -66,12 +66,13 @@ class FleetReads(Reads):
         }
 
     def with_emissions(self, pks: list[int]) -> list[int]:
-        """The versions with a shown try that has carbon figures."""
+        """The versions with a shown run that has carbon figures (``tables.run_carbon``)."""
         return list(
             self.conn.execute(
-                select(trials.c.job_pk)
+                select(run_carbon.c.job_pk)
                 .distinct()
-                .where(trials.c.job_pk.in_(pks), SHOWN, trials.c.emissions_g.is_not(None))
+                .join(trials, and_(*(trials.c[k] == run_carbon.c[k] for k in RUN_KEY)))
+                .where(run_carbon.c.job_pk.in_(pks), SHOWN, run_carbon.c.emissions_g.is_not(None))
             ).scalars()
         )
 

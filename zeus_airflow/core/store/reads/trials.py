@@ -11,10 +11,10 @@ from typing import Any, NamedTuple
 from sqlalchemy import Select, bindparam, func, select
 
 from zeus_airflow.core.devices.base import MeasurementKind
-from zeus_airflow.core.domain import FIGURES, TRY_FIGURES, TrainingFigures
+from zeus_airflow.core.domain import FIGURES, RUN_FIGURES, TRY_FIGURES, TrainingFigures
 from zeus_airflow.core.store.reads.base import Reads, run_figures, shown
 from zeus_airflow.core.store.snapshot import DEFAULT_COST, RAN_TO_ITS_END
-from zeus_airflow.core.store.tables import trials
+from zeus_airflow.core.store.tables import RUN_KEY, run_carbon, trials
 
 _SUMMED = tuple(name for name in TRY_FIGURES if FIGURES[name].adds != "last")
 """A try's figures that add up (``core/domain/figures.py``)."""
@@ -64,7 +64,16 @@ def _shown_tries(columns: tuple[str, ...]) -> Select[Any]:
     )
 
 
+_RUN_CARBON = select(*(run_carbon.c[name] for name in (*RUN_KEY[1:], *RUN_FIGURES)))
+
+
 class TrialReads(Reads):
+    def run_carbon(self, job_pk: int) -> dict[tuple[Any, ...], Any]:
+        """The version's runs' carbon figures (``tables.run_carbon``), by the run's key
+        (``dag_id``, ``task_id``, ``run_id``, ``map_index``, ``try_number``)."""
+        rows = self.conn.execute(_RUN_CARBON.where(run_carbon.c.job_pk == job_pk))
+        return {tuple(r[: len(RUN_KEY) - 1]): r for r in rows}
+
     def shown_tries(self, job_pk: int, columns: tuple[str, ...]) -> Iterable[Any]:
         """The version's shown tries in decision order, with ``columns`` (rows read by
         column name), as the database returns them: a long job has thousands."""

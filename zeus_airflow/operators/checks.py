@@ -1,0 +1,327 @@
+"""The operator's parse-time checks: its constructor's, ``partial()``'s and ``expand()``'s.
+
+Airflow's mapped operators call ``__init__`` only when a mapped instance runs, so without
+these a bad argument given to ``partial()`` or ``expand()`` would pass parsing and fail every
+mapped instance at run time. Each parameter is checked on its own (a template or an XCom is
+checked once rendered), then, once every job field is known, the whole job configuration.
+Nothing here touches the store, NVML or torch.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import itertools
+import math
+import os
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, cast
+
+from zeus_airflow.airflow_compat import OperatorPartial, ResolveMixin
+from zeus_airflow.core.config import (
+    PARAMETER_CHECKS,
+    ConfigError,
+    JobConfig,
+    PowerLimitMode,
+    ProfilerConfig,
+    check_bool,
+    check_job_id,
+    check_kwargs,
+    is_blank,
+    plain_numbers,
+)
+from zeus_airflow.core.devices.spec import parse_device
+from zeus_airflow.operators.naming import default_job_id
+
+if TYPE_CHECKING:
+    from zeus_airflow.core.carbon.options import CarbonOptions
+
+PLACEHOLDER_JOB_ID = "templated-job-id"
+"""Stands for a templated job_id in the checks across parameters (rendered only at run time)."""
+_JOB_FIELDS = ("batch_sizes", "default_batch_size", "target_metric", "max_epochs")
+"""The required job parameters: with all of them known, the whole configuration is checked."""
+_MAX_EXPANSIONS_CHECKED = 256
+"""expand() of literal lists checks each combination as a whole job up to this many."""
+
+
+def _check_train(value: object) -> None:
+    if not callable(value):
+        raise ConfigError(f"train={value!r} is invalid: expected a function taking a TrainingRun")
+
+
+def _check_conn_id(value: object, name: str = "zeus_conn_id") -> None:
+    if is_blank(value):
+        raise ConfigError(
+            f"{name}={value!r} is invalid: expected the id of an Airflow "
+            "connection (a non-empty string without NUL bytes)"
+        )
+
+
+def _check_traces_dir(value: object) -> None:
+    # '' (a template rendering to nothing) is missing, not "the default traces"
+    if value is not None and (
+        not isinstance(value, str | os.PathLike) or (isinstance(value, str) and is_blank(value))
+    ):
+        raise ConfigError(
+            f"traces_dir={value!r} is invalid: expected None ($ZEUS_TRACES_DIR or "
+            "the packaged traces) or the path of the traces folder (not empty)"
+        )
+
+
+def check_carbon(values: Mapping[str, Any]) -> None:
+    """A carbon-aware start needs a zone to read the forecast of."""
+    if values.get("start_deadline") is not None and values.get("carbon_zone") is None:
+        raise ConfigError(
+            f"start_deadline={values['start_deadline']!r} is invalid without "
+            "carbon_zone: expected carbon_zone set to a grid zone (e.g. 'DE'), "
+            "or start_deadline=None"
+        )
+
+
+def _check_optional_job_id(value: object) -> None:
+    if value is not None:  # None: the default, checked once dag_id and task_id are known
+        check_job_id(value)
+
+
+OPERATOR_CHECKS: dict[str, Callable[[Any], object]] = {
+    **PARAMETER_CHECKS,
+    "job_id": _check_optional_job_id,
+    "train": _check_train,
+    "device": parse_device,
+    "train_kwargs": lambda v: check_kwargs("train_kwargs", v),
+    "zeus_conn_id": _check_conn_id,
+    "carbon_conn_id": lambda v: _check_conn_id(v, "carbon_conn_id"),
+    "traces_dir": _check_traces_dir,
+    "fail_on_missed_target": lambda v: check_bool("fail_on_missed_target", v),
+    "fail_when_infeasible": lambda v: check_bool("fail_when_infeasible", v),
+    "shared_job": lambda v: check_bool("shared_job", v),
+}
+"""A check for each of the operator's own parameters (Airflow checks BaseOperator's)."""
+
+TEMPLATED_STRINGS = (
+    "job_id",
+    "device",
+    "zeus_conn_id",
+    "traces_dir",
+    "carbon_zone",
+    "carbon_source",
+    "carbon_conn_id",
+    "start_deadline",
+)
+"""Templated parameters whose value is one string: a template there is rendered at run time.
+(``train_kwargs`` is templated too, but its values are: it must be a mapping already.)"""
+
+
+def is_template_value(value: object) -> bool:
+    return isinstance(value, str) and ("{{" in value or "{%" in value)
+
+
+def _unknown_yet(name: str, value: object) -> bool:
+    """Whether a value is only known at run time: an XCom or mapped argument, or a template
+    in a templated string."""
+    return isinstance(value, ResolveMixin) or (
+        name in TEMPLATED_STRINGS and is_template_value(value)
+    )
+
+
+def check_arguments(given: Mapping[str, Any]) -> None:
+    """Check each of the operator's parameters in ``given`` on its own; others are skipped."""
+    for name, value in given.items():
+        check = OPERATOR_CHECKS.get(name)
+        if check is not None and not _unknown_yet(name, value):
+            check(value)
+    if "train" not in given or "train_kwargs" not in given:
+        return  # partial(): the other may come from expand(), checked when an instance runs
+    train, train_kwargs = given["train"], given["train_kwargs"]
+    if not isinstance(train, ResolveMixin) and not isinstance(train_kwargs, ResolveMixin):
+        _check_call(train, check_kwargs("train_kwargs", train_kwargs))
+
+
+def _check_call(train: Callable[..., Any], train_kwargs: Mapping[str, Any]) -> None:
+    """``train(run, **train_kwargs)`` must bind: a keyword train does not take (or one that
+    is also its TrainingRun parameter) would fail every run with a bare TypeError."""
+    try:
+        signature = inspect.signature(train)
+    except (TypeError, ValueError):  # a builtin or C callable: nothing to check
+        return
+    try:
+        signature.bind(None, **train_kwargs)
+    except TypeError as err:
+        name = getattr(train, "__name__", repr(train))
+        raise ConfigError(
+            f"train_kwargs={dict(train_kwargs)!r} is invalid: {name}(run, "
+            f"**train_kwargs) cannot be called ({err}); expected keyword "
+            "arguments that the train function takes besides its TrainingRun"
+        ) from None
+
+
+@functools.cache
+def own_parameters(operator_class: type) -> tuple[str, ...]:
+    """The names of an operator's own parameters: its constructor's keyword-only ones."""
+    parameters = inspect.signature(vars(operator_class)["__init__"]).parameters.values()
+    return tuple(p.name for p in parameters if p.kind is inspect.Parameter.KEYWORD_ONLY)
+
+
+@functools.cache
+def _defaults(operator_class: type) -> dict[str, Any]:
+    """The defaults of the operator's own parameters, from its constructors."""
+    found: dict[str, Any] = {}
+    for klass in reversed(operator_class.__mro__):
+        init = vars(klass).get("__init__")
+        try:
+            parameters = inspect.signature(init).parameters if init else {}
+        except (TypeError, ValueError):  # a C constructor
+            continue
+        found |= {
+            name: p.default
+            for name, p in parameters.items()
+            if name in OPERATOR_CHECKS and p.default is not inspect.Parameter.empty
+        }
+    return found
+
+
+def check_job(operator_class: type, given: Mapping[str, Any]) -> None:
+    """The checks across parameters, once every required job field is known."""
+    if not all(name in given for name in _JOB_FIELDS):
+        return
+    values = {**_defaults(operator_class), **given}
+    if any(isinstance(values[name], ResolveMixin) for name in OPERATOR_CHECKS if name in values):
+        return  # an XCom stands for one of them
+    job_id = values["job_id"]
+    if job_id is None or is_template_value(job_id):
+        # A mapped instance's default id depends on its map index: checked when it runs.
+        job_id = PLACEHOLDER_JOB_ID
+    job_config(values, job_id)
+
+
+def check_operator(values: Mapping[str, Any], dag_id: str, task_id: str) -> None:
+    """The constructor's checks: each parameter, then the job they configure. ``values``:
+    the operator's attributes (templates unrendered)."""
+    check_arguments({name: values[name] for name in OPERATOR_CHECKS if name in values})
+    check_carbon(values)
+    job_id = values["job_id"]
+    if job_id is not None:
+        job_id = PLACEHOLDER_JOB_ID if is_template_value(job_id) else job_id
+    else:
+        job_id = default_job_id(dag_id, task_id)
+        try:
+            check_job_id(job_id)
+        except ConfigError as err:
+            raise ConfigError(
+                f"{err}; it is the default (<dag_id>.<task_id>): pass a shorter job_id"
+            ) from None
+    job_config(values, job_id)  # the checks across parameters (default_batch_size...)
+
+
+def checked_partial_kwargs(operator_class: type, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """``partial()``'s arguments checked one by one and, once every job field is known, as a
+    job; numbers kept as Python's."""
+    check_arguments(kwargs)
+    check_job(operator_class, kwargs)
+    return {
+        name: plain_numbers(value) if name in OPERATOR_CHECKS else value
+        for name, value in kwargs.items()
+    }
+
+
+def _check_expand(
+    operator_class: type, partial_kwargs: Mapping[str, Any], mapped: Mapping[str, Any]
+) -> None:
+    """expand(name=[...]): each literal element on its own, then (when few enough) each
+    combination with the partial() arguments as a whole job."""
+    literal = {
+        name: value
+        for name, value in mapped.items()
+        if isinstance(value, list | tuple) and name in OPERATOR_CHECKS
+    }
+    for name, values in literal.items():
+        for value in values:
+            if not _unknown_yet(name, value):
+                OPERATOR_CHECKS[name](value)
+    if len(literal) != len(mapped) or not all(literal.values()):
+        return  # an XCom (or an empty list) decides at run time
+    if math.prod(len(values) for values in literal.values()) > _MAX_EXPANSIONS_CHECKED:
+        return
+    for combination in itertools.product(*literal.values()):
+        given = {**partial_kwargs, **dict(zip(literal, combination, strict=True))}
+        check_job(operator_class, given)
+
+
+def _check_expand_kwargs(
+    operator_class: type, partial_kwargs: Mapping[str, Any], kwargs: object
+) -> None:
+    """expand_kwargs([{...}, ...]): each literal mapping with the partial() arguments."""
+    if not isinstance(kwargs, list | tuple):
+        return  # an XCom: known at run time
+    for item in kwargs:
+        if isinstance(item, Mapping):
+            check_arguments(item)
+            check_job(operator_class, {**partial_kwargs, **item})
+
+
+class CheckedPartial(OperatorPartial):
+    """What ``ZeusTrainOperator.partial()`` returns: ``expand`` and ``expand_kwargs`` check
+    the literal values they are given before Airflow maps them."""
+
+    @classmethod
+    def of(cls, made: OperatorPartial) -> CheckedPartial:
+        checked = cls(operator_class=made.operator_class, kwargs=made.kwargs, params=made.params)
+        made._expand_called = True  # replaced by ``checked``: no "never mapped" warning
+        return checked
+
+    def expand(self, **mapped_kwargs: Any) -> Any:
+        self._expand_called = True  # a refused expand() is reported by its error, not a warning
+        _check_expand(self.operator_class, self.kwargs, mapped_kwargs)
+        return super().expand(**mapped_kwargs)
+
+    def expand_kwargs(self, kwargs: Any, *, strict: bool = True) -> Any:
+        self._expand_called = True
+        _check_expand_kwargs(self.operator_class, self.kwargs, kwargs)
+        return super().expand_kwargs(kwargs, strict=strict)
+
+
+def job_config(values: Mapping[str, Any], job_id: str) -> JobConfig:
+    """The core configuration from the operator's parameters (attributes or arguments)."""
+    return JobConfig(
+        job_id=job_id,
+        batch_sizes=values["batch_sizes"],
+        default_batch_size=values["default_batch_size"],
+        target_metric=values["target_metric"],
+        max_epochs=values["max_epochs"],
+        higher_is_better=values["higher_is_better"],
+        eta=values["eta"],
+        beta=values["beta"],
+        window_size=values["window_size"],
+        drift_detection=values["drift_detection"],
+        max_tries=values["max_tries"],
+        exploration_budget=values["exploration_budget"],
+        cost_includes_cpu=values["cost_includes_cpu"],
+        profiler=ProfilerConfig(
+            warmup_steps=values["warmup_steps"],
+            profile_steps=values["profile_steps"],
+            warmup_s=values["warmup_s"],
+            profile_s=values["profile_s"],
+            mode=cast(PowerLimitMode, values["power_limit_mode"]),
+            selector=values["power_limit_selector"],
+            max_slowdown=values["max_slowdown"],
+        ),
+    )
+
+
+def carbon_options(values: Mapping[str, Any]) -> CarbonOptions | None:
+    """The rendered carbon options (checked again: templates are rendered by now); None
+    without ``carbon_zone``."""
+    check_carbon(values)
+    if values["carbon_zone"] is None:
+        return None
+    from zeus_airflow.core.carbon.options import CarbonOptions
+
+    return CarbonOptions(
+        values["carbon_zone"],
+        values["carbon_source"],
+        values["carbon_fallback_g_per_kwh"],
+        values["carbon_objective"],
+        values["carbon_weight"],
+        values["start_deadline"],
+        values["expected_duration"],
+    )

@@ -1,0 +1,93 @@
+"""What the operator keeps in XComs: the run's figures and summary (``operators/summary.py``
+says which and how), and the outbox, the results the store could not take
+(``core/domain/outbox.py``), pushed by every run of the task and recorded by its next run
+(``core/recording.py``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from zeus_airflow.core.domain import PendingResult, outbox_from_json, outbox_to_json
+from zeus_airflow.operators.naming import UNMAPPED
+
+if TYPE_CHECKING:
+    from zeus_airflow.core.domain import RunCarbon
+    from zeus_airflow.core.engine import RecurrenceResult
+
+OUTBOX_KEY = "zeus_outbox"
+"""The XCom every run pushes: the results the store could not take (core/domain/outbox.py),
+its own and those it could not record either; the next run of the task records them."""
+
+
+def earlier_outbox(ti: Any, log: Any) -> list[PendingResult]:
+    """The latest earlier run's outbox (each run carries on what it could not record).
+    Unreadable: nothing, said, never a failed task."""
+    try:
+        value = ti.xcom_pull(
+            task_ids=ti.task_id,
+            key=OUTBOX_KEY,
+            include_prior_dates=True,
+            map_indexes=UNMAPPED if ti.map_index is None else ti.map_index,
+        )
+        return outbox_from_json(value)
+    except Exception as err:  # a value someone else wrote there, an XCom backend's error
+        log.warning(
+            "Zeus: the outbox of earlier runs (XCom %r) cannot be read, its "
+            "results stay unrecorded: %s: %s",
+            OUTBOX_KEY,
+            type(err).__name__,
+            err,
+        )
+        return []
+
+
+def keep_outbox(ti: Any, pending: list[PendingResult], log: Any) -> None:
+    """Pushes the results still to record (an empty outbox too: it replaces the last)."""
+    if pending:
+        log.warning(
+            "Zeus: %d result(s) not in the store yet are kept in the XCom %r; "
+            "the next run of this task records them (trials %s)",
+            len(pending),
+            OUTBOX_KEY,
+            [p.trial_id for p in pending],
+        )
+    try:
+        ti.xcom_push(key=OUTBOX_KEY, value=outbox_to_json(pending))
+    except Exception as err:  # the first rule: the model is trained; say what is lost
+        log.error(
+            "Zeus: the outbox cannot be kept (%s: %s); results NOT in the store: %s",
+            type(err).__name__,
+            err,
+            outbox_to_json(pending),
+        )
+
+
+def publish(
+    ti: Any,
+    result: RecurrenceResult,
+    footprint: RunCarbon | None,
+    control: str | None,
+    log: Any,
+) -> str:
+    """Pushes the run's XComs, logs its summary line and sends its metrics; returns the
+    summary line."""
+    from zeus_airflow.operators.metrics import emit_run_metrics
+    from zeus_airflow.operators.summary import carbon_xcom_values, summary_line, xcom_values
+
+    values = xcom_values(result, control)
+    if footprint is not None:
+        values.update(carbon_xcom_values(footprint))
+    for key, value in values.items():
+        ti.xcom_push(key=key, value=value)
+    summary = summary_line(result, footprint, control)
+    log.info("Zeus: %s (job %s, %s phase)", summary, result.job.job_id, result.final.phase)
+    emit_run_metrics(result, dag_id=ti.dag_id, task_id=ti.task_id, log=log)
+    return summary
+
+
+def xcom_check(value: Any) -> None:
+    """Raises if Airflow's XCom backend cannot store the train function's return value, so
+    that the try is judged before it is recorded as succeeded."""
+    from airflow.sdk.execution_time.xcom import XCom
+
+    XCom.serialize_value(value)
