@@ -77,6 +77,7 @@ def test_the_engine_and_the_reports_add_a_runs_tries_up_alike() -> None:
     for name in TRY_FIGURES:
         assert getattr(read, name) == pytest.approx(getattr(result.figures, name)), name
     assert result.energy_j == pytest.approx(sum(t.outcome.energy_j for t in result.tries))
+    assert read.steps == sum(t.outcome.steps or 0 for t in result.tries) > 0
 
 
 def test_xcoms_and_metrics_are_the_declared_ones() -> None:

@@ -347,6 +347,7 @@ class TrainingRun:
             dram_energy_j=total.dram_energy_j,
             default_cost=self._cost_at_max_power(total),
             power_control=power_control(self.device, self.profiler.mode == "measure"),
+            steps=self.steps_trained,
         )
 
     def cost_of(self, measurement: TimeEnergy) -> float:

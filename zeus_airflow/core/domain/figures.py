@@ -325,6 +325,13 @@ class TrainingFigures:
     )
     """How its GPUs' limits could be changed: ``zeusd``, ``nvml`` or ``none``; None on a
     replayed or simulated GPU (a run's: its last try's)."""
+    steps: int | None = _figure(
+        "",
+        adds="sum",
+        sql="int",
+        comment="training steps the try ran; NULL: recorded before revision 0011",
+    )
+    """Training steps it ran (a run's: over its tries), profiled ones included."""
 
     @property
     def host_energy_j(self) -> float | None:

@@ -68,6 +68,8 @@ class RunOutcome:
     power_control: str | None = None
     """How the limits could be changed: ``zeusd``, ``nvml`` or ``none`` (measured at the
     limits found); None on a replayed or simulated GPU (``devices.base.power_control``)."""
+    steps: int | None = None
+    """Training steps it ran (``TrainingRun.steps_trained``), profiled ones included."""
 
     @property
     def would_save_energy_j(self) -> float | None:

@@ -27,7 +27,7 @@ from zeus_airflow.core.config import JOB_ID_MAX_LENGTH
 from zeus_airflow.core.domain.figures import FIGURES, RUN_FIGURES, TRY_FIGURES, SQLType
 from zeus_airflow.core.domain.trials import LIVE_STATUSES
 
-SCHEMA_VERSION = "0010"
+SCHEMA_VERSION = "0011"
 """Alembic revision the code expects; bump it with every migration."""
 
 metadata = MetaData()
