@@ -21,12 +21,8 @@ TESTS32 := tests/test_airflow_compat.py tests/test_operator*.py tests/test_bad_i
 # Left to the 3.3 run as well, each for a faster test on 3.2 that proves its Airflow-facing part:
 # the demo as a subprocess (its Airflow side, demo_runs: db.initdb and dag.test of the replay
 # DAG, runs in-process in test_a_second_demo_goes_on_from_the_day_after), and the DDP example
-# DAG's run (the ranks are Airflow-free; the operator's dag.test path runs for the other DAGs),
-# and the fresh interpreters importing zeus_airflow with Airflow's version faked to 3.1 (the
-# check does not depend on the installed Airflow; that the same imports work on 3.2 every
-# other test here shows: the operator, the plugin, the store hook).
+# DAG's run (the ranks are Airflow-free; the operator's dag.test path runs for the other DAGs).
 DESELECT32 := \
-	--deselect tests/test_airflow_compat.py::test_importing_on_airflow_3_1_names_the_supported_versions \
 	--deselect tests/test_operator_demo.py::test_the_demo_runs_days_through_airflow_and_reports \
 	--deselect "tests/test_dags.py::test_a_run_of_each_dag_succeeds_and_labels_its_figures[ddp_retrain-simulated]"
 

@@ -53,27 +53,42 @@ def run_python(code: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.parametrize(
-    "statement",
-    [
-        "from zeus_airflow import ZeusTrainOperator",  # what a DAG file does
-        "import zeus_airflow.plugins.plugin",  # what Airflow's plugin manager does
-        "import zeus_airflow.hooks.store",
-    ],
+STATEMENTS = (
+    "from zeus_airflow import ZeusTrainOperator",  # what a DAG file does
+    "import zeus_airflow.plugins.plugin",  # what Airflow's plugin manager does
+    "import zeus_airflow.hooks.store",
 )
-def test_importing_on_airflow_3_1_names_the_supported_versions(statement: str) -> None:
-    faked = run_python(f"""
-        import airflow
-        airflow.__version__ = "3.1.8"
-        {statement}
-    """)
-    assert faked.returncode != 0
-    last = faked.stderr.strip().splitlines()[-1]
-    assert last.startswith("zeus_airflow.airflow_compat.UnsupportedAirflowError: ")
-    assert SUPPORTED_TEXT in last and "this is Apache Airflow 3.1.8." in last
-    # The same import on the Airflow installed here works: the error is the version's.
-    real = run_python(statement)
-    assert real.returncode == 0, real.stderr
+
+# Each statement in turn, in one fresh interpreter (importing Airflow takes seconds each): a
+# failed import leaves nothing of zeus_airflow behind, and what the earlier statement did load is
+# dropped too, so each statement imports zeus_airflow from nothing, as a new process would.
+EACH_STATEMENT = """
+import sys, traceback
+for statement in {statements!r}:
+    for name in [n for n in sys.modules if n.split(".")[0] == "zeus_airflow"]:
+        del sys.modules[name]
+    try:
+        exec(statement)
+    except Exception as error:
+        # The last line of the traceback a user would see.
+        print(traceback.format_exception_only(error)[-1].strip())
+    else:
+        print("imported")
+"""
+
+
+def test_importing_on_airflow_3_1_names_the_supported_versions() -> None:
+    code = EACH_STATEMENT.format(statements=STATEMENTS)
+    faked = run_python('import airflow; airflow.__version__ = "3.1.8"\n' + code)
+    assert faked.returncode == 0, faked.stderr
+    lines = faked.stdout.strip().splitlines()
+    assert len(lines) == len(STATEMENTS), faked.stdout
+    for statement, last in zip(STATEMENTS, lines, strict=True):
+        assert last.startswith("zeus_airflow.airflow_compat.UnsupportedAirflowError: "), statement
+        assert SUPPORTED_TEXT in last and "this is Apache Airflow 3.1.8." in last, statement
+    # The same imports on the Airflow installed here work: the error is the version's.
+    real = run_python(code)
+    assert real.stdout.split() == ["imported"] * len(STATEMENTS), real.stdout + real.stderr
 
 
 def test_the_installed_airflow_is_one_ci_tests() -> None:
