@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         f"store: {args.jobs} jobs of {args.runs} runs ({args.workload}, replayed) in "
         f"{args.dags} DAGs: {fill_s:.1f} s through the engine, {copy_s:.1f} s copying"
     )
-    migrate_airflow()
+    migrate_airflow(args.airflow_db)
 
     sys.path.insert(0, str(REPO / "tests"))
     import httpx

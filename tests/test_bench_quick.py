@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from fixtures_airflow import PRISTINE_DB
 
 REPO = Path(__file__).resolve().parents[1]
 BENCH = REPO / "bench"
@@ -23,7 +24,8 @@ BENCH = REPO / "bench"
 @dataclass(frozen=True)
 class Quick:
     args: tuple[str, ...]
-    """After the script; ``{out}`` stands for an output stem in the test's tmp dir."""
+    """After the script; ``{out}`` stands for an output stem in the test's tmp dir,
+    ``{airflow_db}`` for the session's migrated Airflow metadata database."""
     prints: str
     """Text the script prints when it ran to its end."""
     writes: tuple[str, ...] = ()
@@ -61,8 +63,11 @@ QUICK: dict[str, Quick] = {
         ("--quick", "--db", "sqlite:///{out}.db"), "trials=6 lost=0 duplicated=0 stuck=0"
     ),
     "store_scale.py": Quick(("--quick", "--db", "sqlite:///{out}.db"), "plans=indexed"),
-    "ui_fleet_page.py": Quick(("--quick",), "jobs=30 server_p50_ms="),
-    "ui_job_page.py": Quick(("--quick",), "runs=30 server_p50_ms="),
+    # From the session's migrated Airflow database rather than a migration of their own.
+    "ui_fleet_page.py": Quick(
+        ("--quick", "--airflow-db", "{airflow_db}"), "jobs=30 server_p50_ms="
+    ),
+    "ui_job_page.py": Quick(("--quick", "--airflow-db", "{airflow_db}"), "runs=30 server_p50_ms="),
 }
 ELSEWHERE = {"gpu_check.py": "tests/test_gpu_check.py"}
 """Scripts whose quick mode another test module runs, with more checks."""
@@ -76,9 +81,11 @@ def snapshot(folder: Path) -> dict[str, tuple[int, int]]:
     }
 
 
-def run_quick(script: str, tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], Path]:
+def run_quick(
+    script: str, tmp_path: Path, airflow_db: Path | None = None
+) -> tuple[subprocess.CompletedProcess[str], Path]:
     out = tmp_path / "out"
-    args = [a.format(out=out) for a in QUICK[script].args]
+    args = [a.format(out=out, airflow_db=airflow_db) for a in QUICK[script].args]
     # TMPDIR: scripts that make their own Airflow home (mkdtemp) make it in the tmp dir too.
     env = {**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(tmp_path)}
     done = subprocess.run(
@@ -100,9 +107,14 @@ def test_every_bench_script_has_a_quick_run() -> None:
 
 
 @pytest.mark.parametrize("script", sorted(QUICK))
-def test_the_quick_mode_runs_and_writes_only_to_tmp(script: str, tmp_path: Path) -> None:
+def test_the_quick_mode_runs_and_writes_only_to_tmp(
+    script: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     before = snapshot(BENCH)
-    done, out = run_quick(script, tmp_path)
+    needs_airflow_db = any("{airflow_db}" in a for a in QUICK[script].args)
+    if needs_airflow_db:
+        request.getfixturevalue("airflow_db")  # makes PRISTINE_DB
+    done, out = run_quick(script, tmp_path, PRISTINE_DB if needs_airflow_db else None)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
     assert QUICK[script].prints in done.stdout
     for suffix in QUICK[script].writes:
