@@ -17,6 +17,7 @@ from starlette.requests import Request
 
 from zeus_airflow.core.domain import FIGURES as DECLARED
 from zeus_airflow.core.domain import STATUS_SHOWN, Shown
+from zeus_airflow.core.reports import SAVINGS
 from zeus_airflow.core.units import (
     show_cost,
     show_emissions,
@@ -117,6 +118,7 @@ def environment() -> Environment:
         default_method=DEFAULT_METHOD,
         run_status=STATUS_SHOWN,
         figure_columns=figure_columns,
+        savings=SAVINGS,
     )
     return env
 
