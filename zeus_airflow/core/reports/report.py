@@ -217,8 +217,8 @@ SAVINGS = (
     Saving("cost", "cost"),
     Saving("emissions", "emissions_g"),
 )
-"""Each figure the reports compare with Default's (``JobReport``, ``FleetTotals``, the fleet
-page's cards)."""
+"""Each figure the reports compare with Default's (``JobReport``, ``FleetTotals``), as the
+fleet page's cards and ``zeus-airflow report``'s table read them."""
 
 
 class Compared(Protocol):
