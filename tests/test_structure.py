@@ -27,8 +27,10 @@ GROUND_FLOOR = (
     "zeus_airflow.core.limit_search",
     "zeus_airflow.core.devices.base",
     "zeus_airflow.core.domain",
+    "zeus_airflow.core.units",
 )
-"""What the domain may import (besides itself)."""
+"""What the domain may import (besides itself); ``units`` formats figures for people, so that
+a record can say how it reads."""
 
 
 def module_name(path: Path) -> str:

@@ -114,11 +114,14 @@ NOT_MEASURED = (
 )
 WIDTH = 120
 """Columns of the terminal the notes are wrapped to."""
+_SAVINGS = {s.what: s for s in reports.SAVINGS}
+ENERGY, TIME, COST, EMISSIONS = (_SAVINGS[w] for w in ("energy", "time", "cost", "emissions"))
+"""The compared figures, under the names the report gives them (``reports.SAVINGS``)."""
 
 
 def _table(jobs: list[dict[str, Any]], fleet: dict[str, Any], out: TextIO) -> None:
     rows = [dict(zip(TABLE_COLUMNS, _cells(j), strict=True)) for j in jobs]
-    carbon = any(j["emissions_g"] is not None for j in jobs)
+    carbon = any(j[EMISSIONS.figure] is not None for j in jobs)
     write(rows, [c for c in TABLE_COLUMNS if carbon or c != "emissions"], "table", out)
     notes = [_fleet_line(fleet), NOTES]
     if any(j["measurement"] != "measured" for j in jobs if j["measurement"]):
@@ -135,12 +138,12 @@ def _cells(j: dict[str, Any]) -> tuple[str, ...]:
         str(j["runs"]),
         j["phase"],
         next_run,
-        show_energy(j["energy_j"]),
-        _share(j["saved_energy_fraction"]),
-        _share(j["saved_cost_fraction"]),
-        show_time(j["time_s"]),
-        _share(j["saved_time_fraction"]),
-        _or_dash(show_emissions, j["emissions_g"]),
+        show_energy(j[ENERGY.figure]),
+        _share(j[ENERGY.saved]),
+        _share(j[COST.saved]),
+        show_time(j[TIME.figure]),
+        _share(j[TIME.saved]),
+        _or_dash(show_emissions, j[EMISSIONS.figure]),
         budget,
         j["measurement"] or "-",
     )
@@ -149,19 +152,18 @@ def _cells(j: dict[str, Any]) -> tuple[str, ...]:
 def _fleet_line(fleet: dict[str, Any]) -> str:
     saved = (
         "no Default estimate yet"
-        if fleet["default_energy_j"] is None
-        else f"saved {_share(fleet['saved_energy_fraction'])} of Default's energy "
-        f"({show_energy(fleet['compared_energy_j'])} against "
-        f"{show_energy(fleet['default_energy_j'])}), "
-        f"{_share(fleet['saved_cost_fraction'])} of its cost "
-        f"({show_cost(fleet['compared_cost'])} against {show_cost(fleet['default_cost'])})"
+        if fleet[ENERGY.default] is None
+        else f"saved {_share(fleet[ENERGY.saved])} of Default's energy "
+        f"({show_energy(fleet[ENERGY.compared])} against "
+        f"{show_energy(fleet[ENERGY.default])}), "
+        f"{_share(fleet[COST.saved])} of its cost "
+        f"({show_cost(fleet[COST.compared])} against {show_cost(fleet[COST.default])})"
     )
-    emissions = (
-        "" if fleet["emissions_g"] is None else f"; emitted {show_emissions(fleet['emissions_g'])}"
-    )
+    emitted = fleet[EMISSIONS.figure]
+    emissions = "" if emitted is None else f"; emitted {show_emissions(emitted)}"
     return (
         f"fleet: {fleet['jobs']} jobs, {fleet['runs']} runs, "
-        f"{show_energy(fleet['energy_j'])} over {show_time(fleet['time_s'])}; {saved}"
+        f"{show_energy(fleet[ENERGY.figure])} over {show_time(fleet[TIME.figure])}; {saved}"
         f"{emissions}; {fleet['learning_jobs']} still pruning, "
         f"{fleet['falling_back_jobs']} falling back ({fleet['measurement'] or 'no runs'})"
     )

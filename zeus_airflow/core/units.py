@@ -6,15 +6,18 @@ everywhere. The rule: the largest unit in which the figure is at least 1 J for e
 least 2 of the unit for time (minutes from 2 min, hours from 2 h, so that 90 s is not "1.5
 min" and 100 min is not "1.67 h"), three significant digits. kWh is shown next to J, since that
 is what energy bills and carbon factors are quoted in. Nothing here imports Airflow: the core
-and the UI both use it.
+and the UI both use it. It stands on the ground floor, below the domain, whose records say how
+they read (``RunCarbon.describe``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from zeus_airflow.core.domain.figures import TrainingFigures
+if TYPE_CHECKING:  # the domain shows its records with these units: it may import this module
+    from zeus_airflow.core.domain.figures import TrainingFigures
 
 J_PER_KWH = 3.6e6
 
@@ -108,5 +111,6 @@ def emissions_unit(values_g: Sequence[float]) -> Unit:
     return _fit(_EMISSIONS, values_g, 1.0)
 
 
-def show_emissions(emissions_g: float | None) -> str:
-    return emissions_unit([emissions_g or 0.0]).show(emissions_g)
+def show_emissions(grams: float | None) -> str:
+    """gCO2e in its own unit, e.g. ``38.1 gCO2e``."""
+    return emissions_unit([grams or 0.0]).show(grams)

@@ -13,7 +13,7 @@ from zeus_airflow.core.devices.base import GPUGroup
 from zeus_airflow.core.devices.base import power_control as core_power_control
 from zeus_airflow.core.domain import FIGURES, RUN_FACTS, TRY_FIGURES, RunCarbon
 from zeus_airflow.core.engine import RecurrenceResult
-from zeus_airflow.core.units import observe_note, show_emissions, show_energy, show_time
+from zeus_airflow.core.units import observe_note, show_energy, show_time
 
 XCOM_KEYS: tuple[str, ...] = tuple(
     f.name for f in (*FIGURES.values(), *RUN_FACTS) if f.xcom and f.stored == "try"
@@ -64,16 +64,8 @@ def carbon_xcom_values(footprint: RunCarbon) -> dict[str, Any]:
     """gCO2e, energy cost (the price's currency) and mean gCO2e/kWh of the run's energy
     (training and setup, every try), where the intensity came from, and the start plan's
     delay (s), expected gCO2e and reason (None without a carbon-aware start)."""
-    return {
-        "carbon_zone": footprint.zone,
-        "emissions_g": footprint.emissions_g,
-        "energy_cost": footprint.energy_cost,
-        "carbon_intensity_g_per_kwh": footprint.intensity_g_per_kwh,
-        "carbon_provenance": footprint.provenance,
-        "start_delay_s": footprint.start_delay_s,
-        "expected_emissions_g": footprint.expected_emissions_g,
-        "start_reason": footprint.start_reason,
-    }
+    figures = footprint.figures()
+    return {key: figures[key] for key in CARBON_XCOM_KEYS}
 
 
 def summary_line(
@@ -93,7 +85,7 @@ def summary_line(
     if host_j is not None:
         parts.insert(1, f"CPU+DRAM {show_energy(host_j)}")
     if footprint is not None:
-        parts.append(show_carbon(footprint))
+        parts.append(footprint.describe())
     if len(result.tries) > 1:
         parts.append(f"{len(result.tries)} tries")
     if (figures.setup_time_s or 0.0) >= 0.05:
@@ -134,11 +126,3 @@ def show_budget(result: RecurrenceResult) -> str | None:
             f"left ({left:.1f} Default runs' worth)"
         )
     return f"exploration budget {left:.1f} Default runs' worth left"
-
-
-def show_carbon(footprint: RunCarbon) -> str:
-    """E.g. ``38.1 gCO2e (forecast, DE) · started 2.5 h later``."""
-    text = f"{show_emissions(footprint.emissions_g)} ({footprint.provenance}, {footprint.zone})"
-    if footprint.start_delay_s:
-        text += f" · started {show_time(footprint.start_delay_s)} later"
-    return text

@@ -18,7 +18,7 @@ from zeus_airflow.core.reports import (
     JobDetail,
     ProfilePoint,
     RunRecord,
-    default_emissions_g,
+    emitted,
 )
 from zeus_airflow.core.units import Unit, emissions_unit, energy_unit, time_unit
 from zeus_airflow.plugins.charts import Plot, linear_axis, log2_axis
@@ -53,7 +53,7 @@ def job_charts(detail: JobDetail) -> list[Chart]:
         batch_size_chart(detail.runs, detail.summary.version.config.batch_sizes, tips),
         cumulative_chart(detail, done),
     ]
-    if any(r.emissions_g is not None for r in done):
+    if any(r.has_carbon for r in done):
         charts.append(emissions_chart(detail, done))
     if any(a.observations for a in detail.arms):
         charts.append(arms_chart(detail.arms, detail.runs[-1].gpu_model))
@@ -213,20 +213,19 @@ def cumulative_chart(detail: JobDetail, runs: Sequence[RunRecord]) -> Chart:
 
 def emissions_chart(detail: JobDetail, runs: Sequence[RunRecord]) -> Chart:
     """Cumulative gCO2e of the runs with carbon figures, against the Default way."""
-    counted = [r for r in runs if r.emissions_g is not None]
-    default = default_emissions_g(detail.summary.default, counted)
+    counted = emitted(detail.summary.default, runs)
     total, actual = 0.0, []
-    for r in counted:
-        total += r.emissions_g or 0.0
+    for _, grams, _ in counted:
+        total += grams
         actual.append(total)
     expected: list[float] = []
-    if all(d is not None for d in default):
+    if all(d is not None for _, _, d in counted):
         running = 0.0
-        for d in default:
+        for _, _, d in counted:
             running += d or 0.0
             expected.append(running)
     unit = emissions_unit(actual + expected)
-    xs = [r.index for r in counted]
+    xs = [r.index for r, _, _ in counted]
     plot = Plot(
         "Cumulative emissions",
         linear_axis("run", xs or [1], zero=False),
@@ -234,11 +233,11 @@ def emissions_chart(detail: JobDetail, runs: Sequence[RunRecord]) -> Chart:
     )
     plot.line([(x, v / unit.scale) for x, v in zip(xs, actual, strict=True)], "s0")
     tips = [
-        f"run {r.index}: {unit.show(r.emissions_g)} at "
+        f"run {r.index}: {unit.show(grams)} at "
         f"{r.carbon_intensity_g_per_kwh or 0:.0f} gCO2e/kWh ({r.carbon_provenance}, "
         f"{r.carbon_zone})"
         + (f", started {r.start_delay_s / 3600:.2g} h late" if r.start_delay_s else "")
-        for r in counted
+        for r, grams, _ in counted
     ]
     plot.dots([(x, v / unit.scale) for x, v in zip(xs, actual, strict=True)], "s0", tips)
     plot.legend("these runs", "s0")

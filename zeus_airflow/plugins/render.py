@@ -17,6 +17,7 @@ from starlette.requests import Request
 
 from zeus_airflow.core.domain import FIGURES as DECLARED
 from zeus_airflow.core.domain import STATUS_SHOWN, Shown
+from zeus_airflow.core.reports import SAVINGS, RunRecord, emitted
 from zeus_airflow.core.units import (
     show_cost,
     show_emissions,
@@ -73,6 +74,11 @@ def _figure(value: float | None, kind: str) -> str:
     return FIGURES[kind](value)
 
 
+def _emitted(runs: Sequence[RunRecord]) -> float:
+    """gCO2e of the runs with carbon figures, together (``reports.emitted``)."""
+    return sum(grams for _, grams, _ in emitted(None, runs))
+
+
 @dataclass(frozen=True)
 class FigureColumn:
     """One figure column of the job page's runs table."""
@@ -110,6 +116,7 @@ def environment() -> Environment:
         when=_when,
         share=_share,
         emissions=show_emissions,
+        emitted=_emitted,
         figure=_figure,
     )
     env.globals.update(
@@ -117,6 +124,7 @@ def environment() -> Environment:
         default_method=DEFAULT_METHOD,
         run_status=STATUS_SHOWN,
         figure_columns=figure_columns,
+        savings=SAVINGS,
     )
     return env
 

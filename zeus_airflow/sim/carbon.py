@@ -114,6 +114,15 @@ class ArmResult:
     def late(self) -> int:
         return len(self.late_days)
 
+    @property
+    def total_g(self) -> float:
+        """gCO2e over every day."""
+        return sum(self.emissions_g)
+
+    def cumulative_g(self) -> np.ndarray:
+        """gCO2e emitted by the end of each day."""
+        return np.cumsum(self.emissions_g)
+
 
 @dataclass
 class CarbonExperimentResult:
@@ -219,7 +228,7 @@ def run_carbon_experiment(
 
 def table(result: CarbonExperimentResult) -> str:
     """A Markdown table of the arms: total emissions against Default, energy, delays."""
-    default = sum(result.arms["default"].emissions_g)
+    default = result.arms["default"].total_g
     lines = [
         "| arm | emissions (kgCO2e, replayed) | vs Default | energy (kWh, replayed) | "
         "mean start delay (h) | runs past deadline |",
@@ -227,7 +236,7 @@ def table(result: CarbonExperimentResult) -> str:
     ]
     for arm in ARMS:
         r = result.arms[arm]
-        total = sum(r.emissions_g)
+        total = r.total_g
         change = 100 * (total / default - 1)
         lines.append(
             f"| {ARM_NAMES[arm]} | {total / 1000:.2f} | {change:+.1f} %"

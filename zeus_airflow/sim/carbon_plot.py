@@ -18,10 +18,10 @@ def plot_carbon(result: CarbonExperimentResult, path: Path) -> None:
     fig, (cumulative_ax, shape_ax) = plt.subplots(1, 2, figsize=(13, 4.8))
     for index, arm in enumerate(ARMS):
         r = result.arms[arm]
-        days = np.arange(1, len(r.emissions_g) + 1)
+        emitted = r.cumulative_g()
         cumulative_ax.plot(
-            days,
-            np.cumsum(r.emissions_g) / 1000,
+            np.arange(1, len(emitted) + 1),
+            emitted / 1000,
             color=f"C{index}",
             label=ARM_NAMES[arm],
             linestyle="--" if arm == "default" else "-",

@@ -1,4 +1,6 @@
-"""A run's emissions and energy cost from its measured energy and the grid over its span.
+"""A run's emissions and energy cost from its measured energy and the grid over its span,
+and its record (``RunCarbon``): a try's from its span (:func:`footprint`), a run's from its
+tries' (:func:`run_footprint`).
 
 Power is taken as constant over the span, so each interval of the grid weighs by the time it
 overlaps the run: ``emissions_g = energy_kwh * mean intensity``. A span the source cannot
@@ -162,4 +164,33 @@ def footprint(
         plan.expected_emissions_g if plan else None,
         plan.now_intensity_g_per_kwh if plan else None,
         plan.reason if plan else None,
+    )
+
+
+def run_footprint(
+    zone: str,
+    records: Sequence[RunCarbon],
+    energy_j: float,
+    plan: StartPlan | None,
+    notes: Sequence[str],
+) -> RunCarbon:
+    """The record of a run from its tries' (``records``, in order, of ``energy_j`` together):
+    their emissions and cost summed (None when one has none, ``notes`` saying why), the mean
+    intensity of that energy and the least direct provenance."""
+    if not records or any(r.emissions_g is None for r in records):
+        return footprint(zone, None, plan, "; ".join(dict.fromkeys(notes)))
+    grams = sum(r.emissions_g or 0.0 for r in records)
+    kwh = energy_j / J_PER_KWH
+    costs = [r.energy_cost for r in records]
+    note = "; ".join(dict.fromkeys(r.note for r in records if r.note))
+    return RunCarbon(
+        zone,
+        grams,
+        None if None in costs else sum(c or 0.0 for c in costs),
+        grams / kwh if kwh > 0 else records[-1].intensity_g_per_kwh,
+        worst_provenance([r.provenance for r in records if r.provenance]),
+        note,
+        *(None, None, None, None)
+        if plan is None
+        else (plan.delay_s, plan.expected_emissions_g, plan.now_intensity_g_per_kwh, plan.reason),
     )

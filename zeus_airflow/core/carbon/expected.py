@@ -55,8 +55,8 @@ def _learned(past: JobPast) -> ExpectedRun | None:
     chosen = chosen[-RECENT_RUNS:]
     if not chosen:
         return None
-    time_s = sum(r.time_s + (r.setup_time_s or 0.0) for r in chosen)
-    energy_j = sum(r.energy_j + (r.setup_energy_j or 0.0) for r in chosen)
+    time_s = sum(r.time_with_setup_s() for r in chosen)
+    energy_j = sum(r.energy_with_setup_j() for r in chosen)
     n = len(chosen)
     measurement = chosen[-1].measurement
     note = "" if measurement == "measured" else f", {measurement}"

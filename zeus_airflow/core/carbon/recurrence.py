@@ -8,12 +8,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from zeus_airflow.core.carbon.accounting import Fallback, footprint, run_emissions
+from zeus_airflow.core.carbon.accounting import Fallback, footprint, run_emissions, run_footprint
 from zeus_airflow.core.carbon.fixed import FixedSource
 from zeus_airflow.core.carbon.planner import StartPlan
-from zeus_airflow.core.carbon.signal import GridSource, SourceError, worst_provenance
+from zeus_airflow.core.carbon.signal import GridSource, SourceError
 from zeus_airflow.core.domain import RunCarbon
-from zeus_airflow.core.units import J_PER_KWH
 
 log = logging.getLogger("zeus_airflow")
 
@@ -54,34 +53,9 @@ def account(
             per_try[t.trial_id] = footprint(zone, None, plan, str(err))
             continue
         per_try[t.trial_id] = footprint(zone, emissions, plan)
-    return _summed(zone, tries, per_try, plan, notes), per_try
-
-
-def _summed(
-    zone: str,
-    tries: Sequence[TrySpan],
-    per_try: dict[int, RunCarbon],
-    plan: StartPlan | None,
-    notes: list[str],
-) -> RunCarbon:
     records = [per_try[t.trial_id] for t in tries if t.trial_id in per_try]
-    if not records or any(r.emissions_g is None for r in records):
-        return footprint(zone, None, plan, "; ".join(dict.fromkeys(notes)))
-    grams = sum(r.emissions_g or 0.0 for r in records)
-    kwh = sum(t.energy_j for t in tries) / J_PER_KWH
-    costs = [r.energy_cost for r in records]
-    note = "; ".join(dict.fromkeys(r.note for r in records if r.note))
-    return RunCarbon(
-        zone,
-        grams,
-        None if None in costs else sum(c or 0.0 for c in costs),
-        grams / kwh if kwh > 0 else records[-1].intensity_g_per_kwh,
-        worst_provenance([r.provenance for r in records if r.provenance]),
-        note,
-        *(None, None, None, None)
-        if plan is None
-        else (plan.delay_s, plan.expected_emissions_g, plan.now_intensity_g_per_kwh, plan.reason),
-    )
+    energy_j = sum(t.energy_j for t in tries)
+    return run_footprint(zone, records, energy_j, plan, notes), per_try
 
 
 def stored(

@@ -161,7 +161,7 @@ class CarbonService:
             if p.started_at is not None and p.trial_id not in spans
         }
         return [
-            TrySpan(t.trial_id, t.outcome.energy_j + t.outcome.setup_energy_j, *spans[t.trial_id])
+            TrySpan(t.trial_id, t.outcome.energy_with_setup_j(), *spans[t.trial_id])
             for t in result.tries
             if t.trial_id in spans
         ]

@@ -16,6 +16,7 @@ from zeus_airflow.core.domain.decision import (
     SizeEvidence,
 )
 from zeus_airflow.core.domain.figures import (
+    ACCOUNTED,
     FIGURES,
     RUN_FACTS,
     RUN_FIGURES,
@@ -60,6 +61,7 @@ from zeus_airflow.core.domain.trials import (
 )
 
 __all__ = [
+    "ACCOUNTED",
     "EXPLORATION_PHASES",
     "FIGURES",
     "LIVE_STATUSES",

@@ -3,7 +3,19 @@ the plan (``core/carbon/`` computes them, the store keeps them, the reports show
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import Any
+
+from zeus_airflow.core.domain.figures import RUN_FIGURES
+from zeus_airflow.core.units import show_emissions, show_time
+
+_FIGURE_NAMES = {
+    "zone": "carbon_zone",
+    "intensity_g_per_kwh": "carbon_intensity_g_per_kwh",
+    "provenance": "carbon_provenance",
+    "note": "carbon_note",
+}
+"""The declared name of each field that the record names for itself (the others: the same)."""
 
 
 @dataclass(frozen=True)
@@ -26,3 +38,17 @@ class RunCarbon:
     unshifted_intensity_g_per_kwh: float | None = None
     """Forecast gCO2e/kWh over the run's expected span had it started when planned."""
     start_reason: str | None = None
+
+    def figures(self) -> dict[str, Any]:
+        """Its figures by their declared names, in their order (``domain.figures.RUN_FIGURES``):
+        what the store's ``zeus_run_carbon`` row and the carbon XComs take. No note is None."""
+        own = {_FIGURE_NAMES.get(f.name, f.name): getattr(self, f.name) for f in fields(self)}
+        own["carbon_note"] = self.note or None
+        return {name: own[name] for name in RUN_FIGURES}
+
+    def describe(self) -> str:
+        """E.g. ``38.1 gCO2e (forecast, DE) · started 2.5 h later``: the run summary's."""
+        text = f"{show_emissions(self.emissions_g)} ({self.provenance}, {self.zone})"
+        if self.start_delay_s:
+            text += f" · started {show_time(self.start_delay_s)} later"
+        return text

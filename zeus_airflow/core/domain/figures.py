@@ -101,6 +101,11 @@ class Figure:
 
 _FIGURE = "zeus_figure"
 
+ACCOUNTED = "emissions_g"
+"""A run has carbon figures once it has this one (its emissions could be accounted): the
+runs tables show their carbon columns from it (``shown_with``), the pages and the reports its
+emissions (``TrainingFigures.has_carbon``, the store's versions with emissions)."""
+
 
 def _figure(unit: str, **declared: Any) -> Any:
     """A field of :class:`TrainingFigures`: None until measured, its :class:`Figure` in the
@@ -207,14 +212,14 @@ class TrainingFigures:
         stored="run",
         xcom=True,
         comment="gCO2e of the training and setup energy of every try, each over its own span",
-        cli=Shown("CO2e", "emissions", shown_with="emissions_g"),
+        cli=Shown("CO2e", "emissions", shown_with=ACCOUNTED),
         page=(
             Shown(
                 "Emissions",
                 "footprint",
                 title="gCO2e of the run's training and setup energy; where the grid's "
                 "intensity came from",
-                shown_with="emissions_g",
+                shown_with=ACCOUNTED,
             ),
         ),
     )
@@ -258,7 +263,7 @@ class TrainingFigures:
                 "Start delay",
                 "time",
                 title="how long the carbon-aware start waited",
-                shown_with="emissions_g",
+                shown_with=ACCOUNTED,
                 note="start_reason",
             ),
         ),
@@ -339,6 +344,20 @@ class TrainingFigures:
         measured."""
         cpu, dram = self.cpu_energy_j, self.dram_energy_j
         return None if cpu is None and dram is None else (cpu or 0.0) + (dram or 0.0)
+
+    @property
+    def has_carbon(self) -> bool:
+        """Whether its carbon was accounted (:data:`ACCOUNTED`)."""
+        return self.emissions_g is not None
+
+    @property
+    def on_schedule_intensity_g_per_kwh(self) -> float | None:
+        """gCO2e/kWh had it started on schedule: the forecast for its slot had it not waited,
+        else the intensity it ran at; None without carbon figures."""
+        if not self.has_carbon:
+            return None
+        waited = self.unshifted_intensity_g_per_kwh if self.start_delay_s else None
+        return waited if waited is not None else self.carbon_intensity_g_per_kwh
 
     def energy_with_setup_j(self, training_j: float | None = None) -> float:
         """Training energy (``training_j``, else its own) and its setup energy (J), 0 for one

@@ -71,6 +71,10 @@ class RunOutcome:
     steps: int | None = None
     """Training steps it ran (``TrainingRun.steps_trained``), profiled ones included."""
 
+    def energy_with_setup_j(self) -> float:
+        """Training and setup energy (J): what the grid supplied, what the emissions are of."""
+        return self.energy_j + self.setup_energy_j
+
     @property
     def would_save_energy_j(self) -> float | None:
         """Observe mode: the observer's estimate (J); None without one."""

@@ -20,10 +20,19 @@ from zeus_airflow.core.reports.records import (
     RunRecord,
     Version,
 )
-from zeus_airflow.core.reports.report import FleetTotals, JobReport, fleet_totals, report
+from zeus_airflow.core.reports.report import (
+    SAVINGS,
+    FleetTotals,
+    JobReport,
+    Saving,
+    emitted,
+    fleet_totals,
+    report,
+)
 from zeus_airflow.core.reports.runs import runs
 
 __all__ = [
+    "SAVINGS",
     "Arm",
     "DefaultEstimate",
     "FleetTotals",
@@ -32,12 +41,14 @@ __all__ = [
     "JobSummary",
     "ProfilePoint",
     "RunRecord",
+    "Saving",
     "Version",
     "arms",
     "current",
     "default_emissions_g",
     "default_estimate",
     "detail",
+    "emitted",
     "fleet_totals",
     "profile_points",
     "report",

@@ -91,9 +91,8 @@ def default_emissions_g(
         return [None] * len(runs)
     shown: list[float | None] = []
     for r in runs:
-        intensity = r.unshifted_intensity_g_per_kwh if r.start_delay_s else None
-        intensity = intensity if intensity is not None else r.carbon_intensity_g_per_kwh
-        if r.emissions_g is None or intensity is None:
+        intensity = r.on_schedule_intensity_g_per_kwh
+        if intensity is None:
             shown.append(None)
             continue
         shown.append(r.energy_with_setup_j(default.energy_j) / J_PER_KWH * intensity)

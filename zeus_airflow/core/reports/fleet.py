@@ -10,7 +10,7 @@ take a dozen reads per job): a row shows the phase of the job's latest decision 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
@@ -50,20 +50,17 @@ class FleetJob:
     def measurement(self) -> str:
         return measurement_label(self.totals.measurements)
 
-    @property
-    def emissions_g(self) -> float | None:
-        return self.emissions.emissions_g
-
-    @property
-    def default_emissions_g(self) -> float | None:
-        return self.emissions.default_emissions_g
-
     def __getattr__(self, name: str) -> Any:
-        """The totals' figures (``energy_j``, ``default_cost``, ``saved_energy_fraction``...)
-        are the row's."""
-        if name.startswith("__") or name == "totals":
+        """Its emissions' figures (gCO2e, Default's) and the totals' (``energy_j``,
+        ``default_cost``, ``saved_energy_fraction``...) are the row's."""
+        if name.startswith("__") or name in ("totals", "emissions"):
             raise AttributeError(name)
+        if name in _EMISSIONS:
+            return getattr(self.emissions, name)
         return getattr(self.totals, name)
+
+
+_EMISSIONS = frozenset(f.name for f in fields(Emissions))
 
 
 @dataclass(frozen=True)

@@ -38,16 +38,24 @@ class Emissions:
 
     @classmethod
     def of(cls, default: DefaultEstimate | None, shown: Sequence[RunRecord]) -> Emissions:
-        defaults = default_emissions_g(default, shown)
-        pairs = [
-            (r.emissions_g, d)
-            for r, d in zip(shown, defaults, strict=True)
-            if r.emissions_g is not None
-        ]
+        pairs = [(e, d) for _, e, d in emitted(default, shown)]
         if not pairs:
             return cls(None, None)
         known = [d for _, d in pairs if d is not None]
         return cls(sum(e for e, _ in pairs), sum(known) if len(known) == len(pairs) else None)
+
+
+def emitted(
+    default: DefaultEstimate | None, runs: Sequence[RunRecord]
+) -> list[tuple[RunRecord, float, float | None]]:
+    """The runs with carbon figures, each with its gCO2e and what Default would have
+    emitted instead (``default.default_emissions_g``; None before there is an estimate)."""
+    defaults = default_emissions_g(default, runs)
+    return [
+        (r, r.emissions_g, d)
+        for r, d in zip(runs, defaults, strict=True)
+        if r.emissions_g is not None
+    ]
 
 
 @dataclass(frozen=True)
@@ -180,13 +188,37 @@ def measurement_label(kinds: Sequence[str]) -> str:
     return "+".join(sorted(set(kinds)))
 
 
-_COMPARED = (
-    ("energy_j", "default_energy_j", "saved_energy_fraction"),
-    ("time_s", "default_time_s", "saved_time_fraction"),
-    ("cost", "default_cost", "saved_cost_fraction"),
-    ("emissions_g", "default_emissions_g", "saved_emissions_fraction"),
+@dataclass(frozen=True)
+class Saving:
+    """A figure compared with Default's, as the reports name them: ``figure``, Default's
+    (``default_<figure>``), the fraction saved (``saved_<what>_fraction``) and, in the fleet's
+    totals, the jobs' own figure over those with a Default figure (``compared_<figure>``)."""
+
+    what: str
+    """energy, time, cost or emissions: also how the pages show it."""
+    figure: str
+
+    @property
+    def default(self) -> str:
+        return f"default_{self.figure}"
+
+    @property
+    def saved(self) -> str:
+        return f"saved_{self.what}_fraction"
+
+    @property
+    def compared(self) -> str:
+        return f"compared_{self.figure}"
+
+
+SAVINGS = (
+    Saving("energy", "energy_j"),
+    Saving("time", "time_s"),
+    Saving("cost", "cost"),
+    Saving("emissions", "emissions_g"),
 )
-"""Each figure, Default's, and the fraction saved."""
+"""Each figure the reports compare with Default's (``JobReport``, ``FleetTotals``), as the
+fleet page's cards and ``zeus-airflow report``'s table read them."""
 
 
 class Compared(Protocol):
@@ -200,27 +232,23 @@ class Compared(Protocol):
     def fallback(self) -> bool: ...
     @property
     def measurement(self) -> str: ...
-    @property
-    def emissions_g(self) -> float | None: ...
 
 
 def fleet_totals(jobs: Sequence[Compared]) -> FleetTotals:
-    """The fleet's totals from its jobs' figures (each of ``_COMPARED`` read by name)."""
+    """The fleet's totals from its jobs' figures (each of ``SAVINGS`` read by name)."""
     figures: dict[str, Any] = {}
-    for figure, default, saved in _COMPARED:
-        known = [j for j in jobs if getattr(j, figure) is not None]
-        compared = [j for j in known if getattr(j, default) is not None]
-        used = _total(compared, figure)
+    for s in SAVINGS:
+        known = [j for j in jobs if getattr(j, s.figure) is not None]
+        compared = [j for j in known if getattr(j, s.default) is not None]
+        used = _total(compared, s.figure)
         figures.update(
             {
-                figure: _total(known, figure),
-                f"compared_{figure}": used,
-                default: _total(compared, default),
+                s.figure: _total(known, s.figure),
+                s.compared: used,
+                s.default: _total(compared, s.default),
             }
         )
-        figures[saved] = saved_fraction(used, figures[default])
-    if not any(j.emissions_g is not None for j in jobs):
-        figures["emissions_g"] = None
+        figures[s.saved] = saved_fraction(used, figures[s.default])
     return FleetTotals(
         jobs=len(jobs),
         runs=sum(j.runs for j in jobs),

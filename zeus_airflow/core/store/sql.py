@@ -53,6 +53,7 @@ from zeus_airflow.core.config import JobConfig
 from zeus_airflow.core.cost import LimitMeasurement
 from zeus_airflow.core.domain import (
     EXPLORATION_PHASES,
+    FIGURES,
     TRY_FIGURES,
     Decide,
     DeviceInfo,
@@ -870,19 +871,12 @@ def _now() -> datetime:
 
 
 def carbon_columns(f: RunCarbon) -> dict[str, Any]:
-    """A run's carbon figures as ``tables.run_carbon`` names them."""
-    return dict(
-        carbon_zone=f.zone,
-        carbon_intensity_g_per_kwh=f.intensity_g_per_kwh,
-        carbon_provenance=f.provenance,
-        carbon_note=f.note[-4000:] or None,
-        emissions_g=f.emissions_g,
-        energy_cost=f.energy_cost,
-        start_delay_s=f.start_delay_s,
-        expected_emissions_g=f.expected_emissions_g,
-        unshifted_intensity_g_per_kwh=f.unshifted_intensity_g_per_kwh,
-        start_reason=f.start_reason and f.start_reason[-4000:],
-    )
+    """A run's carbon figures as ``tables.run_carbon`` names them (its declared figures), a
+    text cut to its last 4,000 characters."""
+    return {
+        name: value[-4000:] if value and FIGURES[name].sql == "text" else value
+        for name, value in f.figures().items()
+    }
 
 
 def recurrence_columns(key: RecurrenceKey) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from typing import Any, NamedTuple
 
 from sqlalchemy import ColumnElement, Float, and_, func, literal_column, select
 
+from zeus_airflow.core.domain import ACCOUNTED
 from zeus_airflow.core.store.clock import as_utc
 from zeus_airflow.core.store.reads.base import SHOWN, Reads, run_figures
 from zeus_airflow.core.store.tables import RUN_KEY, run_carbon, trials
@@ -66,13 +67,14 @@ class FleetReads(Reads):
         }
 
     def with_emissions(self, pks: list[int]) -> list[int]:
-        """The versions with a shown run that has carbon figures (``tables.run_carbon``)."""
+        """The versions with a shown run that has carbon figures (``tables.run_carbon``;
+        ``domain.ACCOUNTED``)."""
         return list(
             self.conn.execute(
                 select(run_carbon.c.job_pk)
                 .distinct()
                 .join(trials, and_(*(trials.c[k] == run_carbon.c[k] for k in RUN_KEY)))
-                .where(run_carbon.c.job_pk.in_(pks), SHOWN, run_carbon.c.emissions_g.is_not(None))
+                .where(run_carbon.c.job_pk.in_(pks), SHOWN, run_carbon.c[ACCOUNTED].is_not(None))
             ).scalars()
         )
 

@@ -64,6 +64,14 @@ class PastRun:
     measurement: MeasurementKind
     """Its last try's."""
 
+    def time_with_setup_s(self) -> float:
+        """Training and setup time (s), setup 0 when not measured: how long a run takes."""
+        return self.time_s + (self.setup_time_s or 0.0)
+
+    def energy_with_setup_j(self) -> float:
+        """Training and setup energy (J), setup 0 when not measured: what the grid supplied."""
+        return self.energy_j + (self.setup_energy_j or 0.0)
+
 
 @dataclass(frozen=True)
 class JobPast:
