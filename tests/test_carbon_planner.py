@@ -84,6 +84,25 @@ def test_a_flat_forecast_or_a_tiny_saving_starts_now() -> None:
     assert tiny.delay_s == 0 and "only 0.3 %" in tiny.reason
 
 
+@pytest.mark.parametrize(
+    ("now_s", "live_from_s", "live_until_s"),
+    [(2667.982497, 626.24958, 241.271949), (2905.827792, 170.864756, 257.384617)],
+)
+def test_equal_intensities_cut_at_odd_edges_are_no_saving(
+    now_s: float, live_from_s: float, live_until_s: float
+) -> None:
+    # A live point with odd edges beside the forecast's hours, all at 100: the means over the
+    # candidate spans differ in the last bits of a float, which was explained as "waiting
+    # would cut the expected emissions by only 0.0 %".
+    now = T0 + timedelta(seconds=now_s)
+    live = GridPoint(
+        now - timedelta(seconds=live_from_s), now + timedelta(seconds=live_until_s), 100, "live"
+    )
+    forecast = [live, *hourly([100, 100, 900])]
+    plan = plan_start(now, now + 2 * HOUR, ExpectedRun(600.0, KWH, "x"), forecast)
+    assert plan.delay_s == 0 and "beat starting now" in plan.reason, plan.reason
+
+
 def test_cost_and_mix_objectives_use_the_price() -> None:
     forecast = hourly([100, 500, 500], prices=[90.0, 10.0, 90.0])
     run = ExpectedRun(3600.0, KWH, "x")

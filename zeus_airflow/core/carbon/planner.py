@@ -29,6 +29,9 @@ MIN_SAVING = 0.02
 """Wait only for at least 2 % less of the objective: forecasts are not that precise."""
 MIN_DELAY = timedelta(seconds=5)
 """A shorter wait starts now (deferring costs a trip through the triggerer)."""
+ROUNDING = 1e-9
+"""A smaller relative saving is no saving: equal intensities averaged over differently cut
+spans (a live point beside the forecast's hours) differ in the last bits of a float."""
 
 
 @dataclass(frozen=True)
@@ -198,7 +201,7 @@ def plan_start(
             "can be compared with it: starting now",
         )
     saving = 1 - best_score / baseline if baseline > 0 else 0.0
-    if best - now < MIN_DELAY or saving <= 0:
+    if best - now < MIN_DELAY or saving <= ROUNDING:
         return _replace_reason(
             plan,
             f"no start before the deadline is expected to beat "
