@@ -65,11 +65,13 @@ lint: setup
 	$(VENV)/bin/mypy
 
 # Everything but the 20-day acceptance run (pyproject's addopts leave it out).
-# Two processes (pytest-xdist): many tests wait on servers and subprocesses. Each process has
-# its own Airflow home, PostgreSQL database and session fixtures (the UI's api-server too).
-# Slow tests go first (tests/conftest.py) and an idle process takes tests still queued for the
-# other (worksteal), so that both finish together rather than one waiting on a long test.
-XDIST := -n 2 --dist worksteal
+# Three processes (pytest-xdist) on 2 cores: many tests wait on servers and subprocesses, and
+# with two the cores were busy 76 % of the suite (848 s of CPU in 557 s; three: 451 s,
+# bench/RESULTS.md). Each process has its own Airflow home, PostgreSQL database and session
+# fixtures (the UI's api-server too). Slow tests go first (tests/conftest.py) and an idle
+# process takes tests still queued for another (worksteal), so that all finish together
+# rather than one waiting on a long test.
+XDIST := -n 3 --dist worksteal
 
 test: lint suite
 
