@@ -7,6 +7,11 @@ import pytest
 # Tiny models are built from configs: a test that reached for the Hugging Face Hub would fail.
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
+# One compute thread for PyTorch (and NumPy's BLAS) in each test process and what it starts:
+# the suite runs three processes on two cores (Makefile), and each process's extra threads
+# only spin waiting for a core, a third more CPU for the same training (bench/RESULTS.md).
+for _threads in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+    os.environ.setdefault(_threads, "1")
 
 pytest_plugins = ["fixtures_airflow", "fixtures_grid", "fixtures_store", "fixtures_ui"]
 
