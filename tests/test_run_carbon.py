@@ -6,11 +6,11 @@ from __future__ import annotations
 import logging
 
 import pytest
+from fixtures_store import job_config
 
 from zeus_airflow.core import reports
 from zeus_airflow.core.carbon.options import CarbonOptions
 from zeus_airflow.core.carbon.service import CarbonService
-from zeus_airflow.core.config import JobConfig
 from zeus_airflow.core.devices.replay import ReplayGPU
 from zeus_airflow.core.devices.spec import resolve_traces_dir
 from zeus_airflow.core.domain import RecurrenceKey
@@ -29,15 +29,7 @@ def _no_electricitymaps() -> None:
 def test_a_run_of_several_tries_is_accounted_and_recorded_as_one() -> None:
     trace = load_workload_trace(resolve_traces_dir(), "v100", "cifar100")
     gpu = ReplayGPU(trace)
-    config = JobConfig(
-        "carbon.job",
-        trace.batch_sizes,
-        trace.default_batch_size,
-        trace.workload.target_metric,
-        trace.workload.max_epochs,
-        trace.workload.higher_is_better,
-        exploration_budget=None,
-    )
+    config = job_config(trace, "carbon.job")  # the paper's walk: no exploration budget
     store = SQLStore.in_memory()
     engine = Engine(store, gpu, config, seed=1, heartbeat_s=None)
     train = ReplayTraining(gpu, 1)

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from fixtures_store import job_config
 from sqlalchemy import insert, select
 
 from zeus_airflow.core import reports
@@ -31,15 +32,7 @@ def replayed() -> SQLStore:
     """20 recurrences of V100 cifar100: pruning, a run with three tries, then sampling."""
     trace = load_workload_trace(resolve_traces_dir(), "v100", "cifar100")
     gpu = ReplayGPU(trace)
-    config = JobConfig(
-        JOB,
-        trace.batch_sizes,
-        trace.default_batch_size,
-        trace.workload.target_metric,
-        trace.workload.max_epochs,
-        trace.workload.higher_is_better,
-        exploration_budget=None,
-    )
+    config = job_config(trace, JOB)  # the paper's walk: no exploration budget
     store = SQLStore.in_memory()
     engine = Engine(store, gpu, config, seed=1, heartbeat_s=None)
     train = ReplayTraining(gpu, 1)
