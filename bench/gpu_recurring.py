@@ -4,40 +4,39 @@ Zeus, measured, against running Default every time.
 For a GPU node that has PyTorch with CUDA and nvidia-ml-py but neither Airflow nor network
 access, as ``bench/gpu_check.py`` (whose read-only NVML it uses): it imports only the
 Airflow-free core from this checkout, which besides torch and nvidia-ml-py needs SQLAlchemy,
-alembic (with Mako and MarkupSafe), numpy and psutil, carried as wheels and installed with
-``pip install --no-index`` (docs/devices.md, "bench/gpu_recurring.py").
+alembic (with Mako and MarkupSafe) and numpy, carried as wheels where missing and installed
+with ``pip install --no-index`` (docs/devices.md, "bench/gpu_recurring.py").
 
-It NEVER changes a GPU setting. Both jobs run in ``measure`` mode (the profiler only reads the
-current power limit), and NVML is reached only through ``gpu_check.ReadOnlyNVML``, which
+It NEVER changes a GPU setting. Every job runs in ``measure`` mode (the profiler only reads
+the current power limit), and NVML is reached only through ``gpu_check.ReadOnlyNVML``, which
 refuses every NVML function that changes something before NVML sees it; the report counts
 the attempts (always 0) and the limit read before and after.
 
 The job: a small ResNet-style CNN (``gpu_check.resnet_cnn``) trained on synthetic images, ten
 classes, each a fixed smooth pattern under Gaussian noise, to a target validation accuracy;
 fresh samples every recurrence, so the epochs it takes vary with the batch size and a little
-from one recurrence to the next. Two arms train each recurrence on the same data from the same
-initial weights, interleaved (their order alternates) so that they share the GPU's thermal
-state:
-
-- ``zeus``: the engine with Zeus's policy (the product's defaults: eta, beta, exploration
-  budget), learning across recurrences from its SQLite store;
-- ``default``: the engine with the Default policy: the default batch size, at the GPU's
-  current limit, every recurrence (what the DAG does without Zeus).
+from one recurrence to the next. Every arm trains each recurrence on the same data from the
+same initial weights, interleaved (their order rotates) so that they share the GPU's thermal
+state: ``zeus`` (the engine with Zeus's policy and the product's defaults, its exploration
+budget included), ``zeus_no_budget`` (the same without the budget, exploring as the paper)
+and ``default`` (the Default policy: the default batch size at the GPU's current limit, every
+recurrence: what the DAG does without Zeus). Each is its own job in one SQLite store.
 
 Per recurrence it writes ``gpu_recurring.csv`` and ``gpu_recurring.md`` (rewritten after each,
 so a stopped run keeps what it measured) and ``gpu_recurring.json`` with the device, driver
-and torch versions: each arm's batch size (and the sizes tried), epochs, time, GPU energy from
-the counter, cost; the budget's estimate of Default's cost and the budget left (from the
-recurrence result); the counter's energy over the power sampled every 10 ms and integrated,
-over the same training windows; and the cumulative energy of each arm. The store is
-``gpu_recurring.db`` (``zeus-airflow runs --db sqlite:///...`` reads it).
+and torch versions: each arm's batch size (and the sizes tried), epochs, steps, time, GPU
+energy from the counter, cost; the budget's estimate of Default's cost and the budget left
+(from the recurrence's result); the counter's energy over the power sampled every 10 ms and
+integrated, over the same training windows; and each arm's cumulative energy against
+Default's. The store is ``gpu_recurring.db`` (``zeus-airflow runs --db sqlite:///...``).
 
-``--simulated`` runs the same code on the CPU against the fake NVML: every figure is then
-labelled simulated. The test suite runs it with ``--quick`` (tests/test_gpu_recurring.py).
+``--simulated`` runs the same code on the CPU against the fake NVML, its clock this process's
+CPU time: every figure is then labelled simulated. The suite runs it with ``--quick``
+(tests/test_gpu_recurring.py).
 
-    python bench/gpu_recurring.py --out gpu_recurring_results         # on the GPU node
+    python bench/gpu_recurring.py --out gpu_recurring_results         # on the GPU node, < 5 min
     python bench/gpu_recurring.py --simulated --quick --out /tmp/gr   # anywhere, seconds
-    python bench/gpu_recurring.py --simulated --out /tmp/gr_full      # the full sizes, CPU
+    python bench/gpu_recurring.py --simulated --out /tmp/gr_full      # the full job on the CPU
 """
 
 from __future__ import annotations
@@ -540,10 +539,13 @@ class OpenedGPU:
 def open_gpu(torch: Any, args: argparse.Namespace, sizes: Sizes) -> OpenedGPU:
     from zeus_airflow.core.devices.nvml import NVMLGPUs
 
-    fake = None
+    fake, clock = None, time.monotonic
     if args.simulated:
         from zeus_airflow.testing import FakeGPUSpec, FakeNVML
 
+        # Its time is this process's CPU time, so that other processes on a shared machine
+        # change no figure; it draws 90 % of its limit all along.
+        clock = time.process_time
         fake = FakeNVML(
             1,
             FakeGPUSpec(
@@ -552,6 +554,7 @@ def open_gpu(torch: Any, args: argparse.Namespace, sizes: Sizes) -> OpenedGPU:
                 max_limit_mw=700_000,
                 energy_update_s=sizes.simulated_counter_update_s,
             ),
+            clock=clock,
         )
         nvml, device = gpu_check.ReadOnlyNVML(fake), "cpu"
         torch.set_num_threads(1)  # CI machines are small and shared: no oversubscription
@@ -565,11 +568,15 @@ def open_gpu(torch: Any, args: argparse.Namespace, sizes: Sizes) -> OpenedGPU:
             )
         nvml, device = gpu_check.ReadOnlyNVML(pynvml), f"cuda:{args.gpu}"
     index = gpu_check.nvml_index(nvml, args.gpu, "gpu_recurring")
-    counter = NVMLGPUs([index], nvml=nvml)
+    counter = NVMLGPUs([index], nvml=nvml, clock=clock)
     if fake is not None:  # the store labels every trial's figures with this
         counter.measurement = "simulated"
     sampled = NVMLGPUs(
-        [index], nvml=nvml, energy_source="sampling", sample_interval_s=SAMPLE_INTERVAL_S
+        [index],
+        nvml=nvml,
+        clock=clock,
+        energy_source="sampling",
+        sample_interval_s=SAMPLE_INTERVAL_S,
     )
     return OpenedGPU(nvml, fake, index, device, counter, sampled)
 
