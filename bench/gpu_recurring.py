@@ -571,13 +571,17 @@ def open_gpu(torch: Any, args: argparse.Namespace, sizes: Sizes) -> OpenedGPU:
     counter = NVMLGPUs([index], nvml=nvml, clock=clock)
     if fake is not None:  # the store labels every trial's figures with this
         counter.measurement = "simulated"
-    sampled = NVMLGPUs(
-        [index],
-        nvml=nvml,
-        clock=clock,
-        energy_source="sampling",
-        sample_interval_s=SAMPLE_INTERVAL_S,
-    )
+    try:
+        sampled = NVMLGPUs(
+            [index],
+            nvml=nvml,
+            clock=clock,
+            energy_source="sampling",
+            sample_interval_s=SAMPLE_INTERVAL_S,
+        )
+    except BaseException:
+        counter.close()
+        raise
     return OpenedGPU(nvml, fake, index, device, counter, sampled)
 
 
@@ -603,7 +607,7 @@ def _fraction(text: str) -> float:
     return value
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gpu_recurring.py",
         description=(
@@ -659,6 +663,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help=f"time budget in s: no recurrence starts that would likely end past it "
         f"(default {BUDGET_S:g} on a GPU, within 5 minutes; none with --simulated)",
     )
+    return parser
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The options, checked before anything runs (each error names its option)."""
+    parser = _parser()
     args = parser.parse_args(argv)
     if args.recurrences is not None and args.recurrences < 1:
         parser.error(f"--recurrences={args.recurrences} is invalid: expected at least 1")
