@@ -161,6 +161,23 @@ class ReadOnlyNVML:
         return getattr(self._nvml, name)
 
 
+def nvml_index(nvml: Any, cuda_gpu: int, prog: str) -> int:
+    """The NVML index of CUDA device number ``cuda_gpu`` (as CUDA numbers the visible GPUs);
+    exits with the option's error when there is none."""
+    from zeus_airflow.core.devices.nvml import visible_gpus
+
+    every = visible_gpus(nvml=nvml)
+    try:
+        if not 0 <= cuda_gpu < every.count:
+            raise SystemExit(
+                f"{prog}: --gpu={cuda_gpu} is invalid: expected a CUDA device number in "
+                f"[0, {every.count - 1}]"
+            )
+        return every.indices[cuda_gpu]
+    finally:
+        every.close()
+
+
 # --- zeusd, read only -------------------------------------------------------------------------
 def read_only_zeusd(endpoint: Any) -> Any:
     """A zeusd client that refuses every POST (zeusd's writes: limits, clocks, persistence)
@@ -306,7 +323,10 @@ def inventory(nvml: Any, index: int) -> dict[str, Any]:
 
 
 # --- workloads (torch) ------------------------------------------------------------------------
-def _cnn(torch: Any, width: int, classes: int = 10) -> Any:
+def resnet_cnn(torch: Any, width: int, classes: int = 10) -> Any:
+    """A small ResNet: a stem and three residual blocks (``width``, 2x and 4x channels, the
+    last two at stride 2), global average pooling, a linear head (bench/gpu_recurring.py
+    trains it too)."""
     nn = torch.nn
 
     class Block(nn.Module):  # type: ignore[name-defined]
@@ -369,7 +389,7 @@ def make_step(
     """One optimisation step on synthetic data; no host sync inside (as real loops aim)."""
     torch.manual_seed(0)
     if kind == "cnn":
-        model = _cnn(torch, sizes.cnn_width).to(device)
+        model = resnet_cnn(torch, sizes.cnn_width).to(device)
         x = torch.randn(batch_size, 3, sizes.image_px, sizes.image_px, device=device)
         y = torch.randint(0, 10, (batch_size,), device=device)
 
@@ -729,7 +749,7 @@ def engine_run(
                 "tried": [t.outcome.batch_size for t in result.tries],
             }
         )
-        _progress(
+        progress(
             f"engine recurrence {recurrence + 1}: batch size {result.batch_size} "
             f"({result.final.phase}), {result.energy_j:.1f} J"
         )
@@ -800,13 +820,14 @@ class _SimulatedPowercap:
 
 
 # --- the report -------------------------------------------------------------------------------
-def _progress(text: str) -> None:
-    print(f"[gpu_check] {text}", file=sys.stderr, flush=True)
+def progress(text: str, prog: str = "gpu_check") -> None:
+    print(f"[{prog}] {text}", file=sys.stderr, flush=True)
 
 
-def _fmt(value: Any, digits: int = 4) -> str:
+def fmt(value: Any, digits: int = 4, missing: str = "not measured") -> str:
+    """A figure for a table: floats to ``digits`` significant digits, None as ``missing``."""
     if value is None:
-        return "not measured"
+        return missing
     if isinstance(value, float):
         return f"{value:.{digits}g}"
     return str(value)
@@ -874,7 +895,7 @@ def markdown(report: dict[str, Any]) -> str:
         "| field | value |",
         "|---|---|",
     ]
-    lines += [f"| {k} | {_fmt(v)} |" for k, v in inv.items()]
+    lines += [f"| {k} | {fmt(v)} |" for k, v in inv.items()]
     lines += ["", f"Host CPU/DRAM energy (RAPL): {report['rapl']}", ""]
     cvs = report["energy_counter_vs_sampling"]
     lines += [f"## Energy counter vs sampled power{tag}", ""]
@@ -955,10 +976,10 @@ def markdown(report: dict[str, Any]) -> str:
             )
             continue
         lines.append(
-            f"| {r['model']} | {r['batch_size']} | {_fmt(r['time_per_step_s'])} | "
-            f"{_fmt(r['gpu_energy_per_step_j'])} | {_fmt(r['cpu_energy_per_step_j'])} | "
-            f"{_fmt(r['dram_energy_per_step_j'])} | {_fmt(r['time_per_epoch_s'])} | "
-            f"{_fmt(r['gpu_energy_per_epoch_j'])} | {_fmt(r['samples_per_gpu_j'])} |"
+            f"| {r['model']} | {r['batch_size']} | {fmt(r['time_per_step_s'])} | "
+            f"{fmt(r['gpu_energy_per_step_j'])} | {fmt(r['cpu_energy_per_step_j'])} | "
+            f"{fmt(r['dram_energy_per_step_j'])} | {fmt(r['time_per_epoch_s'])} | "
+            f"{fmt(r['gpu_energy_per_epoch_j'])} | {fmt(r['samples_per_gpu_j'])} |"
         )
     eng = report["engine"]
     lines += [
@@ -1062,7 +1083,7 @@ def main(argv: list[str] | None = None) -> int:
         sizes = Sizes(**{**asdict(sizes), "recurrences": args.recurrences})
     import torch  # after --help, which needs no torch
 
-    from zeus_airflow.core.devices.nvml import NVMLGPUs, visible_gpus
+    from zeus_airflow.core.devices.nvml import NVMLGPUs
     from zeus_airflow.core.devices.rapl import POWERCAP_ROOT, RAPLReader
 
     with tempfile.TemporaryDirectory(prefix="gpu_check-") as scratch:
@@ -1093,15 +1114,7 @@ def main(argv: list[str] | None = None) -> int:
             rapl = RAPLReader(simulated_host.tree.root)
             rapl_note = "simulated (a fake powercap tree: 65 W package, 8 W DRAM)"
         try:
-            every = visible_gpus(nvml=nvml)
-            if not 0 <= args.gpu < every.count:
-                every.close()
-                raise SystemExit(
-                    f"gpu_check: --gpu={args.gpu} is invalid: expected a CUDA "
-                    f"device number in [0, {every.count - 1}]"
-                )
-            index = every.indices[args.gpu]
-            every.close()
+            index = nvml_index(nvml, args.gpu, "gpu_check")
             gpus = NVMLGPUs([index], nvml=nvml)
             daemon = _fake_zeusd(fake, Path(scratch)) if args.zeusd and fake else None
             zeusd = _zeusd_side(args, daemon)
@@ -1141,7 +1154,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "gpu_check.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
     (args.out / "gpu_check.md").write_text(markdown(report))
-    _progress(
+    progress(
         f"wrote {args.out / 'gpu_check.json'} and gpu_check.md in "
         f"{report['elapsed_s']:.0f} s ({report['measurement']})"
     )
@@ -1183,28 +1196,28 @@ def _checks(
     deadline_s: float,
     zeusd: ZeusdSide | None = None,
 ) -> dict[str, Any]:
-    _progress(f"inventory of NVML GPU {index}")
+    progress(f"inventory of NVML GPU {index}")
     report: dict[str, Any] = {"inventory": inventory(nvml, index)}
     load = make_step(torch, "cnn", sizes, sizes.cnn_batch_sizes[1], device)
-    _progress("energy counter against sampled power")
+    progress("energy counter against sampled power")
     report["energy_counter_vs_sampling"] = counter_vs_sampling(
         nvml, index, sizes, load, time.monotonic
     )
     if zeusd is not None:  # from here on, measured through the daemon
-        _progress(f"zeusd: {zeusd.gpus.discovery.endpoint.where}, energy against NVML")
+        progress(f"zeusd: {zeusd.gpus.discovery.endpoint.where}, energy against NVML")
         report["zeusd"] = zeusd_checks(zeusd, gpus, sizes, load)
         gpus, rapl = zeusd.gpus, zeusd.host or rapl
-    _progress("synchronising at window edges, with and without")
+    progress("synchronising at window edges, with and without")
     report["synchronisation"] = synchronisation_effect(gpus, load, sizes, rapl)
-    _progress("the profiler's per-step bookmark in a training loop")
+    progress("the profiler's per-step bookmark in a training loop")
     report["bookmark_s_per_step"] = bookmark_cost(gpus, load, sizes)
     report["workloads"] = []
     for kind in ("cnn", "transformer"):
-        _progress(f"{kind} at four batch sizes")
+        progress(f"{kind} at four batch sizes")
         report["workloads"] += train_at_batch_sizes(
             torch, gpus, rapl, kind, sizes, device, deadline_s
         )
-    _progress(f"engine: {sizes.recurrences} recurrences in measure mode")
+    progress(f"engine: {sizes.recurrences} recurrences in measure mode")
     report["engine"] = engine_run(torch, gpus, rapl, sizes, device, scratch / "zeus.db", deadline_s)
     return report
 

@@ -34,6 +34,7 @@ SLOW_MODULES = frozenset(
         "test_deploy_compose",  # docker-compose config and the image's files
         "test_light_install",  # a base install in a fresh venv
         "test_gpu_check",  # bench/gpu_check.py in fresh interpreters
+        "test_gpu_recurring",  # bench/gpu_recurring.py likewise, training 12 recurrences
         "test_distributed",  # DDP ranks as processes
         "test_capriccio_dag",  # the Capriccio DAG's real training
         "test_capriccio_training",

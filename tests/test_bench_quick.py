@@ -69,7 +69,10 @@ QUICK: dict[str, Quick] = {
     ),
     "ui_job_page.py": Quick(("--quick", "--airflow-db", "{airflow_db}"), "runs=30 server_p50_ms="),
 }
-ELSEWHERE = {"gpu_check.py": "tests/test_gpu_check.py"}
+ELSEWHERE = {
+    "gpu_check.py": "tests/test_gpu_check.py",
+    "gpu_recurring.py": "tests/test_gpu_recurring.py",
+}
 """Scripts whose quick mode another test module runs, with more checks."""
 
 

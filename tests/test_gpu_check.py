@@ -3,76 +3,33 @@ it meets a GPU: in a fresh interpreter where Airflow cannot be imported, quick s
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 import subprocess
-import sys
-import textwrap
 from pathlib import Path
 from types import ModuleType
 
+import bench_scripts
 import pytest
 
 from zeus_airflow.testing import FakeNVML
 
-REPO = Path(__file__).resolve().parents[1]
-SCRIPT = REPO / "bench" / "gpu_check.py"
+SCRIPT = "gpu_check.py"
 
 
 def run_script(
     args: list[str], *, without: tuple[str, ...] = ("airflow",)
 ) -> subprocess.CompletedProcess[str]:
-    """The script as a node without ``without`` would run it (``sys.modules[name] = None``
-    makes every import of it fail, as if it were not installed)."""
-    hide = "".join(f"sys.modules[{name!r}] = None\n" for name in without)
-    code = (
-        "import runpy, sys\n"
-        + hide
-        + textwrap.dedent(f"""
-        sys.argv = ["gpu_check.py", *{args!r}]
-        try:
-            runpy.run_path({str(SCRIPT)!r}, run_name="__main__")
-        finally:
-            assert not any(m == "airflow" or m.startswith("airflow.")
-                           for m, v in sys.modules.items() if v is not None), "Airflow imported"
-        """)
-    )
-    return subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
+    return bench_scripts.run_script(SCRIPT, args, without=without)
 
 
 def load_script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["gpu_check"] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return bench_scripts.load_script(SCRIPT)
 
 
 def test_help_needs_neither_airflow_nor_torch() -> None:
-    done = run_script(["--help"], without=("airflow", "torch", "pynvml"))
-    assert done.returncode == 0, done.stderr
-    for option in (
-        "--out",
-        "--gpu",
-        "--simulated",
-        "--quick",
-        "--recurrences",
-        "--budget-s",
-        "--powercap-root",
-        "--zeusd",
-        "--zeusd-gpu",
-    ):
-        assert option in done.stdout
-    assert "without changing any GPU setting" in " ".join(done.stdout.split())
+    options = "--out --gpu --simulated --quick --recurrences --budget-s --powercap-root"
+    options += " --zeusd --zeusd-gpu"
+    bench_scripts.assert_help_needs_neither_airflow_nor_torch(SCRIPT, tuple(options.split()))
 
 
 def test_fewer_than_ten_recurrences_or_an_unknown_gpu_is_refused(tmp_path: Path) -> None:
