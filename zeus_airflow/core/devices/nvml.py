@@ -127,7 +127,7 @@ class NVMLGPUs:
         self._handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in chosen]
         self.model: str = _one_model(nvml, self._handles, chosen)
         in_mig_mode = [
-            i for i, h in zip(chosen, self._handles, strict=True) if _mig_enabled(nvml, h)
+            i for i, h in zip(chosen, self._handles, strict=True) if mig_enabled(nvml, h)
         ]
         self.energy_shared = self.mig_instance is not None or bool(in_mig_mode)
         """The energy measured is a whole GPU's that MIG instances share: other tenants' work
@@ -369,6 +369,11 @@ def _visible(nvml: Any, env_value: str | None, uuids: Sequence[str]) -> Visible:
     return Visible(tuple(chosen))
 
 
+def visible_indices(nvml: Any, env_value: str | None, uuids: Sequence[str]) -> tuple[int, ...]:
+    """The NVML indices ``CUDA_VISIBLE_DEVICES`` (``env_value``) keeps, in CUDA's order."""
+    return _visible(nvml, env_value, uuids).indices
+
+
 def _required(visible: Visible, env_value: str | None) -> tuple[int, ...]:
     if not visible.indices:
         where = (
@@ -412,7 +417,7 @@ def _mig_parent_index(nvml: Any, entry: str) -> int | None:
         raise DeviceError(f"cannot look up MIG instance {entry!r} in NVML: {err}") from err
 
 
-def _mig_enabled(nvml: Any, handle: Any) -> bool:
+def mig_enabled(nvml: Any, handle: Any) -> bool:
     """Whether a whole GPU runs in MIG mode (GPUs before Ampere answer NOT_SUPPORTED)."""
     try:
         current, _pending = nvml.nvmlDeviceGetMigMode(handle)
