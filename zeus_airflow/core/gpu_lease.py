@@ -173,6 +173,12 @@ def _one_gpu(lease: Lease) -> LeasableGPUs:
         from zeus_airflow.core.devices.zeusd import ZeusdGPUs
 
         return ZeusdGPUs((lease.gpu_index,))
+    from zeus_airflow.core.devices.amdsmi import LEASE_ID_PREFIX as AMD_PREFIX
+
+    if lease.gpu_uuid.startswith(AMD_PREFIX):
+        from zeus_airflow.core.devices.amdsmi import AMDSMIGPUs
+
+        return AMDSMIGPUs((lease.gpu_index,))
     from zeus_airflow.core.devices import nvml  # needs the NVIDIA driver: imported on use
 
     return nvml.NVMLGPUs((lease.gpu_index,))

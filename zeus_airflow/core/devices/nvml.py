@@ -306,11 +306,15 @@ def visible_gpus(nvml: Any = pynvml, **options: Any) -> NVMLGPUs:
     return NVMLGPUs(None, nvml=nvml, **options)
 
 
+class NVMLUnavailableError(DeviceError):
+    """NVML cannot be initialised here: no NVIDIA driver or library (an AMD node, say)."""
+
+
 def _init(nvml: Any) -> None:
     try:
         nvml.nvmlInit()
     except nvml.NVMLError as err:
-        raise DeviceError(
+        raise NVMLUnavailableError(
             f"cannot initialise NVML ({err}): is the NVIDIA driver installed and "
             "libnvidia-ml.so.1 loadable? In a container, start it with the NVIDIA container "
             "toolkit (docker --gpus / the compose file's GPU reservation)"
