@@ -265,8 +265,11 @@ def _handler(state: _State) -> type[BaseHTTPRequestHandler]:
                 kind = "text/plain; charset=utf-8" if text else "application/json"
                 self.send_header("Content-Type", kind)
             self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            try:
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                self.close_connection = True  # the client gave up (its deadline): as zeusd
 
         def log_message(self, format: str, *args: Any) -> None:
             """Quiet: the test reads ``requests`` and ``answers``."""
@@ -347,6 +350,10 @@ def _deserialize(fields: tuple[tuple[str, str], ...], pairs: list[tuple[str, str
     return seen
 
 
+class _InvalidRequest(Exception):
+    """A request zeusd refuses before the driver sees it (a limit out of the GPU's range)."""
+
+
 @dataclass(frozen=True)
 class _Invalid:
     message: str
@@ -410,6 +417,8 @@ def _per_gpu(
             answer[str(i)] = read(state.nvml.nvmlDeviceGetHandleByIndex(i))
         except pynvml.NVMLError as err:
             errors[str(i)] = (_status(err), f"NVML error: {err}")
+        except _InvalidRequest as err:
+            errors[str(i)] = (400, str(err))
     if errors:
         worst = max(status for status, _ in errors.values())
         return worst, {"errors": {i: text for i, (_, text) in errors.items()}}
@@ -456,6 +465,11 @@ def _set_power_limit(state: _State, query: dict[str, Any]) -> tuple[int, Any]:
     limit_mw = query["power_limit_mw"]
 
     def set_one(handle: Any) -> dict[str, Any]:
+        low, high = state.nvml.nvmlDeviceGetPowerManagementLimitConstraints(handle)
+        if not low <= limit_mw <= high:  # zeusd checks the range before the driver
+            raise _InvalidRequest(
+                f"Invalid request: power limit {limit_mw} mW is outside {low}-{high} mW"
+            )
         state.set_calls.append((handle.index, limit_mw))
         state.nvml.nvmlDeviceSetPowerManagementLimit(handle, limit_mw)
         return {}

@@ -36,8 +36,9 @@ from zeus_airflow.core.devices.base import (
     PowerLimitRangeChangedError,
     PowerLimitUnavailableError,
     candidate_limits_in_range,
+    one_model,
 )
-from zeus_airflow.core.devices.energy import EnergyCounters, PowerIntegrator
+from zeus_airflow.core.devices.energy import CountedOrSampled, EnergyCounters, PowerIntegrator
 from zeus_airflow.core.devices.sync import CUDASynchronizer, Synchronize
 
 log = logging.getLogger(__name__)
@@ -64,7 +65,7 @@ class _Die:
     twin: int | None
 
 
-class AMDSMIGPUs:
+class AMDSMIGPUs(CountedOrSampled):
     """The AMD GPUs of ``indices`` (AMD SMI's), or those HIP uses when None.
 
     ``amdsmi`` is the module (a fake in tests), ``clock`` the monotonic clock in s energy is
@@ -109,7 +110,10 @@ class AMDSMIGPUs:
         self._dies = [dies[i] for i in chosen]
         self.indices: tuple[int, ...] = tuple(chosen)
         self.count = len(chosen)
-        self.model = _one_model(self._dies)
+        self.model = one_model(
+            [(d.index, d.name) for d in self._dies],
+            "restrict HIP_VISIBLE_DEVICES or the indices to GPUs of one model",
+        )
         self.uuids: tuple[str, ...] = tuple(
             LEASE_ID_PREFIX + str(self._call("amdsmi_get_gpu_device_uuid", d.handle))
             for d in self._dies
@@ -168,21 +172,6 @@ class AMDSMIGPUs:
                 raise
             done.append(position)
 
-    def energy_j(self) -> float:
-        if self._counters is not None:
-            return self._counters.energy_j()
-        assert self._sampler is not None
-        return self._sampler.energy_j()
-
-    def now_s(self) -> float:
-        return self._clock()
-
-    def energy_update_period_s(self) -> float:
-        return self._counters.update_period_s() if self._counters is not None else 0.0
-
-    def synchronize(self) -> None:
-        self._sync()
-
     def close(self) -> None:
         """Stop the sampling thread and release AMD SMI. Safe to call twice."""
         if self._closed:
@@ -191,11 +180,6 @@ class AMDSMIGPUs:
         if self._sampler is not None:
             self._sampler.stop()
         self._smi.amdsmi_shut_down()
-
-    @property
-    def energy_source(self) -> str:
-        """``counter`` (the energy accumulators) or ``sampling`` (integrated power)."""
-        return "sampling" if self._sampler is not None else "counter"
 
     # --- internals ---------------------------------------------------------------------------
     def _call(self, function: str, *args: Any) -> Any:
@@ -382,17 +366,6 @@ def _ordinals(chosen: Sequence[int]) -> tuple[int, ...]:
             listed = [int(p) for p in value.split(",")]
             return tuple(listed.index(i) for i in chosen if i in listed)
     return tuple(chosen)
-
-
-def _one_model(dies: Sequence[_Die]) -> str:
-    models = {d.name for d in dies}
-    if len(models) > 1:
-        listing = ", ".join(f"GPU {d.index}: {d.name}" for d in dies)
-        raise DeviceError(
-            f"the GPUs of a group must be one model, got {listing}; restrict "
-            "HIP_VISIBLE_DEVICES or the indices to GPUs of one model"
-        )
-    return dies[0].name
 
 
 def _alone_because(alone: Sequence[_Die]) -> str | None:

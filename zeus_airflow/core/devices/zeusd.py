@@ -36,6 +36,7 @@ from zeus_airflow.core.devices.base import (
     PowerLimitRangeChangedError,
     PowerLimitUnavailableError,
     candidate_limits_in_range,
+    one_model,
 )
 from zeus_airflow.core.devices.energy import EnergyCounters, PowerIntegrator
 from zeus_airflow.core.devices.rapl import HostEnergy
@@ -134,7 +135,9 @@ class ZeusdGPUs:
             LEASE_ID_PREFIX + pci if pci else f"{INDEX_LEASE_PREFIX}{g.id}"
             for g, pci in zip(chosen, self.choice.pci, strict=True)
         )
-        self.model = _one_model(chosen)
+        self.model = one_model(
+            [(g.id, g.name) for g in chosen], "pass device='zeusd:<ids>' naming GPUs of one model"
+        )
         self._mig_because = _mig_because(seen.mig)
         self.energy_shared = self._mig_because is not None
         """The energy measured is a whole GPU's that MIG instances share (docs/devices.md)."""
@@ -456,17 +459,6 @@ def _mig_because(mig: str | None) -> str | None:
         "and is never set through zeusd for one instance (it would cap the other "
         "tenants' work too); energy is the whole GPU's, shared with the other instances"
     )
-
-
-def _one_model(gpus: Sequence[DaemonGPU]) -> str:
-    models = {g.name for g in gpus}
-    if len(models) > 1:
-        listing = ", ".join(f"GPU {g.id}: {g.name}" for g in gpus)
-        raise DeviceError(
-            f"the GPUs of a group must be one model, got {listing}; pass "
-            "device='zeusd:<ids>' naming GPUs of one model"
-        )
-    return gpus[0].name
 
 
 def _field(answer: dict[str, Any], index: int) -> Any:

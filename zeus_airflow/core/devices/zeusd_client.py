@@ -151,8 +151,13 @@ class ZeusdClient:
         return self._request("GET", path, params, self.endpoint.timeout_s)
 
     def post(self, path: str, **params: object) -> Any:
-        timeout_s = self.endpoint.timeout_s * CONTROL_TIMEOUT_FACTOR
-        return self._request("POST", path, params, timeout_s)
+        """A set gets longer than a read to wait for the driver, but no more than a read
+        while the daemon is known to stall (then it is tried anyway: it may be a limit
+        being put back)."""
+        with self._lock:
+            quiet = self._quiet_until_s > time.monotonic()
+        factor = 1.0 if quiet else CONTROL_TIMEOUT_FACTOR
+        return self._request("POST", path, params, self.endpoint.timeout_s * factor)
 
     def stalled_s(self, thread: int | None = None) -> float:
         """Seconds ``thread`` (default: this one) has spent in requests the daemon never

@@ -390,9 +390,12 @@ def _choice(discovery: Discovery, ids: Sequence[int], pci_of: dict[int, str], ho
     by_id = {g.id: g for g in discovery.gpus}
     unknown = [i for i in ids if i not in by_id]
     if unknown or not ids or len(set(ids)) != len(ids):
+        known = f"distinct GPU ids of {discovery.endpoint.where}, one of {sorted(by_id)}"
+        if how.startswith("device="):
+            raise DeviceError(f"{how} is invalid: expected {known}")
         raise DeviceError(
-            f"{how} is invalid: expected distinct GPU ids of {discovery.endpoint.where}, "
-            f"one of {sorted(by_id)}"
+            f"{how} gives GPUs {list(ids)}, not {known}: is the daemon on this node? "
+            "Else pass device='zeusd:<ids>'"
         )
     return Choice(tuple(by_id[i] for i in ids), tuple(pci_of.get(i) for i in ids), how)
 
