@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_zeusd_device import job, steps_train
 
-from zeus_airflow.core.config import JobConfig, ProfilerConfig
 from zeus_airflow.core.devices import nvml
 from zeus_airflow.core.devices.base import DeviceError, PowerLimitUnavailableError
 from zeus_airflow.core.devices.spec import open_device, parse_device
@@ -67,31 +67,6 @@ def endpoint_of(daemon: FakeZeusd, **kw: Any) -> ZeusdEndpoint:
 @pytest.fixture
 def store(tmp_path: Path) -> SQLStore:
     return SQLStore(f"sqlite:///{tmp_path}/zeus.db", create_schema=True)
-
-
-def job(**profiler: Any) -> JobConfig:
-    return JobConfig(
-        "job",
-        (32,),
-        32,
-        target_metric=1.0,
-        max_epochs=2,
-        exploration_budget=None,
-        profiler=ProfilerConfig(
-            **{"warmup_steps": 1, "profile_steps": 2, "warmup_s": 0.0, "profile_s": 0.0, **profiler}
-        ),
-    )
-
-
-def steps_train(clock: ManualClock, steps: int = 30):  # type: ignore[no-untyped-def]
-    def train(run: TrainingRun) -> str:
-        for _ in run.epochs():
-            for _ in run.steps(range(steps)):
-                clock.advance(0.1)
-            run.report_metric(1.0)
-        return "trained"
-
-    return train
 
 
 # --- each 400 as zeusd answers it -----------------------------------------------------------
@@ -458,7 +433,7 @@ def test_unreachable_at_start_measures_only(
     clock = ManualClock()
     with PowerLimitGuard(gpus, GPULeases(store), LOG) as guard:
         result = Engine(store, guard.gpus, job(), seed=1, heartbeat_s=None).run_recurrence(
-            steps_train(clock, steps=5), RecurrenceKey("r1")
+            steps_train(clock), RecurrenceKey("r1")
         )
     assert result.reached_target and result.final.outcome.power_control == "none"
     assert fake_gpu.set_calls == []  # nothing tried to change a limit
