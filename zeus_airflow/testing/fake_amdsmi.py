@@ -111,6 +111,11 @@ class FakeAMDSMI:
     /sys); ``energy_key``: the accumulator's key; ``resolution_uj``: µJ per tick;
     ``init_error``: a status ``amdsmi_init`` raises (no driver, say)."""
 
+    # The module's own names, as ``amdsmi.AmdSmiLibraryException`` and the like.
+    AmdSmiException = AmdSmiException
+    AmdSmiLibraryException = AmdSmiLibraryException
+    AmdSmiInitFlags = AmdSmiInitFlags
+
     def __init__(
         self,
         count: int = 1,
