@@ -9,8 +9,8 @@ import logging
 from pathlib import Path
 
 import pytest
+from test_zeusd_device import job
 
-from zeus_airflow.core.config import JobConfig, ProfilerConfig
 from zeus_airflow.core.devices.amdsmi import AMDSMIGPUs
 from zeus_airflow.core.devices.base import (
     DeviceError,
@@ -91,15 +91,6 @@ def test_the_engine_profiles_amd_caps_and_puts_them_back(
 ) -> None:
     store = SQLStore(f"sqlite:///{tmp_path}/zeus.db", create_schema=True)
     fake = FakeAMDSMI(1, MI300X, clock=clock)
-    job = JobConfig(
-        "amd",
-        (32,),
-        32,
-        target_metric=1.0,
-        max_epochs=2,
-        exploration_budget=None,
-        profiler=ProfilerConfig(warmup_steps=1, profile_steps=2, warmup_s=0.0, profile_s=0.0),
-    )
 
     def train(run: TrainingRun) -> None:
         for _ in run.epochs():
@@ -109,7 +100,7 @@ def test_the_engine_profiles_amd_caps_and_puts_them_back(
 
     leases = GPULeases(store)
     with PowerLimitGuard(AMDSMIGPUs(amdsmi=fake, clock=clock), leases, LOG) as guard:
-        result = Engine(store, guard.gpus, job, seed=1, heartbeat_s=None).run_recurrence(
+        result = Engine(store, guard.gpus, job(), seed=1, heartbeat_s=None).run_recurrence(
             train, RecurrenceKey("r1")
         )
         (lease,) = leases.on_host()
