@@ -143,8 +143,9 @@ class FakeZeusd:
             self.host_port = f"127.0.0.1:{self._server.server_address[1]}"
         else:
             self._server = _UnixServer(str(socket_path), handler)
+        # A short poll: stop() waits for the serving loop's next look (0.5 s by default).
         self._thread = threading.Thread(
-            target=self._server.serve_forever, daemon=True, name="fake-zeusd"
+            target=self._server.serve_forever, args=(0.02,), daemon=True, name="fake-zeusd"
         )
         self._timer = threading.Timer(lifetime_s, self.stop)
         self._timer.daemon = True
