@@ -366,12 +366,13 @@ def test_a_mig_instance_is_seen_in_the_containers_variables() -> None:
 
 # --- a daemon that hangs mid-run --------------------------------------------------------------
 @pytest.mark.parametrize("transport", ["unix", "tcp"])
+@pytest.mark.parametrize("api", APIS)
 def test_a_hang_costs_seconds_and_is_kept_out_of_the_try(
-    transport: str, tmp_path: Path, store: SQLStore, caplog: pytest.LogCaptureFixture
+    api: Any, transport: str, tmp_path: Path, store: SQLStore, caplog: pytest.LogCaptureFixture
 ) -> None:
     fake = FakeNVML(1, A100)  # real time: the stall is real
     where = None if transport == "tcp" else tmp_path / "z.sock"
-    with FakeZeusd(where, fake, tcp=transport == "tcp") as daemon:
+    with FakeZeusd(where, fake, api=api, tcp=transport == "tcp") as daemon:
         gpus = ZeusdGPUs((0,), endpoint=endpoint_of(daemon, ZEUS_AIRFLOW_ZEUSD_TIMEOUT_S="0.4"))
 
         def train(run: TrainingRun) -> None:
