@@ -142,9 +142,8 @@ def test_the_helm_values_use_the_kubernetes_executor_and_the_same_store() -> Non
     (volume,) = values["scheduler"]["extraVolumes"]
     assert mount["name"] == volume["name"] and mount["readOnly"]
     assert f"{mount['mountPath']}/gpu.yaml" in (K8S / "pod-template.yaml").read_text()
-    assert (
-        f"create configmap {volume['configMap']['name']}" in (K8S / "helm-values.yaml").read_text()
-    )
+    steps = (ROOT / "docs" / "deployment.md").read_text()  # "Kubernetes from zero" makes it
+    assert f"create configmap {volume['configMap']['name']} --from-file=gpu.yaml=" in steps
 
 
 def test_zeusd_runs_the_image_docker_zeusd_builds_and_starts_on_any_node(
