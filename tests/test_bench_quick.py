@@ -68,6 +68,7 @@ QUICK: dict[str, Quick] = {
         ("--quick", "--airflow-db", "{airflow_db}"), "jobs=30 server_p50_ms="
     ),
     "ui_job_page.py": Quick(("--quick", "--airflow-db", "{airflow_db}"), "runs=30 server_p50_ms="),
+    "zeusd_faults.py": Quick(("--quick",), "| unreachable |"),
 }
 ELSEWHERE = {
     "gpu_check.py": "tests/test_gpu_check.py",

@@ -316,3 +316,22 @@ def test_entrypoint_started_as_a_user_leaves_everything_alone() -> None:
     assert user == "65534:65534"
     assert caps["CapEff"] == caps["CapAmb"] == 0
     assert "not root" in said
+
+
+def test_zeusd_is_built_from_docker_zeusd_and_reads_rapl_through_folders_every_host_has(
+    services: dict[str, Any],
+) -> None:
+    zeusd = services["zeusd"]
+    assert zeusd["image"] == "zeusd:0.5.0"  # the release tag the recipe builds
+    assert Path(zeusd["build"]["context"]) == COMPOSE.parent / "zeusd"
+    binds = {
+        (v["source"], v["target"], v.get("read_only", False))
+        if isinstance(v, dict)
+        else (*v.split(":")[:2], v.endswith(":ro"))
+        for v in zeusd["volumes"]
+        if "zeus_sys" in str(v)
+    }
+    assert binds == {
+        ("/sys/class", "/zeus_sys/class", True),
+        ("/sys/devices/virtual", "/zeus_sys/devices/virtual", True),
+    }

@@ -1,21 +1,24 @@
-"""docker/k8s/: the Kubernetes manifests, parsed and checked without a cluster.
+"""docker/k8s/: the Kubernetes manifests, checked without a cluster.
 
-No cluster, and no Kubernetes OpenAPI document, is at hand here (kubectl validates against the
-server's), so each manifest is checked against a JSON Schema of the fields it uses, written
-from the Kubernetes API reference (core/v1 Pod, Container, EnvVar, Volume; apps/v1 DaemonSet;
-v1 Secret): the object kinds and required fields, the value types, and no field outside the
-API (a typo such as ``volumeMount`` fails). Then what the deployment relies on: zeusd and the
-task pods share one socket folder, only zeusd holds a capability, task pods are unprivileged
-and request the GPU, leases are keyed by the node, and the store is PostgreSQL.
+Every manifest is validated against the Kubernetes API's own schemas (kubernetes-validate,
+which ships the JSON schemas generated from each release's OpenAPI document, strict: no field
+outside the API), for the oldest and newest releases it carries that matter here. The pod a
+GPU task gets is built by the cncf-kubernetes provider's own ``PodGenerator.construct_pod``,
+from the shipped template and the ``pod_override`` docs/deployment.md gives: the task trains
+in the GPU image. Then what the deployment relies on: zeusd and the task pods share one socket
+folder, only zeusd holds a capability, its image is the one docker/zeusd builds, its RAPL
+mounts exist on every node, task pods are unprivileged and request the GPU, leases are keyed
+by the node, the store is PostgreSQL, and the namespace's Pod Security labels admit both.
 """
 
 from __future__ import annotations
 
 import posixpath
+import re
 from pathlib import Path
 from typing import Any
 
-import jsonschema
+import kubernetes_validate
 import pytest
 import yaml
 from airflow.sdk import Connection
@@ -24,223 +27,17 @@ from zeus_airflow.core.devices.zeusd_client import SOCK_PATH_ENV
 from zeus_airflow.core.gpu_lease import NODE_NAME_ENV
 from zeus_airflow.hooks.store import url_from_connection
 
-K8S = Path(__file__).resolve().parents[1] / "docker" / "k8s"
-MANIFESTS = ("zeusd-daemonset.yaml", "pod-template.yaml", "zeus-store-secret.yaml")
-
-_STR = {"type": "string"}
-_QUANTITY = {"type": ["string", "integer"]}
-_LABELS = {"type": "object", "additionalProperties": _STR}
-_META = {
-    "type": "object",
-    "additionalProperties": False,
-    "properties": {"name": _STR, "namespace": _STR, "labels": _LABELS, "annotations": _LABELS},
-}
-_ENV = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["name"],
-    "properties": {
-        "name": _STR,
-        "value": _STR,
-        "valueFrom": {
-            "type": "object",
-            "additionalProperties": False,
-            "minProperties": 1,
-            "maxProperties": 1,
-            "properties": {
-                "fieldRef": {
-                    "type": "object",
-                    "required": ["fieldPath"],
-                    "additionalProperties": False,
-                    "properties": {"fieldPath": _STR, "apiVersion": _STR},
-                },
-                "secretKeyRef": {
-                    "type": "object",
-                    "required": ["name", "key"],
-                    "additionalProperties": False,
-                    "properties": {"name": _STR, "key": _STR, "optional": {"type": "boolean"}},
-                },
-            },
-        },
-    },
-}
-_CAPS = {"type": "array", "items": _STR}
-_SECURITY = {
-    "type": "object",
-    "additionalProperties": False,
-    "properties": {
-        "runAsUser": {"type": "integer"},
-        "runAsGroup": {"type": "integer"},
-        "runAsNonRoot": {"type": "boolean"},
-        "allowPrivilegeEscalation": {"type": "boolean"},
-        "privileged": {"type": "boolean"},
-        "readOnlyRootFilesystem": {"type": "boolean"},
-        "capabilities": {
-            "type": "object",
-            "additionalProperties": False,
-            "properties": {"add": _CAPS, "drop": _CAPS},
-        },
-    },
-}
-_RESOURCES = {
-    "type": "object",
-    "additionalProperties": False,
-    "properties": {
-        "requests": {"type": "object", "additionalProperties": _QUANTITY},
-        "limits": {"type": "object", "additionalProperties": _QUANTITY},
-    },
-}
-_CONTAINER = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["name", "image"],
-    "properties": {
-        "name": _STR,
-        "image": _STR,
-        "imagePullPolicy": {"enum": ["Always", "IfNotPresent", "Never"]},
-        "command": {"type": "array", "items": _STR},
-        "args": {"type": "array", "items": _STR},
-        "env": {"type": "array", "items": _ENV},
-        "resources": _RESOURCES,
-        "securityContext": _SECURITY,
-        "volumeMounts": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "additionalProperties": False,
-                "required": ["name", "mountPath"],
-                "properties": {"name": _STR, "mountPath": _STR, "readOnly": {"type": "boolean"}},
-            },
-        },
-    },
-}
-_VOLUME = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["name"],
-    "minProperties": 2,
-    "maxProperties": 2,
-    "properties": {
-        "name": _STR,
-        "hostPath": {
-            "type": "object",
-            "additionalProperties": False,
-            "required": ["path"],
-            "properties": {
-                "path": _STR,
-                "type": {
-                    "enum": [
-                        "",
-                        "DirectoryOrCreate",
-                        "Directory",
-                        "FileOrCreate",
-                        "File",
-                        "Socket",
-                        "CharDevice",
-                        "BlockDevice",
-                    ]
-                },
-            },
-        },
-        "configMap": {"type": "object", "required": ["name"], "properties": {"name": _STR}},
-        "secret": {
-            "type": "object",
-            "required": ["secretName"],
-            "properties": {"secretName": _STR},
-        },
-    },
-}
-_TOLERATION = {
-    "type": "object",
-    "additionalProperties": False,
-    "properties": {
-        "key": _STR,
-        "operator": {"enum": ["Exists", "Equal"]},
-        "value": _STR,
-        "effect": {"enum": ["NoSchedule", "PreferNoSchedule", "NoExecute"]},
-    },
-}
-_POD_SPEC = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["containers"],
-    "properties": {
-        "containers": {"type": "array", "minItems": 1, "items": _CONTAINER},
-        "volumes": {"type": "array", "items": _VOLUME},
-        "restartPolicy": {"enum": ["Always", "OnFailure", "Never"]},
-        "runtimeClassName": _STR,
-        "priorityClassName": _STR,
-        "nodeSelector": _LABELS,
-        "tolerations": {"type": "array", "items": _TOLERATION},
-        "securityContext": {
-            "type": "object",
-            "additionalProperties": False,
-            "properties": {
-                "runAsUser": {"type": "integer"},
-                "runAsGroup": {"type": "integer"},
-                "fsGroup": {"type": "integer"},
-                "runAsNonRoot": {"type": "boolean"},
-            },
-        },
-    },
-}
-SCHEMAS: dict[str, dict[str, Any]] = {
-    "Pod": {
-        "type": "object",
-        "additionalProperties": False,
-        "required": ["apiVersion", "kind", "metadata", "spec"],
-        "properties": {
-            "apiVersion": {"const": "v1"},
-            "kind": {"const": "Pod"},
-            "metadata": _META,
-            "spec": _POD_SPEC,
-        },
-    },
-    "DaemonSet": {
-        "type": "object",
-        "additionalProperties": False,
-        "required": ["apiVersion", "kind", "metadata", "spec"],
-        "properties": {
-            "apiVersion": {"const": "apps/v1"},
-            "kind": {"const": "DaemonSet"},
-            "metadata": _META,
-            "spec": {
-                "type": "object",
-                "additionalProperties": False,
-                "required": ["selector", "template"],
-                "properties": {
-                    "selector": {
-                        "type": "object",
-                        "required": ["matchLabels"],
-                        "properties": {"matchLabels": _LABELS},
-                    },
-                    "updateStrategy": {
-                        "type": "object",
-                        "properties": {"type": {"enum": ["RollingUpdate", "OnDelete"]}},
-                    },
-                    "template": {
-                        "type": "object",
-                        "additionalProperties": False,
-                        "required": ["metadata", "spec"],
-                        "properties": {"metadata": _META, "spec": _POD_SPEC},
-                    },
-                },
-            },
-        },
-    },
-    "Secret": {
-        "type": "object",
-        "additionalProperties": False,
-        "required": ["apiVersion", "kind", "metadata"],
-        "properties": {
-            "apiVersion": {"const": "v1"},
-            "kind": {"const": "Secret"},
-            "metadata": _META,
-            "type": _STR,
-            "stringData": {"type": "object", "additionalProperties": _STR},
-        },
-    },
-}
+ROOT = Path(__file__).resolve().parents[1]
+K8S = ROOT / "docker" / "k8s"
+MANIFESTS = (
+    "namespace.yaml",
+    "zeusd-daemonset.yaml",
+    "pod-template.yaml",
+    "zeus-store-secret.yaml",
+)
+KUBERNETES_VERSIONS = ("1.30.0", "1.37.0")
+CPU_IMAGE = "zeus-airflow:0.1.0"
+GPU_IMAGE = "zeus-airflow:0.1.0-gpu"
 
 
 def load(name: str) -> dict[str, Any]:
@@ -257,13 +54,17 @@ def by_name(items: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {item["name"]: item for item in items}
 
 
+def test_every_manifest_in_docker_k8s_is_checked() -> None:
+    assert sorted(p.name for p in K8S.glob("*.yaml")) == sorted((*MANIFESTS, "helm-values.yaml"))
+
+
+@pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
 @pytest.mark.parametrize("name", MANIFESTS)
-def test_each_manifest_parses_and_fits_the_api_schema(name: str) -> None:
-    document = load(name)
-    jsonschema.validate(document, SCHEMAS[document["kind"]])
+def test_each_manifest_fits_the_kubernetes_api_strictly(name: str, version: str) -> None:
+    kubernetes_validate.validate(load(name), version, strict=True)
 
 
-def test_the_schema_catches_a_misspelt_field(manifests: dict[str, dict[str, Any]]) -> None:
+def test_strict_validation_catches_a_misspelt_field(manifests: dict[str, dict[str, Any]]) -> None:
     pod = manifests["pod-template.yaml"]
     broken = {
         **pod,
@@ -272,8 +73,8 @@ def test_the_schema_catches_a_misspelt_field(manifests: dict[str, dict[str, Any]
             "containers": [{**pod["spec"]["containers"][0], "volumeMount": []}],
         },
     }
-    with pytest.raises(jsonschema.ValidationError, match="volumeMount"):
-        jsonschema.validate(broken, SCHEMAS["Pod"])
+    with pytest.raises(kubernetes_validate.ValidationError, match="volumeMount"):
+        kubernetes_validate.validate(broken, KUBERNETES_VERSIONS[-1], strict=True)
 
 
 def test_zeusd_and_the_task_pods_share_one_socket(manifests: dict[str, dict[str, Any]]) -> None:
@@ -289,7 +90,7 @@ def test_zeusd_and_the_task_pods_share_one_socket(manifests: dict[str, dict[str,
         host = by_name(spec["volumes"])[mount["name"]]["hostPath"]
         assert host["path"] == posixpath.dirname(socket_path) == "/run/zeusd"
     # zeusd creates the folder; a task pod waits for it rather than making an empty one.
-    assert [by_name(s["volumes"])["zeusd-socket"]["hostPath"]["type"] for s in (daemon, pod)] == [
+    assert [by_name(v["volumes"])["zeusd-socket"]["hostPath"]["type"] for v in (daemon, pod)] == [
         "DirectoryOrCreate",
         "Directory",
     ]
@@ -341,6 +142,142 @@ def test_the_helm_values_use_the_kubernetes_executor_and_the_same_store() -> Non
     (volume,) = values["scheduler"]["extraVolumes"]
     assert mount["name"] == volume["name"] and mount["readOnly"]
     assert f"{mount['mountPath']}/gpu.yaml" in (K8S / "pod-template.yaml").read_text()
-    assert (
-        f"create configmap {volume['configMap']['name']}" in (K8S / "helm-values.yaml").read_text()
+    steps = (ROOT / "docs" / "deployment.md").read_text()  # "Kubernetes from zero" makes it
+    assert f"create configmap {volume['configMap']['name']} --from-file=gpu.yaml=" in steps
+
+
+def test_zeusd_runs_the_image_docker_zeusd_builds_and_starts_on_any_node(
+    manifests: dict[str, dict[str, Any]],
+) -> None:
+    spec = manifests["zeusd-daemonset.yaml"]["spec"]["template"]["spec"]
+    (zeusd,) = spec["containers"]
+    dockerfile = (ROOT / "docker" / "zeusd" / "Dockerfile").read_text()
+    tag = re.search(r"ARG ZEUSD_REF=zeusd-v(\S+)", dockerfile)
+    assert tag and zeusd["image"] == f"zeusd:{tag.group(1)}" == "zeusd:0.5.0"
+    assert "mlenergy/zeusd" not in (K8S / "zeusd-daemonset.yaml").read_text()
+    # RAPL through folders every Linux node has: a node without powercap starts zeusd too.
+    mounts = {m["mountPath"]: m for m in zeusd["volumeMounts"]}
+    volumes = by_name(spec["volumes"])
+    rapl = {
+        path: volumes[m["name"]]["hostPath"]
+        for path, m in mounts.items()
+        if path.startswith("/zeus_sys/")
+    }
+    assert rapl == {
+        "/zeus_sys/class": {"path": "/sys/class", "type": "Directory"},
+        "/zeus_sys/devices/virtual": {"path": "/sys/devices/virtual", "type": "Directory"},
+    }
+    assert all(mounts[path]["readOnly"] for path in rapl)
+
+
+def test_the_namespace_admits_zeusd_and_the_task_pods_and_still_warns(
+    manifests: dict[str, dict[str, Any]],
+) -> None:
+    namespace = manifests["namespace.yaml"]["metadata"]
+    labels = namespace["labels"]
+    assert labels["pod-security.kubernetes.io/enforce"] == "privileged"  # hostPath, SYS_ADMIN
+    assert labels["pod-security.kubernetes.io/warn"] == "baseline"
+    assert labels["pod-security.kubernetes.io/audit"] == "baseline"
+    for name in ("zeusd-daemonset.yaml", "zeus-store-secret.yaml"):
+        assert manifests[name]["metadata"]["namespace"] == namespace["name"] == "airflow"
+
+
+# --- the pod a GPU task gets, built by the provider's own PodGenerator ---------------------
+def docs_pod_overrides() -> dict[str, Any]:
+    """What docs/deployment.md's ``pod_override`` code defines (every Python block that
+    starts by importing the Kubernetes models), run as a user would paste it."""
+    text = (ROOT / "docs" / "deployment.md").read_text()
+    blocks = [
+        b
+        for b in re.findall(r"```python\n(.*?)```", text, re.S)
+        if b.startswith("from kubernetes.client import models as k8s")
+    ]
+    assert len(blocks) == 2, "docs/deployment.md: the template's and the chart's pod_override"
+    defined: dict[str, Any] = {}
+    for block in blocks:
+        exec(compile(block, "docs/deployment.md", "exec"), defined)
+    return defined
+
+
+def task_pod(base: Any, executor_config: dict[str, Any] | None) -> Any:
+    """The pod the KubernetesExecutor asks for: construct_pod as its _build_pod_request calls
+    it, with the chart's image (images.airflow) as the executor's kube_image."""
+    from airflow.providers.cncf.kubernetes.pod_generator import PodGenerator
+
+    return PodGenerator.construct_pod(
+        dag_id="gpu_job",
+        task_id="train",
+        pod_id="gpu-job-train-1",
+        try_number=1,
+        kube_image=CPU_IMAGE,
+        date=None,
+        args=["airflow", "tasks", "run", "gpu_job", "train", "manual"],
+        pod_override_object=PodGenerator.from_obj(executor_config),
+        base_worker_pod=base,
+        namespace="airflow",
+        scheduler_job_id="1",
     )
+
+
+def test_the_helm_values_image_is_the_cpu_build() -> None:
+    values = yaml.safe_load((K8S / "helm-values.yaml").read_text())
+    image = values["images"]["airflow"]
+    assert f"{image['repository']}:{image['tag']}" == CPU_IMAGE
+
+
+def test_with_the_template_alone_a_gpu_task_would_train_on_the_cpu_image() -> None:
+    """Why the docs' pod_override names the image: the executor never takes it from a pod
+    template (the pitfall this guards against)."""
+    from airflow.providers.cncf.kubernetes.pod_generator import PodGenerator
+
+    template = PodGenerator.deserialize_model_file(str(K8S / "pod-template.yaml"))
+    assert template.spec.containers[0].image == GPU_IMAGE
+    (base,) = task_pod(template, {"pod_template_file": "gpu.yaml"}).spec.containers
+    assert base.image == CPU_IMAGE and base.resources.limits["nvidia.com/gpu"] == "1"
+
+
+def test_the_template_with_the_docs_override_trains_in_the_gpu_image() -> None:
+    from airflow.providers.cncf.kubernetes.pod_generator import PodGenerator
+
+    override = docs_pod_overrides()["GPU_POD_OVERRIDE"]
+    template = PodGenerator.deserialize_model_file(str(K8S / "pod-template.yaml"))
+    pod = task_pod(template, {"pod_template_file": "gpu.yaml", "pod_override": override})
+    (base,) = pod.spec.containers
+    assert base.name == "base" and base.image == GPU_IMAGE
+    assert base.resources.limits["nvidia.com/gpu"] == "1"
+    env = {e.name: e for e in base.env}
+    assert env[SOCK_PATH_ENV].value == "/run/zeusd/zeusd.sock"
+    assert env[NODE_NAME_ENV].value_from.field_ref.field_path == "spec.nodeName"
+    assert [m.mount_path for m in base.volume_mounts] == ["/run/zeusd"]
+    assert (
+        pod.spec.runtime_class_name == "nvidia" and pod.spec.security_context.run_as_user == 50000
+    )
+    assert base.args[:3] == ["airflow", "tasks", "run"]  # the executor's command is kept
+
+
+def test_the_docs_override_of_the_charts_pod_trains_in_the_gpu_image() -> None:
+    """Without a template: the override adds the GPU, the socket and the image to the chart's
+    pod (here its essentials: the CPU image and the DAG volume, which are kept)."""
+    from kubernetes.client import models as k8s
+
+    chart_pod = k8s.V1Pod(
+        spec=k8s.V1PodSpec(
+            containers=[
+                k8s.V1Container(
+                    name="base",
+                    image=CPU_IMAGE,
+                    volume_mounts=[k8s.V1VolumeMount(name="dags", mount_path="/opt/airflow/dags")],
+                )
+            ],
+            volumes=[k8s.V1Volume(name="dags", empty_dir=k8s.V1EmptyDirVolumeSource())],
+        )
+    )
+    gpu_pod = docs_pod_overrides()["GPU_POD"]
+    pod = task_pod(chart_pod, {"pod_override": gpu_pod})
+    (base,) = pod.spec.containers
+    assert base.image == GPU_IMAGE and base.resources.limits == {"nvidia.com/gpu": "1"}
+    assert sorted(m.mount_path for m in base.volume_mounts) == ["/opt/airflow/dags", "/run/zeusd"]
+    socket = next(v for v in pod.spec.volumes if v.name == "zeusd-socket")
+    assert (socket.host_path.path, socket.host_path.type) == ("/run/zeusd", "Directory")
+    assert pod.spec.runtime_class_name == "nvidia"
+    assert pod.spec.node_selector == {"nvidia.com/gpu.present": "true"}

@@ -34,6 +34,8 @@ def cifar() -> WorkloadTrace:
     [
         ("auto", DeviceSpec("nvml")),
         ("nvml:2,0", DeviceSpec("nvml", indices=(2, 0))),
+        ("amdsmi:1", DeviceSpec("amdsmi", indices=(1,))),
+        ("zeusd:3", DeviceSpec("zeusd", indices=(3,))),
         ("replay:a40:squad", DeviceSpec("replay", gpu="a40", workload="squad")),
         ("simulated:v100", DeviceSpec("simulated", gpu="v100", workload="cifar100")),
         ("simulated:a40:imagenet", DeviceSpec("simulated", gpu="a40", workload="imagenet")),
@@ -149,3 +151,29 @@ def test_the_profiler_finds_the_curves_optimum_on_a_simulated_gpu(
     )
     assert result.power_limit_w == expected < top
     assert result.measurement == "simulated"
+
+
+@pytest.mark.usefixtures("dag_test")
+def test_a_zeusd_unreachable_at_start_trains_measuring_only(
+    zeus_store_url: str,
+    fake_gpus: FakeNVML,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """The first rule: zeusd not running as the task starts fails nothing. The task reads its
+    GPU through NVML, changes no limit, trains and succeeds, and says why in its log."""
+    from fixtures_airflow import daily, task_state, xcoms
+    from test_operator import fake_dag, train_steps
+
+    monkeypatch.setenv("ZEUSD_SOCK_PATH", str(tmp_path / "zeusd-not-started.sock"))
+    dag = fake_dag("zeusd_unreachable", lambda run: train_steps(run, 20))
+    dag_run = dag.test(logical_date=daily(0))
+
+    assert task_state(dag_run, "train") == ("success", 1)
+    pushed = xcoms("zeusd_unreachable", dag_run.run_id, "train")
+    assert pushed["power_control"] == "none" and pushed["measurement"] == "measured"
+    assert fake_gpus.set_calls == []  # the fake would have let it: nothing was tried
+    log = capfd.readouterr().out
+    assert "zeusd-not-started.sock cannot be reached" in log
+    assert "This task measures only, through NVML (read-only)" in log

@@ -15,6 +15,7 @@ import pytest
 from zeus_airflow.core.config import JobConfig, ProfilerConfig
 from zeus_airflow.core.devices.zeusd import ZeusdGPUs
 from zeus_airflow.core.devices.zeusd_client import ZeusdEndpoint
+from zeus_airflow.core.devices.zeusd_discovery import LocalGPUs
 from zeus_airflow.core.engine import Engine, RecurrenceResult
 from zeus_airflow.core.gpu_lease import GPULeases, PowerLimitGuard
 from zeus_airflow.core.reports.arms import profile_points
@@ -101,6 +102,6 @@ def test_the_daemons_name_is_the_model(tmp_path: Path, name: str) -> None:
     with FakeZeusd(tmp_path / "z.sock", FakeNVML(2, replace(MI300X, model=name))) as daemon:
         gpus = ZeusdGPUs(
             endpoint=ZeusdEndpoint(socket_path=str(daemon.socket_path)),
-            visible_pci=lambda: frozenset({"0000:11:00.0", "0000:12:00.0"}),
+            local=LocalGPUs(pci=frozenset({"0000:11:00.0", "0000:12:00.0"})),
         )
         assert (gpus.model, gpus.count, gpus.power_limit_range_w()) == (name, 2, (200, 750))

@@ -30,6 +30,7 @@ from zeus_airflow.core.devices.base import (
 from zeus_airflow.core.devices.spec import open_device, open_host_energy, parse_device
 from zeus_airflow.core.devices.zeusd import ZeusdGPUs, ZeusdHostEnergy
 from zeus_airflow.core.devices.zeusd_client import ZeusdEndpoint, ZeusdError
+from zeus_airflow.core.devices.zeusd_discovery import LocalGPUs, local_gpus
 from zeus_airflow.core.engine import Engine
 from zeus_airflow.core.gpu_lease import GPULeases, PowerLimitGuard
 from zeus_airflow.core.run import TrainingRun
@@ -155,12 +156,13 @@ def test_auto_picks_the_daemons_gpus_this_container_sees(
 ) -> None:
     monkeypatch.setenv("ZEUSD_SOCK_PATH", str(daemon.socket_path))
     monkeypatch.setattr(
-        "zeus_airflow.core.devices.zeusd.visible_pci_addresses", lambda: frozenset({"0000:12:00.0"})
+        "zeus_airflow.core.devices.zeusd.local_gpus",
+        lambda: LocalGPUs(pci=frozenset({"0000:12:00.0"})),
     )
     device = open_device(parse_device("auto"))
     assert isinstance(device, ZeusdGPUs) and device.indices == (1,)
     assert isinstance(open_device(parse_device("zeusd:0,1")), ZeusdGPUs)
-    monkeypatch.setattr("zeus_airflow.core.devices.zeusd.visible_pci_addresses", lambda: None)
+    monkeypatch.setattr("zeus_airflow.core.devices.zeusd.local_gpus", LocalGPUs)
     with pytest.raises(DeviceError, match=r"pass device='zeusd:<ids>'"):
         open_device(parse_device("auto"))
 
@@ -168,17 +170,19 @@ def test_auto_picks_the_daemons_gpus_this_container_sees(
 def test_nvml_in_the_container_names_its_gpus_by_pci_address(daemon: FakeZeusd) -> None:
     """auto keeps the daemon's GPUs whose PCI address the container's own NVML shows (here
     one GPU, NVML's ``00000000:11:00.0``: the daemon's GPU 0 of two)."""
-    from zeus_airflow.core.devices.zeusd import nvidia_pci
-
-    assert nvidia_pci(FakeNVML(3, A100)) == {"0000:11:00.0", "0000:12:00.0", "0000:13:00.0"}
+    assert local_gpus(FakeNVML(3, A100), {}).pci == {
+        "0000:11:00.0",
+        "0000:12:00.0",
+        "0000:13:00.0",
+    }
     container = FakeNVML(1, A100)
     gpus = ZeusdGPUs(
         endpoint=ZeusdEndpoint(socket_path=str(daemon.socket_path)),
-        visible_pci=lambda: nvidia_pci(container),
+        local=lambda: local_gpus(container, {}),
     )
     assert gpus.indices == (0,) and gpus.uuids == ("pci:0000:11:00.0",)
     assert container.init_count == 0  # NVML shut down again
-    assert nvidia_pci(FakeNVML(1, init_error=pynvml.NVML_ERROR_DRIVER_NOT_LOADED)) is None
+    assert local_gpus(FakeNVML(1, init_error=pynvml.NVML_ERROR_DRIVER_NOT_LOADED), {}).uuids is None
 
 
 def test_bad_gpu_ids_are_refused_before_any_request_changes_anything(daemon: FakeZeusd) -> None:
@@ -447,7 +451,7 @@ def test_on_kubernetes_a_task_restores_only_its_own_gpus_leases(
 
 
 def test_amd_gpus_given_to_the_container_are_found_by_their_render_nodes(tmp_path: Path) -> None:
-    from zeus_airflow.core.devices.zeusd import _amd_pci
+    from zeus_airflow.core.devices.zeusd_discovery import amd_pci as _amd_pci
 
     dev, drm = tmp_path / "dev" / "dri", tmp_path / "sys" / "class" / "drm"
     dev.mkdir(parents=True)

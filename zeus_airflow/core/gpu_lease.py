@@ -11,8 +11,9 @@ same by hand.
 One lease per (host, GPU): a second task that finds a GPU leased by a live process trains
 without touching its limit (measure mode) instead of fighting over it.
 
-GPUs driven through zeusd are leased by PCI address (``pci:<address>``) and restored through
-the daemon. On Kubernetes every pod has a host name of its own and its own process ids, so
+GPUs driven through zeusd are leased by PCI address (``pci:<address>``; by the daemon's index,
+``zeusd-gpu:<id>``, where zeusd 0.5.0 gives no address) and restored through the daemon. On
+Kubernetes every pod has a host name of its own and its own process ids, so
 ``ZEUS_AIRFLOW_NODE_NAME`` (the node's name, from the downward API) names the host instead,
 and a task restores only the leases of the GPUs it was given: the device plugin gives a GPU
 to one pod at a time, so a lease left on one of them is a dead pod's, while a lease on
@@ -166,10 +167,18 @@ def restore_host_leases(
 
 
 def _one_gpu(lease: Lease) -> LeasableGPUs:
-    if lease.gpu_uuid.startswith("pci:"):
+    from zeus_airflow.core.devices.zeusd import INDEX_LEASE_PREFIX, LEASE_ID_PREFIX
+
+    if lease.gpu_uuid.startswith((LEASE_ID_PREFIX, INDEX_LEASE_PREFIX)):
         from zeus_airflow.core.devices.zeusd import ZeusdGPUs
 
         return ZeusdGPUs((lease.gpu_index,))
+    from zeus_airflow.core.devices.amdsmi import LEASE_ID_PREFIX as AMD_PREFIX
+
+    if lease.gpu_uuid.startswith(AMD_PREFIX):
+        from zeus_airflow.core.devices.amdsmi import AMDSMIGPUs
+
+        return AMDSMIGPUs((lease.gpu_index,))
     from zeus_airflow.core.devices import nvml  # needs the NVIDIA driver: imported on use
 
     return nvml.NVMLGPUs((lease.gpu_index,))

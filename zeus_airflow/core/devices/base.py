@@ -136,3 +136,12 @@ def candidate_limits_in_range(
     if limits[-1] != min_w:
         limits.append(min_w)
     return tuple(limits)
+
+
+def one_model(named: Sequence[tuple[int, str]], remedy: str) -> str:
+    """The one model of a group's GPUs ((index, model) each); a DeviceError listing each
+    GPU's model, and ``remedy``, when they differ: their profiles and ranges differ."""
+    if len({model for _, model in named}) > 1:
+        listing = ", ".join(f"GPU {index}: {model}" for index, model in named)
+        raise DeviceError(f"the GPUs of a group must be one model, got {listing}; {remedy}")
+    return named[0][1]

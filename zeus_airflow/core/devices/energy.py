@@ -157,3 +157,33 @@ class PowerIntegrator:
                 self._energy_j += (now_s - last_s) * (power_w + last_w) / 2.0
             self._last = (now_s, power_w)
             return self._energy_j
+
+
+class CountedOrSampled:
+    """What NVML's and AMD SMI's GPU groups share: energy from the counters when every GPU
+    has one, else from sampled power; the clock it follows; waiting for queued work."""
+
+    _counters: EnergyCounters | None
+    _sampler: PowerIntegrator | None
+    _clock: Callable[[], float]
+    _sync: Callable[[], None]
+
+    def energy_j(self) -> float:
+        if self._sampler is not None:
+            return self._sampler.energy_j()
+        assert self._counters is not None
+        return self._counters.energy_j()
+
+    def now_s(self) -> float:
+        return self._clock()
+
+    def energy_update_period_s(self) -> float:
+        return self._counters.update_period_s() if self._counters is not None else 0.0
+
+    def synchronize(self) -> None:
+        self._sync()
+
+    @property
+    def energy_source(self) -> str:
+        """``counter`` (the GPUs' energy counters) or ``sampling`` (integrated power)."""
+        return "sampling" if self._sampler is not None else "counter"

@@ -38,8 +38,9 @@ from zeus_airflow.core.devices.base import (
     PowerLimitRangeChangedError,
     PowerLimitUnavailableError,
     candidate_limits_in_range,
+    one_model,
 )
-from zeus_airflow.core.devices.energy import EnergyCounters, PowerIntegrator
+from zeus_airflow.core.devices.energy import CountedOrSampled, EnergyCounters, PowerIntegrator
 from zeus_airflow.core.devices.sync import CUDASynchronizer, Synchronize
 
 log = logging.getLogger(__name__)
@@ -57,7 +58,7 @@ class Visible:
     mig_instance: str | None = None
 
 
-class NVMLGPUs:
+class NVMLGPUs(CountedOrSampled):
     """The GPUs of ``indices`` (NVML indices), or those visible to the process when None.
 
     ``nvml`` is the NVML module (a fake in tests); ``clock`` is the monotonic clock in s that
@@ -127,7 +128,7 @@ class NVMLGPUs:
         self._handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in chosen]
         self.model: str = _one_model(nvml, self._handles, chosen)
         in_mig_mode = [
-            i for i, h in zip(chosen, self._handles, strict=True) if _mig_enabled(nvml, h)
+            i for i, h in zip(chosen, self._handles, strict=True) if mig_enabled(nvml, h)
         ]
         self.energy_shared = self.mig_instance is not None or bool(in_mig_mode)
         """The energy measured is a whole GPU's that MIG instances share: other tenants' work
@@ -190,21 +191,6 @@ class NVMLGPUs:
                 self._roll_back(before_mw[:position])
                 raise
 
-    def energy_j(self) -> float:
-        if self._sampler is not None:
-            return self._sampler.energy_j()
-        assert self._counters is not None
-        return self._counters.energy_j()
-
-    def now_s(self) -> float:
-        return self._clock()
-
-    def energy_update_period_s(self) -> float:
-        return self._counters.update_period_s() if self._counters is not None else 0.0
-
-    def synchronize(self) -> None:
-        self._sync()
-
     def close(self) -> None:
         """Stop the sampling thread and release NVML. Safe to call twice."""
         if self._closed:
@@ -213,11 +199,6 @@ class NVMLGPUs:
         if self._sampler is not None:
             self._sampler.stop()
         self._nvml.nvmlShutdown()
-
-    @property
-    def energy_source(self) -> str:
-        """``counter`` (the GPUs' energy counters) or ``sampling`` (integrated power)."""
-        return "sampling" if self._sampler is not None else "counter"
 
     # --- internals ---------------------------------------------------------------------------
     def _call(self, function: str, *args: Any) -> Any:
@@ -306,11 +287,15 @@ def visible_gpus(nvml: Any = pynvml, **options: Any) -> NVMLGPUs:
     return NVMLGPUs(None, nvml=nvml, **options)
 
 
+class NVMLUnavailableError(DeviceError):
+    """NVML cannot be initialised here: no NVIDIA driver or library (an AMD node, say)."""
+
+
 def _init(nvml: Any) -> None:
     try:
         nvml.nvmlInit()
     except nvml.NVMLError as err:
-        raise DeviceError(
+        raise NVMLUnavailableError(
             f"cannot initialise NVML ({err}): is the NVIDIA driver installed and "
             "libnvidia-ml.so.1 loadable? In a container, start it with the NVIDIA container "
             "toolkit (docker --gpus / the compose file's GPU reservation)"
@@ -369,6 +354,11 @@ def _visible(nvml: Any, env_value: str | None, uuids: Sequence[str]) -> Visible:
     return Visible(tuple(chosen))
 
 
+def visible_indices(nvml: Any, env_value: str | None, uuids: Sequence[str]) -> tuple[int, ...]:
+    """The NVML indices ``CUDA_VISIBLE_DEVICES`` (``env_value``) keeps, in CUDA's order."""
+    return _visible(nvml, env_value, uuids).indices
+
+
 def _required(visible: Visible, env_value: str | None) -> tuple[int, ...]:
     if not visible.indices:
         where = (
@@ -412,7 +402,7 @@ def _mig_parent_index(nvml: Any, entry: str) -> int | None:
         raise DeviceError(f"cannot look up MIG instance {entry!r} in NVML: {err}") from err
 
 
-def _mig_enabled(nvml: Any, handle: Any) -> bool:
+def mig_enabled(nvml: Any, handle: Any) -> bool:
     """Whether a whole GPU runs in MIG mode (GPUs before Ampere answer NOT_SUPPORTED)."""
     try:
         current, _pending = nvml.nvmlDeviceGetMigMode(handle)
@@ -438,10 +428,7 @@ def _entry_index(entry: str, uuids: Sequence[str]) -> int | None:
 
 def _one_model(nvml: Any, handles: Sequence[Any], indices: Sequence[int]) -> str:
     models = [milliwatts.text(nvml.nvmlDeviceGetName(h)) for h in handles]
-    if len(set(models)) > 1:
-        listing = ", ".join(f"GPU {i}: {m}" for i, m in zip(indices, models, strict=True))
-        raise DeviceError(
-            f"the GPUs of a group must be one model, got {listing}. Restrict "
-            f"{VISIBLE_DEVICES_ENV} or the indices to GPUs of one model"
-        )
-    return models[0]
+    return one_model(
+        list(zip(indices, models, strict=True)),
+        f"restrict {VISIBLE_DEVICES_ENV} or the indices to GPUs of one model",
+    )

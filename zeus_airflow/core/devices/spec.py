@@ -7,14 +7,18 @@ Forms (see :data:`DEVICE_FORMS`):
   ``ZEUSD_HOST_PORT`` is set (decided where the task runs), the GPUs of the task's
   container through zeusd instead, NVIDIA or AMD (``zeusd.py``).
 - ``nvml:<i>[,<j>...]``: those NVML indices.
+- ``amdsmi:<i>[,<j>...]``: those AMD GPUs, through AMD SMI (``amdsmi.py``); ``auto`` also
+  takes the AMD GPUs HIP uses where NVML finds no driver and AMD SMI loads.
 - ``zeusd:<i>[,<j>...]``: those GPUs of the daemon (its indices, the host's).
 - ``replay:<gpu>:<workload>``: a paper workload replayed on a virtual clock (``replayed``).
 - ``simulated:<gpu>[:<workload>]``: real training steps on a simulated GPU whose power and
   slowdown follow that workload's measured power curve (``simulated``; see ``simulated.py``).
 
 Parsing only checks the form, so it can run at DAG-parse time; :func:`open_device` touches
-NVML or reads the traces, at run time. Traces come from ``traces_dir``, else
-``$ZEUS_TRACES_DIR``, else the package (:func:`resolve_traces_dir`).
+NVML or reads the traces, at run time. A zeusd that cannot be reached when the task starts
+(not running, restarting, hanging) never fails it: the task measures only, through NVML or AMD
+SMI read-only, at the GPUs' current limits, with a warning (``measure_only.py``). Traces come
+from ``traces_dir``, else ``$ZEUS_TRACES_DIR``, else the package (:func:`resolve_traces_dir`).
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ if TYPE_CHECKING:
 DEVICE_FORMS: tuple[str, ...] = (
     "auto",
     "nvml:<i>[,<j>...]",
+    "amdsmi:<i>[,<j>...]",
     "zeusd:<i>[,<j>...]",
     "replay:<gpu>:<workload>",
     "simulated:<gpu>[:<workload>]",
@@ -50,7 +55,7 @@ TRACES_ENV = "ZEUS_TRACES_DIR"
 _INDEX = re.compile(r"[0-9]+")
 """A GPU index: ASCII digits only (``int()`` would also take " 0" or a full-width "０")."""
 
-DeviceBackend = Literal["nvml", "zeusd", "replay", "simulated"]
+DeviceBackend = Literal["nvml", "amdsmi", "zeusd", "replay", "simulated"]
 
 
 @dataclass(frozen=True)
@@ -77,6 +82,8 @@ def parse_device(text: str) -> DeviceSpec:
         return DeviceSpec("nvml", indices=_indices(text, parts[0]))
     if form == "zeusd" and len(parts) == 1:
         return DeviceSpec("zeusd", indices=_indices(text, parts[0]))
+    if form == "amdsmi" and len(parts) == 1:
+        return DeviceSpec("amdsmi", indices=_indices(text, parts[0]))
     if form == "replay" and len(parts) == 2 and all(parts):
         return DeviceSpec("replay", gpu=parts[0], workload=_workload(text, parts[1]))
     if form == "simulated" and len(parts) in (1, 2) and all(parts):
@@ -95,13 +102,13 @@ def open_device(spec: DeviceSpec, traces_dir: str | Path | None = None) -> GPUGr
     if spec.backend == "zeusd" or (
         spec.backend == "nvml" and spec.indices is None and ZeusdEndpoint.from_env() is not None
     ):
-        from zeus_airflow.core.devices.zeusd import ZeusdGPUs
+        from zeus_airflow.core.devices.measure_only import open_zeusd_or_measure
 
-        return ZeusdGPUs(spec.indices)
-    if spec.backend == "nvml":
-        from zeus_airflow.core.devices.nvml import NVMLGPUs
+        return open_zeusd_or_measure(spec.indices)
+    if spec.backend in ("nvml", "amdsmi"):
+        from zeus_airflow.core.devices.measure_only import open_local
 
-        return NVMLGPUs(spec.indices)
+        return open_local(spec.backend, spec.indices)
     folder = resolve_traces_dir(traces_dir)
     if (folder / "summary_train.csv").is_file() and spec.gpu not in available_gpus(folder):
         # Checked here, not at parse time: the traces folder is only known where tasks run.

@@ -1,4 +1,5 @@
-"""GPUs (NVIDIA or AMD) and the host's CPU/DRAM energy through zeusd, for unprivileged tasks.
+"""GPUs (NVIDIA, or AMD on zeusd builds after 0.5.0) and the host's CPU/DRAM energy through
+zeusd, for unprivileged tasks.
 
 Setting a power limit needs root; zeusd (upstream Zeus's privileged daemon) does it for a
 process that holds a socket (and, when the daemon asks for one, a token with the
@@ -8,22 +9,23 @@ integrated, where a GPU has no trustworthy counter), all in the daemon's units (
 converted here. :class:`ZeusdHostEnergy` reads the CPU packages' and DRAM energy from its
 ``/cpu`` group, for the monitor's windows (as ``RAPLReader`` does from sysfs).
 
-What the daemon allows is read once, at start (``/discover``, ``/auth/whoami``): without
-``gpu-read`` the GPUs cannot be measured at all (a DeviceError); without ``gpu-control`` the
-limits are fixed (``limits_fixed_because``) and the task measures at the current limits, as
-NVML without root does. A daemon that goes away mid-run never fails the training: limits
-cannot be changed any more (the lease puts them back later), and energy is carried on from
-the last power the daemon reported, with one warning, until it answers again.
+What the daemon offers is read once, at start (``zeusd_discovery.py``: ``/discover``,
+``/auth/whoami``, which of its GPUs are this process's) and said in the task log: without
+``gpu-read`` the GPUs cannot be measured at all (a DeviceError); without ``gpu-control``, or on
+a MIG instance, the limits are fixed (``limits_fixed_because``) and the task measures at the
+current limits, as NVML without root does. A daemon that goes away or hangs mid-run never
+fails the training: limits cannot be changed any more (the lease puts them back later), energy
+is carried on from the last power the daemon reported, with one warning, and the seconds spent
+waiting on a daemon that did not answer are kept out of the device's clock, so out of every
+window and try.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from zeus_airflow.core.devices import milliwatts
@@ -34,6 +36,7 @@ from zeus_airflow.core.devices.base import (
     PowerLimitRangeChangedError,
     PowerLimitUnavailableError,
     candidate_limits_in_range,
+    one_model,
 )
 from zeus_airflow.core.devices.energy import EnergyCounters, PowerIntegrator
 from zeus_airflow.core.devices.rapl import HostEnergy
@@ -47,84 +50,27 @@ from zeus_airflow.core.devices.zeusd_client import (
     ZeusdError,
     ZeusdUnreachableError,
 )
+from zeus_airflow.core.devices.zeusd_discovery import (
+    Choice,
+    DaemonGPU,
+    Discovery,
+    GPUTable,
+    LocalGPUs,
+    choose,
+    discover,
+    gpu_table,
+    local_gpus,
+)
 
 log = logging.getLogger(__name__)
 
 DEFAULT_SAMPLE_INTERVAL_S = 0.1
 LEASE_ID_PREFIX = "pci:"
-"""Leases of GPUs driven through zeusd name the GPU by its PCI address (the daemon has no
-UUIDs, and its indices are the host's, not the container's)."""
-
-
-@dataclass(frozen=True)
-class DaemonGPU:
-    """One GPU as ``/discover`` lists it."""
-
-    id: int
-    name: str
-    pci_address: str
-    cumulative_energy_available: bool
-
-
-@dataclass(frozen=True)
-class Discovery:
-    """What the daemon has and what this process's token may do there."""
-
-    endpoint: ZeusdEndpoint
-    gpus: tuple[DaemonGPU, ...]
-    cpu_ids: tuple[int, ...]
-    enabled_groups: frozenset[str]
-    auth_required: bool
-    scopes: frozenset[str]
-
-    def why_not(self, group: str) -> str | None:
-        """Why this process may not use an API group, or None when it may."""
-        if group not in self.enabled_groups:
-            return (
-                f"{self.endpoint.where} does not serve the {group} API group (enabled: "
-                f"{', '.join(sorted(self.enabled_groups)) or 'none'}); start it with "
-                f"--enable {group}"
-            )
-        if self.auth_required and group not in self.scopes:
-            return (
-                f"the token given to {self.endpoint.where} (ZEUSD_TOKEN) lacks the "
-                f"{group} scope (it has: {', '.join(sorted(self.scopes)) or 'none'}); "
-                f"issue one with --scope {group}"
-            )
-        return None
-
-
-def discover(client: ZeusdClient) -> Discovery:
-    """``/discover``, then ``/auth/whoami`` when the daemon requires a token. A token the
-    daemon rejects (401) is a ZeusdError: nothing could be read with it."""
-    where = client.endpoint.where
-    data = client.get("/discover")
-    try:
-        gpus = tuple(
-            DaemonGPU(
-                int(g["id"]),
-                str(g["name"]),
-                str(g["pci_address"]),
-                bool(g["cumulative_energy_available"]),
-            )
-            for g in data["gpus"]
-        )
-        cpu_ids = tuple(int(c["id"]) for c in data.get("cpus", []))
-        groups, auth = frozenset(data["enabled_api_groups"]), bool(data["auth_required"])
-    except (KeyError, TypeError, ValueError) as err:
-        raise ZeusdError(
-            f"{where} answered /discover without {err}: is it zeusd 0.5 or newer?"
-        ) from err
-    scopes: frozenset[str] = frozenset()
-    if auth:
-        if client.endpoint.token is None:
-            raise ZeusdError(
-                f"{where} requires a token: set ZEUSD_TOKEN (zeusd token issue "
-                "--scope gpu-read --scope gpu-control)",
-                401,
-            )
-        scopes = frozenset(client.get("/auth/whoami").get("scopes", []))
-    return Discovery(client.endpoint, gpus, cpu_ids, groups, auth, scopes)
+"""Leases of GPUs driven through zeusd name the GPU by its PCI address where it is known (the
+daemon has no UUIDs, and its indices are the host's, not the container's)."""
+INDEX_LEASE_PREFIX = "zeusd-gpu:"
+"""Where no PCI address is known (zeusd 0.5.0 without the node's GPU table): the daemon's
+index, the host's NVML index, which names the same GPU as long as the node's GPUs stay."""
 
 
 def open_session(
@@ -145,13 +91,17 @@ def open_session(
 
 class ZeusdGPUs:
     """The daemon's GPUs of ``ids`` (zeusd's indices: the host's), or the ones this process
-    sees when None (``visible_pci``: PCI addresses, :func:`visible_pci_addresses`), through
-    ``endpoint`` (default: the environment's) or an open ``client``.
+    uses when None (``zeusd_discovery.choose``: from ``local``, this process's view, default
+    read now, and ``table``, the node's GPU table, default the one the environment or the
+    socket's folder gives), through ``endpoint`` (default: the environment's) or an open
+    ``client``.
 
-    ``uuids`` are ``pci:<address>``, what the power-limit leases record. ``control`` says
-    how limits are set (``zeusd``), for the task's log, XComs and UI. ``synchronize``
-    defaults to PyTorch's CUDA devices 0..count-1 of this process: a container that was
-    given these GPUs only sees them so; pass another where the process sees more.
+    ``uuids`` are ``pci:<address>`` (``zeusd-gpu:<id>`` where no PCI address is known), what
+    the power-limit leases record. ``control`` says how limits are set (``zeusd``), for the
+    task's log, XComs and UI. ``synchronize`` defaults to PyTorch's CUDA devices
+    0..count-1 of this process: a container that was given these GPUs only sees them so;
+    pass another where the process sees more. ``clock`` is monotonic seconds; the seconds
+    the opening thread spent on a daemon that did not answer in time are taken out of it.
     """
 
     measurement: MeasurementKind = "measured"
@@ -163,7 +113,8 @@ class ZeusdGPUs:
         *,
         endpoint: ZeusdEndpoint | None = None,
         client: ZeusdClient | None = None,
-        visible_pci: Callable[[], frozenset[str] | None] | None = None,
+        local: LocalGPUs | Callable[[], LocalGPUs] | None = None,
+        table: GPUTable | None = None,
         clock: Callable[[], float] = time.monotonic,
         sample_interval_s: float = DEFAULT_SAMPLE_INTERVAL_S,
         synchronize: Synchronize | None = None,
@@ -172,13 +123,25 @@ class ZeusdGPUs:
         cannot_read = self.discovery.why_not(GPU_READ)
         if cannot_read is not None:
             raise DeviceError(f"cannot measure the GPUs: {cannot_read}")
-        self._clock = clock
-        chosen = _chosen(self.discovery, ids, visible_pci or visible_pci_addresses)
+        self._clock, self._owner = clock, threading.get_ident()
+        seen = local() if callable(local) else local or local_gpus()
+        self.choice: Choice = choose(
+            self.discovery, ids, seen, table or gpu_table(self._client.endpoint)
+        )
+        chosen = self.choice.gpus
         self.indices: tuple[int, ...] = tuple(g.id for g in chosen)
         self.count = len(chosen)
-        self.uuids: tuple[str, ...] = tuple(LEASE_ID_PREFIX + _pci(g.pci_address) for g in chosen)
-        self.model = _one_model(chosen)
-        self._fixed_because = self.discovery.why_not(GPU_CONTROL)
+        self.uuids: tuple[str, ...] = tuple(
+            LEASE_ID_PREFIX + pci if pci else f"{INDEX_LEASE_PREFIX}{g.id}"
+            for g, pci in zip(chosen, self.choice.pci, strict=True)
+        )
+        self.model = one_model(
+            [(g.id, g.name) for g in chosen], "pass device='zeusd:<ids>' naming GPUs of one model"
+        )
+        self._mig_because = _mig_because(seen.mig)
+        self.energy_shared = self._mig_because is not None
+        """The energy measured is a whole GPU's that MIG instances share (docs/devices.md)."""
+        self._fixed_because = self._mig_because or self.discovery.why_not(GPU_CONTROL)
         self._range_w = self._limit_range_w()
         self._read_mw: milliwatts.ReadLimits = {}
         self._last_mw: list[int] | None = None
@@ -187,13 +150,14 @@ class ZeusdGPUs:
         # on AMD, which PyTorch's torch.cuda also drives): those are this group's.
         self._sync = synchronize or CUDASynchronizer(tuple(range(self.count)))
         self._lost = _LostDaemon(self)
-        self._counters = (
-            EnergyCounters(self) if all(g.cumulative_energy_available for g in chosen) else None
-        )
+        self._counters = EnergyCounters(self) if self._has_counters(chosen) else None
         self._sampler = (
             None
             if self._counters is not None
-            else PowerIntegrator(self._lost.total_power_w, clock, sample_interval_s)
+            else PowerIntegrator(self._lost.total_power_w, self.now_s, sample_interval_s)
+        )
+        log.info(
+            "%s; this task's GPUs %s, %s", self.discovery.summary(), self.indices, self.choice.how
         )
 
     # --- the GPUGroup interface -------------------------------------------------------------
@@ -225,6 +189,8 @@ class ZeusdGPUs:
         any GPU changes, a value read before is written back to the exact mW read, and when
         one GPU refuses, those already set go back first. Without ``gpu-control`` the daemon
         is never asked."""
+        if self._mig_because is not None:
+            raise PowerLimitUnavailableError(self._mig_because)
         if self._fixed_because is not None and self.discovery.why_not(GPU_CONTROL):
             raise PowerLimitPermissionError(self._fixed_because)
         limits_mw = milliwatts.to_mw(
@@ -232,6 +198,10 @@ class ZeusdGPUs:
         )
         try:
             before_mw = self._per_gpu("/gpu/get_power_limit", "power_limit_mw")
+        except ZeusdUnreachableError as err:
+            if self._last_mw is None:  # nothing known to roll back to: do not touch
+                raise self._refusal(self.indices[0], limits_mw[0], err) from err
+            before_mw = list(self._last_mw)  # putting a limit back after a stall, say
         except ZeusdError as err:
             raise self._refusal(self.indices[0], limits_mw[0], err) from err
         for position, limit_mw in enumerate(limits_mw):
@@ -248,7 +218,9 @@ class ZeusdGPUs:
         return self._lost.energy_j()
 
     def now_s(self) -> float:
-        return self._clock()
+        """The clock less the seconds the task's thread waited on a daemon that did not
+        answer in time: a stall is not training, so no window or try counts it."""
+        return self._clock() - self._client.stalled_s(self._owner)
 
     def energy_update_period_s(self) -> float:
         return self._counters.update_period_s() if self._counters is not None else 0.0
@@ -291,6 +263,24 @@ class ZeusdGPUs:
         return self._sampler.energy_j()
 
     # --- internals ---------------------------------------------------------------------------
+    def _has_counters(self, chosen: Sequence[DaemonGPU]) -> bool:
+        """Whether every GPU has a trustworthy energy counter: as ``/discover`` says, or,
+        from a daemon that does not say (zeusd 0.5.0), whether it answers a read of them
+        (it answers 400 for a GPU without one, as NVML's NOT_SUPPORTED)."""
+        flags = [g.cumulative_energy_available for g in chosen]
+        if None not in flags:
+            return all(flags)
+        try:
+            self.read_counters_mj()
+        except ZeusdError as err:
+            if err.status != 400:
+                raise
+            log.info(
+                "zeusd reads no energy counter of GPUs %s (%s): power is sampled", self.indices, err
+            )
+            return False
+        return True
+
     def _per_gpu(self, path: str, key: str) -> list[int]:
         answer = self._client.get(path, gpu_ids=self.indices)
         return [int(_field(answer, i)[key]) for i in self.indices]
@@ -319,7 +309,10 @@ class ZeusdGPUs:
             return PowerLimitPermissionError(self._fixed_because)
         if err.status == 400:
             old = self._range_w
-            self._range_w = self._limit_range_w()
+            try:
+                self._range_w = self._limit_range_w()
+            except ZeusdError:
+                self._range_w = old
             if self._range_w != old:
                 return PowerLimitRangeChangedError(
                     f"GPU {index} refused {limit_mw} mW: its power-limit range is now "
@@ -347,23 +340,31 @@ class ZeusdGPUs:
 
 class _LostDaemon:
     """Energy that survives the daemon going away: while it does not answer, energy goes on
-    at the last power it reported (one warning); when it answers again, its counters cover
-    the gap exactly. Training never fails for a measurement."""
+    at the last power it reported over the device's clock (one warning). When it answers
+    again, its counters cover the gap exactly, unless the gap held a stall: then the gap
+    stays the estimate, since the counters would count the GPU's idle draw while the task
+    waited on the daemon, which is not training. Training never fails for a measurement."""
 
     def __init__(self, gpus: ZeusdGPUs) -> None:
         self._gpus = gpus
         self._lock = threading.Lock()
         self._last: tuple[float, float] | None = None  # (s, J) of the last answer
         self._power_w = 0.0
+        self._offset_j = 0.0
+        self._away = self._stalled_away = False
         self.because: str | None = None
 
     def energy_j(self) -> float:
         with self._lock:
             now_s = self._gpus.now_s()
             try:
-                energy_j = self._gpus.measured_energy_j()
+                measured_j = self._gpus.measured_energy_j()
             except ZeusdError as err:
                 return self._estimate(now_s, err)
+            if self._away and self._stalled_away:
+                self._offset_j = self._estimated_j(now_s) - measured_j
+            self._away = self._stalled_away = False
+            energy_j = measured_j + self._offset_j
             if self._last is not None and now_s > self._last[0]:
                 self._power_w = max(0.0, (energy_j - self._last[1]) / (now_s - self._last[0]))
             self._last = (now_s, energy_j)
@@ -379,9 +380,14 @@ class _LostDaemon:
 
     def _estimate(self, now_s: float, err: ZeusdError) -> float:
         self.say(err)
+        self._away = True
+        self._stalled_away |= isinstance(err, ZeusdUnreachableError) and err.stalled
+        return self._estimated_j(now_s)
+
+    def _estimated_j(self, now_s: float) -> float:
         if self._last is None:
             return 0.0
-        return self._last[1] + self._power_w * (now_s - self._last[0])
+        return self._last[1] + self._power_w * max(0.0, now_s - self._last[0])
 
     def say(self, err: ZeusdError) -> None:
         if self.because is None:
@@ -445,90 +451,14 @@ class ZeusdHostEnergy:
         )
 
 
-def visible_pci_addresses() -> frozenset[str] | None:
-    """The PCI addresses of the GPUs this process may use, or None when it cannot tell:
-    NVIDIA GPUs through NVML (read-only, no privilege needed; a container sees only its own),
-    else AMD ones through the render nodes under /dev/dri that the container was given."""
-    return nvidia_pci() or _amd_pci()
-
-
-def nvidia_pci(nvml: Any = None) -> frozenset[str] | None:
-    """The PCI addresses of the GPUs NVML shows this process (``nvml``: pynvml, or a fake)."""
-    try:
-        if nvml is None:
-            import pynvml
-
-            nvml = pynvml
-        nvml.nvmlInit()
-    except Exception:  # no driver, no library: not an NVIDIA node (or not this way)
+def _mig_because(mig: str | None) -> str | None:
+    if mig is None:
         return None
-    try:
-        return (
-            frozenset(
-                _pci(
-                    milliwatts.text(
-                        nvml.nvmlDeviceGetPciInfo(nvml.nvmlDeviceGetHandleByIndex(i)).busId
-                    )
-                )
-                for i in range(nvml.nvmlDeviceGetCount())
-            )
-            or None
-        )
-    finally:
-        nvml.nvmlShutdown()
-
-
-def _amd_pci(dev: str = "/dev/dri", sys: str = "/sys/class/drm") -> frozenset[str] | None:
-    try:
-        nodes = [n for n in os.listdir(dev) if n.startswith("renderD")]
-    except OSError:
-        return None
-    found = {_pci(os.path.basename(os.path.realpath(f"{sys}/{n}/device"))) for n in nodes}
-    return frozenset(found) or None
-
-
-def _chosen(
-    discovery: Discovery,
-    ids: Sequence[int] | None,
-    visible_pci: Callable[[], frozenset[str] | None],
-) -> list[DaemonGPU]:
-    by_id = {g.id: g for g in discovery.gpus}
-    where = discovery.endpoint.where
-    if not by_id:
-        raise DeviceError(f"{where} reports no GPU")
-    if ids is not None:
-        unknown = [i for i in ids if i not in by_id]
-        if unknown or not ids or len(set(ids)) != len(ids):
-            raise DeviceError(
-                f"device=zeusd:{','.join(map(str, ids))} is invalid: expected "
-                f"distinct GPU ids of {where}, one of {sorted(by_id)}"
-            )
-        return [by_id[i] for i in ids]
-    visible = visible_pci()
-    if visible is None:
-        raise DeviceError(
-            f"cannot tell which of the GPUs of {where} this task uses (neither "
-            "NVML nor /dev/dri names them here): pass device='zeusd:<ids>'"
-        )
-    chosen = [g for g in discovery.gpus if _pci(g.pci_address) in visible]
-    if not chosen:
-        theirs = ", ".join(g.pci_address for g in discovery.gpus)
-        raise DeviceError(
-            f"none of the GPUs this task sees ({', '.join(sorted(visible))}) "
-            f"is one of {where}'s ({theirs}): is the daemon on this node?"
-        )
-    return chosen
-
-
-def _one_model(gpus: Sequence[DaemonGPU]) -> str:
-    models = {g.name for g in gpus}
-    if len(models) > 1:
-        listing = ", ".join(f"GPU {g.id}: {g.name}" for g in gpus)
-        raise DeviceError(
-            f"the GPUs of a group must be one model, got {listing}; pass "
-            "device='zeusd:<ids>' naming GPUs of one model"
-        )
-    return gpus[0].name
+    return (
+        f"{mig}: a power limit belongs to the whole GPU, which the MIG instances share, "
+        "and is never set through zeusd for one instance (it would cap the other "
+        "tenants' work too); energy is the whole GPU's, shared with the other instances"
+    )
 
 
 def _field(answer: dict[str, Any], index: int) -> Any:
@@ -537,10 +467,3 @@ def _field(answer: dict[str, Any], index: int) -> Any:
         return answer[str(index)]
     except (KeyError, TypeError) as err:
         raise ZeusdError(f"zeusd's answer has no entry for GPU {index}: {answer!r}") from err
-
-
-def _pci(address: str) -> str:
-    """``0000:01:00.0`` (lspci -D, zeusd) and NVML's ``00000000:01:00.0`` alike, lower case."""
-    domain, _, rest = address.strip().lower().rpartition(":")
-    head, _, bus = domain.rpartition(":")
-    return f"{int(head or '0', 16):04x}:{bus}:{rest}"
