@@ -153,3 +153,31 @@ def texts(values: Mapping[str, Any]) -> dict[str, str]:
 def warn(log: logging.Logger, what: str, err: Exception) -> None:
     """A publication that failed: said in the task log, never raised (the model is trained)."""
     log.warning("Zeus: %s (%s: %s); the task goes on", what, type(err).__name__, err)
+
+
+def cost_line(values: Mapping[str, Any]) -> str:
+    """What a run's model cost, for a person: e.g. ``80.5 kJ · 9.72 min · b=1024 at 175 W ·
+    6.71 gCO2e (fixed, DE) · saved 21.0 kJ against Default (replayed)``; figures in the UI's
+    units, a replayed or simulated run labelled as such."""
+    from zeus_airflow.core.units import show_emissions, show_energy, show_time
+
+    parts = [
+        show_energy(values.get("energy_j")),
+        show_time(values.get("time_s")),
+        f"b={values.get('batch_size')} at {values.get('power_limit_w')} W",
+    ]
+    if values.get("emissions_g") is not None:
+        parts.append(
+            f"{show_emissions(values['emissions_g'])} "
+            f"({values.get('carbon_provenance')}, {values.get('carbon_zone')})"
+        )
+    saved = values.get("saved_energy_j")
+    if saved is not None:
+        parts.append(
+            f"saved {show_energy(saved)} against Default"
+            if saved >= 0
+            else f"{show_energy(-saved)} more than Default"
+        )
+    line = " · ".join(parts)
+    measurement = values.get("measurement")
+    return line if measurement == "measured" else f"{line} ({measurement})"
