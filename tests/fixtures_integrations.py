@@ -77,6 +77,10 @@ with DAG("ol_operator", schedule="@daily", start_date=START, catchup=False):
                       carbon_zone="DE", carbon_source="fixed:300",
                       outlets=[Asset("model://tests/cifar100")], **SETTINGS)
 
+with DAG("ol_mlflow", schedule="@daily", start_date=START, catchup=False):
+    ZeusTrainOperator(task_id="train", train=replay_train, device="replay:v100:cifar100",
+                      mlflow_experiment="zeus-tests", **SETTINGS)
+
 with DAG("ol_failing", schedule="@daily", start_date=START, catchup=False):
     ZeusTrainOperator(task_id="train", train=out_of_memory, device="replay:v100:cifar100",
                       **SETTINGS)
@@ -124,6 +128,7 @@ def run_dags(
             "ZEUS_TRACES_DIR": str(TRACES),
             "ZEUS_AIRFLOW_DB_URL": f"sqlite:///{home}/zeus.db",
             "PYTHONPATH": str(Path(__file__).parent),  # failing_train, for the DAG file
+            "MLFLOW_TRACKING_URI": f"sqlite:///{home}/mlflow.db",
             "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(transport),
         },
     )
@@ -154,4 +159,5 @@ def run_dags(
         if line.startswith("RAN ")
     }
     assert set(ran) == set(dag_ids), done.stdout[-3000:] + done.stderr[-3000:]
+    (home / "output.log").write_text(done.stdout + done.stderr)  # the tasks' logs among it
     return ran

@@ -73,10 +73,13 @@ def test_without_the_extras_a_task_trains_and_its_asset_event_has_the_figures(
     lineage = tmp_path / "ol.jsonl"
     home = tmp_path / "airflow"
     transport = {"type": "file", "log_file_path": str(lineage), "append": True}
-    ran = run_dags(home, transport, "ol_operator", without=HIDDEN)
+    ran = run_dags(home, transport, "ol_operator", "ol_mlflow", without=HIDDEN)
 
     run_id, state = ran["ol_operator"]
-    assert state == "success"
+    assert state == "success" and ran["ol_mlflow"][1] == "success"
+    said = (home / "output.log").read_text()  # mlflow_experiment without the extra: said
+    assert "pip install 'zeus-airflow[mlflow]'" in said and "the task goes on" in said
+    assert not (home / "mlflow.db").exists()
     assert not lineage.exists()  # no provider: no event, and nothing else changed
     with sqlite3.connect(home / "airflow.db") as db:
         (extra,) = db.execute("SELECT extra FROM asset_event").fetchone()

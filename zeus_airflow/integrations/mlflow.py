@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from zeus_airflow.core.extras import require
 from zeus_airflow.integrations.published import numbers, texts, warn
 
 PREFIX = "zeus."
@@ -52,10 +53,10 @@ def start(experiment: str | None, run_name: str, log: logging.Logger) -> Trackin
     """Before training: a run of ``experiment``, active while the train function runs;
     without one, the last active run so far (when mlflow is imported at all)."""
     tracking = Tracking()
-    if experiment is None and "mlflow" not in sys.modules:
-        return tracking
+    if experiment is None and sys.modules.get("mlflow") is None:
+        return tracking  # never imported (or made missing): no run can be active
     try:
-        import mlflow
+        mlflow = require("mlflow", "mlflow_experiment")
 
         if experiment is None:
             last = mlflow.last_active_run()
@@ -77,7 +78,7 @@ def end_training(tracking: Tracking, failed: bool, log: logging.Logger) -> None:
 
             mlflow.end_run(status="FAILED" if failed else "FINISHED")
             tracking.run_id = tracking.own_run_id
-        elif "mlflow" in sys.modules:
+        elif sys.modules.get("mlflow") is not None:
             tracking.run_id = _train_function_s_run(tracking.last_before)
     except Exception as err:
         warn(log, "MLflow: could not end or find the training's run", err)
