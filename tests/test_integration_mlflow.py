@@ -16,8 +16,6 @@ from fixtures_integrations import stored_run
 from zeus_airflow.core.config import ConfigError
 from zeus_airflow.operators.replay import replay_job_settings, replay_train
 
-mlflow = pytest.importorskip("mlflow", reason="the mlflow extra")  # `make setup` installs it
-
 pytestmark = pytest.mark.usefixtures("dag_test")
 SETTINGS = replay_job_settings("v100", "cifar100")
 
@@ -44,6 +42,8 @@ def replay_dag(dag_id: str, train: Any = replay_train, **operator_args: Any) -> 
 
 def logged_train(run: Any) -> Any:
     """Logs a metric of its own: it must land in the run the task opened."""
+    import mlflow  # the mlflow extra ([dev] has it), imported by the tests that use it
+
     value = replay_train(run)
     mlflow.log_metric("val_accuracy", 0.9)
     return value
@@ -51,10 +51,18 @@ def logged_train(run: Any) -> Any:
 
 def own_run_train(run: Any) -> Any:
     """Opens (and closes) its own MLflow run, as training code often does."""
+    import mlflow
+
     mlflow.set_experiment("own-runs")
     with mlflow.start_run(run_name="mine"):
         mlflow.log_param("lr", 0.1)
         return replay_train(run)
+
+
+def search_runs(experiment: str) -> list[Any]:
+    import mlflow
+
+    return list(mlflow.search_runs(experiment_names=[experiment], output_format="list"))
 
 
 def assert_figures_in(mlflow_run: Any, url: str, job_id: str, run_id: str) -> None:
@@ -89,7 +97,7 @@ def test_an_experiment_gets_a_run_with_the_figures(zeus_store_url: str, tracking
     dag_run = dag.test(logical_date=daily(1))
 
     assert task_state(dag_run, "train") == ("success", 1)
-    (found,) = mlflow.search_runs(experiment_names=["zeus-tests"], output_format="list")
+    (found,) = search_runs("zeus-tests")
     assert found.info.run_name == f"mlflow_exp.train.{dag_run.run_id}"
     assert found.info.status == "FINISHED"
     assert found.data.metrics["val_accuracy"] == 0.9  # the train function's, same run
@@ -102,7 +110,7 @@ def test_the_train_function_s_own_run_gets_the_figures(
     dag_run = replay_dag("mlflow_own", train=own_run_train).test(logical_date=daily(1))
 
     assert task_state(dag_run, "train") == ("success", 1)
-    (found,) = mlflow.search_runs(experiment_names=["own-runs"], output_format="list")
+    (found,) = search_runs("own-runs")
     assert found.info.run_name == "mine" and found.data.params["lr"] == "0.1"
     assert_figures_in(found, zeus_store_url, "mlflow_own.train", dag_run.run_id)
 
@@ -114,7 +122,7 @@ def test_a_training_that_raised_ends_its_run_failed_with_what_it_measured(
     dag_run = dag.test(logical_date=daily(1))
 
     assert task_state(dag_run, "train")[0] == "failed"
-    (found,) = mlflow.search_runs(experiment_names=["zeus-failed"], output_format="list")
+    (found,) = search_runs("zeus-failed")
     assert found.info.status == "FAILED"
     stored, _ = stored_run(zeus_store_url, "mlflow_failed.train", dag_run.run_id)
     assert stored.status == "error" and stored.energy_j > 0
