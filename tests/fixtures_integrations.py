@@ -81,6 +81,10 @@ with DAG("ol_mlflow", schedule="@daily", start_date=START, catchup=False):
     ZeusTrainOperator(task_id="train", train=replay_train, device="replay:v100:cifar100",
                       mlflow_experiment="zeus-tests", **SETTINGS)
 
+with DAG("ol_missed", schedule="@daily", start_date=START, catchup=False):
+    ZeusTrainOperator(task_id="train", train=replay_train, device="replay:v100:cifar100",
+                      fail_on_missed_target=True, **{**SETTINGS, "max_epochs": 1})
+
 with DAG("ol_failing", schedule="@daily", start_date=START, catchup=False):
     ZeusTrainOperator(task_id="train", train=out_of_memory, device="replay:v100:cifar100",
                       **SETTINGS)

@@ -90,14 +90,14 @@ def test_an_experiment_gets_a_run_with_the_figures(zeus_store_url: str, tracking
     dag = replay_dag(
         "mlflow_exp",
         train=logged_train,
-        mlflow_experiment="zeus-tests",
+        mlflow_experiment="zeus-{{ dag.dag_id }}",  # templated
         carbon_zone="DE",
         carbon_source="fixed:300",
     )
     dag_run = dag.test(logical_date=daily(1))
 
     assert task_state(dag_run, "train") == ("success", 1)
-    (found,) = search_runs("zeus-tests")
+    (found,) = search_runs("zeus-mlflow_exp")
     assert found.info.run_name == f"mlflow_exp.train.{dag_run.run_id}"
     assert found.info.status == "FINISHED"
     assert found.data.metrics["val_accuracy"] == 0.9  # the train function's, same run

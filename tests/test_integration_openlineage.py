@@ -1,7 +1,8 @@
 """The ``zeus`` run facet through Airflow's real OpenLineage provider, in a fresh Airflow
 process whose ``[openlineage]`` transport writes events to a file (the scheduler's side, a
 real task process, is in tests/test_integration_assets.py): COMPLETE events of the operator
-and of ``@task.zeus``, a FAIL event of a training that raised, and a misconfigured transport
+and of ``@task.zeus``, FAIL events (a training that raised; a missed target with
+``fail_on_missed_target``, after it published), and a misconfigured transport
 that leaves the task's success alone. Each facet equals the figures the store holds."""
 
 from __future__ import annotations
@@ -56,9 +57,10 @@ def test_complete_and_fail_events_carry_the_store_s_figures(tmp_path: Path) -> N
         "ol_operator",
         "ol_taskflow",
         "ol_failing",
+        "ol_missed",
     )
     url = f"sqlite:///{home}/zeus.db"
-    assert [state for _, state in ran.values()] == ["success", "success", "failed"]
+    assert [state for _, state in ran.values()] == ["success", "success", "failed", "failed"]
     for dag_id in ("ol_operator", "ol_taskflow"):
         (complete,) = events(lineage, dag_id, "COMPLETE")
         facet = facet_of(complete)
@@ -72,6 +74,13 @@ def test_complete_and_fail_events_carry_the_store_s_figures(tmp_path: Path) -> N
     run = assert_equals_store(facet, url, ran["ol_failing"][0])  # what it measured till it raised
     assert run.status == "error" and run.energy_j is not None and run.energy_j > 0
     assert facet["energy_j"] == run.energy_j and facet["epochs"] == FAILS_IN_EPOCH
+
+    # Trained, published, then failed on purpose (fail_on_missed_target): the full record.
+    (missed,) = events(lineage, "ol_missed", "FAIL")
+    facet = facet_of(missed)
+    assert facet.pop("failed") is True and facet["reached_target"] is False
+    run = assert_equals_store(facet, url, ran["ol_missed"][0])
+    assert run.status == "failed" and facet["tries"] == len(run.batch_sizes) >= 1
 
 
 def test_a_misconfigured_transport_never_fails_a_task_that_trained(tmp_path: Path) -> None:
