@@ -40,8 +40,9 @@ class PublishesFigures:
 
     mlflow_experiment: str | None
     log: Any
-    _zeus_published: dict[str, Any] | None = None
-    """The run's record once built: what its OpenLineage events carry."""
+    _zeus_published: tuple[Any, dict[str, Any]] | None = None
+    """The run's record once built, with the task instance's try it is of: what its
+    OpenLineage events carry (never an earlier try's, should the operator be reused)."""
     _zeus_tracking: Tracking | None = None
 
     @contextmanager
@@ -52,7 +53,6 @@ class PublishesFigures:
         from zeus_airflow.integrations import mlflow
 
         log = cast(logging.Logger, self.log)
-        self._zeus_published = None
         self._zeus_tracking = tracking = mlflow.start(
             self.mlflow_experiment, _run_name(context["ti"]), log
         )
@@ -60,10 +60,12 @@ class PublishesFigures:
             yield
         except BaseException:
             mlflow.end_training(tracking, failed=True, log=log)
+            values = None
             if tracking.run_id is not None or _lineage_on():
-                self._zeus_published = _stored(store, job_id, context["ti"], log)
-            if self._zeus_published is not None:
-                mlflow.log_figures(tracking.run_id, self._zeus_published, log)
+                values = _stored(store, job_id, context["ti"], log)
+            if values is not None:
+                self._zeus_published = (_try_of(context["ti"]), values)
+                mlflow.log_figures(tracking.run_id, values, log)
             raise
         mlflow.end_training(tracking, failed=False, log=log)
 
@@ -89,7 +91,7 @@ class PublishesFigures:
         except Exception as err:  # the store's Default estimate unreadable, ...
             warn(log, "the run's figures could not be published beside its XComs", err)
             return
-        self._zeus_published = values
+        self._zeus_published = (_try_of(context["ti"]), values)
         for asset in assets:
             try:
                 context["outlet_events"][asset].extra[EXTRA_KEY] = values
@@ -101,13 +103,20 @@ class PublishesFigures:
         """Airflow's OpenLineage provider: the COMPLETE event's ``zeus`` run facet."""
         from zeus_airflow.integrations.openlineage import run_facets
 
-        return run_facets(self._zeus_published)
+        return run_facets(self._published_for(task_instance))
 
     def get_openlineage_facets_on_failure(self, task_instance: Any) -> Any:
         """Airflow's OpenLineage provider: the FAIL event's ``zeus`` run facet."""
         from zeus_airflow.integrations.openlineage import run_facets
 
-        return run_facets(self._zeus_published, failed=True)
+        return run_facets(self._published_for(task_instance), failed=True)
+
+    def _published_for(self, task_instance: Any) -> dict[str, Any] | None:
+        """The record of ``task_instance``'s try; None when it published none."""
+        if self._zeus_published is None:
+            return None
+        of, values = self._zeus_published
+        return values if of == _try_of(task_instance) else None
 
 
 def figures_of(events: Mapping[Any, Sequence[Any]], asset: Any) -> list[dict[str, Any]]:
@@ -139,6 +148,10 @@ def _stored(store: SQLStore, job_id: str, ti: Any, log: logging.Logger) -> dict[
     except Exception as err:
         warn(log, "the failed run's figures could not be read back from the store", err)
         return None
+
+
+def _try_of(ti: Any) -> tuple[str, str, str, int | None, int]:
+    return (ti.dag_id, ti.task_id, ti.run_id, ti.map_index, ti.try_number)
 
 
 def _run_name(ti: Any) -> str:
