@@ -131,3 +131,24 @@ def test_the_cost_line_says_replayed_and_a_negative_saving() -> None:
     assert line.startswith("80.4 kJ · 9.72 min · b=1024 at 175 W · 8.49 gCO2e (fixed, DE)")
     assert "1 kJ more than Default" in line and line.endswith("(replayed)")
     assert not cost_line({**values, "measurement": "measured"}).endswith(")")
+
+
+def test_a_store_that_cannot_give_default_s_estimate_leaves_only_the_savings_out(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    from zeus_airflow.core.store.base import StoreError
+
+    store = SQLStore.in_memory()
+    result = one_run(store)
+
+    def down() -> Any:
+        raise StoreError("the zeus-airflow store cannot be read (OperationalError: gone)")
+
+    monkeypatch.setattr(store, "reader", down)
+    published = record(result, None, None, store, logging.getLogger("zeus.test"))
+
+    assert published["energy_j"] == result.energy_j and published["batch_size"] == 128  # b0
+    assert all(published[f.name] is None for f in SAVED_VS_DEFAULT)
+    assert "Default's estimate cannot be read" in caplog.text and "goes on" in caplog.text

@@ -53,9 +53,10 @@ def record(
     footprint: RunCarbon | None,
     control: str | None,
     store: SQLStore | None,
+    log: logging.Logger | None = None,
 ) -> dict[str, Any]:
     """A finished run's :data:`PUBLISHED` values, by name. ``store``: where Default's
-    estimate is read (None, or a store that fails: the savings are None)."""
+    estimate is read (None, or a store that fails: the savings are None, said in ``log``)."""
     from zeus_airflow.operators.summary import carbon_xcom_values, xcom_values
 
     values: dict[str, Any] = {"job_id": result.job.job_id, **xcom_values(result, control)}
@@ -63,7 +64,8 @@ def record(
     if footprint is not None:
         values.update(carbon_xcom_values(footprint))
         figures = replace(figures, **footprint.figures())
-    values.update(_savings(store, result.job.id, result.job.config.default_batch_size, figures))
+    b0 = result.job.config.default_batch_size
+    values.update(_savings(store, result.job.id, b0, figures, log))
     return {f.name: values.get(f.name) for f in PUBLISHED}
 
 
@@ -79,7 +81,7 @@ def stored_record(store: SQLStore, job_id: str, key: RecurrenceKey) -> dict[str,
         return None
     run, job_pk, b0 = found
     values = {"job_id": job_id, "tries": len(run.batch_sizes), **_fields(run)}
-    values.update(_savings(store, job_pk, b0, run))
+    values.update(_savings(store, job_pk, b0, run, None))
     return {f.name: values.get(f.name) for f in PUBLISHED}
 
 
@@ -88,14 +90,26 @@ def _fields(run: RunRecord) -> dict[str, Any]:
 
 
 def _savings(
-    store: SQLStore | None, job_pk: int, b0: int, figures: TrainingFigures
+    store: SQLStore | None,
+    job_pk: int,
+    b0: int,
+    figures: TrainingFigures,
+    log: logging.Logger | None,
 ) -> dict[str, float | None]:
+    """The run's savings against the job's Default estimate; None each when the store
+    cannot say (``log`` set: said there, and the rest of the record stands)."""
     from zeus_airflow.core.reports.default import estimates_of, savings
 
     if store is None:
         return savings(None, figures)
-    with store.reader() as reader:
-        return savings(estimates_of(reader, {job_pk: b0})[job_pk], figures)
+    try:
+        with store.reader() as reader:
+            return savings(estimates_of(reader, {job_pk: b0})[job_pk], figures)
+    except Exception as err:
+        if log is None:
+            raise
+        warn(log, "Default's estimate cannot be read: the savings are left out", err)
+        return savings(None, figures)
 
 
 def describe(figure: Figure) -> str:

@@ -87,7 +87,7 @@ class PublishesFigures:
         if not assets and run_id is None and not _lineage_on():
             return
         try:
-            values = record(result, footprint, control, store)
+            values = record(result, footprint, control, store, log)
         except Exception as err:  # the store's Default estimate unreadable, ...
             warn(log, "the run's figures could not be published beside its XComs", err)
             return
