@@ -18,6 +18,7 @@ from fixtures_integrations import assert_equals_store, run_dags, stored_run
 
 from zeus_airflow.integrations.openlineage import (
     FACET_NAME,
+    SCHEMA_FILE,
     SCHEMA_URL,
     facet_schema,
     shipped_schema,
@@ -46,6 +47,20 @@ def test_the_shipped_schema_is_built_from_the_declaration() -> None:
     assert all(p["description"] for p in described.values())
     assert described["energy_j"]["description"].startswith("J")
     assert SCHEMA_URL.split("#")[0] == shipped_schema()["$id"]
+
+
+def test_package_data_ships_the_schema() -> None:
+    # Without the package-data entry a wheel would name a schema it does not carry.
+    import fnmatch
+    import tomllib
+
+    from fixtures_airflow import REPO
+
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())
+    patterns = config["tool"]["setuptools"]["package-data"]["zeus_airflow"]
+    shipped = f"integrations/schemas/{SCHEMA_FILE}"
+    assert (REPO / "zeus_airflow" / shipped).is_file()
+    assert any(fnmatch.fnmatch(shipped, pattern) for pattern in patterns)
 
 
 def test_complete_and_fail_events_carry_the_store_s_figures(tmp_path: Path) -> None:
