@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import json
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from zeus_airflow.integrations.published import PUBLISHED, properties
@@ -68,9 +69,20 @@ _FAILED = (
 
 def shipped_schema() -> dict[str, Any]:
     """:data:`SCHEMA_FILE` as the package ships it."""
-    text = resources.files("zeus_airflow.integrations").joinpath("schemas", SCHEMA_FILE)
-    loaded: dict[str, Any] = json.loads(text.read_text())
+    loaded: dict[str, Any] = json.loads(_schema_file().read_text())
     return loaded
+
+
+def write_schema() -> None:
+    """Write :data:`SCHEMA_FILE` from the declaration, in a checkout (a figure was added:
+    ``python -c "from zeus_airflow.integrations.openlineage import write_schema;
+    write_schema()"``; a changed meaning of a published value also calls for a new
+    :data:`SCHEMA_VERSION`)."""
+    Path(str(_schema_file())).write_text(json.dumps(facet_schema(), indent=2) + "\n")
+
+
+def _schema_file() -> Any:
+    return resources.files("zeus_airflow.integrations").joinpath("schemas", SCHEMA_FILE)
 
 
 def run_facets(values: dict[str, Any] | None, *, failed: bool = False) -> Any:
