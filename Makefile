@@ -11,13 +11,17 @@ CONSTRAINTS32 := constraints/airflow-3.2.txt
 # What touches Airflow's APIs (operator, scheduler, hook, plugin and UI, metrics, compat), and
 # the store's SQL, schema and faults, and the outbox through XComs (SQLAlchemy 2.0 and alembic
 # 1.18 here, 2.1 and 1.20 on 3.3).
+# The integrations too: the OpenLineage provider's facet methods, asset events' extra and
+# triggering_asset_events, MLflow in a task (both extras resolve with the 3.2 constraints).
 # Left to the 3.3 run: the Airflow-free CLI, reports, charts and access rules, and the store's
-# concurrency (the databases' locking, not SQLAlchemy's version).
+# concurrency (the databases' locking, not SQLAlchemy's version); the extras' absence.
 TESTS32 := tests/test_airflow_compat.py tests/test_operator*.py tests/test_bad_inputs.py \
            tests/test_metrics_statsd.py tests/test_dags.py tests/test_store_location.py \
            tests/test_store_trials.py tests/test_store_schema.py tests/test_store_faults.py \
            tests/test_ui_app.py tests/test_ui_server.py tests/test_ui_browser.py \
-           tests/test_celery_topology.py tests/test_faults.py
+           tests/test_celery_topology.py tests/test_faults.py \
+           tests/test_integration_openlineage.py tests/test_integration_assets.py \
+           tests/test_integration_mlflow.py
 # Left to the 3.3 run as well, each for a faster test on 3.2 that proves its Airflow-facing part:
 # the demo as a subprocess (its Airflow side, demo_runs: db.initdb and dag.test of the replay
 # DAG, runs in-process in test_a_second_demo_goes_on_from_the_day_after), and the DDP example

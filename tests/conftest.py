@@ -1,6 +1,7 @@
 """Shared test setup. Fixture modules live beside this file, one per concern."""
 
 import os
+import sys
 
 import pytest
 
@@ -12,6 +13,12 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 # only spin waiting for a core, a third more CPU for the same training (bench/RESULTS.md).
 for _threads in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
     os.environ.setdefault(_threads, "1")
+
+# ZEUS_TEST_WITHOUT=mlflow,openlineage,airflow.providers.openlineage: run tests as if those
+# modules were not installed (the extras' absence: docs/integrations.md), set before anything
+# imports them.
+for _module in filter(None, os.environ.get("ZEUS_TEST_WITHOUT", "").split(",")):
+    sys.modules[_module.strip()] = None  # type: ignore[assignment]
 
 pytest_plugins = ["fixtures_airflow", "fixtures_grid", "fixtures_store", "fixtures_ui"]
 

@@ -49,7 +49,7 @@ QUICK: dict[str, Quick] = {
     ),
     # Reads installed metadata only: its whole run takes under a second.
     "install_size.py": Quick((), "zeus-airflow[]:"),
-    "operator_overhead.py": Quick(("--quick",), "runs=2 overhead_median_ms="),
+    "operator_overhead.py": Quick(("--quick", "--openlineage"), "ours_median_ms="),
     "profile_steps.py": Quick(
         ("--quick", "--output", "{out}"), "| v100 | cifar100 |", (".md", ".csv")
     ),

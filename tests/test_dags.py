@@ -35,6 +35,7 @@ def test_the_dags_folder_parses_without_errors(airflow_db: Any) -> None:
         "lightning_retrain",
         "ddp_retrain",
         "taskflow_retrain",
+        "model_retrain_asset",
     ):
         dag = bag.get_dag(dag_id)
         assert dag is not None and dag.doc_md and "## Run it" in dag.doc_md
@@ -50,6 +51,7 @@ def test_the_dags_folder_parses_without_errors(airflow_db: Any) -> None:
     [
         ("zeus_replay_daily", "replayed"),
         ("taskflow_retrain", "replayed"),
+        ("model_retrain_asset", "replayed"),
         ("hourly_retrain", "simulated"),
         ("hf_finetune", "simulated"),
         ("lightning_retrain", "simulated"),

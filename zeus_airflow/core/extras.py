@@ -9,7 +9,11 @@ carry libraries of hundreds of MB to GBs that they never import:
 - ``plots``: matplotlib, for the PNGs of ``simulate``, ``drift-experiment`` and ``capriccio``;
 - ``huggingface``: transformers and accelerate, for ``zeus_airflow.integrations.huggingface``
   (the Trainer callback);
-- ``lightning``: Lightning, for ``zeus_airflow.integrations.lightning`` (the Callback).
+- ``lightning``: Lightning, for ``zeus_airflow.integrations.lightning`` (the Callback);
+- ``mlflow``: mlflow-skinny, for an operator's ``mlflow_experiment``
+  (``zeus_airflow.integrations.mlflow``: its absence is a warning, never a failed task);
+- ``openlineage``: Airflow's OpenLineage provider, which asks Zeus tasks for their ``zeus``
+  facet (``zeus_airflow.integrations.openlineage``: without it, nothing asks).
 
 A feature that needs one imports it through :func:`require` (or hands the import's
 ``ModuleNotFoundError`` to :func:`raise_naming_extra`), so the error names the command to run
@@ -30,6 +34,7 @@ EXTRAS: dict[str, str] = {
     "transformers": "huggingface",
     "accelerate": "huggingface",
     "lightning": "lightning",
+    "mlflow": "mlflow",
 }
 """Top-level module -> the extra of zeus-airflow that installs it."""
 

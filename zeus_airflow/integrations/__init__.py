@@ -12,4 +12,14 @@ Each calls the run's step/epoch API (``begin_epoch``, ``end_step``, ``end_epoch`
 the early-stop check behave as in a plain ``run.epochs()`` loop. Importing this package imports
 no framework; each module imports its own and names the extra when it is missing.
 See docs/frameworks.md.
+
+And a run's figures where teams already look (docs/integrations.md; Airflow layer):
+
+- :mod:`zeus_airflow.integrations.published`: the run's record, from the figures' declaration;
+- :mod:`zeus_airflow.integrations.publishing`: the operator's side (OpenLineage's facet
+  methods, the outlets' Asset events, MLflow's run);
+- :mod:`zeus_airflow.integrations.openlineage`: the ``zeus`` run facet and its schema
+  (``pip install 'zeus-airflow[openlineage]'``);
+- :mod:`zeus_airflow.integrations.mlflow`: metrics, params and tags of an MLflow run
+  (``pip install 'zeus-airflow[mlflow]'``).
 """

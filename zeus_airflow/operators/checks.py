@@ -78,6 +78,15 @@ def check_carbon(values: Mapping[str, Any]) -> None:
         )
 
 
+def _check_mlflow_experiment(value: object) -> None:
+    if value is not None and is_blank(value):
+        raise ConfigError(
+            f"mlflow_experiment={value!r} is invalid: expected None (no run of its own: "
+            "the MLflow run the train function runs in, if any) or the name of an MLflow "
+            "experiment (a non-empty string without NUL bytes)"
+        )
+
+
 def _check_optional_job_id(value: object) -> None:
     if value is not None:  # None: the default, checked once dag_id and task_id are known
         check_job_id(value)
@@ -95,6 +104,7 @@ OPERATOR_CHECKS: dict[str, Callable[[Any], object]] = {
     "fail_on_missed_target": lambda v: check_bool("fail_on_missed_target", v),
     "fail_when_infeasible": lambda v: check_bool("fail_when_infeasible", v),
     "shared_job": lambda v: check_bool("shared_job", v),
+    "mlflow_experiment": _check_mlflow_experiment,
 }
 """A check for each of the operator's own parameters (Airflow checks BaseOperator's)."""
 
@@ -107,6 +117,7 @@ TEMPLATED_STRINGS = (
     "carbon_source",
     "carbon_conn_id",
     "start_deadline",
+    "mlflow_experiment",
 )
 """Templated parameters whose value is one string: a template there is rendered at run time.
 (``train_kwargs`` is templated too, but its values are: it must be a mapping already.)"""

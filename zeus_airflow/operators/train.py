@@ -38,6 +38,7 @@ from zeus_airflow.core.config import (
     plain_numbers,
 )
 from zeus_airflow.core.devices.spec import parse_device
+from zeus_airflow.integrations.publishing import PublishesFigures
 from zeus_airflow.operators import checks
 from zeus_airflow.operators.instances import recurrence_key, resolve_job_id
 from zeus_airflow.operators.links import ZeusJobLink
@@ -63,7 +64,7 @@ DEFAULT_CARBON_CONN_ID = "electricitymaps_default"
 PENDING_SUMMARY = "(set when the task has run)"
 
 
-class ZeusTrainOperator(BaseOperator):
+class ZeusTrainOperator(PublishesFigures, BaseOperator):
     """Runs ``train(run, **train_kwargs)`` at the batch size and power limit Zeus chooses.
 
     ``train`` receives a :class:`~zeus_airflow.TrainingRun` and may return a
@@ -137,6 +138,7 @@ class ZeusTrainOperator(BaseOperator):
         carbon_weight: float = DEFAULT_CARBON_WEIGHT,
         synchronize: Callable[[], Any] | None = None,
         cost_includes_cpu: bool = False,
+        mlflow_experiment: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -228,7 +230,9 @@ class ZeusTrainOperator(BaseOperator):
         # Read and checked before training: a bad trace is said now, never after training.
         source = None if carbon is None else carbon.checked_source()
         try:
-            result, control = self._train(context, config, store, backlog)
+            # MLflow's run of mlflow_experiment; a failed run's figures (integrations/)
+            with self._training_published(context, store, config.job_id):
+                result, control = self._train(context, config, store, backlog)
         finally:
             # What the store still cannot take is pushed, even when training failed, for the
             # next run to record (and the try's carbon figures find its span).
@@ -239,6 +243,7 @@ class ZeusTrainOperator(BaseOperator):
             footprint = carbon.account(store, recurrence_key(ti), result, source, plan)
         warn_if_instances_share_the_job(store, ti, config.job_id, self.shared_job, log)
         self._publish(context, result, footprint, control)
+        self._publish_elsewhere(context, store, result, footprint, control)  # integrations/
         if not result.reached_target:
             missed_target(result, self.target_metric, self.fail_on_missed_target, log)
         return result.return_value

@@ -97,6 +97,9 @@ class Figure:
     """Its column in ``zeus-airflow runs`` (``cli/views.py``)."""
     page: tuple[Shown, ...] = ()
     """Its columns in the job page's runs table, in order."""
+    doc: str = ""
+    """What it means, for a figure with no attribute docstring to say it (``RUN_FACTS``,
+    ``SAVED_VS_DEFAULT``): the published schemas' descriptions (``integrations/published.py``)."""
 
 
 _FIGURE = "zeus_figure"
@@ -321,6 +324,8 @@ class TrainingFigures:
     """Observe mode: J training at the optimum would have saved (a run's: every try that
     reported it; negative: it would have cost more); None outside observe mode."""
     would_save_time_s: float | None = _figure("s", adds="sum_known", xcom=True)
+    """Observe mode: s training at the optimum would have saved (negative: it would have
+    taken longer); None outside observe mode."""
     power_control: str | None = _figure(
         "",
         sql="code",
@@ -379,11 +384,45 @@ RUN_FIGURES: tuple[str, ...] = tuple(n for n, f in FIGURES.items() if f.stored =
 one row per run, which a ``RunCarbon`` carries."""
 
 RUN_FACTS: tuple[Figure, ...] = (
-    Figure("batch_size", "", xcom=True, metric="batch size of the last try"),
-    Figure("tries", "", xcom=True, metric="batch sizes tried in the run"),
-    Figure("phase", "", xcom=True),
-    Figure("measurement", "", xcom=True),
-    Figure("budget_left_runs", "", xcom=True),
+    Figure(
+        "batch_size",
+        "",
+        sql="int",
+        xcom=True,
+        metric="batch size of the last try",
+        doc="the batch size the run's last try trained with",
+    ),
+    Figure(
+        "tries",
+        "",
+        sql="int",
+        xcom=True,
+        metric="batch sizes tried in the run",
+        doc="how many tries (batch sizes) the run made",
+    ),
+    Figure(
+        "phase",
+        "",
+        sql="code",
+        xcom=True,
+        doc="the last try's decision: pruning, sampling, concurrent, calibrate, exploit or "
+        "fallback",
+    ),
+    Figure(
+        "measurement",
+        "",
+        sql="code",
+        xcom=True,
+        doc="where the figures come from: measured (a real GPU), replayed (the paper's "
+        "traces) or simulated (a power model)",
+    ),
+    Figure(
+        "budget_left_runs",
+        "",
+        xcom=True,
+        doc="the exploration budget left after the run, in Default runs' worth (negative: "
+        "over budget); None without a budget",
+    ),
 )
 """What a run publishes besides its figures: its last try's batch size, how many tries it
 made, its last decision's phase, where its figures come from (measured, replayed, simulated)
@@ -407,3 +446,34 @@ def run_of(tries: Sequence[Any], names: Sequence[str] = tuple(FIGURES)) -> dict[
             values = [v for v in values if v is not None]
         run[name] = None if not values or None in values else sum(values)
     return run
+
+
+SAVED_VS_DEFAULT: tuple[Figure, ...] = (
+    Figure(
+        "saved_energy_j",
+        "J",
+        doc="J saved against one run of the Default configuration (the default batch size at "
+        "the maximum power limit, the job's estimate: the job page's and `zeus-airflow "
+        "report`'s): Default's estimated energy minus this run's (negative: it spent more); "
+        "None until the job has an estimate",
+    ),
+    Figure(
+        "saved_time_s",
+        "s",
+        doc="s saved against Default's estimate per run (negative: it took longer)",
+    ),
+    Figure(
+        "saved_cost",
+        "J-eq.",
+        doc="cost saved against Default's estimate per run (negative: it cost more)",
+    ),
+    Figure(
+        "saved_emissions_g",
+        "gCO2e",
+        doc="gCO2e saved against Default's estimate started on schedule (negative: it "
+        "emitted more); None without carbon figures or an estimate",
+    ),
+)
+"""What a run saved against the Default configuration, by the job's estimate of Default
+(``reports.default_estimate``): published with the run's figures beside its XComs
+(OpenLineage, Asset events, MLflow), never stored (the estimate moves as the job learns)."""

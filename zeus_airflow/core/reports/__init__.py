@@ -29,7 +29,7 @@ from zeus_airflow.core.reports.report import (
     fleet_totals,
     report,
 )
-from zeus_airflow.core.reports.runs import runs
+from zeus_airflow.core.reports.runs import run_of_task, runs
 
 __all__ = [
     "SAVINGS",
@@ -52,6 +52,7 @@ __all__ = [
     "fleet_totals",
     "profile_points",
     "report",
+    "run_of_task",
     "runs",
     "summaries",
 ]

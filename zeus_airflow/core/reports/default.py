@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from zeus_airflow.core.cost import LimitMeasurement
-from zeus_airflow.core.reports.records import DefaultEstimate, RunRecord, Version
+from zeus_airflow.core.domain import SAVED_VS_DEFAULT, TrainingFigures
+from zeus_airflow.core.reports.records import DefaultEstimate, Version
 from zeus_airflow.core.store.reads import DefaultRuns, Reader
 from zeus_airflow.core.units import J_PER_KWH
 
@@ -23,7 +24,12 @@ def default_estimates(
     reader: Reader, chosen: Sequence[Version]
 ) -> dict[int, DefaultEstimate | None]:
     """:func:`default_estimate` of each version, by its key, in two reads for them all."""
-    b0 = {v.pk: v.default_batch_size for v in chosen}
+    return estimates_of(reader, {v.pk: v.default_batch_size for v in chosen})
+
+
+def estimates_of(reader: Reader, b0: dict[int, int]) -> dict[int, DefaultEstimate | None]:
+    """:func:`default_estimate` of each version key in ``b0`` (with its default batch size):
+    for a caller that holds a job's key rather than its :class:`Version`."""
     if not b0:
         return {}
     return _with_profiles(reader, b0, reader.default_runs(b0))
@@ -80,7 +86,7 @@ def _estimate(
 
 
 def default_emissions_g(
-    default: DefaultEstimate | None, runs: Sequence[RunRecord]
+    default: DefaultEstimate | None, runs: Sequence[TrainingFigures]
 ) -> list[float | None]:
     """What each run would have emitted the Default way: b0 at the maximum limit (the
     estimate's energy, plus the run's own setup energy, which Default would spend too),
@@ -97,3 +103,22 @@ def default_emissions_g(
             continue
         shown.append(r.energy_with_setup_j(default.energy_j) / J_PER_KWH * intensity)
     return shown
+
+
+def savings(default: DefaultEstimate | None, run: TrainingFigures) -> dict[str, float | None]:
+    """What one run saved against Default's estimate per run (``SAVED_VS_DEFAULT``, by name):
+    Default's energy (J), time (s), cost and gCO2e (:func:`default_emissions_g`) minus the
+    run's; each None where either side is unknown (no estimate yet, no carbon figures)."""
+    if default is None:
+        return dict.fromkeys((f.name for f in SAVED_VS_DEFAULT), None)
+    pairs = {
+        "saved_energy_j": (default.energy_j, run.energy_j),
+        "saved_time_s": (default.time_s, run.time_s),
+        "saved_cost": (default.cost, run.cost),
+        "saved_emissions_g": (default_emissions_g(default, [run])[0], run.emissions_g),
+    }
+    saved: dict[str, float | None] = {}
+    for f in SAVED_VS_DEFAULT:
+        of_default, own = pairs[f.name]
+        saved[f.name] = None if of_default is None or own is None else of_default - own
+    return saved

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
-from zeus_airflow.core.domain import FIGURES, RUN_FIGURES, TRY_FIGURES, run_of
+from zeus_airflow.core.domain import FIGURES, RUN_FIGURES, TRY_FIGURES, RecurrenceKey, run_of
 from zeus_airflow.core.reports.records import RunRecord
 from zeus_airflow.core.store.clock import as_utc as utc
 from zeus_airflow.core.store.reads import Reader, group_runs
@@ -35,6 +35,22 @@ def runs(reader: Reader, job_pk: int) -> tuple[RunRecord, ...]:
     carbon = reader.run_carbon(job_pk)
     grouped = group_runs(reader.shown_tries(job_pk, _COLUMNS))
     return tuple(_run(i, tries, carbon) for i, tries in enumerate(grouped, start=1))
+
+
+def run_of_task(
+    reader: Reader, job_id: str, key: RecurrenceKey
+) -> tuple[RunRecord, int, int] | None:
+    """The run ``key`` of the job's current version, with the version's key and default batch
+    size; None when the store has no try of it (``index`` is 0: not counted among the
+    version's runs)."""
+    versions = reader.versions([job_id]).get(job_id)
+    if not versions:
+        return None
+    version = next((v for v in reversed(versions) if v.active), versions[-1])
+    tries = reader.run_tries(version.pk, key, _COLUMNS)
+    if not tries:
+        return None
+    return _run(0, tries, reader.run_carbon(version.pk)), version.pk, version.default_batch_size
 
 
 def _run(index: int, tries: list[Any], carbon: dict[tuple[Any, ...], Any]) -> RunRecord:

@@ -11,7 +11,13 @@ from typing import Any, NamedTuple
 from sqlalchemy import Select, bindparam, func, select
 
 from zeus_airflow.core.devices.base import MeasurementKind
-from zeus_airflow.core.domain import FIGURES, RUN_FIGURES, TRY_FIGURES, TrainingFigures
+from zeus_airflow.core.domain import (
+    FIGURES,
+    RUN_FIGURES,
+    TRY_FIGURES,
+    RecurrenceKey,
+    TrainingFigures,
+)
 from zeus_airflow.core.store.reads.base import Reads, run_figures, shown
 from zeus_airflow.core.store.snapshot import DEFAULT_COST, RAN_TO_ITS_END
 from zeus_airflow.core.store.tables import RUN_KEY, run_carbon, trials
@@ -78,6 +84,18 @@ class TrialReads(Reads):
         """The version's shown tries in decision order, with ``columns`` (rows read by
         column name), as the database returns them: a long job has thousands."""
         return self.conn.execute(_shown_tries(columns), dict(job_pk=job_pk))
+
+    def run_tries(self, job_pk: int, key: RecurrenceKey, columns: tuple[str, ...]) -> list[Any]:
+        """One run's shown tries (the task instance's, of Airflow try ``key.try_number``) in
+        decision order, with ``columns``."""
+        chosen = _shown_tries(columns).where(
+            trials.c.dag_id == key.dag_id,
+            trials.c.task_id == key.task_id,
+            trials.c.run_id == key.run_id,
+            trials.c.map_index == key.map_index,
+            trials.c.try_number == key.try_number,
+        )
+        return list(self.conn.execute(chosen, dict(job_pk=job_pk)))
 
     def place_sums(self, pks: list[int], since: datetime | None = None) -> list[PlaceSums]:
         """Energy, time and cost of each version's shown tries (started at or after

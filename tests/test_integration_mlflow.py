@@ -1,0 +1,158 @@
+"""A run's figures in MLflow, through real Airflow (``dag.test()``) and a real MLflow tracking
+store (SQLite, in the test's folder): a run of the operator's ``mlflow_experiment``, the run
+the train function opens itself, a training that raised, and a tracking URI that cannot work,
+which never fails a task that trained. Each run's metrics and params equal the store's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from failing_train import FAILS_IN_EPOCH, out_of_memory
+from fixtures_airflow import daily, sync_dag, task_state, xcoms
+from fixtures_integrations import stored_run
+
+from zeus_airflow.core.config import ConfigError
+from zeus_airflow.operators.replay import replay_job_settings, replay_train
+
+pytestmark = pytest.mark.usefixtures("dag_test")
+SETTINGS = replay_job_settings("v100", "cifar100")
+
+
+@pytest.fixture
+def tracking_uri(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A fresh MLflow tracking store that the task finds through MLFLOW_TRACKING_URI."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    return uri
+
+
+def replay_dag(dag_id: str, train: Any = replay_train, **operator_args: Any) -> Any:
+    from airflow.sdk import DAG
+
+    from zeus_airflow import ZeusTrainOperator
+
+    with DAG(dag_id, schedule="@daily", start_date=daily(0), catchup=False) as dag:
+        ZeusTrainOperator(
+            task_id="train", train=train, device="replay:v100:cifar100", **SETTINGS, **operator_args
+        )
+    return sync_dag(dag)
+
+
+def logged_train(run: Any) -> Any:
+    """Logs a metric of its own: it must land in the run the task opened."""
+    import mlflow  # the mlflow extra ([dev] has it), imported by the tests that use it
+
+    value = replay_train(run)
+    mlflow.log_metric("val_accuracy", 0.9)
+    return value
+
+
+def own_run_train(run: Any) -> Any:
+    """Opens (and closes) its own MLflow run, as training code often does."""
+    import mlflow
+
+    mlflow.set_experiment("own-runs")
+    with mlflow.start_run(run_name="mine"):
+        mlflow.log_param("lr", 0.1)
+        return replay_train(run)
+
+
+def search_runs(experiment: str) -> list[Any]:
+    import mlflow
+
+    return list(mlflow.search_runs(experiment_names=[experiment], output_format="list"))
+
+
+def assert_figures_in(mlflow_run: Any, url: str, job_id: str, run_id: str) -> None:
+    """The MLflow run holds the store's figures of the run: metrics, params and tags."""
+    stored, estimate = stored_run(url, job_id, run_id)
+    metrics, params, tags = mlflow_run.data.metrics, mlflow_run.data.params, mlflow_run.data.tags
+    assert metrics["zeus.energy_j"] == pytest.approx(stored.energy_j, rel=1e-12)
+    assert metrics["zeus.time_s"] == pytest.approx(stored.time_s, rel=1e-12)
+    assert metrics["zeus.cost"] == pytest.approx(stored.cost, rel=1e-12)
+    assert metrics["zeus.batch_size"] == stored.batch_size
+    assert metrics["zeus.power_limit_w"] == stored.power_limit_w
+    assert params["zeus.batch_size"] == str(stored.batch_size)
+    assert params["zeus.power_limit_w"] == str(stored.power_limit_w)
+    assert tags["zeus.job_id"] == job_id and tags["zeus.phase"] == stored.phase
+    assert tags["zeus.measurement"] == stored.measurement == "replayed"
+    if estimate is not None:
+        saved = estimate.energy_j - stored.energy_j
+        assert metrics["zeus.saved_energy_j"] == pytest.approx(saved, rel=1e-9)
+    if stored.emissions_g is not None:
+        assert metrics["zeus.emissions_g"] == pytest.approx(stored.emissions_g, rel=1e-12)
+        assert params["zeus.carbon_provenance"] == stored.carbon_provenance
+
+
+def test_an_experiment_gets_a_run_with_the_figures(zeus_store_url: str, tracking_uri: str) -> None:
+    dag = replay_dag(
+        "mlflow_exp",
+        train=logged_train,
+        mlflow_experiment="zeus-{{ dag.dag_id }}",  # templated
+        carbon_zone="DE",
+        carbon_source="fixed:300",
+    )
+    dag_run = dag.test(logical_date=daily(1))
+
+    assert task_state(dag_run, "train") == ("success", 1)
+    (found,) = search_runs("zeus-mlflow_exp")
+    assert found.info.run_name == f"mlflow_exp.train.{dag_run.run_id}"
+    assert found.info.status == "FINISHED"
+    assert found.data.metrics["val_accuracy"] == 0.9  # the train function's, same run
+    assert_figures_in(found, zeus_store_url, "mlflow_exp.train", dag_run.run_id)
+
+
+def test_the_train_function_s_own_run_gets_the_figures(
+    zeus_store_url: str, tracking_uri: str
+) -> None:
+    dag_run = replay_dag("mlflow_own", train=own_run_train).test(logical_date=daily(1))
+
+    assert task_state(dag_run, "train") == ("success", 1)
+    (found,) = search_runs("own-runs")
+    assert found.info.run_name == "mine" and found.data.params["lr"] == "0.1"
+    assert_figures_in(found, zeus_store_url, "mlflow_own.train", dag_run.run_id)
+
+
+def test_a_training_that_raised_ends_its_run_failed_with_what_it_measured(
+    zeus_store_url: str, tracking_uri: str
+) -> None:
+    dag = replay_dag("mlflow_failed", train=out_of_memory, mlflow_experiment="zeus-failed")
+    dag_run = dag.test(logical_date=daily(1))
+
+    assert task_state(dag_run, "train")[0] == "failed"
+    (found,) = search_runs("zeus-failed")
+    assert found.info.status == "FAILED"
+    stored, _ = stored_run(zeus_store_url, "mlflow_failed.train", dag_run.run_id)
+    assert stored.status == "error" and stored.energy_j > 0
+    assert found.data.metrics["zeus.energy_j"] == pytest.approx(stored.energy_j, rel=1e-12)
+    assert found.data.metrics["zeus.epochs"] == FAILS_IN_EPOCH
+
+
+def test_a_tracking_uri_that_cannot_work_never_fails_a_task_that_trained(
+    zeus_store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    not_a_folder = tmp_path / "a-file"
+    not_a_folder.write_text("")
+    nowhere = not_a_folder / "mlflow.db"  # no database can be made there
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{nowhere}")
+    dag = replay_dag("mlflow_broken", mlflow_experiment="zeus-broken")
+    dag_run = dag.test(logical_date=daily(1))
+
+    assert task_state(dag_run, "train") == ("success", 1)
+    pushed = xcoms("mlflow_broken", dag_run.run_id, "train")
+    stored, _ = stored_run(zeus_store_url, "mlflow_broken.train", dag_run.run_id)
+    assert stored.status == "succeeded" and pushed["energy_j"] == stored.energy_j
+    assert not_a_folder.read_text() == ""
+
+
+@pytest.mark.parametrize("bad", ["", "   ", "exp\x00", 5])
+def test_a_bad_experiment_is_refused_when_the_dag_is_parsed(bad: Any) -> None:
+    from airflow.sdk import DAG
+
+    from zeus_airflow import ZeusTrainOperator
+
+    with DAG("mlflow_bad", schedule=None), pytest.raises(ConfigError) as refused:
+        ZeusTrainOperator(task_id="train", train=replay_train, mlflow_experiment=bad, **SETTINGS)
+    assert str(refused.value).startswith(f"mlflow_experiment={bad!r} is invalid")
