@@ -10,6 +10,7 @@ Train-function contract breaches are in tests/test_first_rule.py.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from datetime import timedelta
@@ -46,6 +47,16 @@ INF, NAN = float("inf"), float("nan")
 
 def _train_with_lr(run: Any, lr: float = 0.1) -> None:
     """A train function taking one keyword argument besides its TrainingRun."""
+
+
+def _generator_train(run: Any) -> Any:
+    for _ in run.epochs():
+        yield run.epoch
+
+
+async def _async_train(run: Any, lr: float = 0.1) -> None:
+    for _ in run.epochs():
+        run.report_metric(1.0)
 
 
 # --- operator parameters ------------------------------------------------------------------
@@ -135,6 +146,24 @@ BAD_PARAMETERS: list[tuple[dict[str, Any], str]] = [
     ({"cost_includes_cpu": "yes"}, "cost_includes_cpu"),
     ({"cost_includes_cpu": None}, "cost_includes_cpu"),
     ({"synchronize": _train_with_lr}, "synchronize"),  # needs an argument
+    # Issue 35: ranges that mean something, and numbers Python cannot make a float of.
+    ({"exploration_budget": 1e308}, "exploration_budget"),  # overflowed XComs and reports
+    ({"exploration_budget": 10.5}, "exploration_budget"),
+    ({"exploration_budget": 10**400}, "exploration_budget"),
+    ({"beta": 1e308}, "beta"),
+    ({"eta": 10**400}, "eta"),
+    ({"target_metric": 10**400}, "target_metric"),
+    ({"max_slowdown": 1e9}, "max_slowdown"),
+    ({"warmup_s": 1e308}, "warmup_s"),
+    ({"profile_s": 3601}, "profile_s"),
+    ({"heartbeat_s": 0.001}, "heartbeat_s"),  # a live try's lease ran out under it
+    ({"heartbeat_s": 4.9}, "heartbeat_s"),
+    ({"job_id": "\ud800"}, "job_id"),  # a lone surrogate: UTF-8 cannot encode it
+    ({"job_id": "nightly-\udcff"}, "job_id"),
+    ({"zeus_conn_id": "zeus\ud800"}, "zeus_conn_id"),
+    ({"train": _generator_train}, "train"),  # calling it runs none of its body
+    ({"train": _async_train}, "train"),
+    ({"train": functools.partial(_async_train, lr=1)}, "train"),
 ]
 BAD_CARBON_PARAMETERS: list[tuple[dict[str, Any], str]] = [
     # Implausible intensities and prices (issue 27; docs/carbon.md, "Plausible values").

@@ -152,9 +152,32 @@ def loops_twice(rig: Rig) -> Callable[[TrainingRun], Any]:
     return train
 
 
+def generator_train(rig: Rig) -> Callable[[TrainingRun], Any]:
+    """A ``def`` with ``yield`` handed over through a lambda (the parse-time check of
+    ``train`` sees only the lambda): calling it runs nothing."""
+
+    def train(run: TrainingRun) -> Any:
+        reports(1.0)(rig)(run)
+        yield "model.pt"
+
+    return lambda run: train(run)
+
+
+def async_train(rig: Rig) -> Callable[[TrainingRun], Any]:
+    async def train(run: TrainingRun) -> None:
+        reports(1.0)(rig)(run)
+
+    return lambda run: train(run)
+
+
 def rejects_sets(value: Any) -> None:
+    """The operator's check (``operators.xcoms.xcom_check``) for what these tests return:
+    sets are no JSON, and a NaN or an infinity is no strict JSON."""
     if isinstance(value, set):
         raise TypeError("Object of type set is not JSON serializable")
+    from zeus_airflow.operators.xcoms import xcom_check
+
+    xcom_check(value)
 
 
 CONTRACT_BREACHES: dict[str, tuple[Callable[[Rig], Callable[[TrainingRun], Any]], str]] = {
@@ -171,6 +194,11 @@ CONTRACT_BREACHES: dict[str, tuple[Callable[[Rig], Callable[[TrainingRun], Any]]
     "reports a bool": (reports(True), r"report_metric\(value=True\) is invalid"),
     "reports a list": (reports([0.9]), r"report_metric\(value=\[0.9\]\) is invalid"),
     "returns what no XCom can hold": (returns({1, 2}), "cannot be stored as an XCom"),
+    "returns nan": (returns(float("nan")), "return None or a finite number in its place"),
+    "returns inf in a dict": (returns({"loss": float("inf")}), "holds a NaN or an infinity"),
+    "reports 10**400": (reports(10**400), r"report_metric\(value=1000.*\) is invalid"),
+    "is a generator function": (generator_train, "returned a generator, so none of its body"),
+    "is an async function": (async_train, "returned a coroutine, so none of its body ran"),
     "steps a negative count": (steps_by(-1000), r"end_step\(steps=-1000\) is invalid"),
     "steps a fractional count": (steps_by(2.5), r"end_step\(steps=2.5\) is invalid"),
     "steps a text count": (steps_by("3"), r"end_step\(steps='3'\) is invalid"),

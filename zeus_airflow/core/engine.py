@@ -50,7 +50,13 @@ from zeus_airflow.core.domain import (
 )
 from zeus_airflow.core.monitor import HostEnergyMeter
 from zeus_airflow.core.policy import NoFeasibleBatchSizeError, Policy, ZeusPolicy
-from zeus_airflow.core.run import CONTRACT, TrainContractError, TrainingRun, open_run
+from zeus_airflow.core.run import (
+    CONTRACT,
+    TrainContractError,
+    TrainingRun,
+    open_run,
+    unrun_body,
+)
 from zeus_airflow.core.snapshot import job_snapshot
 from zeus_airflow.core.store.base import Store, StoreError, UnrecordedResultError
 
@@ -375,7 +381,7 @@ class Engine:
                 and (len(profile.measurements), profile.partial) != profiled_before
             ):
                 self.store.save_profile(job, profile)
-        violation = run.contract_violation or self._unpublishable(value)
+        violation = unrun_body(value) or run.contract_violation or self._unpublishable(value)
         observed = counts_as_observation(decision.phase, outcome.reached_target)
         pending = PendingResult(
             trial_id,

@@ -37,15 +37,15 @@ check see one sequence of calls either way (zeus_airflow/integrations/, docs/fra
 
 from __future__ import annotations
 
+import inspect
 import logging
-import math
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import TypeVar
 
 from zeus_airflow.core.budget import ProfilingCredit
-from zeus_airflow.core.config import JobConfig, real_number
+from zeus_airflow.core.config import JobConfig, finite_number, real_number, short_repr
 from zeus_airflow.core.cost import zeus_cost
 from zeus_airflow.core.devices.base import GPUGroup, max_power_w, power_control
 from zeus_airflow.core.devices.sync import Synchronize
@@ -251,10 +251,11 @@ class TrainingRun:
         target reached and then lost again within an epoch is not reached. A report after
         the run stopped between epochs (a test-set evaluation after the loop) changes
         nothing: the verdict was taken at the last epoch's end."""
-        number = real_number(value)
-        if number is None or not math.isfinite(number):
+        number = finite_number(value)
+        if number is None:
             raise TrainContractError(
-                f"report_metric(value={value!r}) is invalid: expected a finite number ({CONTRACT})"
+                f"report_metric(value={short_repr(value)}) is invalid: expected a finite "
+                f"number a float can hold ({CONTRACT})"
             )
         if self.stop_reason is not None and not self._in_epoch:
             return
@@ -408,6 +409,23 @@ class TrainingRun:
             )
             return per_step * self._last_epoch_steps + host
         return self.cost_of(self._last_epoch)
+
+
+def unrun_body(value: object) -> str | None:
+    """Why a train function's return value shows that none of its body ran: a generator or
+    a coroutine (it is a ``def`` with ``yield``, or an ``async def``); None otherwise."""
+    if inspect.isgenerator(value) or inspect.iscoroutine(value):
+        value.close()  # no "never awaited" warning: the message below says it
+        kind = "a generator" if inspect.isgenerator(value) else "a coroutine"
+    elif inspect.isasyncgen(value):
+        kind = "an async generator"
+    else:
+        return None
+    return (
+        f"the train function returned {kind}, so none of its body ran: it is a generator "
+        "or async function (def with yield, async def); expected a plain function that "
+        f"iterates run.epochs() itself ({CONTRACT})"
+    )
 
 
 def check_run(run: object, caller: str) -> TrainingRun:

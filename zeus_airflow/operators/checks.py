@@ -47,6 +47,29 @@ _MAX_EXPANSIONS_CHECKED = 256
 def _check_train(value: object) -> None:
     if not callable(value):
         raise ConfigError(f"train={value!r} is invalid: expected a function taking a TrainingRun")
+    kind = not_a_plain_function(value)
+    if kind is not None:
+        name = getattr(value, "__name__", repr(value))
+        raise ConfigError(
+            f"train={name!r} is invalid: it is {kind}, so calling it trains nothing "
+            "(its body runs only when iterated or awaited); expected a plain function "
+            "(def train(run): ...) that iterates run.epochs() itself"
+        )
+
+
+def not_a_plain_function(train: object) -> str | None:
+    """What ``train`` is when calling it runs none of its body: "a generator function (def
+    with yield)", "an async function (async def)"...; None for a plain callable (a
+    ``functools.partial`` is looked through)."""
+    target = train.func if isinstance(train, functools.partial) else train
+    call = target if inspect.isroutine(target) else getattr(target, "__call__", target)  # noqa: B004
+    if inspect.isasyncgenfunction(call):
+        return "an async generator function (async def with yield)"
+    if inspect.iscoroutinefunction(call):
+        return "an async function (async def)"
+    if inspect.isgeneratorfunction(call):
+        return "a generator function (def with yield)"
+    return None
 
 
 def _check_conn_id(value: object, name: str = "zeus_conn_id") -> None:

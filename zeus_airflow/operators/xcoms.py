@@ -87,7 +87,20 @@ def publish(
 
 def xcom_check(value: Any) -> None:
     """Raises if Airflow's XCom backend cannot store the train function's return value, so
-    that the try is judged before it is recorded as succeeded."""
+    that the try is judged before it is recorded as succeeded. XComs travel as strict JSON
+    (the Execution API refuses NaN and infinities), so a value holding one is refused here,
+    saying so, rather than after the try was counted."""
+    import json
+
     from airflow.sdk.execution_time.xcom import XCom
 
-    XCom.serialize_value(value)
+    serialized = XCom.serialize_value(value)
+    try:
+        json.dumps(serialized, allow_nan=False)
+    except ValueError:
+        raise ValueError(
+            "it holds a NaN or an infinity, which an XCom (strict JSON) cannot carry: "
+            "return None or a finite number in its place (e.g. x if math.isfinite(x) else None)"
+        ) from None
+    except TypeError:  # a custom XCom backend's own value: its serialisation is its own
+        pass
