@@ -377,7 +377,9 @@ def is_blank(value: object) -> bool:
     """Not a usable name: not a string, empty or white space only, holding a NUL byte
     (PostgreSQL refuses NUL in text, so it would fail every run at the store), or text that
     UTF-8 cannot encode (:func:`unencodable`)."""
-    return not isinstance(value, str) or not value.strip() or "\x00" in value or unencodable(value)
+    if not isinstance(value, str):
+        return True
+    return not value.strip() or "\x00" in value or unencodable(value) is not None
 
 
 def unencodable(value: str) -> str | None:
