@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from zeus_airflow.core.domain import PendingResult, outbox_from_json, outbox_to_json
+from zeus_airflow.core.finite import finite_or_none
 from zeus_airflow.operators.naming import UNMAPPED
 
 if TYPE_CHECKING:
@@ -78,7 +79,9 @@ def publish(
     if footprint is not None:
         values.update(carbon_xcom_values(footprint))
     for key, value in values.items():
-        ti.xcom_push(key=key, value=value)
+        if finite_or_none(value) is None and value is not None:
+            log.warning("Zeus: the XCom %r is %r, not a finite number: pushed as None", key, value)
+        ti.xcom_push(key=key, value=finite_or_none(value))
     summary = summary_line(result, footprint, control)
     log.info("Zeus: %s (job %s, %s phase)", summary, result.job.job_id, result.final.phase)
     emit_run_metrics(result, dag_id=ti.dag_id, task_id=ti.task_id, log=log)

@@ -67,6 +67,7 @@ from zeus_airflow.core.domain import (
     TrialStatus,
 )
 from zeus_airflow.core.domain import trials as status
+from zeus_airflow.core.finite import finite_or_none
 from zeus_airflow.core.store import schema
 from zeus_airflow.core.store.base import (
     LateRecord,
@@ -431,7 +432,9 @@ class SQLStore:
                         started_at=now,
                         heartbeat_at=now,
                         expires_at=now + self._lease(heartbeat_s),
-                        budget_left_runs=decision.budget and decision.budget.left_runs(),
+                        budget_left_runs=finite_or_none(
+                            decision.budget and decision.budget.left_runs()
+                        ),
                     ),
                 )
             )
@@ -781,8 +784,8 @@ class SQLStore:
 
 def _measured(outcome: RunOutcome) -> dict[str, Any]:
     """A finished try's columns: its figures (``core/domain/figures.py``), as the outcome has
-    them."""
-    return {name: getattr(outcome, name) for name in TRY_FIGURES}
+    them, a NaN or an infinity as NULL (``core/finite.py``: PostgreSQL would keep it)."""
+    return {name: finite_or_none(getattr(outcome, name)) for name in TRY_FIGURES}
 
 
 def _slice_in_progress(row: Any) -> SliceInProgress:
@@ -874,7 +877,7 @@ def carbon_columns(f: RunCarbon) -> dict[str, Any]:
     """A run's carbon figures as ``tables.run_carbon`` names them (its declared figures), a
     text cut to its last 4,000 characters."""
     return {
-        name: value[-4000:] if value and FIGURES[name].sql == "text" else value
+        name: value[-4000:] if value and FIGURES[name].sql == "text" else finite_or_none(value)
         for name, value in f.figures().items()
     }
 

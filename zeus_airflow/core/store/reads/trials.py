@@ -13,7 +13,7 @@ from sqlalchemy import Select, bindparam, func, select
 from zeus_airflow.core.devices.base import MeasurementKind
 from zeus_airflow.core.domain import FIGURES, RUN_FIGURES, TRY_FIGURES, TrainingFigures
 from zeus_airflow.core.store.reads.base import Reads, run_figures, shown
-from zeus_airflow.core.store.snapshot import DEFAULT_COST, RAN_TO_ITS_END
+from zeus_airflow.core.store.snapshot import DEFAULT_COST, RAN_TO_ITS_END, known
 from zeus_airflow.core.store.tables import RUN_KEY, run_carbon, trials
 
 _SUMMED = tuple(name for name in TRY_FIGURES if FIGURES[name].adds != "last")
@@ -89,9 +89,9 @@ class TrialReads(Reads):
                 t.dag_id,
                 t.task_id,
                 t.measurement,
-                func.coalesce(func.sum(t.energy_j), 0.0),
-                func.coalesce(func.sum(t.time_s), 0.0),
-                func.coalesce(func.sum(t.cost), 0.0),
+                func.coalesce(func.sum(known("energy_j")), 0.0),
+                func.coalesce(func.sum(known("time_s")), 0.0),
+                func.coalesce(func.sum(known("cost")), 0.0),
             )
             .where(t.job_pk.in_(pks), *shown(since))
             .group_by(t.job_pk, t.dag_id, t.task_id, t.measurement)
@@ -118,7 +118,7 @@ class TrialReads(Reads):
         ``since``. Versions without such a try are left out."""
         t = trials.c
         rows = self.conn.execute(
-            select(t.job_pk, *(func.sum(t[name]).label(name) for name in _SUMMED))
+            select(t.job_pk, *(func.sum(known(name)).label(name) for name in _SUMMED))
             .where(t.job_pk.in_(pks), t.would_save_energy_j.is_not(None), *shown(since))
             .group_by(t.job_pk)
         ).mappings()
@@ -139,8 +139,8 @@ class TrialReads(Reads):
                 func.sum(t.energy_j).label("energy_j"),
                 func.sum(t.time_s).label("time_s"),
                 func.count().label("runs"),
-                func.sum(DEFAULT_COST).label("default_cost"),
-                func.count(DEFAULT_COST).label("costed"),
+                func.sum(known("default_cost", DEFAULT_COST)).label("default_cost"),
+                func.count(known("default_cost", DEFAULT_COST)).label("costed"),
             )
             .where(t.job_pk.in_(list(b0)), t.batch_size.in_(set(b0.values())), *RAN_TO_ITS_END)
             .group_by(t.job_pk, t.batch_size, t.power_limit_w, t.gpu_model, t.gpu_count)
