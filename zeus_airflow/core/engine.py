@@ -43,9 +43,12 @@ from zeus_airflow.core.domain import (
     PendingResult,
     PowerProfile,
     RecurrenceKey,
+    RefusedResult,
     RunOutcome,
     TrainingFigures,
     counts_as_observation,
+    outcome_problem,
+    pending_problem,
     run_of,
 )
 from zeus_airflow.core.monitor import HostEnergyMeter
@@ -58,7 +61,7 @@ from zeus_airflow.core.run import (
     unrun_body,
 )
 from zeus_airflow.core.snapshot import job_snapshot
-from zeus_airflow.core.store.base import Store, StoreError, UnrecordedResultError
+from zeus_airflow.core.store.base import LateRecord, Store, StoreError, UnrecordedResultError
 
 TrainFunction = Callable[[TrainingRun], Any]
 T = TypeVar("T")
@@ -402,7 +405,7 @@ class Engine:
                 "invalid: it does not count against its batch size, and the job's learning "
                 "state is unchanged"
             )
-        unjudged = run.not_judged_because
+        unjudged = run.not_judged_because or _implausible(outcome)
         if unjudged is not None:  # the user's model, but no verdict on the size
             self._record(
                 replace(pending, observed=False, invalid_reason=unjudged),
@@ -473,42 +476,80 @@ class Engine:
 
 
 def record_late(
-    store: Store, pending: Sequence[PendingResult], log: logging.Logger
+    store: Store,
+    pending: Sequence[PendingResult],
+    log: logging.Logger,
+    refused: list[RefusedResult] | None = None,
 ) -> list[PendingResult]:
     """Record the results earlier recurrences could not (their outbox), before the next
     decision, so that it sees them; touches no GPU. Returns those the store still cannot
-    take (a store that fails here has just answered, so it is rare)."""
+    take (a store that fails here has just answered, so it is rare). An entry that is not
+    plausible (``outbox.pending_problem``) or not its trial's (the store's check) is
+    untrusted input: refused with a warning, added to ``refused`` for inspection, never
+    stored and never carried on."""
     left: list[PendingResult] = []
     for result in pending:
-        try:
-            done = store.record_late(result)
-        except StoreError as err:
-            log.warning(
-                "the result of trial %d is still not in the store (%s); kept for the next run",
-                result.trial_id,
-                err,
-            )
-            left.append(replace(result, failure=str(err)))
+        problem = pending_problem(result)
+        if problem is None:
+            try:
+                done = store.record_late(result)
+            except StoreError as err:
+                log.warning(
+                    "the result of trial %d is still not in the store (%s); kept for the next run",
+                    result.trial_id,
+                    err,
+                )
+                left.append(replace(result, failure=str(err)))
+                continue
+            problem = done.refused
+        if problem is not None:
+            _refuse(result, problem, log, refused)
             continue
-        if done.recorded:
-            log.warning(
-                "trial %d's result (batch size %d), which the store could not take "
-                "when it finished (%s), is recorded late: %s",
-                result.trial_id,
-                result.outcome.batch_size,
-                result.failure,
-                done.status,
-            )
-        elif done.status is None:
-            log.warning(
-                "trial %d is no longer in the store: its result cannot be recorded "
-                "(its run's XComs keep its figures): %s",
-                result.trial_id,
-                result.outcome,
-            )
-        else:  # drained before: recorded once at most
-            log.info("trial %d has its result already (%s)", result.trial_id, done.status)
+        _say_late(result, done, log)
     return left
+
+
+def _refuse(
+    result: PendingResult, problem: str, log: logging.Logger, refused: list[RefusedResult] | None
+) -> None:
+    log.warning(
+        "the outbox's result for trial %s is refused and NOT stored: %s. It is kept for "
+        "inspection (the operator's XCom zeus_outbox_refused); its trial expires unrecorded",
+        result.trial_id,
+        problem,
+    )
+    if refused is not None:
+        refused.append(RefusedResult(result.to_json(), problem))
+
+
+def _say_late(result: PendingResult, done: LateRecord, log: logging.Logger) -> None:
+    if done.recorded:
+        log.warning(
+            "trial %d's result (batch size %d), which the store could not take "
+            "when it finished (%s), is recorded late: %s",
+            result.trial_id,
+            result.outcome.batch_size,
+            result.failure,
+            done.status,
+        )
+    elif done.status is None:
+        log.warning(
+            "trial %d is no longer in the store: its result cannot be recorded "
+            "(its run's XComs keep its figures): %s",
+            result.trial_id,
+            result.outcome,
+        )
+    else:  # drained before: recorded once at most
+        log.info("trial %d has its result already (%s)", result.trial_id, done.status)
+
+
+def _implausible(outcome: RunOutcome) -> str | None:
+    """Why a try's own measurement cannot be a cost of training (a NaN from a device's
+    counter, a clock that jumped: ``outbox.outcome_problem``); None when it can."""
+    problem = outcome_problem(outcome)
+    if problem is None:
+        return None
+    return f"its measurement is implausible ({problem}): a fault of the device or the clock"
 
 
 def _measured_so_far(run: TrainingRun) -> RunOutcome | None:

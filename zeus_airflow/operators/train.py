@@ -224,7 +224,8 @@ class ZeusTrainOperator(BaseOperator):
 
         ti, log = context["ti"], cast(logging.Logger, self.log)  # structlog takes stdlib calls
         store = self._open_store()  # fails here, before any GPU setting changes
-        backlog = Backlog(store, earlier_outbox(ti, log), log)
+        pending, refused = earlier_outbox(ti, log)
+        backlog = Backlog(store, pending, log, refused)
         # Read and checked before training: a bad trace is said now, never after training.
         source = None if carbon is None else carbon.checked_source()
         try:
@@ -232,7 +233,7 @@ class ZeusTrainOperator(BaseOperator):
         finally:
             # What the store still cannot take is pushed, even when training failed, for the
             # next run to record (and the try's carbon figures find its span).
-            keep_outbox(ti, backlog.settle(), log)
+            keep_outbox(ti, backlog.settle(), log, backlog.refused)
         result = replace(result, unrecorded=tuple(backlog.unrecorded))
         footprint = None
         if carbon is not None and source is not None:

@@ -5,9 +5,10 @@ says which and how), and the outbox, the results the store could not take
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from zeus_airflow.core.domain import PendingResult, outbox_from_json, outbox_to_json
+from zeus_airflow.core.domain import PendingResult, RefusedResult, outbox_to_json, read_outbox
 from zeus_airflow.core.finite import finite_or_none
 from zeus_airflow.operators.naming import UNMAPPED
 
@@ -18,10 +19,15 @@ if TYPE_CHECKING:
 OUTBOX_KEY = "zeus_outbox"
 """The XCom every run pushes: the results the store could not take (core/domain/outbox.py),
 its own and those it could not record either; the next run of the task records them."""
+REFUSED_KEY = "zeus_outbox_refused"
+"""The XCom a run pushes when it refused outbox entries as untrusted (not plausible, or not
+the result of the trial they claim): each entry as found and why, for inspection. Never
+recorded, never carried on."""
 
 
-def earlier_outbox(ti: Any, log: Any) -> list[PendingResult]:
-    """The latest earlier run's outbox (each run carries on what it could not record).
+def earlier_outbox(ti: Any, log: Any) -> tuple[list[PendingResult], list[RefusedResult]]:
+    """The latest earlier run's outbox (each run carries on what it could not record): the
+    entries to record, and those refused as they are read (``outbox.read_outbox``).
     Unreadable: nothing, said, never a failed task."""
     try:
         value = ti.xcom_pull(
@@ -30,8 +36,7 @@ def earlier_outbox(ti: Any, log: Any) -> list[PendingResult]:
             include_prior_dates=True,
             map_indexes=UNMAPPED if ti.map_index is None else ti.map_index,
         )
-        return outbox_from_json(value)
-    except Exception as err:  # a value someone else wrote there, an XCom backend's error
+    except Exception as err:  # an XCom backend's error
         log.warning(
             "Zeus: the outbox of earlier runs (XCom %r) cannot be read, its "
             "results stay unrecorded: %s: %s",
@@ -39,11 +44,24 @@ def earlier_outbox(ti: Any, log: Any) -> list[PendingResult]:
             type(err).__name__,
             err,
         )
-        return []
+        return [], []
+    pending, refused = read_outbox(value)
+    for entry in refused:
+        log.warning(
+            "Zeus: an entry of the outbox (XCom %r) is refused and NOT stored: %s; it is kept "
+            "for inspection in this run's XCom %r",
+            OUTBOX_KEY,
+            entry.reason,
+            REFUSED_KEY,
+        )
+    return pending, refused
 
 
-def keep_outbox(ti: Any, pending: list[PendingResult], log: Any) -> None:
-    """Pushes the results still to record (an empty outbox too: it replaces the last)."""
+def keep_outbox(
+    ti: Any, pending: list[PendingResult], log: Any, refused: Sequence[RefusedResult] = ()
+) -> None:
+    """Pushes the results still to record (an empty outbox too: it replaces the last), and
+    the entries refused, when there are any."""
     if pending:
         log.warning(
             "Zeus: %d result(s) not in the store yet are kept in the XCom %r; "
@@ -61,6 +79,11 @@ def keep_outbox(ti: Any, pending: list[PendingResult], log: Any) -> None:
             err,
             outbox_to_json(pending),
         )
+    if refused:
+        try:
+            ti.xcom_push(key=REFUSED_KEY, value=[entry.to_json() for entry in refused])
+        except Exception as err:  # only kept for inspection: said, never a failed task
+            log.warning("Zeus: the refused outbox entries cannot be kept: %s", err)
 
 
 def publish(

@@ -37,7 +37,16 @@ from zeus_airflow.core.domain.job import (
     Successes,
     Version,
 )
-from zeus_airflow.core.domain.outbox import PendingResult, outbox_from_json, outbox_to_json
+from zeus_airflow.core.domain.outbox import (
+    PendingResult,
+    RefusedResult,
+    claim_problem,
+    outbox_from_json,
+    outbox_to_json,
+    outcome_problem,
+    pending_problem,
+    read_outbox,
+)
 from zeus_airflow.core.domain.outcome import (
     ObserverReport,
     PowerProfile,
@@ -93,6 +102,7 @@ __all__ = [
     "Phase",
     "PowerProfile",
     "RecurrenceKey",
+    "RefusedResult",
     "RunCarbon",
     "RunOutcome",
     "Shown",
@@ -104,10 +114,14 @@ __all__ = [
     "TrialRecord",
     "TrialStatus",
     "Version",
+    "claim_problem",
     "counts_as_observation",
     "may_become",
     "outbox_from_json",
     "outbox_to_json",
+    "outcome_problem",
+    "pending_problem",
+    "read_outbox",
     "run_of",
     "takes_result",
 ]

@@ -65,6 +65,7 @@ from zeus_airflow.core.domain import (
     RunOutcome,
     SliceInProgress,
     TrialStatus,
+    claim_problem,
 )
 from zeus_airflow.core.domain import trials as status
 from zeus_airflow.core.finite import finite_or_none
@@ -229,6 +230,17 @@ _FINISH_LATE = _FINISH.where(_STILL_UNRECORDED).values(recorded_late_at=bindpara
 _INVALIDATE_LATE = _INVALIDATE.where(_STILL_UNRECORDED).values(
     recorded_late_at=bindparam("late_at")
 )
+# What an outbox entry is checked against: the trial it claims to be the result of.
+_CLAIMED = select(
+    trials.c.status,
+    trials.c.job_pk,
+    trials.c.dag_id,
+    trials.c.task_id,
+    trials.c.run_id,
+    trials.c.map_index,
+    trials.c.attempt,
+    trials.c.batch_size,
+).where(trials.c.id == bindparam("trial_key"))
 _HEARTBEAT = (
     update(trials)
     .where(trials.c.id == bindparam("trial_key"), trials.c.status == status.STARTED)
@@ -542,6 +554,12 @@ class SQLStore:
         outcome, key = pending.outcome, pending.key
 
         def record(conn: Connection) -> LateRecord:
+            trial = conn.execute(_CLAIMED, dict(trial_key=pending.trial_id)).mappings().first()
+            if trial is None:
+                return LateRecord(False, None)
+            mismatch = claim_problem(pending, dict(trial))
+            if mismatch is not None:
+                return LateRecord(False, trial["status"], mismatch)
             params = dict(
                 trial_key=pending.trial_id,
                 job_key=pending.job_pk,
