@@ -16,7 +16,7 @@ import time
 from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import pytest
@@ -759,3 +759,90 @@ def test_a_bad_electricity_maps_extra_is_refused_naming_the_connection(
         ElectricityMapsHook("em_bad").get_conn()
     assert str(err.value).startswith("connection 'em_bad''s extras: ")
     assert message in str(err.value)
+
+
+# --- a returned dict never takes Zeus's XComs (issue 35) --------------------------------------
+FORGED = {
+    "energy_j": -1.0,
+    "batch_size": "mine",
+    "epochs": "many",
+    "cost": None,
+    "zeus_outbox": "forged",
+    "accuracy": 0.93,
+}
+"""What a train function might return under names Zeus pushes itself."""
+
+
+class Declared(TypedDict):
+    accuracy: float
+    energy_j: float
+
+
+def _declares_zeus_keys(run: Any) -> Declared:
+    return {"accuracy": 0.9, "energy_j": 1.0}
+
+
+def _returns_a_dict(run: Any) -> dict:  # type: ignore[type-arg]  (inferred multiple_outputs)
+    replay_train(run)
+    return dict(FORGED)
+
+
+def _returns_with_multiple_outputs(run: Any) -> Any:
+    replay_train(run)
+    return dict(FORGED)
+
+
+@pytest.mark.parametrize(
+    ("function", "explicit"),
+    [(_returns_with_multiple_outputs, True), (_returns_a_dict, None)],
+    ids=["multiple_outputs=True", "-> dict"],
+)
+def test_a_returned_dict_never_replaces_zeus_xcoms(
+    function: Any,
+    explicit: bool | None,
+    dag_test: None,
+    zeus_store_url: str,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    from airflow.sdk import DAG, task
+    from fixtures_airflow import daily, sync_dag, task_state, xcoms
+
+    from zeus_airflow.core.store.admin import list_trials
+    from zeus_airflow.operators.replay import replay_job_settings
+
+    dag_id = f"returns_zeus_keys_{explicit}"
+    options = {} if explicit is None else {"multiple_outputs": explicit}
+    with DAG(dag_id, schedule="@daily", start_date=daily(0), catchup=False) as dag:
+        zeus = task.zeus(  # type: ignore[attr-defined]
+            device="replay:v100:cifar100", **replay_job_settings("v100", "cifar100"), **options
+        )
+        zeus(function)()
+    assert dag.get_task(function.__name__).multiple_outputs  # what Airflow would unroll
+    sync_dag(dag)
+    runs = [dag.test(logical_date=daily(day)) for day in (0, 1)]
+    assert [task_state(r, function.__name__) for r in runs] == [("success", 1)] * 2
+    log = capfd.readouterr().out
+    assert "returned the key(s) ['batch_size', 'cost', 'energy_j', 'epochs', 'zeus_outbox']" in log
+    store = SQLStore(zeus_store_url)
+    rows = list_trials(store)
+    store.engine.dispose()
+    for run, row in zip(runs, rows, strict=True):
+        pushed = xcoms(dag_id, run.run_id, function.__name__)
+        # Zeus's own figures, as the store has them, not the function's.
+        assert pushed["energy_j"] == pytest.approx(row.energy_j)
+        assert (pushed["batch_size"], pushed["epochs"]) == (row.batch_size, row.epochs)
+        assert pushed["cost"] == pytest.approx(row.cost) and pushed["zeus_outbox"] == []
+        assert pushed["accuracy"] == 0.93  # its own key, under its own name
+        assert pushed["return_value"] == FORGED  # the whole dict
+        assert row.status == "succeeded"
+
+
+def test_a_return_type_declaring_zeus_keys_is_refused_at_parse_time(untouched: Any) -> None:
+    from airflow.sdk import DAG, task
+
+    with DAG("declares_zeus_keys", schedule=None), pytest.raises(ConfigError) as err:
+        job = {name: value for name, value in GOOD.items() if name != "train"}
+        task.zeus(**job)(_declares_zeus_keys)()  # type: ignore[attr-defined]
+    _one_line_naming(err.value, "train")
+    assert "declares the key(s) ['energy_j']" in str(err.value)
+    untouched()

@@ -11,18 +11,12 @@ from typing import Any
 
 from zeus_airflow.core.devices.base import GPUGroup
 from zeus_airflow.core.devices.base import power_control as core_power_control
-from zeus_airflow.core.domain import FIGURES, RUN_FACTS, TRY_FIGURES, RunCarbon
+from zeus_airflow.core.domain import TRY_FIGURES, RunCarbon
 from zeus_airflow.core.engine import RecurrenceResult
 from zeus_airflow.core.units import observe_note, show_energy, show_time
+from zeus_airflow.operators.xcoms import CARBON_XCOM_KEYS, XCOM_KEYS
 
-XCOM_KEYS: tuple[str, ...] = tuple(
-    f.name for f in (*FIGURES.values(), *RUN_FACTS) if f.xcom and f.stored == "try"
-)
-"""Keys the operator pushes for every run, besides ``return_value`` (``domain.figures``)."""
-CARBON_XCOM_KEYS: tuple[str, ...] = tuple(
-    f.name for f in FIGURES.values() if f.xcom and f.stored == "run"
-)
-"""Keys pushed besides those when the task has a ``carbon_zone``."""
+__all__ = ["CARBON_XCOM_KEYS", "XCOM_KEYS", "carbon_xcom_values", "summary_line", "xcom_values"]
 
 
 def run_values(result: RecurrenceResult) -> dict[str, Any]:

@@ -147,6 +147,7 @@ class ZeusTrainOperator(BaseOperator):
         self.zeus_summary = PENDING_SUMMARY
         self._guard: PowerLimitGuard | None = None
         checks.check_operator(vars(self), self.dag_id, self.task_id)
+        checks.check_returned_keys(self.train, self.multiple_outputs)
         for name in checks.OPERATOR_CHECKS:  # numpy's or Decimal numbers kept as Python's
             setattr(self, name, plain_numbers(getattr(self, name)))
 
@@ -220,7 +221,7 @@ class ZeusTrainOperator(BaseOperator):
         # Imported here, not at module level, so that parsing a DAG stays light.
         from zeus_airflow.core.recording import Backlog, missed_target
         from zeus_airflow.operators.instances import warn_if_instances_share_the_job
-        from zeus_airflow.operators.xcoms import earlier_outbox, keep_outbox
+        from zeus_airflow.operators.xcoms import earlier_outbox, keep_outbox, push_own_outputs
 
         ti, log = context["ti"], cast(logging.Logger, self.log)  # structlog takes stdlib calls
         store = self._open_store()  # fails here, before any GPU setting changes
@@ -240,6 +241,10 @@ class ZeusTrainOperator(BaseOperator):
             footprint = carbon.account(store, recurrence_key(ti), result, source, plan)
         warn_if_instances_share_the_job(store, ti, config.job_id, self.shared_job, log)
         self._publish(context, result, footprint, control)
+        # Read by Airflow once execute returns: a returned dict never takes Zeus's keys.
+        self.multiple_outputs = push_own_outputs(
+            ti, result.return_value, self.multiple_outputs, log
+        )
         if not result.reached_target:
             missed_target(result, self.target_metric, self.fail_on_missed_target, log)
         return result.return_value

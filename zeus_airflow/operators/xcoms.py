@@ -5,10 +5,17 @@ says which and how), and the outbox, the results the store could not take
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from zeus_airflow.core.domain import PendingResult, RefusedResult, outbox_to_json, read_outbox
+from zeus_airflow.core.domain import (
+    FIGURES,
+    RUN_FACTS,
+    PendingResult,
+    RefusedResult,
+    outbox_to_json,
+    read_outbox,
+)
 from zeus_airflow.core.finite import finite_or_none
 from zeus_airflow.operators.naming import UNMAPPED
 
@@ -16,6 +23,14 @@ if TYPE_CHECKING:
     from zeus_airflow.core.domain import RunCarbon
     from zeus_airflow.core.engine import RecurrenceResult
 
+XCOM_KEYS: tuple[str, ...] = tuple(
+    f.name for f in (*FIGURES.values(), *RUN_FACTS) if f.xcom and f.stored == "try"
+)
+"""Keys the operator pushes for every run, besides ``return_value`` (``domain.figures``)."""
+CARBON_XCOM_KEYS: tuple[str, ...] = tuple(
+    f.name for f in FIGURES.values() if f.xcom and f.stored == "run"
+)
+"""Keys pushed besides those when the task has a ``carbon_zone``."""
 OUTBOX_KEY = "zeus_outbox"
 """The XCom every run pushes: the results the store could not take (core/domain/outbox.py),
 its own and those it could not record either; the next run of the task records them."""
@@ -23,6 +38,9 @@ REFUSED_KEY = "zeus_outbox_refused"
 """The XCom a run pushes when it refused outbox entries as untrusted (not plausible, or not
 the result of the trial they claim): each entry as found and why, for inspection. Never
 recorded, never carried on."""
+ZEUS_XCOM_KEYS = frozenset((*XCOM_KEYS, *CARBON_XCOM_KEYS, OUTBOX_KEY, REFUSED_KEY))
+"""Every key Zeus pushes: a train function's returned dict never takes one of them
+(:func:`push_own_outputs`)."""
 
 
 def earlier_outbox(ti: Any, log: Any) -> tuple[list[PendingResult], list[RefusedResult]]:
@@ -130,3 +148,26 @@ def xcom_check(value: Any) -> None:
         ) from None
     except TypeError:  # a custom XCom backend's own value: its serialisation is its own
         pass
+
+
+def push_own_outputs(ti: Any, value: Any, multiple_outputs: bool, log: Any) -> bool:
+    """With ``multiple_outputs``, Airflow pushes each key of a returned dict as an XCom of
+    that name, after Zeus's: one named like Zeus's (``energy_j``, ``zeus_outbox``...) would
+    replace Zeus's figure or lose a pending result. Then this pushes the dict's other keys
+    itself, warns naming the taken ones, and returns False: Airflow pushes the whole dict
+    under ``return_value`` only. Returns ``multiple_outputs`` when nothing collides."""
+    if not multiple_outputs or not isinstance(value, Mapping):
+        return multiple_outputs
+    taken = sorted(str(key) for key in value if key in ZEUS_XCOM_KEYS)
+    if not taken:
+        return multiple_outputs
+    log.warning(
+        "Zeus: the train function returned the key(s) %s, which are Zeus's own XComs: they "
+        "are not pushed under those names (Zeus's stay); the whole dict is under "
+        "return_value, its other keys under their own names. Rename them to keep them apart",
+        taken,
+    )
+    for key, item in value.items():
+        if isinstance(key, str) and key not in ZEUS_XCOM_KEYS:
+            ti.xcom_push(key=key, value=item)
+    return False
