@@ -846,3 +846,66 @@ def test_a_return_type_declaring_zeus_keys_is_refused_at_parse_time(untouched: A
     _one_line_naming(err.value, "train")
     assert "declares the key(s) ['energy_j']" in str(err.value)
     untouched()
+
+
+# --- the zero-step trap (issue 35) -------------------------------------------------------------
+def _forty_samples_drop_last(run: Any) -> str:
+    """40 samples in a real DataLoader with drop_last: batch size 64 trains no step, and the
+    function reports the target whatever it trained."""
+    from torch.utils.data import DataLoader, TensorDataset
+
+    data = TensorDataset(torch.arange(40, dtype=torch.float32).unsqueeze(1))
+    loader = DataLoader(data, batch_size=run.batch_size, drop_last=True)
+    for _ in run.epochs():
+        for _ in run.steps(loader):
+            time.sleep(0.002)
+        run.report_metric(1.0)
+    return "model.pt"
+
+
+@pytest.mark.parametrize("budget", [None, 0.1])
+def test_a_batch_size_that_trains_no_step_is_never_settled_on(
+    budget: float | None,
+    dag_test: None,
+    zeus_store_url: str,
+    fake_gpus: Any,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """Sizes [8, 16, 32, 64] on 40 samples: b=64 trains nothing. Every run succeeds and ends
+    on a size that trained; b=64 is recorded as a failure of its size (``no_steps``), never
+    as ``invalid`` that leaves the job where it was, so the walk moves on."""
+    from airflow.sdk import DAG
+    from fixtures_airflow import daily, sync_dag, task_state
+
+    from zeus_airflow import ZeusTrainOperator
+    from zeus_airflow.core.store.admin import list_trials
+
+    dag_id = f"zero_step_{budget}"
+    with DAG(dag_id, schedule="@daily", start_date=daily(0), catchup=False) as dag:
+        ZeusTrainOperator(
+            task_id="train",
+            train=_forty_samples_drop_last,
+            device="auto",
+            batch_sizes=[8, 16, 32, 64],
+            default_batch_size=64 if budget else 32,  # with a budget: b0 itself is the trap
+            target_metric=1.0,
+            max_epochs=2,
+            exploration_budget=budget,
+            warmup_steps=1,
+            profile_steps=1,
+            warmup_s=0.0,
+            profile_s=0.0,
+        )
+    sync_dag(dag)
+    runs = [dag.test(logical_date=daily(day)) for day in range(6)]
+    assert [task_state(r, "train") for r in runs] == [("success", 1)] * 6
+    store = SQLStore(zeus_store_url)
+    rows = list_trials(store)
+    store.engine.dispose()
+    for run in runs:  # each run's last try trained: no run settled on the empty size
+        last = [r for r in rows if r.run_id == run.run_id][-1]
+        assert last.steps and last.steps > 0 and last.reached_target, last
+    empty = [r for r in rows if r.batch_size == 64]
+    assert len(empty) == 1 and (empty[0].status, empty[0].stop_reason) == ("failed", "no_steps")
+    assert not empty[0].observed and not empty[0].reached_target
+    assert "batch size 64 trained no step" in capfd.readouterr().out

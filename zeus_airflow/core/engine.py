@@ -265,23 +265,35 @@ class Engine:
             self._say_why(decision)
             report, value = self._run_trial(job, key, start.trial_id, decision, attempt, train)
             reports.append(report)
-            if report.outcome.reached_target or decision.final or not report.judged:
+            trained = report.outcome.stop_reason != "no_steps"  # a final try too: no model
+            if report.outcome.reached_target or (decision.final and trained) or not report.judged:
                 break  # an unjudged try would be unjudged again on the same data
             failed.add(report.outcome.batch_size)
             if report.outcome.stop_reason != "early_stop":
                 missed.add(report.outcome.batch_size)
-            self.log.warning(
-                "batch size %d did not reach the target (%s after %d epochs)%s",
-                report.outcome.batch_size,
-                report.outcome.stop_reason,
-                report.outcome.epochs,
-                ""
-                if report.outcome.stop_reason == "early_stop"
-                else "; it is not tried again in this recurrence: on the same data it "
-                "would miss again",
-            )
+            self._say_failed(report.outcome)
         return RecurrenceResult(
             job, tuple(reports), self.device.measurement, value, tuple(self.unrecorded)
+        )
+
+    def _say_failed(self, outcome: RunOutcome) -> None:
+        """The log line of a try that failed its batch size."""
+        if outcome.stop_reason == "no_steps":
+            self.log.warning(
+                "batch size %d trained no step (an empty DataLoader: fewer samples than the "
+                "batch size, with drop_last?): it is unusable for this data and counts as a "
+                "failed try; another size trains",
+                outcome.batch_size,
+            )
+            return
+        self.log.warning(
+            "batch size %d did not reach the target (%s after %d epochs)%s",
+            outcome.batch_size,
+            outcome.stop_reason,
+            outcome.epochs,
+            ""
+            if outcome.stop_reason == "early_stop"
+            else "; it is not tried again in this recurrence: on the same data it would miss again",
         )
 
     def _say_why(self, decision: Decision) -> None:
@@ -385,7 +397,11 @@ class Engine:
             ):
                 self.store.save_profile(job, profile)
         violation = unrun_body(value) or run.contract_violation or self._unpublishable(value)
-        observed = counts_as_observation(decision.phase, outcome.reached_target)
+        # A try that trained nothing has no cost of training to learn from, in any phase.
+        observed = (
+            counts_as_observation(decision.phase, outcome.reached_target)
+            and outcome.stop_reason != "no_steps"
+        )
         pending = PendingResult(
             trial_id,
             job.id,

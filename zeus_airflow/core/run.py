@@ -23,10 +23,17 @@ The contract a train function keeps: it iterates ``run.epochs()`` once, trains a
 reports a finite metric with ``run.report_metric`` in each epoch; an epoch's metric is its
 last report. A try that breaks it is *invalid* (:attr:`TrainingRun.contract_violation`): it
 says nothing about its batch size. Two kinds of try are invalid without failing the task
-(:attr:`TrainingRun.not_judged_because`): one that trained fewer steps than the floor (an
-empty DataLoader: its cost is no cost of training), and one whose own cap (a ``break``, a
-framework's ``max_steps``) ended it before the target, ``max_epochs`` or the early-stop bound:
-the model is the one the user asked for, but it says nothing about the batch size.
+(:attr:`TrainingRun.not_judged_because`): one with an epoch that trained fewer steps than the
+floor while others trained (its cost is no cost of training), and one whose own cap (a
+``break``, a framework's ``max_steps``) ended it before the target, ``max_epochs`` or the
+early-stop bound: the model is the one the user asked for, but it says nothing about the batch
+size.
+
+A try that trained no step at all is evidence, not a breach: its batch size is unusable for
+the job's data (an empty DataLoader, e.g. 40 samples at batch size 64 with ``drop_last``). It
+stops after its first epoch with the stop reason ``no_steps`` and ``reached_target=False``
+whatever metric was reported, so the size counts as a failed try and the walk moves on: a job
+can never settle on a size that trains nothing.
 
 Code that does not own its loop (a Hugging Face or Lightning ``Trainer``, a DDP launcher)
 drives the same run through its step/epoch API, from the framework's hooks:
@@ -290,6 +297,13 @@ class TrainingRun:
         return None
 
     @property
+    def trained_nothing(self) -> bool:
+        """Epochs ran, and not one step (``no_steps``): the size cannot train on the job's
+        data. A framework's own cap (``limit_train_batches=0``) is the user's choice, not
+        this."""
+        return self.epoch > 0 and self.steps_trained == 0 and self.own_cap is None
+
+    @property
     def not_judged_because(self) -> str | None:
         """Why the finished try says nothing about its batch size although the train function
         kept its contract, or None: it trained fewer steps than the floor (its cost is no
@@ -298,7 +312,7 @@ class TrainingRun:
         capped = self.stop_reason == "returned" and not self.reached_target
         if capped and self.own_cap is not None:
             return self._capped_message(self.own_cap)
-        if self.empty_epochs:
+        if self.empty_epochs and not self.trained_nothing:
             return (
                 f"{self.empty_epochs} of its {self.epoch} epoch(s) trained fewer than "
                 f"{MIN_STEPS_PER_EPOCH} step ({self.steps_trained} steps in all: an empty "
@@ -325,6 +339,8 @@ class TrainingRun:
             setup, total = self.monitor.end_window(_SETUP_WINDOW), TimeEnergy(0.0, 0.0)
         else:
             setup, total = self._setup, self.monitor.end_window(_RUN_WINDOW)
+        if self.trained_nothing:  # whatever the function reported: no step, no model
+            self.stop_reason, self.reached_target = "no_steps", False
         if self.stop_reason is None:
             self.stop_reason = "target" if self.reached_target else "returned"
         observer = self.profiler.observer_report()
@@ -384,6 +400,8 @@ class TrainingRun:
         return cost
 
     def _stop_between_epochs(self) -> StopReason | None:
+        if self.trained_nothing:
+            return "no_steps"
         if self.reached_target:
             return "target"
         if self.epoch >= self.config.max_epochs:
