@@ -438,6 +438,102 @@ def test_a_sqlite_store_in_a_missing_folder_is_named_at_once(
     assert not (tmp_path / "no").exists()
 
 
+def test_a_relative_sqlite_path_is_refused_creating_no_stray_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``sqlite:///zeus.db`` resolves against each process's current folder: every worker
+    would create a store of its own there."""
+    waits = _no_retries(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    for where in ("explicit", "environment"):
+        monkeypatch.setenv(URL_ENV, "sqlite:///zeus.db")
+        with pytest.raises(StoreError) as err:
+            open_store("sqlite:///zeus.db" if where == "explicit" else None)
+        message = str(err.value)
+        assert "its path 'zeus.db' is relative" in message and "sqlite:////absolute" in message
+        assert "\n" not in message and waits == []
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_missing_airflow_home_is_named_and_never_created(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    waits = _no_retries(monkeypatch)
+    home = tmp_path / "no" / "such" / "home"
+    monkeypatch.setenv("AIRFLOW_HOME", str(home))
+    monkeypatch.delenv(URL_ENV, raising=False)
+    with pytest.raises(StoreError) as err:
+        open_store()
+    message = str(err.value)
+    assert f"AIRFLOW_HOME={str(home)!r} does not exist" in message and URL_ENV in message
+    assert "\n" not in message and waits == [] and not (tmp_path / "no").exists()
+
+
+MOUNTED_STORE = """
+import os, subprocess, sys, time
+from pathlib import Path
+from zeus_airflow.core.config import JobConfig
+from zeus_airflow.core.store.base import StoreError
+from zeus_airflow.core.store.location import open_store
+from zeus_airflow.core.store.sql import SQLStore
+
+case, folder = sys.argv[1], Path(sys.argv[2])
+mount = lambda *args: subprocess.run(["mount", *args], check=True)
+if case == "full":
+    mount("-t", "tmpfs", "-o", "size=2m", "tmpfs", str(folder))
+url = f"sqlite:///{folder}/zeus.db"
+SQLStore(url, create_schema=True).engine.dispose()
+if case == "full":  # fill the disk to its last byte
+    fd = os.open(folder / "filler", os.O_WRONLY | os.O_CREAT)
+    try:
+        while os.write(fd, bytes(65536)):
+            pass
+    except OSError:
+        pass
+else:  # the folder read-only, as a read-only mount
+    mount("--bind", str(folder), str(folder))
+    mount("-o", "remount,ro,bind", str(folder))
+started = time.monotonic()
+try:
+    open_store(url).register_job(JobConfig("j", (16, 32), 32, 0.9, 2))
+    print("opened")
+except StoreError as err:
+    print(f"{time.monotonic() - started:.2f} {err}")
+"""
+"""Runs in a mount namespace of its own (``unshare -rm``: no privilege needed): a 2 MiB
+tmpfs it fills, or the folder bind-mounted read-only."""
+
+
+@pytest.mark.parametrize(
+    ("case", "named"),
+    [
+        ("read-only", "is read-only (its permissions, chattr +i or a read-only mount)"),
+        ("full", "is full (0 bytes free): free some space, or move the store"),
+    ],
+)
+def test_a_sqlite_store_on_a_read_only_or_full_disk_at_start_is_named_not_retried(
+    case: str, named: str, tmp_path: Path
+) -> None:
+    """Once retried five times (8 s) as "unreachable or busy": a read-only folder or a full
+    disk is permanent, so the store says which, and how to fix it, at once."""
+    import subprocess
+    import sys
+
+    folder = tmp_path / "store"
+    folder.mkdir()
+    done = subprocess.run(
+        ["unshare", "-rm", sys.executable, "-c", MOUNTED_STORE, case, str(folder)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    seconds, message = done.stdout.strip().split(" ", 1)
+    assert named in message and "not retried" in message, message
+    assert "unreachable or busy" not in message and "\n" not in message
+    assert float(seconds) < 0.5 * sum(RetryPolicy().delays_s())  # no retry's wait
+
+
 @pytest.mark.parametrize("table", ["zeus_trials", "zeus_jobs", "zeus_gpu_leases"])
 def test_a_store_missing_a_table_gets_the_schema_message(
     migrated_url: str, table: str, monkeypatch: pytest.MonkeyPatch

@@ -10,6 +10,8 @@ or counted twice, the GPU's power limit is restored, and the next run proceeds a
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -266,6 +268,36 @@ def test_a_store_still_read_only_at_the_next_start_fails_it_fast_and_keeps_the_o
     ]
     assert rows[0].recorded_late_at is not None and rows[1].recorded_late_at is None
     assert fake_gpus.limits_mw() == [FAKE_ORIGINAL_LIMIT_MW]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chattr +i needs CAP_LINUX_IMMUTABLE (root)")
+def test_a_store_made_immutable_mid_training_is_not_retried(
+    sqlite_store: str, fake_gpus: FakeNVML, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """``chattr +i`` on the store's files as training ends: SQLite says "disk I/O error", once
+    retried (and the task held) as a busy disk although read-only is not retried
+    (docs/store.md). Now the store names the read-only file at once and the result waits in
+    the outbox, as for any read-only store."""
+    path = Path(make_url(sqlite_store).database or "")
+
+    def chattr(flag: str) -> None:
+        files = [p for p in path.parent.iterdir() if p.name.startswith(path.name)]
+        subprocess.run(["chattr", flag, *map(str, files)], check=True)
+
+    try:
+        rows = run_through_a_fault(
+            "immutable_mid_training",
+            sqlite_store,
+            lambda: chattr("+i"),
+            lambda: chattr("-i"),
+            fake_gpus,
+            capfd,
+            "chattr +i or a read-only mount): make it writable for the worker's user, or "
+            "move the store (not retried",
+        )
+    finally:
+        chattr("-i")
+    assert len(rows) == 3
 
 
 # --- the carbon source ----------------------------------------------------------------------

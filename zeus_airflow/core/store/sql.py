@@ -87,7 +87,14 @@ from zeus_airflow.core.store.connect import (
     make_engine,
 )
 from zeus_airflow.core.store.reads import Reader
-from zeus_airflow.core.store.retry import RetryPolicy, is_transient, refusal, with_retries
+from zeus_airflow.core.store.retry import (
+    Diagnose,
+    RetryPolicy,
+    is_transient,
+    refusal,
+    sqlite_fault,
+    with_retries,
+)
 from zeus_airflow.core.store.snapshot import read_state
 from zeus_airflow.core.store.tables import gpu_leases, jobs, power_profiles, run_carbon, trials
 
@@ -282,6 +289,7 @@ class SQLStore:
         self.lease = timedelta(seconds=lease_s)
         self.retry = retry or RetryPolicy()
         self._locks_rows = engine.dialect.name != "sqlite"
+        self._diagnose = sqlite_fault(engine.url)
         if create_schema:
             self._call("creating or upgrading the schema", lambda: schema.upgrade(engine))
         self._call("opening the store", self._check_schema)
@@ -789,7 +797,7 @@ class SQLStore:
         return self._call(what, transaction)
 
     def _call(self, what: str, work: Callable[[], T], retry: RetryPolicy | None = None) -> T:
-        return guarded(self.where, what, work, retry or self.retry)
+        return guarded(self.where, what, work, retry or self.retry, self._diagnose)
 
     def _lease(self, heartbeat_s: float | None) -> timedelta:
         return self.lease if heartbeat_s is None else timedelta(seconds=lease_for(heartbeat_s))
@@ -851,12 +859,25 @@ def _inserted_id(result: CursorResult[Any]) -> int:
     return int(key[0])
 
 
-def guarded(where: str, what: str, work: Callable[[], T], policy: RetryPolicy) -> T:
+def guarded(
+    where: str,
+    what: str,
+    work: Callable[[], T],
+    policy: RetryPolicy,
+    diagnose: Diagnose | None = None,
+) -> T:
     """Run ``work`` with retries; a database error that remains becomes a StoreError that
-    names the store (``where``, without password) and what was being done."""
+    names the store (``where``, without password) and what was being done. One ``diagnose``
+    finds permanent (a read-only or full disk) is not retried, and says how to fix it."""
     try:
-        return with_retries(policy, what, work)
+        return with_retries(policy, what, work, diagnose)
     except DBAPIError as err:
+        fault = diagnose(err) if diagnose else None
+        if fault is not None:
+            raise StoreError(
+                f"{what}: the zeus-airflow store at {where} cannot be written: {fault} "
+                f"(not retried; SQLite said: {str(err.orig).strip()})"
+            ) from err
         refused = refusal(err)
         if refused is not None:  # the server's reason first: it is what to fix
             reason, fix = refused
