@@ -1005,3 +1005,39 @@ def test_a_batch_size_that_trains_no_step_is_never_settled_on(
     assert len(empty) == 1 and (empty[0].status, empty[0].stop_reason) == ("failed", "no_steps")
     assert not empty[0].observed and not empty[0].reached_target
     assert "batch size 64 trained no step" in capfd.readouterr().out
+
+
+# --- the environment a run reads (issue 35) ----------------------------------------------------
+@pytest.mark.parametrize(
+    "node", ["n" * 300, "node-\udcff"], ids=["300 characters", "a byte that is not UTF-8"]
+)
+def test_a_bad_node_name_fails_the_task_by_name_before_any_gpu_change(
+    node: str,
+    migrated_url: str,
+    dag_test: None,
+    fake_gpus: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """A 300-character ``ZEUS_AIRFLOW_NODE_NAME`` once failed at PostgreSQL's varchar(250)
+    without naming the variable: now it is named before any lease or limit is written."""
+    from airflow.sdk import DAG
+    from fixtures_airflow import daily, sync_dag, task_state
+
+    from zeus_airflow import ZeusTrainOperator
+    from zeus_airflow.core.gpu_lease import NODE_NAME_ENV
+    from zeus_airflow.core.store.tables import gpu_leases
+
+    monkeypatch.setenv("ZEUS_AIRFLOW_DB_URL", migrated_url)
+    monkeypatch.setenv(NODE_NAME_ENV, node)
+    dag_id = f"node_name_{len(node)}"
+    with DAG(dag_id, schedule="@daily", start_date=daily(0), catchup=False) as dag:
+        ZeusTrainOperator(task_id="train", device="auto", **GOOD)
+    run = sync_dag(dag).test(logical_date=daily(0))
+    assert task_state(run, "train")[0] == "failed"
+    log = capfd.readouterr().out
+    assert f"ConfigError: {NODE_NAME_ENV}=" in log and "at most 250 characters" in log
+    assert fake_gpus.set_calls == []  # no GPU setting changed
+    with SQLStore(migrated_url).reading() as conn:
+        assert conn.execute(text("SELECT count(*) FROM zeus_gpu_leases")).scalar() == 0
+    assert gpu_leases.c.host.type.length == 250  # type: ignore[attr-defined]

@@ -101,6 +101,9 @@ signed (SQLite's would take more, so a value that works on SQLite could break on
 only at run time). Every integer parameter that reaches the store is checked against it."""
 JOB_ID_MAX_LENGTH = 250
 """Length of the store's ``job_id`` column (``core/store/tables.py`` uses this constant)."""
+HOST_MAX_LENGTH = 250
+"""Length of the power-limit leases' ``host`` column (``core/store/tables.py``), which holds
+``$ZEUS_AIRFLOW_NODE_NAME`` or the host name."""
 MAX_HEARTBEAT_S = 3600.0
 """The longest heartbeat interval accepted: a trial's lease is a few missed heartbeats, so a
 longer interval would let a dead worker's trial block its batch size for hours."""
@@ -414,6 +417,20 @@ def check_job_id(value: object) -> str:
             f"job_id={value[:40] + '...'!r} is invalid: expected at most "
             f"{JOB_ID_MAX_LENGTH} characters (the store's job_id column), "
             f"got {len(value)}"
+        )
+    return value
+
+
+def check_node_name(name: str, value: str) -> str:
+    """The environment variable ``name`` holds a node's name: text without NUL bytes that
+    UTF-8 encodes, fitting the leases' ``host`` column (checked before any GPU setting
+    changes: PostgreSQL would refuse it only when the first lease is written)."""
+    if is_blank(value) or len(value) > HOST_MAX_LENGTH:
+        raise ConfigError(
+            f"{name}={short_repr(value)} is invalid: expected the node's name, at most "
+            f"{HOST_MAX_LENGTH} characters (the store's lease column; got {len(value)}), "
+            "without NUL bytes or lone surrogates: set it to the node's name (Kubernetes: "
+            "spec.nodeName through the downward API) or unset it (the host name is used)"
         )
     return value
 
