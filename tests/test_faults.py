@@ -587,3 +587,16 @@ def test_a_bad_outbox_entry_is_refused_kept_for_inspection_and_never_stored(
     report = capfd.readouterr().out
     assert json.loads(report, parse_constant=_refuse_constant)["jobs"]  # strict: no NaN
     assert fake_gpus.limits_mw() == [FAKE_ORIGINAL_LIMIT_MW]
+
+
+def test_a_first_run_looks_for_no_outbox_and_logs_no_xcom_error(
+    zeus_store_url: str, fake_gpus: FakeNVML, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Every task's first run once logged Airflow's ``[error] XCom not found ... zeus_outbox``
+    for a normal situation: an outbox is looked up only while a trial awaits its result."""
+    dag = fault_dag("first_run_quiet")
+    runs = [dag.test(logical_date=daily(day)) for day in (0, 1)]
+    assert [task_state(r, "train") for r in runs] == [("success", 1)] * 2
+    log = capfd.readouterr().out
+    assert "XCom not found" not in log and "zeus_outbox" not in log.replace("'zeus_outbox'", "")
+    assert [outbox("first_run_quiet", r) for r in runs] == [[], []]  # still pushed, empty

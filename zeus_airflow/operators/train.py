@@ -225,7 +225,9 @@ class ZeusTrainOperator(BaseOperator):
 
         ti, log = context["ti"], cast(logging.Logger, self.log)  # structlog takes stdlib calls
         store = self._open_store()  # fails here, before any GPU setting changes
-        pending, refused = earlier_outbox(ti, log)
+        # Looked up only when a result may wait: a first run has no outbox to read.
+        waiting = store.awaits_late_results(config.job_id, recurrence_key(ti))
+        pending, refused = earlier_outbox(ti, log) if waiting else ([], [])
         backlog = Backlog(store, pending, log, refused)
         # Read and checked before training: a bad trace is said now, never after training.
         source = None if carbon is None else carbon.checked_source()

@@ -160,6 +160,11 @@ class Store(Protocol):
         differs). Raises StoreError when it cannot be written."""
         ...
 
+    def awaits_late_results(self, job_id: str, key: RecurrenceKey) -> bool:
+        """Whether a trial of ``key``'s task (any run and job version) still waits for a
+        result: only then may an earlier run's outbox hold one."""
+        ...
+
     def load_profile(self, job: JobRef, batch_size: int, device: DeviceInfo) -> PowerProfile:
         """The (possibly partial or empty) power profile for this batch size and GPU."""
         ...

@@ -237,6 +237,22 @@ _FINISH_LATE = _FINISH.where(_STILL_UNRECORDED).values(recorded_late_at=bindpara
 _INVALIDATE_LATE = _INVALIDATE.where(_STILL_UNRECORDED).values(
     recorded_late_at=bindparam("late_at")
 )
+# A trial with no result yet that may take one (by ix_zeus_trials_status: the few trials of
+# the job's versions that are running or expired).
+_AWAITING = (
+    select(trials.c.id)
+    .join(jobs, trials.c.job_pk == jobs.c.id)
+    .where(
+        jobs.c.job_id == bindparam("job_id"),
+        trials.c.status.in_((*status.RESULT_TAKEN_FROM, *status.LATE_RESULT_TAKEN_FROM)),
+        trials.c.finished_at.is_(None),
+        trials.c.recorded_late_at.is_(None),
+        trials.c.dag_id == bindparam("ti_dag"),
+        trials.c.task_id == bindparam("ti_task"),
+        trials.c.map_index == bindparam("ti_map_index"),
+    )
+    .limit(1)
+)
 # What an outbox entry is checked against: the trial it claims to be the result of.
 _CLAIMED = select(
     trials.c.status,
@@ -606,6 +622,29 @@ class SQLStore:
             )
 
         return self._write(f"recording the late result of trial {pending.trial_id}", record)
+
+    def awaits_late_results(self, job_id: str, key: RecurrenceKey) -> bool:
+        """Whether a trial of this task instance's task (any run, any version of the job)
+        still waits for its result: only then can an earlier run's outbox hold one, so a
+        run need not look (an XCom looked up before any run pushed one is logged by Airflow
+        as an error)."""
+
+        def read() -> bool:
+            with self.reading() as conn:
+                return (
+                    conn.execute(
+                        _AWAITING,
+                        dict(
+                            job_id=job_id,
+                            ti_dag=key.dag_id,
+                            ti_task=key.task_id,
+                            ti_map_index=key.map_index,
+                        ),
+                    ).first()
+                    is not None
+                )
+
+        return self._call(f"looking for results job {job_id!r} awaits", read)
 
     # --- carbon ------------------------------------------------------------------------------
     def trial_spans(self, trial_ids: Sequence[int]) -> dict[int, tuple[datetime, datetime]]:
