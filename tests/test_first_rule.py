@@ -202,6 +202,7 @@ CONTRACT_BREACHES: dict[str, tuple[Callable[[Rig], Callable[[TrainingRun], Any]]
     "steps a negative count": (steps_by(-1000), r"end_step\(steps=-1000\) is invalid"),
     "steps a fractional count": (steps_by(2.5), r"end_step\(steps=2.5\) is invalid"),
     "steps a text count": (steps_by("3"), r"end_step\(steps='3'\) is invalid"),
+    "steps 10**12 at once": (steps_by(10**12), r"end_step\(steps=1000000000000\) is invalid"),
     "loops over run.epochs() twice": (loops_twice, r"run.epochs\(\) was called a second"),
 }
 

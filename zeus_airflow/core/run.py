@@ -52,7 +52,13 @@ from dataclasses import replace
 from typing import TypeVar
 
 from zeus_airflow.core.budget import ProfilingCredit
-from zeus_airflow.core.config import JobConfig, finite_number, real_number, short_repr
+from zeus_airflow.core.config import (
+    DB_INT_MAX,
+    JobConfig,
+    finite_number,
+    real_number,
+    short_repr,
+)
 from zeus_airflow.core.cost import zeus_cost
 from zeus_airflow.core.devices.base import GPUGroup, max_power_w, power_control
 from zeus_airflow.core.devices.sync import Synchronize
@@ -458,12 +464,13 @@ def check_run(run: object, caller: str) -> TrainingRun:
 
 
 def _step_count(name: str, steps: object) -> int:
-    """A count of steps: an integer >= 0 (numpy's too); anything else breaks the contract."""
+    """A count of steps: an integer in [0, DB_INT_MAX] (numpy's too); anything else breaks
+    the contract."""
     count = real_number(steps)
-    if not isinstance(count, int) or count < 0:
+    if not isinstance(count, int) or not 0 <= count <= DB_INT_MAX:
         raise TrainContractError(
-            f"{name}(steps={steps!r}) is invalid: expected an integer "
-            f">= 0, the number of training steps just done ({CONTRACT})"
+            f"{name}(steps={short_repr(steps)}) is invalid: expected an integer in "
+            f"[0, {DB_INT_MAX}], the number of training steps just done ({CONTRACT})"
         )
     return count
 
