@@ -21,7 +21,7 @@ from typing import Any, TextIO
 from zeus_airflow.cli import views
 from zeus_airflow.cli.options import non_blank
 from zeus_airflow.core.domain import TrainingFigures, TrialRecord, run_of
-from zeus_airflow.core.finite import dump_strict_json
+from zeus_airflow.core.domain.finite import dump_strict_json
 from zeus_airflow.core.store.admin import JobVersion, list_jobs, list_trials, reset_job
 from zeus_airflow.core.store.base import StoreError
 from zeus_airflow.core.store.location import (

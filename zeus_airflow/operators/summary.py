@@ -11,12 +11,9 @@ from typing import Any
 
 from zeus_airflow.core.devices.base import GPUGroup
 from zeus_airflow.core.devices.base import power_control as core_power_control
-from zeus_airflow.core.domain import TRY_FIGURES, RunCarbon
+from zeus_airflow.core.domain import CARBON_XCOM_KEYS, TRY_FIGURES, XCOM_KEYS, RunCarbon
 from zeus_airflow.core.engine import RecurrenceResult
 from zeus_airflow.core.units import observe_note, show_energy, show_time
-from zeus_airflow.operators.xcoms import CARBON_XCOM_KEYS, XCOM_KEYS
-
-__all__ = ["CARBON_XCOM_KEYS", "XCOM_KEYS", "carbon_xcom_values", "summary_line", "xcom_values"]
 
 
 def run_values(result: RecurrenceResult) -> dict[str, Any]:

@@ -9,28 +9,20 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from zeus_airflow.core.domain import (
-    FIGURES,
-    RUN_FACTS,
+    CARBON_XCOM_KEYS,
+    XCOM_KEYS,
     PendingResult,
     RefusedResult,
     outbox_to_json,
     read_outbox,
 )
-from zeus_airflow.core.finite import finite_or_none
+from zeus_airflow.core.domain.finite import finite_or_none
 from zeus_airflow.operators.naming import UNMAPPED
 
 if TYPE_CHECKING:
     from zeus_airflow.core.domain import RunCarbon
     from zeus_airflow.core.engine import RecurrenceResult
 
-XCOM_KEYS: tuple[str, ...] = tuple(
-    f.name for f in (*FIGURES.values(), *RUN_FACTS) if f.xcom and f.stored == "try"
-)
-"""Keys the operator pushes for every run, besides ``return_value`` (``domain.figures``)."""
-CARBON_XCOM_KEYS: tuple[str, ...] = tuple(
-    f.name for f in FIGURES.values() if f.xcom and f.stored == "run"
-)
-"""Keys pushed besides those when the task has a ``carbon_zone``."""
 OUTBOX_KEY = "zeus_outbox"
 """The XCom every run pushes: the results the store could not take (core/domain/outbox.py),
 its own and those it could not record either; the next run of the task records them."""

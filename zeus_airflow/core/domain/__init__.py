@@ -17,10 +17,12 @@ from zeus_airflow.core.domain.decision import (
 )
 from zeus_airflow.core.domain.figures import (
     ACCOUNTED,
+    CARBON_XCOM_KEYS,
     FIGURES,
     RUN_FACTS,
     RUN_FIGURES,
     TRY_FIGURES,
+    XCOM_KEYS,
     Figure,
     Shown,
     TrainingFigures,
@@ -71,6 +73,7 @@ from zeus_airflow.core.domain.trials import (
 
 __all__ = [
     "ACCOUNTED",
+    "CARBON_XCOM_KEYS",
     "EXPLORATION_PHASES",
     "FIGURES",
     "LIVE_STATUSES",
@@ -82,6 +85,7 @@ __all__ = [
     "TRANSITIONS",
     "TRY_FIGURES",
     "VOID_STATUSES",
+    "XCOM_KEYS",
     "ArmStats",
     "BudgetLedger",
     "BudgetStatus",

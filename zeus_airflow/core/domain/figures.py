@@ -426,6 +426,16 @@ made, its last decision's phase, where its figures come from (measured, replayed
 and the exploration budget left after it (in Default runs' worth)."""
 
 
+XCOM_KEYS: tuple[str, ...] = tuple(
+    f.name for f in (*FIGURES.values(), *RUN_FACTS) if f.xcom and f.stored == "try"
+)
+"""Keys the operator pushes for every run, besides ``return_value``."""
+CARBON_XCOM_KEYS: tuple[str, ...] = tuple(
+    f.name for f in FIGURES.values() if f.xcom and f.stored == "run"
+)
+"""Keys pushed besides those when the task has a ``carbon_zone``."""
+
+
 def run_of(tries: Sequence[Any], names: Sequence[str] = tuple(FIGURES)) -> dict[str, Any]:
     """A run's figures from its tries' (objects with the figures as attributes, in order), by
     each figure's ``adds``: the one rule, for the engine's result and the reports' runs alike.

@@ -28,9 +28,9 @@ from typing import Any, get_args
 
 from zeus_airflow.core.config import finite_number, short_repr
 from zeus_airflow.core.domain.figures import MAX_COUNT, TRY_FIGURES, figure_problem
+from zeus_airflow.core.domain.finite import strict_json_value
 from zeus_airflow.core.domain.outcome import ObserverReport, RunOutcome, StopReason
 from zeus_airflow.core.domain.trials import RecurrenceKey
-from zeus_airflow.core.finite import strict_json_value
 
 
 @dataclass(frozen=True)

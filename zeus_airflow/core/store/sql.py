@@ -68,7 +68,7 @@ from zeus_airflow.core.domain import (
     claim_problem,
 )
 from zeus_airflow.core.domain import trials as status
-from zeus_airflow.core.finite import finite_or_none
+from zeus_airflow.core.domain.finite import finite_or_none
 from zeus_airflow.core.store import schema
 from zeus_airflow.core.store.base import (
     LateRecord,
@@ -849,7 +849,7 @@ class SQLStore:
 
 def _measured(outcome: RunOutcome) -> dict[str, Any]:
     """A finished try's columns: its figures (``core/domain/figures.py``), as the outcome has
-    them, a NaN or an infinity as NULL (``core/finite.py``: PostgreSQL would keep it)."""
+    them, a NaN or an infinity as NULL (``core/domain/finite.py``: PostgreSQL would keep it)."""
     return {name: finite_or_none(getattr(outcome, name)) for name in TRY_FIGURES}
 
 
