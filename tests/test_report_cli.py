@@ -192,27 +192,36 @@ EXTREMES: dict[str, dict[str, float | None]] = {
 PostgreSQL keeps it)."""
 
 
+def store_of_extremes(
+    store: SQLStore, trace: WorkloadTrace, budgets: tuple[float | None, ...] = (None, 0.1)
+) -> dict[str, tuple[Engine, ReplayTraining]]:
+    """Each case of EXTREMES as jobs ``<case>-<budget>`` of three daily runs whose tries are
+    then overwritten with the case's figures; by job id, its engine and train function."""
+    from sqlalchemy import update
+
+    engines = {}
+    for name, values in EXTREMES.items():
+        for budget in budgets:
+            job_id = f"{name}-{budget}"
+            gpu = ReplayGPU(trace)
+            config = job_config(trace, job_id, exploration_budget=budget)
+            engine = Engine(store, gpu, config, seed=3, heartbeat_s=None)
+            train = ReplayTraining(gpu, seed=3)
+            for day in range(3):
+                engine.run_recurrence(train, RecurrenceKey(f"day-{day}", "dag", job_id))
+            with store.engine.begin() as conn:
+                conn.execute(update(trials).where(trials.c.task_id == job_id).values(**values))
+            engines[job_id] = (engine, train)
+    return engines
+
+
 def test_a_store_holding_extreme_figures_reads_them_as_missing_and_prints_strict_json(
     sql_store: SQLStore, cifar_trace: WorkloadTrace, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Every succeeded try of each job holds garbage: later runs still decide and train, and
     every JSON output parses strictly; the garbage counts nowhere."""
-    from sqlalchemy import update
-
     url = sql_store.engine.url.render_as_string(hide_password=False)
-    engines = {}
-    for name, values in EXTREMES.items():
-        for budget in (None, 0.1):
-            job_id = f"{name}-{budget}"
-            gpu = ReplayGPU(cifar_trace)
-            config = job_config(cifar_trace, job_id, exploration_budget=budget)
-            engine = Engine(sql_store, gpu, config, seed=3, heartbeat_s=None)
-            train = ReplayTraining(gpu, seed=3)
-            for day in range(3):
-                engine.run_recurrence(train, RecurrenceKey(f"day-{day}", "dag", job_id))
-            with sql_store.engine.begin() as conn:
-                conn.execute(update(trials).where(trials.c.task_id == job_id).values(**values))
-            engines[job_id] = (engine, train)
+    engines = store_of_extremes(sql_store, cifar_trace)
     for job_id, (engine, train) in engines.items():  # later runs decide and train
         later = engine.run_recurrence(train, RecurrenceKey("day-3", "dag", job_id))
         assert later.tries and later.final.outcome.epochs > 0, job_id

@@ -55,10 +55,19 @@ class DefaultRuns(NamedTuple):
     batch_size: int
 
 
+def _read_as(name: str) -> Any:
+    """A column as the reports read it: a try figure outside its declared bounds (NULL, NaN,
+    1e308, a negative cost) as NULL, missing (``snapshot.known``); others as stored."""
+    figure = FIGURES.get(name)
+    if figure is None or figure.bounds is None:
+        return trials.c[name]
+    return known(name).label(name)
+
+
 @cache
 def _shown_tries(columns: tuple[str, ...]) -> Select[Any]:
     return (
-        select(*(trials.c[name] for name in dict.fromkeys(columns)))
+        select(*(_read_as(name) for name in dict.fromkeys(columns)))
         .where(trials.c.job_pk == bindparam("job_pk"), *shown())
         .order_by(trials.c.decision_seq)
     )
