@@ -10,12 +10,13 @@ Train-function contract breaches are in tests/test_first_rule.py.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import pytest
@@ -46,6 +47,16 @@ INF, NAN = float("inf"), float("nan")
 
 def _train_with_lr(run: Any, lr: float = 0.1) -> None:
     """A train function taking one keyword argument besides its TrainingRun."""
+
+
+def _generator_train(run: Any) -> Any:
+    for _ in run.epochs():
+        yield run.epoch
+
+
+async def _async_train(run: Any, lr: float = 0.1) -> None:
+    for _ in run.epochs():
+        run.report_metric(1.0)
 
 
 # --- operator parameters ------------------------------------------------------------------
@@ -135,6 +146,24 @@ BAD_PARAMETERS: list[tuple[dict[str, Any], str]] = [
     ({"cost_includes_cpu": "yes"}, "cost_includes_cpu"),
     ({"cost_includes_cpu": None}, "cost_includes_cpu"),
     ({"synchronize": _train_with_lr}, "synchronize"),  # needs an argument
+    # Issue 35: ranges that mean something, and numbers Python cannot make a float of.
+    ({"exploration_budget": 1e308}, "exploration_budget"),  # overflowed XComs and reports
+    ({"exploration_budget": 10.5}, "exploration_budget"),
+    ({"exploration_budget": 10**400}, "exploration_budget"),
+    ({"beta": 1e308}, "beta"),
+    ({"eta": 10**400}, "eta"),
+    ({"target_metric": 10**400}, "target_metric"),
+    ({"max_slowdown": 1e9}, "max_slowdown"),
+    ({"warmup_s": 1e308}, "warmup_s"),
+    ({"profile_s": 3601}, "profile_s"),
+    ({"heartbeat_s": 0.001}, "heartbeat_s"),  # a live try's lease ran out under it
+    ({"heartbeat_s": 4.9}, "heartbeat_s"),
+    ({"job_id": "\ud800"}, "job_id"),  # a lone surrogate: UTF-8 cannot encode it
+    ({"job_id": "nightly-\udcff"}, "job_id"),
+    ({"zeus_conn_id": "zeus\ud800"}, "zeus_conn_id"),
+    ({"train": _generator_train}, "train"),  # calling it runs none of its body
+    ({"train": _async_train}, "train"),
+    ({"train": functools.partial(_async_train, lr=1)}, "train"),
 ]
 BAD_CARBON_PARAMETERS: list[tuple[dict[str, Any], str]] = [
     # Implausible intensities and prices (issue 27; docs/carbon.md, "Plausible values").
@@ -407,6 +436,102 @@ def test_a_sqlite_store_in_a_missing_folder_is_named_at_once(
     assert f"its folder {str(tmp_path / 'no' / 'such')!r} does not exist" in message
     assert "\n" not in message and waits == []
     assert not (tmp_path / "no").exists()
+
+
+def test_a_relative_sqlite_path_is_refused_creating_no_stray_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``sqlite:///zeus.db`` resolves against each process's current folder: every worker
+    would create a store of its own there."""
+    waits = _no_retries(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    for where in ("explicit", "environment"):
+        monkeypatch.setenv(URL_ENV, "sqlite:///zeus.db")
+        with pytest.raises(StoreError) as err:
+            open_store("sqlite:///zeus.db" if where == "explicit" else None)
+        message = str(err.value)
+        assert "its path 'zeus.db' is relative" in message and "sqlite:////absolute" in message
+        assert "\n" not in message and waits == []
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_missing_airflow_home_is_named_and_never_created(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    waits = _no_retries(monkeypatch)
+    home = tmp_path / "no" / "such" / "home"
+    monkeypatch.setenv("AIRFLOW_HOME", str(home))
+    monkeypatch.delenv(URL_ENV, raising=False)
+    with pytest.raises(StoreError) as err:
+        open_store()
+    message = str(err.value)
+    assert f"AIRFLOW_HOME={str(home)!r} does not exist" in message and URL_ENV in message
+    assert "\n" not in message and waits == [] and not (tmp_path / "no").exists()
+
+
+MOUNTED_STORE = """
+import os, subprocess, sys, time
+from pathlib import Path
+from zeus_airflow.core.config import JobConfig
+from zeus_airflow.core.store.base import StoreError
+from zeus_airflow.core.store.location import open_store
+from zeus_airflow.core.store.sql import SQLStore
+
+case, folder = sys.argv[1], Path(sys.argv[2])
+mount = lambda *args: subprocess.run(["mount", *args], check=True)
+if case == "full":
+    mount("-t", "tmpfs", "-o", "size=2m", "tmpfs", str(folder))
+url = f"sqlite:///{folder}/zeus.db"
+SQLStore(url, create_schema=True).engine.dispose()
+if case == "full":  # fill the disk to its last byte
+    fd = os.open(folder / "filler", os.O_WRONLY | os.O_CREAT)
+    try:
+        while os.write(fd, bytes(65536)):
+            pass
+    except OSError:
+        pass
+else:  # the folder read-only, as a read-only mount
+    mount("--bind", str(folder), str(folder))
+    mount("-o", "remount,ro,bind", str(folder))
+started = time.monotonic()
+try:
+    open_store(url).register_job(JobConfig("j", (16, 32), 32, 0.9, 2))
+    print("opened")
+except StoreError as err:
+    print(f"{time.monotonic() - started:.2f} {err}")
+"""
+"""Runs in a mount namespace of its own (``unshare -rm``: no privilege needed): a 2 MiB
+tmpfs it fills, or the folder bind-mounted read-only."""
+
+
+@pytest.mark.parametrize(
+    ("case", "named"),
+    [
+        ("read-only", "is read-only (its permissions, chattr +i or a read-only mount)"),
+        ("full", "is full (0 bytes free): free some space, or move the store"),
+    ],
+)
+def test_a_sqlite_store_on_a_read_only_or_full_disk_at_start_is_named_not_retried(
+    case: str, named: str, tmp_path: Path
+) -> None:
+    """Once retried five times (8 s) as "unreachable or busy": a read-only folder or a full
+    disk is permanent, so the store says which, and how to fix it, at once."""
+    import subprocess
+    import sys
+
+    folder = tmp_path / "store"
+    folder.mkdir()
+    done = subprocess.run(
+        ["unshare", "-rm", sys.executable, "-c", MOUNTED_STORE, case, str(folder)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    seconds, message = done.stdout.strip().split(" ", 1)
+    assert named in message and "not retried" in message, message
+    assert "unreachable or busy" not in message and "\n" not in message
+    assert float(seconds) < 0.5 * sum(RetryPolicy().delays_s())  # no retry's wait
 
 
 @pytest.mark.parametrize("table", ["zeus_trials", "zeus_jobs", "zeus_gpu_leases"])
@@ -730,3 +855,189 @@ def test_a_bad_electricity_maps_extra_is_refused_naming_the_connection(
         ElectricityMapsHook("em_bad").get_conn()
     assert str(err.value).startswith("connection 'em_bad''s extras: ")
     assert message in str(err.value)
+
+
+# --- a returned dict never takes Zeus's XComs (issue 35) --------------------------------------
+FORGED = {
+    "energy_j": -1.0,
+    "batch_size": "mine",
+    "epochs": "many",
+    "cost": None,
+    "zeus_outbox": "forged",
+    "accuracy": 0.93,
+}
+"""What a train function might return under names Zeus pushes itself."""
+
+
+class Declared(TypedDict):
+    accuracy: float
+    energy_j: float
+
+
+def _declares_zeus_keys(run: Any) -> Declared:
+    return {"accuracy": 0.9, "energy_j": 1.0}
+
+
+def _returns_a_dict(run: Any) -> dict:  # type: ignore[type-arg]  (inferred multiple_outputs)
+    replay_train(run)
+    return dict(FORGED)
+
+
+def _returns_with_multiple_outputs(run: Any) -> Any:
+    replay_train(run)
+    return dict(FORGED)
+
+
+@pytest.mark.parametrize(
+    ("function", "explicit"),
+    [(_returns_with_multiple_outputs, True), (_returns_a_dict, None)],
+    ids=["multiple_outputs=True", "-> dict"],
+)
+def test_a_returned_dict_never_replaces_zeus_xcoms(
+    function: Any,
+    explicit: bool | None,
+    dag_test: None,
+    zeus_store_url: str,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    from airflow.sdk import DAG, task
+    from fixtures_airflow import daily, sync_dag, task_state, xcoms
+
+    from zeus_airflow.core.store.admin import list_trials
+    from zeus_airflow.operators.replay import replay_job_settings
+
+    dag_id = f"returns_zeus_keys_{explicit}"
+    options = {} if explicit is None else {"multiple_outputs": explicit}
+    with DAG(dag_id, schedule="@daily", start_date=daily(0), catchup=False) as dag:
+        zeus = task.zeus(  # type: ignore[attr-defined]
+            device="replay:v100:cifar100", **replay_job_settings("v100", "cifar100"), **options
+        )
+        zeus(function)()
+    assert dag.get_task(function.__name__).multiple_outputs  # what Airflow would unroll
+    sync_dag(dag)
+    runs = [dag.test(logical_date=daily(day)) for day in (0, 1)]
+    assert [task_state(r, function.__name__) for r in runs] == [("success", 1)] * 2
+    log = capfd.readouterr().out
+    assert "returned the key(s) ['batch_size', 'cost', 'energy_j', 'epochs', 'zeus_outbox']" in log
+    store = SQLStore(zeus_store_url)
+    rows = list_trials(store)
+    store.engine.dispose()
+    for run, row in zip(runs, rows, strict=True):
+        pushed = xcoms(dag_id, run.run_id, function.__name__)
+        # Zeus's own figures, as the store has them, not the function's.
+        assert pushed["energy_j"] == pytest.approx(row.energy_j)
+        assert (pushed["batch_size"], pushed["epochs"]) == (row.batch_size, row.epochs)
+        assert pushed["cost"] == pytest.approx(row.cost) and pushed["zeus_outbox"] == []
+        assert pushed["accuracy"] == 0.93  # its own key, under its own name
+        assert pushed["return_value"] == FORGED  # the whole dict
+        assert row.status == "succeeded"
+
+
+def test_a_return_type_declaring_zeus_keys_is_refused_at_parse_time(untouched: Any) -> None:
+    from airflow.sdk import DAG, task
+
+    with DAG("declares_zeus_keys", schedule=None), pytest.raises(ConfigError) as err:
+        job = {name: value for name, value in GOOD.items() if name != "train"}
+        task.zeus(**job)(_declares_zeus_keys)()  # type: ignore[attr-defined]
+    _one_line_naming(err.value, "train")
+    assert "declares the key(s) ['energy_j']" in str(err.value)
+    untouched()
+
+
+# --- the zero-step trap (issue 35) -------------------------------------------------------------
+def _forty_samples_drop_last(run: Any) -> str:
+    """40 samples in a real DataLoader with drop_last: batch size 64 trains no step, and the
+    function reports the target whatever it trained."""
+    from torch.utils.data import DataLoader, TensorDataset
+
+    data = TensorDataset(torch.arange(40, dtype=torch.float32).unsqueeze(1))
+    loader = DataLoader(data, batch_size=run.batch_size, drop_last=True)
+    for _ in run.epochs():
+        for _ in run.steps(loader):
+            time.sleep(0.002)
+        run.report_metric(1.0)
+    return "model.pt"
+
+
+@pytest.mark.parametrize("budget", [None, 0.1])
+def test_a_batch_size_that_trains_no_step_is_never_settled_on(
+    budget: float | None,
+    dag_test: None,
+    zeus_store_url: str,
+    fake_gpus: Any,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """Sizes [8, 16, 32, 64] on 40 samples: b=64 trains nothing. Every run succeeds and ends
+    on a size that trained; b=64 is recorded as a failure of its size (``no_steps``), never
+    as ``invalid`` that leaves the job where it was, so the walk moves on."""
+    from airflow.sdk import DAG
+    from fixtures_airflow import daily, sync_dag, task_state
+
+    from zeus_airflow import ZeusTrainOperator
+    from zeus_airflow.core.store.admin import list_trials
+
+    dag_id = f"zero_step_{budget}"
+    with DAG(dag_id, schedule="@daily", start_date=daily(0), catchup=False) as dag:
+        ZeusTrainOperator(
+            task_id="train",
+            train=_forty_samples_drop_last,
+            device="auto",
+            batch_sizes=[8, 16, 32, 64],
+            default_batch_size=64 if budget else 32,  # with a budget: b0 itself is the trap
+            target_metric=1.0,
+            max_epochs=2,
+            exploration_budget=budget,
+            warmup_steps=1,
+            profile_steps=1,
+            warmup_s=0.0,
+            profile_s=0.0,
+        )
+    sync_dag(dag)
+    runs = [dag.test(logical_date=daily(day)) for day in range(6)]
+    assert [task_state(r, "train") for r in runs] == [("success", 1)] * 6
+    store = SQLStore(zeus_store_url)
+    rows = list_trials(store)
+    store.engine.dispose()
+    for run in runs:  # each run's last try trained: no run settled on the empty size
+        last = [r for r in rows if r.run_id == run.run_id][-1]
+        assert last.steps and last.steps > 0 and last.reached_target, last
+    empty = [r for r in rows if r.batch_size == 64]
+    assert len(empty) == 1 and (empty[0].status, empty[0].stop_reason) == ("failed", "no_steps")
+    assert not empty[0].observed and not empty[0].reached_target
+    assert "batch size 64 trained no step" in capfd.readouterr().out
+
+
+# --- the environment a run reads (issue 35) ----------------------------------------------------
+@pytest.mark.parametrize(
+    "node", ["n" * 300, "node-\udcff"], ids=["300 characters", "a byte that is not UTF-8"]
+)
+def test_a_bad_node_name_fails_the_task_by_name_before_any_gpu_change(
+    node: str,
+    migrated_url: str,
+    dag_test: None,
+    fake_gpus: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """A 300-character ``ZEUS_AIRFLOW_NODE_NAME`` once failed at PostgreSQL's varchar(250)
+    without naming the variable: now it is named before any lease or limit is written."""
+    from airflow.sdk import DAG
+    from fixtures_airflow import daily, sync_dag, task_state
+
+    from zeus_airflow import ZeusTrainOperator
+    from zeus_airflow.core.gpu_lease import NODE_NAME_ENV
+    from zeus_airflow.core.store.tables import gpu_leases
+
+    monkeypatch.setenv("ZEUS_AIRFLOW_DB_URL", migrated_url)
+    monkeypatch.setenv(NODE_NAME_ENV, node)
+    dag_id = f"node_name_{len(node)}"
+    with DAG(dag_id, schedule="@daily", start_date=daily(0), catchup=False) as dag:
+        ZeusTrainOperator(task_id="train", device="auto", **GOOD)
+    run = sync_dag(dag).test(logical_date=daily(0))
+    assert task_state(run, "train")[0] == "failed"
+    log = capfd.readouterr().out
+    assert f"ConfigError: {NODE_NAME_ENV}=" in log and "at most 250 characters" in log
+    assert fake_gpus.set_calls == []  # no GPU setting changed
+    with SQLStore(migrated_url).reading() as conn:
+        assert conn.execute(text("SELECT count(*) FROM zeus_gpu_leases")).scalar() == 0
+    assert gpu_leases.c.host.type.length == 250  # type: ignore[attr-defined]

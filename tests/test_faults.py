@@ -9,6 +9,9 @@ or counted twice, the GPU's power limit is restored, and the next run proceeds a
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -267,6 +270,36 @@ def test_a_store_still_read_only_at_the_next_start_fails_it_fast_and_keeps_the_o
     assert fake_gpus.limits_mw() == [FAKE_ORIGINAL_LIMIT_MW]
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="chattr +i needs CAP_LINUX_IMMUTABLE (root)")
+def test_a_store_made_immutable_mid_training_is_not_retried(
+    sqlite_store: str, fake_gpus: FakeNVML, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """``chattr +i`` on the store's files as training ends: SQLite says "disk I/O error", once
+    retried (and the task held) as a busy disk although read-only is not retried
+    (docs/store.md). Now the store names the read-only file at once and the result waits in
+    the outbox, as for any read-only store."""
+    path = Path(make_url(sqlite_store).database or "")
+
+    def chattr(flag: str) -> None:
+        files = [p for p in path.parent.iterdir() if p.name.startswith(path.name)]
+        subprocess.run(["chattr", flag, *map(str, files)], check=True)
+
+    try:
+        rows = run_through_a_fault(
+            "immutable_mid_training",
+            sqlite_store,
+            lambda: chattr("+i"),
+            lambda: chattr("-i"),
+            fake_gpus,
+            capfd,
+            "chattr +i or a read-only mount): make it writable for the worker's user, or "
+            "move the store (not retried",
+        )
+    finally:
+        chattr("-i")
+    assert len(rows) == 3
+
+
 # --- the carbon source ----------------------------------------------------------------------
 def carbon_fault_run(
     dag_id: str, url: str, capfd: pytest.CaptureFixture[str], **carbon: Any
@@ -473,3 +506,97 @@ def test_leases_are_judged_on_the_database_clock_so_skew_loses_nothing(
         assert row.expires_at is not None
         assert abs((row.heartbeat_at - row.started_at).total_seconds()) < 60
     assert [fake.limits_mw() for fake in fakes] == [[FAKE_ORIGINAL_LIMIT_MW]] * 3
+
+
+# --- the outbox is untrusted input (issue 35) -------------------------------------------------
+def rewrite_outbox(dag_id: str, run: Any, entries: list[Any]) -> None:
+    """Replace a run's outbox XCom, as a corrupted value or a forged one would."""
+    from airflow.models.xcom import XComModel
+
+    XComModel.set(OUTBOX_KEY, entries, dag_id=dag_id, task_id="train", run_id=run.run_id)
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"not strict JSON: {name}")
+
+
+def _tampered(entry: dict[str, Any], field: str, value: Any) -> dict[str, Any]:
+    return {**entry, "outcome": {**entry["outcome"], field: value}}
+
+
+TAMPERING: dict[str, tuple[Callable[[dict[str, Any]], list[Any]], str]] = {
+    "energy_j=nan": (
+        lambda e: [_tampered(e, "energy_j", float("nan"))],
+        "energy_j=",  # NaN, or None once the Execution API's JSON made it null
+    ),
+    "cost=-1e9": (lambda e: [_tampered(e, "cost", -1e9)], "cost=-1000000000.0 is outside"),
+    "another batch size": (
+        lambda e: [_tampered(e, "batch_size", 16)],
+        "differs from it: batch_size=16 (the trial's: 32)",
+    ),
+    "garbage beside a good entry": (
+        lambda e: [e, {"trial_id": "x"}],
+        "not a pending result",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(TAMPERING))
+def test_a_bad_outbox_entry_is_refused_kept_for_inspection_and_never_stored(
+    case: str,
+    store_outage: StoreOutage,
+    fake_gpus: FakeNVML,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """A pending result whose outbox entry was corrupted or forged: the later runs refuse
+    it with a warning and keep it in their XCom ``zeus_outbox_refused``; nothing of it is
+    stored, every run succeeds, and the reports still read the store."""
+    from zeus_airflow.cli import main
+    from zeus_airflow.operators.xcoms import REFUSED_KEY
+
+    monkeypatch.setenv("ZEUS_AIRFLOW_DB_URL", store_outage.url)
+    dag_id = f"tampered_{abs(hash(case))}"
+    dag = fault_dag(dag_id, store_outage.cut)
+    first = dag.test(logical_date=daily(0))
+    assert task_state(first, "train") == ("success", 1)
+    (entry,) = xcoms(dag_id, first.run_id, "train")[OUTBOX_KEY]
+    make, reason = TAMPERING[case]
+    rewrite_outbox(dag_id, first, make(entry))
+    store_outage.restore()
+    capfd.readouterr()
+    later = [dag.test(logical_date=daily(day)) for day in (1, 2)]
+    assert [task_state(r, "train") for r in later] == [("success", 1)] * 2
+    log = capfd.readouterr().out
+    assert "is refused and NOT stored" in log and reason in log
+    pushed = xcoms(dag_id, later[0].run_id, "train")
+    (kept,) = pushed[REFUSED_KEY]  # for inspection, as found
+    assert reason in kept["refused_because"] and kept["entry"]
+    assert pushed[OUTBOX_KEY] == []  # never carried on
+    assert REFUSED_KEY not in xcoms(dag_id, later[1].run_id, "train")
+    store = SQLStore(store_outage.url)
+    rows = {r.run_id: r for r in list_trials(store)}
+    store.engine.dispose()
+    good = case == "garbage beside a good entry"  # the good entry is recorded all the same
+    assert (rows[first.run_id].status == "succeeded") == good
+    assert (rows[first.run_id].recorded_late_at is not None) == good
+    for row in rows.values():  # nothing wrong stored: every finished try has its figures
+        if row.status in ("succeeded", "failed"):
+            assert row.energy_j is not None and row.cost is not None and row.cost >= 0
+    assert main(["report", "--db", store_outage.url, "--format", "json"]) == 0
+    report = capfd.readouterr().out
+    assert json.loads(report, parse_constant=_refuse_constant)["jobs"]  # strict: no NaN
+    assert fake_gpus.limits_mw() == [FAKE_ORIGINAL_LIMIT_MW]
+
+
+def test_a_first_run_looks_for_no_outbox_and_logs_no_xcom_error(
+    zeus_store_url: str, fake_gpus: FakeNVML, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Every task's first run once logged Airflow's ``[error] XCom not found ... zeus_outbox``
+    for a normal situation: an outbox is looked up only while a trial awaits its result."""
+    dag = fault_dag("first_run_quiet")
+    runs = [dag.test(logical_date=daily(day)) for day in (0, 1)]
+    assert [task_state(r, "train") for r in runs] == [("success", 1)] * 2
+    log = capfd.readouterr().out
+    assert "XCom not found" not in log and "zeus_outbox" not in log.replace("'zeus_outbox'", "")
+    assert [outbox("first_run_quiet", r) for r in runs] == [[], []]  # still pushed, empty

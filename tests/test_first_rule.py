@@ -152,9 +152,32 @@ def loops_twice(rig: Rig) -> Callable[[TrainingRun], Any]:
     return train
 
 
+def generator_train(rig: Rig) -> Callable[[TrainingRun], Any]:
+    """A ``def`` with ``yield`` handed over through a lambda (the parse-time check of
+    ``train`` sees only the lambda): calling it runs nothing."""
+
+    def train(run: TrainingRun) -> Any:
+        reports(1.0)(rig)(run)
+        yield "model.pt"
+
+    return lambda run: train(run)
+
+
+def async_train(rig: Rig) -> Callable[[TrainingRun], Any]:
+    async def train(run: TrainingRun) -> None:
+        reports(1.0)(rig)(run)
+
+    return lambda run: train(run)
+
+
 def rejects_sets(value: Any) -> None:
+    """The operator's check (``operators.xcoms.xcom_check``) for what these tests return:
+    sets are no JSON, and a NaN or an infinity is no strict JSON."""
     if isinstance(value, set):
         raise TypeError("Object of type set is not JSON serializable")
+    from zeus_airflow.operators.xcoms import xcom_check
+
+    xcom_check(value)
 
 
 CONTRACT_BREACHES: dict[str, tuple[Callable[[Rig], Callable[[TrainingRun], Any]], str]] = {
@@ -171,9 +194,15 @@ CONTRACT_BREACHES: dict[str, tuple[Callable[[Rig], Callable[[TrainingRun], Any]]
     "reports a bool": (reports(True), r"report_metric\(value=True\) is invalid"),
     "reports a list": (reports([0.9]), r"report_metric\(value=\[0.9\]\) is invalid"),
     "returns what no XCom can hold": (returns({1, 2}), "cannot be stored as an XCom"),
+    "returns nan": (returns(float("nan")), "return None or a finite number in its place"),
+    "returns inf in a dict": (returns({"loss": float("inf")}), "holds a NaN or an infinity"),
+    "reports 10**400": (reports(10**400), r"report_metric\(value=1000.*\) is invalid"),
+    "is a generator function": (generator_train, "returned a generator, so none of its body"),
+    "is an async function": (async_train, "returned a coroutine, so none of its body ran"),
     "steps a negative count": (steps_by(-1000), r"end_step\(steps=-1000\) is invalid"),
     "steps a fractional count": (steps_by(2.5), r"end_step\(steps=2.5\) is invalid"),
     "steps a text count": (steps_by("3"), r"end_step\(steps='3'\) is invalid"),
+    "steps 10**12 at once": (steps_by(10**12), r"end_step\(steps=1000000000000\) is invalid"),
     "loops over run.epochs() twice": (loops_twice, r"run.epochs\(\) was called a second"),
 }
 
@@ -332,20 +361,6 @@ def test_a_trial_without_heartbeats_keeps_the_flat_lease() -> None:
 
 
 # --- tries the user's own training leaves unjudged (invalid, the task succeeds) -----------------
-def empty_loader(rig: Rig) -> Callable[[TrainingRun], Any]:
-    """Today's data slice is empty: every epoch trains nothing and evaluates at the target."""
-
-    def train(run: TrainingRun) -> str:
-        for _ in run.epochs():
-            for _ in run.steps([]):
-                rig.clock.advance(0.1)
-            rig.clock.advance(EVAL_S)
-            run.report_metric(1.0)
-        return "model.pt"
-
-    return train
-
-
 def one_empty_epoch(rig: Rig) -> Callable[[TrainingRun], Any]:
     def train(run: TrainingRun) -> str:
         for epoch in run.epochs():
@@ -373,7 +388,6 @@ def own_cap(rig: Rig) -> Callable[[TrainingRun], Any]:
 
 
 NOT_JUDGED: dict[str, tuple[Callable[[Rig], Callable[[TrainingRun], Any]], str]] = {
-    "an empty DataLoader": (empty_loader, "1 of its 1 epoch(s) trained fewer than 1 step"),
     "one epoch without a step": (one_empty_epoch, "1 of its 3 epoch(s) trained fewer"),
     "the user's own cap": (own_cap, "training ended by the user's own cap"),
 }
@@ -475,3 +489,88 @@ def test_any_real_number_is_a_metric_and_a_step_count() -> None:
     assert run.steps_trained == 12 and type(outcome.last_metric) is float
     with pytest.raises(TrainContractError, match="report_metric"):
         run.report_metric(torch.tensor([0.5, 0.6]))  # not one number
+
+
+# --- a try that trains no step is evidence: its size is unusable for the data (issue 35) --------
+SAMPLES = 40
+"""The job's data: 40 samples, batched with drop_last, so batch size 64 trains no step."""
+SIZES = (8, 16, 32, 64)
+
+
+def drop_last(rig: Rig, target_met: Callable[[int], bool] = lambda b: True) -> Any:
+    """A train function over SAMPLES samples with ``drop_last``: ``SAMPLES // b`` steps an
+    epoch, and it reports the target whatever it trained (``target_met`` by size)."""
+
+    def train(run: TrainingRun) -> str:
+        for _ in run.epochs():
+            for _ in run.steps(range(SAMPLES // run.batch_size)):
+                rig.clock.advance(0.01 * run.batch_size)
+            rig.clock.advance(EVAL_S)
+            run.report_metric(1.0 if target_met(run.batch_size) else 0.5)
+        return "model.pt"
+
+    return train
+
+
+def zero_step_job(b0: int, budget: float | None) -> JobConfig:
+    return JobConfig(
+        f"zero-step-{b0}-{budget}",
+        SIZES,
+        b0,
+        target_metric=1.0,
+        max_epochs=3,
+        profiler=job_config().profiler,
+        exploration_budget=budget,
+    )
+
+
+@pytest.mark.parametrize("budget", [None, 0.1, 10.0])
+@pytest.mark.parametrize("b0", [32, 64])
+def test_a_size_that_trains_no_step_fails_and_no_run_settles_on_it(
+    b0: int, budget: float | None, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The zero-step trap: b=64 on 40 samples with drop_last trains nothing while the train
+    function reports the target. Whatever the budget, whether b0 is that size or not, each
+    run ends on a size that trained, and the zero-step try is a failure of its size, never
+    counted as an observation nor as a success."""
+    rig = make_rig()
+    store = SQLStore.in_memory()
+    engine = rig.engine(store, zero_step_job(b0, budget))
+    for day in range(8):
+        result = engine.run_recurrence(drop_last(rig), RecurrenceKey(f"day{day}"))
+        assert result.final.outcome.steps, (day, [t.outcome for t in result.tries])
+        assert result.reached_target and result.return_value == "model.pt"
+    empty = [r for r in list_trials(store) if r.batch_size == 64]
+    # Tried once where the walk reaches it (the budget keeps b0=32 from exploring at all),
+    # and failed for good on this data: the walk moved on.
+    assert len(empty) == (0 if (b0, budget) == (32, 0.1) else 1)
+    assert all(
+        (r.status, r.reached_target, r.stop_reason, r.observed, r.steps, r.epochs)
+        == ("failed", False, "no_steps", False, 0, 1)
+        for r in empty
+    )
+    assert ("batch size 64 trained no step" in caplog.text) == bool(empty)
+    assert rig.fake.limits_mw() == [ORIGINAL_W * 1000]
+
+
+def test_a_job_whose_trainable_sizes_miss_never_falls_back_to_one_that_trains_nothing() -> None:
+    """b0 trains nothing and every size that trains misses the target: the fallback trains
+    the size the walk last saw train, not b0 (the DAG without Zeus would train nothing)."""
+    rig = make_rig()
+    store = SQLStore.in_memory()
+    engine = rig.engine(store, zero_step_job(64, None))
+    for day in range(4):
+        result = engine.run_recurrence(drop_last(rig, lambda b: False), RecurrenceKey(f"day{day}"))
+        assert result.final.outcome.steps and result.return_value == "model.pt"
+        assert not result.reached_target
+
+
+def test_an_epoch_without_steps_amid_others_stays_unjudged_not_a_failure() -> None:
+    """Only a try that trained nothing at all fails its size: one empty epoch among trained
+    ones (a stream that ran dry once) leaves the size unjudged (above)."""
+    rig = make_rig()
+    with open_run(job_config(max_epochs=3), BATCH_SIZE, rig.gpus) as run:
+        one_empty_epoch(rig)(run)
+        outcome = run.finish()
+    assert outcome.stop_reason == "target" and outcome.steps == 20
+    assert run.not_judged_because is not None and not run.trained_nothing

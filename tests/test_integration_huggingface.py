@@ -251,3 +251,17 @@ def test_a_callback_without_its_run_is_named() -> None:
         "expected the TrainingRun",
     ):
         ZeusTrainerCallback(None, args, metric="accuracy")  # type: ignore[arg-type]
+
+
+def test_a_second_trainer_train_is_named_not_a_stray_runtime_error(tmp_path: Path) -> None:
+    """``trainer.train()`` twice on one run (a second phase): once a bare "begin_epoch()
+    called after the run stopped"; now the contract, naming the call and its fix."""
+    once = hf_train(tmp_path)
+
+    def twice(run: TrainingRun) -> Any:
+        trainer = once(run)
+        trainer.train()
+        return trainer
+
+    with pytest.raises(TrainContractError, match=r"trainer.train\(\) was called a second time"):
+        one_recurrence(twice, job(max_epochs=1))

@@ -210,3 +210,15 @@ def test_lightning_does_not_warn_that_max_epochs_was_not_set(tmp_path: Path) -> 
         done = one_try(lightning_train(tmp_path), job(max_epochs=2), 8)
     assert (done.outcome.epochs, done.outcome.stop_reason) == (2, "max_epochs")
     assert not [w for w in caught if "max_epochs" in str(w.message)]
+
+
+@pytest.mark.parametrize("limit", [0, 0.0])
+def test_a_trainer_that_never_validates_is_refused_before_any_limit_change(
+    tmp_path: Path, limit: float
+) -> None:
+    """``limit_val_batches=0``: no metric would ever be logged (once "metric 'val_acc' is
+    not among the logged metrics []" after training an epoch)."""
+    with pytest.raises(ConfigError, match=r"limit_val_batches=0 is invalid") as raised:
+        one_try(lightning_train(tmp_path, trainer_args={"limit_val_batches": limit}), job(), 8)
+    attempt = raised.value.zeus_try  # type: ignore[attr-defined]
+    assert attempt.fake.set_calls == [] and attempt.run.steps_trained == 0

@@ -167,3 +167,75 @@ def test_a_job_whose_default_runs_all_missed_the_target_still_has_a_default(
     # Three recurrences, each b0's alone: Default's cost over them is those runs' own figures.
     assert job["runs"] == len(b0_runs) == 3
     assert job["default_cost"] == pytest.approx(sum(run.default_cost for run in b0_runs))
+
+
+# --- a store holding extreme figures (issue 35) ---------------------------------------------
+def _refuse_constant(name: str) -> float:
+    raise ValueError(f"not strict JSON: {name}")
+
+
+def strict_json(text: str) -> object:
+    """``json.loads`` as jq and JavaScript's JSON.parse read: no NaN, Infinity or -Infinity."""
+    return json.loads(text, parse_constant=_refuse_constant)
+
+
+EXTREMES: dict[str, dict[str, float | None]] = {
+    "null-energy": {"energy_j": None},  # an outbox entry of energy_j=nan, before issue 35
+    "null-cost": {"cost": None},
+    "null-time": {"time_s": None},
+    "huge": {"energy_j": 1e308, "time_s": 1e308, "cost": 1.7e308, "default_cost": 1.7e308},
+    "negative-cost": {"cost": -1e9},  # an outbox entry of cost=-1e9, before issue 35
+    "infinite-budget": {"budget_left_runs": float("inf"), "early_stop_cost": float("inf")},
+    "nan": {"energy_j": float("nan"), "cost": float("nan"), "default_cost": float("nan")},
+}
+"""Figures that reached stores before their checks (SQLite turns a NaN into NULL,
+PostgreSQL keeps it)."""
+
+
+def store_of_extremes(
+    store: SQLStore, trace: WorkloadTrace, budgets: tuple[float | None, ...] = (None, 0.1)
+) -> dict[str, tuple[Engine, ReplayTraining]]:
+    """Each case of EXTREMES as jobs ``<case>-<budget>`` of three daily runs whose tries are
+    then overwritten with the case's figures; by job id, its engine and train function."""
+    from sqlalchemy import update
+
+    engines = {}
+    for name, values in EXTREMES.items():
+        for budget in budgets:
+            job_id = f"{name}-{budget}"
+            gpu = ReplayGPU(trace)
+            config = job_config(trace, job_id, exploration_budget=budget)
+            engine = Engine(store, gpu, config, seed=3, heartbeat_s=None)
+            train = ReplayTraining(gpu, seed=3)
+            for day in range(3):
+                engine.run_recurrence(train, RecurrenceKey(f"day-{day}", "dag", job_id))
+            with store.engine.begin() as conn:
+                conn.execute(update(trials).where(trials.c.task_id == job_id).values(**values))
+            engines[job_id] = (engine, train)
+    return engines
+
+
+def test_a_store_holding_extreme_figures_reads_them_as_missing_and_prints_strict_json(
+    sql_store: SQLStore, cifar_trace: WorkloadTrace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every succeeded try of each job holds garbage: later runs still decide and train, and
+    every JSON output parses strictly; the garbage counts nowhere."""
+    url = sql_store.engine.url.render_as_string(hide_password=False)
+    engines = store_of_extremes(sql_store, cifar_trace)
+    for job_id, (engine, train) in engines.items():  # later runs decide and train
+        later = engine.run_recurrence(train, RecurrenceKey("day-3", "dag", job_id))
+        assert later.tries and later.final.outcome.epochs > 0, job_id
+    for argv in (("report",), ("runs",), ("jobs",)):
+        code, out, err = run_cli(capsys, *argv, "--db", url, "--format", "json")
+        assert code == 0 and err == "", (argv, err)
+        found = strict_json(out)
+        assert found, argv
+    code, out, _ = run_cli(capsys, "report", "--db", url, "--format", "json")
+    jobs = {j["job_id"]: j for j in strict_json(out)["jobs"]}  # type: ignore[index]
+    assert set(jobs) == set(engines)
+    for job_id, job in jobs.items():
+        # Only the later run's figures count: the garbage is missing, not summed.
+        energy = job["energy_j"]
+        assert energy is None or 0 <= energy < 1e15, (job_id, energy)
+    for argv in (("report",), ("runs",), ("jobs",)):  # the tables print too
+        assert run_cli(capsys, *argv, "--db", url)[0] == 0

@@ -129,7 +129,7 @@ def test_a_result_that_cannot_be_recorded_waits_in_the_outbox_and_is_recorded_la
     assert (trial.status, trial.cost, trial.observed) == ("succeeded", result.cost, True)
     assert trial.recorded_late_at is not None and trial.recorded_late_at >= trial.started_at
     assert "is recorded late: succeeded" in caplog.text
-    assert store.record_late(pending) == (False, "succeeded")  # had its result: untouched
+    assert store.record_late(pending) == (False, "succeeded", None)  # had its result: untouched
     (again,) = list_trials(store)
     assert again == trial
     capsys.readouterr()

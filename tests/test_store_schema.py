@@ -189,6 +189,7 @@ def test_the_embedded_default_upgrades_itself_on_first_use(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     home = tmp_path / "airflow-home"
+    home.mkdir()  # Airflow's home, which Airflow creates
     monkeypatch.setenv("AIRFLOW_HOME", str(home))
     monkeypatch.delenv("ZEUS_AIRFLOW_DB_URL", raising=False)
     # Several workers opening the fresh default at once: one creates it, none fails.

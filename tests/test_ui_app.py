@@ -400,3 +400,24 @@ def test_a_result_recorded_late_is_shown_as_such(client: TestClient, store: SQLS
     assert shown["run"]["status"] == "succeeded"
     page = client.get("/jobs/late.train")
     assert page.status_code == 200 and ">recorded late</span>" in page.text
+
+
+def test_the_pages_read_a_store_of_extreme_figures_as_missing(
+    client: TestClient, store: SQLStore
+) -> None:
+    """NULL, NaN, 1e308 or negative figures from before issue 35's checks: every page and
+    API answer renders (no OverflowError drawing a chart's axis, no 500)."""
+    from fixtures_store import STORE_TRACES
+    from test_report_cli import store_of_extremes
+
+    from zeus_airflow.core.traces import load_workload_trace
+
+    trace = load_workload_trace(STORE_TRACES, "v100", "cifar100")
+    jobs = store_of_extremes(store, trace, budgets=(0.1,))
+    paths = ["/jobs", "/api/jobs", "/api/report"] + [
+        path for job_id in jobs for path in (f"/jobs/{job_id}", f"/api/jobs/{job_id}")
+    ]
+    answers = {path: client.get(path) for path in paths}
+    assert {path: r.status_code for path, r in answers.items()} == dict.fromkeys(paths, 200)
+    huge = answers["/api/jobs/huge-0.1"].json()["job"]
+    assert huge["energy_j"] is None or huge["energy_j"] < 1e15  # the garbage is not summed

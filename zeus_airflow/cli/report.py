@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import sys
 import textwrap
 from datetime import datetime
@@ -25,6 +24,7 @@ from zeus_airflow.cli.store import (
     write,
 )
 from zeus_airflow.core import reports
+from zeus_airflow.core.domain.finite import dump_strict_json
 from zeus_airflow.core.units import show_cost, show_emissions, show_energy, show_share, show_time
 
 TABLE_COLUMNS = (
@@ -87,7 +87,7 @@ def _report(args: argparse.Namespace) -> int:
     fleet = dataclasses.asdict(reports.fleet_totals(found))
     jobs = [dataclasses.asdict(job) for job in found]
     if args.format == "json":
-        json.dump(
+        dump_strict_json(
             {"since": args.since, "jobs": jobs, "fleet": fleet},
             sys.stdout,
             indent=2,

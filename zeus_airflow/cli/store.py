@@ -21,6 +21,7 @@ from typing import Any, TextIO
 from zeus_airflow.cli import views
 from zeus_airflow.cli.options import non_blank
 from zeus_airflow.core.domain import TrainingFigures, TrialRecord, run_of
+from zeus_airflow.core.domain.finite import dump_strict_json
 from zeus_airflow.core.store.admin import JobVersion, list_jobs, list_trials, reset_job
 from zeus_airflow.core.store.base import StoreError
 from zeus_airflow.core.store.location import (
@@ -251,7 +252,8 @@ def _confirm(question: str) -> bool:
 def write(rows: Sequence[dict[str, Any]], columns: Sequence[str], fmt: str, out: TextIO) -> None:
     """Rows as an aligned table, a JSON array or CSV with a header."""
     if fmt == "json":
-        json.dump([{c: row[c] for c in columns} for row in rows], out, indent=2, default=json_value)
+        rows_out = [{c: row[c] for c in columns} for row in rows]
+        dump_strict_json(rows_out, out, indent=2, default=json_value)
         out.write("\n")
     elif fmt == "csv":
         writer = csv.writer(out)

@@ -37,10 +37,14 @@ def _or_dash(show: Callable[[float], str], value: float | None) -> str:
 
 
 def outcome(row: Row) -> str:
-    """A try's result as people read it; early-stopped tries say so."""
-    if row["status"] == "failed" and row["stop_reason"] == "early_stop":
-        return "early-stopped"
+    """A try's result as people read it; early-stopped tries and tries that trained no step
+    say so."""
+    if row["status"] == "failed" and row["stop_reason"] in _FAILED_HOW:
+        return _FAILED_HOW[row["stop_reason"]]
     return STATUS_SHOWN.get(row["status"], (row["status"], ""))[0]
+
+
+_FAILED_HOW = {"early_stop": "early-stopped", "no_steps": "no step trained"}
 
 
 _RUN_TYPES = ("scheduled__", "manual__", "backfill__", "asset_triggered__")

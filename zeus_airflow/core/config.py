@@ -86,8 +86,8 @@ def grid_value_problem(intensity_g_per_kwh: object, price_per_mwh: object = None
     ):
         if value is None and name == "price":
             continue
-        number = real_number(value)
-        if number is None or not math.isfinite(number) or not low <= number <= high:
+        number = finite_number(value)
+        if number is None or not low <= number <= high:
             return (
                 f"{name} {value!r} is not a finite number in [{low:g}, {high:g}] {unit} "
                 '(docs/carbon.md, "Plausible values")'
@@ -101,9 +101,31 @@ signed (SQLite's would take more, so a value that works on SQLite could break on
 only at run time). Every integer parameter that reaches the store is checked against it."""
 JOB_ID_MAX_LENGTH = 250
 """Length of the store's ``job_id`` column (``core/store/tables.py`` uses this constant)."""
+HOST_MAX_LENGTH = 250
+"""Length of the power-limit leases' ``host`` column (``core/store/tables.py``), which holds
+``$ZEUS_AIRFLOW_NODE_NAME`` or the host name."""
 MAX_HEARTBEAT_S = 3600.0
 """The longest heartbeat interval accepted: a trial's lease is a few missed heartbeats, so a
 longer interval would let a dead worker's trial block its batch size for hours."""
+MIN_HEARTBEAT_S = 5.0
+"""The shortest heartbeat interval accepted. A trial's lease is three intervals, and another
+run's decision expires a trial whose lease ran out, discarding what it then trains: below a
+few seconds, one beat held up by the store (SQLite's write lock, a slow commit) or a busy
+worker lets a live trial expire (at 0.001 s, 1 try in 3 lost its result)."""
+MAX_EXPLORATION_BUDGET = 10.0
+"""The largest exploration budget accepted: 10 times (1,000 % of) the Default configuration's
+cost. Above it the budget constrains nothing any job could spend, so it is a typo (a
+percentage, 10 for 10 %, or 1e308), and its arithmetic overflows the figures to infinity."""
+MAX_BETA = 100.0
+"""The largest early-stop factor accepted: a try 100 times dearer than the best size's mean
+is never worth finishing (the paper's beta is 2); larger values overflow the bound."""
+MAX_SLOWDOWN = 10.0
+"""The largest ``max_slowdown`` accepted: a power limit that makes training 10 times slower
+is no energy saving anyone asks for."""
+MAX_PROFILE_WINDOW_S = 600.0
+"""The longest warm-up or measured window per profiled power limit (seconds, device clock):
+a GPU's power settles within a second and its energy counter updates every 0.1 s, so 10
+minutes a limit (over an hour for a profile) is a unit error (ms for s)."""
 
 
 class ConfigError(ValueError):
@@ -244,6 +266,28 @@ def _require(ok: bool, name: str, value: object, allowed: str) -> None:
 
 
 # --- reusable checks: every entry point (JobConfig, the operator, its partial()) uses these ---
+def finite_number(value: object) -> int | float | None:
+    """:func:`real_number`, when finite: None for infinities, NaN, and integers too large for a
+    float (``10**400``, whose ``math.isfinite`` raises OverflowError)."""
+    number = real_number(value)
+    if number is None:
+        return None
+    try:
+        return number if math.isfinite(number) else None
+    except OverflowError:
+        return None
+
+
+def short_repr(value: object, limit: int = 60) -> str:
+    """``repr(value)``, its middle cut to at most ``limit`` characters (a 400-digit integer,
+    a long id), for one-line messages."""
+    shown = repr(value)
+    if len(shown) <= limit:
+        return shown
+    half = (limit - 3) // 2
+    return f"{shown[:half]}...{shown[-half:]}"
+
+
 def real_number(value: object) -> int | float | None:
     """Python's int or float for any real number: Python's own, numpy's scalars, Decimal,
     Fraction, a 0-d array or tensor (through ``.item()``); None for anything else (a bool,
@@ -303,10 +347,10 @@ def check_number(
     """A finite real number (not a bool, not a string; numpy's and Decimal too, returned as
     Python's int or float) that also passes ``within``; ``allowed`` says what is accepted,
     in words."""
-    number = real_number(value)
-    if number is not None and math.isfinite(number) and (within is None or within(number)):
+    number = finite_number(value)
+    if number is not None and (within is None or within(number)):
         return number
-    raise ConfigError(f"{name}={value!r} is invalid: expected {allowed}")
+    raise ConfigError(f"{name}={short_repr(value)} is invalid: expected {allowed}")
 
 
 def check_batch_sizes(value: object) -> tuple[int, ...]:
@@ -333,13 +377,35 @@ def check_batch_sizes(value: object) -> tuple[int, ...]:
 
 
 def is_blank(value: object) -> bool:
-    """Not a usable name: not a string, empty or white space only, or holding a NUL byte
-    (PostgreSQL refuses NUL in text, so it would fail every run at the store)."""
-    return not isinstance(value, str) or not value.strip() or "\x00" in value
+    """Not a usable name: not a string, empty or white space only, holding a NUL byte
+    (PostgreSQL refuses NUL in text, so it would fail every run at the store), or text that
+    UTF-8 cannot encode (:func:`unencodable`)."""
+    if not isinstance(value, str):
+        return True
+    return not value.strip() or "\x00" in value or unencodable(value) is not None
+
+
+def unencodable(value: str) -> str | None:
+    """The first character of ``value`` that UTF-8 cannot encode (a lone surrogate such as
+    ``'\\ud800'``, left by bytes decoded with ``errors="surrogateescape"``), else None: no
+    database, log or XCom can take such text."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as err:
+        return value[err.start]
+    return None
 
 
 def check_job_id(value: object) -> str:
-    """A non-empty string without NUL bytes that fits the store's ``job_id`` column."""
+    """A non-empty string without NUL bytes that UTF-8 encodes and that fits the store's
+    ``job_id`` column."""
+    bad = unencodable(value) if isinstance(value, str) else None
+    if bad is not None:
+        raise ConfigError(
+            f"job_id={short_repr(value)} is invalid: it holds {bad!r}, a lone surrogate "
+            "that UTF-8 cannot encode (text decoded with errors='surrogateescape'?); "
+            "expected a valid Unicode string"
+        )
     if is_blank(value):
         raise ConfigError(
             f"job_id={value!r} is invalid: expected a non-empty string without NUL bytes"
@@ -355,6 +421,20 @@ def check_job_id(value: object) -> str:
     return value
 
 
+def check_node_name(name: str, value: str) -> str:
+    """The environment variable ``name`` holds a node's name: text without NUL bytes that
+    UTF-8 encodes, fitting the leases' ``host`` column (checked before any GPU setting
+    changes: PostgreSQL would refuse it only when the first lease is written)."""
+    if is_blank(value) or len(value) > HOST_MAX_LENGTH:
+        raise ConfigError(
+            f"{name}={short_repr(value)} is invalid: expected the node's name, at most "
+            f"{HOST_MAX_LENGTH} characters (the store's lease column; got {len(value)}), "
+            "without NUL bytes or lone surrogates: set it to the node's name (Kubernetes: "
+            "spec.nodeName through the downward API) or unset it (the host name is used)"
+        )
+    return value
+
+
 def check_choice(name: str, value: object, choices: tuple[str, ...]) -> str:
     if not isinstance(value, str) or value not in choices:
         raise ConfigError(f"{name}={value!r} is invalid: expected one of {', '.join(choices)}")
@@ -362,12 +442,37 @@ def check_choice(name: str, value: object, choices: tuple[str, ...]) -> str:
 
 
 def check_heartbeat(value: object) -> float:
-    """Seconds between a trial's heartbeats: finite, > 0 and <= MAX_HEARTBEAT_S."""
+    """Seconds between a trial's heartbeats: in [MIN_HEARTBEAT_S, MAX_HEARTBEAT_S]."""
     return check_number(
         "heartbeat_s",
         value,
-        f"a finite number of seconds > 0 and <= {MAX_HEARTBEAT_S:g}",
-        lambda x: 0 < x <= MAX_HEARTBEAT_S,
+        f"a number of seconds in [{MIN_HEARTBEAT_S:g}, {MAX_HEARTBEAT_S:g}] (a trial's lease "
+        f"is 3 heartbeats; shorter ones let a beat held up by the store expire a live try)",
+        lambda x: MIN_HEARTBEAT_S <= x <= MAX_HEARTBEAT_S,
+    )
+
+
+def check_exploration_budget(value: object) -> float | None:
+    """None (no budget) or a fraction of Default's cost in [0, MAX_EXPLORATION_BUDGET]."""
+    if value is None:
+        return None
+    return check_number(
+        "exploration_budget",
+        value,
+        f"None (explore without a budget) or a number in [0, {MAX_EXPLORATION_BUDGET:g}]: "
+        "a fraction of the Default configuration's cost (0.1 for 10 %; "
+        f"{MAX_EXPLORATION_BUDGET:g} is 1,000 %)",
+        lambda x: 0 <= x <= MAX_EXPLORATION_BUDGET,
+    )
+
+
+def check_profile_window(name: str, value: object) -> float:
+    """Seconds of a profiling window: in [0, MAX_PROFILE_WINDOW_S]."""
+    return check_number(
+        name,
+        value,
+        f"a number of seconds in [0, {MAX_PROFILE_WINDOW_S:g}] (0: by steps only)",
+        lambda x: 0 <= x <= MAX_PROFILE_WINDOW_S,
     )
 
 
@@ -402,14 +507,15 @@ def parse_duration_s(name: str, value: object) -> float:
     """Seconds > 0 from a timedelta, a number of seconds or ``<n>s|min|h|d``."""
     if isinstance(value, timedelta):
         seconds = value.total_seconds()
-    elif (number := real_number(value)) is not None:
-        seconds = float(number)
+    elif real_number(value) is not None:
+        number = finite_number(value)  # None for 10**400, which float() cannot take
+        seconds = math.nan if number is None else float(number)
     elif isinstance(value, str) and (match := _DURATION.match(value)):
         seconds = float(match.group(1)) * _DURATION_UNITS_S[match.group(2)]
     else:
         seconds = math.nan
     if not math.isfinite(seconds) or not 0 < seconds <= MAX_DURATION_S:
-        raise ConfigError(f"{name}={value!r} is invalid: expected {DURATION_FORMS}")
+        raise ConfigError(f"{name}={short_repr(value)} is invalid: expected {DURATION_FORMS}")
     return seconds
 
 
@@ -515,33 +621,27 @@ PARAMETER_CHECKS: dict[str, Callable[[Any], object]] = {
     "max_epochs": lambda v: check_int("max_epochs", v, minimum=1),
     "higher_is_better": lambda v: check_bool("higher_is_better", v),
     "eta": lambda v: check_number("eta", v, "a number in [0, 1]", lambda x: 0.0 <= x <= 1.0),
-    "beta": lambda v: check_number("beta", v, "a finite number > 1", lambda x: x > 1.0),
+    "beta": lambda v: check_number(
+        "beta",
+        v,
+        f"a number > 1 and <= {MAX_BETA:g} (the paper's is 2)",
+        lambda x: 1 < x <= MAX_BETA,
+    ),
     "window_size": lambda v: check_int("window_size", v, minimum=1, none="None (no window)"),
     "drift_detection": lambda v: check_bool("drift_detection", v),
     "max_tries": lambda v: check_int("max_tries", v, minimum=1, none="None"),
-    "exploration_budget": lambda v: (
-        None
-        if v is None
-        else check_number(
-            "exploration_budget",
-            v,
-            "None (explore without a budget) or a finite number >= 0 (a "
-            "fraction of the Default configuration's cost, e.g. 0.1)",
-            lambda x: x >= 0,
-        )
-    ),
+    "exploration_budget": check_exploration_budget,
     "warmup_steps": lambda v: check_int("warmup_steps", v, minimum=0),
     "profile_steps": lambda v: check_int("profile_steps", v, minimum=1),
-    "warmup_s": lambda v: check_number(
-        "warmup_s", v, "a finite number of seconds >= 0", lambda x: x >= 0
-    ),
-    "profile_s": lambda v: check_number(
-        "profile_s", v, "a finite number of seconds >= 0", lambda x: x >= 0
-    ),
+    "warmup_s": lambda v: check_profile_window("warmup_s", v),
+    "profile_s": lambda v: check_profile_window("profile_s", v),
     "power_limit_mode": lambda v: check_choice("power_limit_mode", v, POWER_LIMIT_MODES),
     "power_limit_selector": lambda v: check_choice("power_limit_selector", v, SELECTORS),
     "max_slowdown": lambda v: check_number(
-        "max_slowdown", v, "a finite number >= 1.0", lambda x: x >= 1.0
+        "max_slowdown",
+        v,
+        f"a number in [1, {MAX_SLOWDOWN:g}] (1.1: at most 10 % slower)",
+        lambda x: 1.0 <= x <= MAX_SLOWDOWN,
     ),
     "seed": check_seed,
     "heartbeat_s": check_heartbeat,

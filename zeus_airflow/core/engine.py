@@ -43,16 +43,25 @@ from zeus_airflow.core.domain import (
     PendingResult,
     PowerProfile,
     RecurrenceKey,
+    RefusedResult,
     RunOutcome,
     TrainingFigures,
     counts_as_observation,
+    outcome_problem,
+    pending_problem,
     run_of,
 )
 from zeus_airflow.core.monitor import HostEnergyMeter
 from zeus_airflow.core.policy import NoFeasibleBatchSizeError, Policy, ZeusPolicy
-from zeus_airflow.core.run import CONTRACT, TrainContractError, TrainingRun, open_run
+from zeus_airflow.core.run import (
+    CONTRACT,
+    TrainContractError,
+    TrainingRun,
+    open_run,
+    unrun_body,
+)
 from zeus_airflow.core.snapshot import job_snapshot
-from zeus_airflow.core.store.base import Store, StoreError, UnrecordedResultError
+from zeus_airflow.core.store.base import LateRecord, Store, StoreError, UnrecordedResultError
 
 TrainFunction = Callable[[TrainingRun], Any]
 T = TypeVar("T")
@@ -256,23 +265,35 @@ class Engine:
             self._say_why(decision)
             report, value = self._run_trial(job, key, start.trial_id, decision, attempt, train)
             reports.append(report)
-            if report.outcome.reached_target or decision.final or not report.judged:
+            trained = report.outcome.stop_reason != "no_steps"  # a final try too: no model
+            if report.outcome.reached_target or (decision.final and trained) or not report.judged:
                 break  # an unjudged try would be unjudged again on the same data
             failed.add(report.outcome.batch_size)
             if report.outcome.stop_reason != "early_stop":
                 missed.add(report.outcome.batch_size)
-            self.log.warning(
-                "batch size %d did not reach the target (%s after %d epochs)%s",
-                report.outcome.batch_size,
-                report.outcome.stop_reason,
-                report.outcome.epochs,
-                ""
-                if report.outcome.stop_reason == "early_stop"
-                else "; it is not tried again in this recurrence: on the same data it "
-                "would miss again",
-            )
+            self._say_failed(report.outcome)
         return RecurrenceResult(
             job, tuple(reports), self.device.measurement, value, tuple(self.unrecorded)
+        )
+
+    def _say_failed(self, outcome: RunOutcome) -> None:
+        """The log line of a try that failed its batch size."""
+        if outcome.stop_reason == "no_steps":
+            self.log.warning(
+                "batch size %d trained no step (an empty DataLoader: fewer samples than the "
+                "batch size, with drop_last?): it is unusable for this data and counts as a "
+                "failed try; another size trains",
+                outcome.batch_size,
+            )
+            return
+        self.log.warning(
+            "batch size %d did not reach the target (%s after %d epochs)%s",
+            outcome.batch_size,
+            outcome.stop_reason,
+            outcome.epochs,
+            ""
+            if outcome.stop_reason == "early_stop"
+            else "; it is not tried again in this recurrence: on the same data it would miss again",
         )
 
     def _say_why(self, decision: Decision) -> None:
@@ -375,8 +396,12 @@ class Engine:
                 and (len(profile.measurements), profile.partial) != profiled_before
             ):
                 self.store.save_profile(job, profile)
-        violation = run.contract_violation or self._unpublishable(value)
-        observed = counts_as_observation(decision.phase, outcome.reached_target)
+        violation = unrun_body(value) or run.contract_violation or self._unpublishable(value)
+        # A try that trained nothing has no cost of training to learn from, in any phase.
+        observed = (
+            counts_as_observation(decision.phase, outcome.reached_target)
+            and outcome.stop_reason != "no_steps"
+        )
         pending = PendingResult(
             trial_id,
             job.id,
@@ -396,7 +421,7 @@ class Engine:
                 "invalid: it does not count against its batch size, and the job's learning "
                 "state is unchanged"
             )
-        unjudged = run.not_judged_because
+        unjudged = run.not_judged_because or _implausible(outcome)
         if unjudged is not None:  # the user's model, but no verdict on the size
             self._record(
                 replace(pending, observed=False, invalid_reason=unjudged),
@@ -467,42 +492,80 @@ class Engine:
 
 
 def record_late(
-    store: Store, pending: Sequence[PendingResult], log: logging.Logger
+    store: Store,
+    pending: Sequence[PendingResult],
+    log: logging.Logger,
+    refused: list[RefusedResult] | None = None,
 ) -> list[PendingResult]:
     """Record the results earlier recurrences could not (their outbox), before the next
     decision, so that it sees them; touches no GPU. Returns those the store still cannot
-    take (a store that fails here has just answered, so it is rare)."""
+    take (a store that fails here has just answered, so it is rare). An entry that is not
+    plausible (``outbox.pending_problem``) or not its trial's (the store's check) is
+    untrusted input: refused with a warning, added to ``refused`` for inspection, never
+    stored and never carried on."""
     left: list[PendingResult] = []
     for result in pending:
-        try:
-            done = store.record_late(result)
-        except StoreError as err:
-            log.warning(
-                "the result of trial %d is still not in the store (%s); kept for the next run",
-                result.trial_id,
-                err,
-            )
-            left.append(replace(result, failure=str(err)))
+        problem = pending_problem(result)
+        if problem is None:
+            try:
+                done = store.record_late(result)
+            except StoreError as err:
+                log.warning(
+                    "the result of trial %d is still not in the store (%s); kept for the next run",
+                    result.trial_id,
+                    err,
+                )
+                left.append(replace(result, failure=str(err)))
+                continue
+            problem = done.refused
+        if problem is not None:
+            _refuse(result, problem, log, refused)
             continue
-        if done.recorded:
-            log.warning(
-                "trial %d's result (batch size %d), which the store could not take "
-                "when it finished (%s), is recorded late: %s",
-                result.trial_id,
-                result.outcome.batch_size,
-                result.failure,
-                done.status,
-            )
-        elif done.status is None:
-            log.warning(
-                "trial %d is no longer in the store: its result cannot be recorded "
-                "(its run's XComs keep its figures): %s",
-                result.trial_id,
-                result.outcome,
-            )
-        else:  # drained before: recorded once at most
-            log.info("trial %d has its result already (%s)", result.trial_id, done.status)
+        _say_late(result, done, log)
     return left
+
+
+def _refuse(
+    result: PendingResult, problem: str, log: logging.Logger, refused: list[RefusedResult] | None
+) -> None:
+    log.warning(
+        "the outbox's result for trial %s is refused and NOT stored: %s. It is kept for "
+        "inspection (the operator's XCom zeus_outbox_refused); its trial expires unrecorded",
+        result.trial_id,
+        problem,
+    )
+    if refused is not None:
+        refused.append(RefusedResult(result.to_json(), problem))
+
+
+def _say_late(result: PendingResult, done: LateRecord, log: logging.Logger) -> None:
+    if done.recorded:
+        log.warning(
+            "trial %d's result (batch size %d), which the store could not take "
+            "when it finished (%s), is recorded late: %s",
+            result.trial_id,
+            result.outcome.batch_size,
+            result.failure,
+            done.status,
+        )
+    elif done.status is None:
+        log.warning(
+            "trial %d is no longer in the store: its result cannot be recorded "
+            "(its run's XComs keep its figures): %s",
+            result.trial_id,
+            result.outcome,
+        )
+    else:  # drained before: recorded once at most
+        log.info("trial %d has its result already (%s)", result.trial_id, done.status)
+
+
+def _implausible(outcome: RunOutcome) -> str | None:
+    """Why a try's own measurement cannot be a cost of training (a NaN from a device's
+    counter, a clock that jumped: ``outbox.outcome_problem``); None when it can."""
+    problem = outcome_problem(outcome)
+    if problem is None:
+        return None
+    return f"its measurement is implausible ({problem}): a fault of the device or the clock"
 
 
 def _measured_so_far(run: TrainingRun) -> RunOutcome | None:

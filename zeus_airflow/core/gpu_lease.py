@@ -31,6 +31,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import psutil
 
+from zeus_airflow.core.config import check_node_name
 from zeus_airflow.core.devices.base import (
     DeviceError,
     GPUGroup,
@@ -71,8 +72,10 @@ NODE_NAME_ENV = "ZEUS_AIRFLOW_NODE_NAME"
 
 
 def this_host() -> str:
-    """The node's name where set (Kubernetes: one per node, not per pod), else the host's."""
-    return os.environ.get(NODE_NAME_ENV) or socket.gethostname()
+    """The node's name where set (Kubernetes: one per node, not per pod), else the host's.
+    Raises ConfigError naming ``ZEUS_AIRFLOW_NODE_NAME`` when it cannot be a lease's host."""
+    node = os.environ.get(NODE_NAME_ENV)
+    return check_node_name(NODE_NAME_ENV, node) if node else socket.gethostname()
 
 
 class GPULeases:

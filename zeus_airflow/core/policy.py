@@ -573,11 +573,17 @@ def infeasibility_report(
 
 
 def best_success_size(snapshot: JobSnapshot) -> int:
-    """The size whose successful runs cost least on average; b0 when none succeeded."""
+    """The size whose successful runs cost least on average; b0 when none succeeded, unless
+    b0 trains nothing on the job's data (its latest walk step stopped ``no_steps``): then
+    the size the walk last saw train."""
     means = snapshot.success_mean_cost
     if means:
         return min(means, key=lambda b: means[b])
-    return snapshot.config.default_batch_size
+    b0 = snapshot.config.default_batch_size
+    walk = snapshot.exploration[::-1]  # latest first
+    if next((s.stop_reason for s in walk if s.batch_size == b0), None) != "no_steps":
+        return b0
+    return next((s.batch_size for s in walk if s.stop_reason != "no_steps"), b0)
 
 
 def best_known(snapshot: JobSnapshot, candidates: tuple[int, ...]) -> int:

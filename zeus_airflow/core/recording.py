@@ -14,7 +14,7 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from zeus_airflow.core.domain import PendingResult
+from zeus_airflow.core.domain import PendingResult, RefusedResult
 from zeus_airflow.core.engine import record_late
 from zeus_airflow.core.run import TargetMissedError
 from zeus_airflow.core.store.base import Store
@@ -24,18 +24,27 @@ if TYPE_CHECKING:
 
 
 class Backlog:
-    """The results not in the store yet: earlier runs' and this one's."""
+    """The results not in the store yet: earlier runs' and this one's; and the outbox
+    entries refused as untrusted (``core/domain/outbox.py``), kept for inspection."""
 
-    def __init__(self, store: Store, earlier: Sequence[PendingResult], log: logging.Logger) -> None:
+    def __init__(
+        self,
+        store: Store,
+        earlier: Sequence[PendingResult],
+        log: logging.Logger,
+        refused: Sequence[RefusedResult] = (),
+    ) -> None:
         self._store, self._log = store, log
-        self.earlier = record_late(store, earlier, log)
+        self.refused = list(refused)
+        """Entries refused: those that did not parse (``refused``), then those checked here."""
+        self.earlier = record_late(store, earlier, log, self.refused)
         """Earlier runs' results the store still cannot take."""
         self.unrecorded: list[PendingResult] = []
         """This run's, filled with the engine's ``unrecorded`` as the run goes."""
 
     def settle(self) -> list[PendingResult]:
         """Records this run's results once more; returns every result still to keep."""
-        self.unrecorded[:] = record_late(self._store, self.unrecorded, self._log)
+        self.unrecorded[:] = record_late(self._store, self.unrecorded, self._log, self.refused)
         return [*self.earlier, *self.unrecorded]
 
 

@@ -23,10 +23,17 @@ The contract a train function keeps: it iterates ``run.epochs()`` once, trains a
 reports a finite metric with ``run.report_metric`` in each epoch; an epoch's metric is its
 last report. A try that breaks it is *invalid* (:attr:`TrainingRun.contract_violation`): it
 says nothing about its batch size. Two kinds of try are invalid without failing the task
-(:attr:`TrainingRun.not_judged_because`): one that trained fewer steps than the floor (an
-empty DataLoader: its cost is no cost of training), and one whose own cap (a ``break``, a
-framework's ``max_steps``) ended it before the target, ``max_epochs`` or the early-stop bound:
-the model is the one the user asked for, but it says nothing about the batch size.
+(:attr:`TrainingRun.not_judged_because`): one with an epoch that trained fewer steps than the
+floor while others trained (its cost is no cost of training), and one whose own cap (a
+``break``, a framework's ``max_steps``) ended it before the target, ``max_epochs`` or the
+early-stop bound: the model is the one the user asked for, but it says nothing about the batch
+size.
+
+A try that trained no step at all is evidence, not a breach: its batch size is unusable for
+the job's data (an empty DataLoader, e.g. 40 samples at batch size 64 with ``drop_last``). It
+stops after its first epoch with the stop reason ``no_steps`` and ``reached_target=False``
+whatever metric was reported, so the size counts as a failed try and the walk moves on: a job
+can never settle on a size that trains nothing.
 
 Code that does not own its loop (a Hugging Face or Lightning ``Trainer``, a DDP launcher)
 drives the same run through its step/epoch API, from the framework's hooks:
@@ -37,15 +44,21 @@ check see one sequence of calls either way (zeus_airflow/integrations/, docs/fra
 
 from __future__ import annotations
 
+import inspect
 import logging
-import math
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import TypeVar
 
 from zeus_airflow.core.budget import ProfilingCredit
-from zeus_airflow.core.config import JobConfig, real_number
+from zeus_airflow.core.config import (
+    DB_INT_MAX,
+    JobConfig,
+    finite_number,
+    real_number,
+    short_repr,
+)
 from zeus_airflow.core.cost import zeus_cost
 from zeus_airflow.core.devices.base import GPUGroup, max_power_w, power_control
 from zeus_airflow.core.devices.sync import Synchronize
@@ -251,10 +264,11 @@ class TrainingRun:
         target reached and then lost again within an epoch is not reached. A report after
         the run stopped between epochs (a test-set evaluation after the loop) changes
         nothing: the verdict was taken at the last epoch's end."""
-        number = real_number(value)
-        if number is None or not math.isfinite(number):
+        number = finite_number(value)
+        if number is None:
             raise TrainContractError(
-                f"report_metric(value={value!r}) is invalid: expected a finite number ({CONTRACT})"
+                f"report_metric(value={short_repr(value)}) is invalid: expected a finite "
+                f"number a float can hold ({CONTRACT})"
             )
         if self.stop_reason is not None and not self._in_epoch:
             return
@@ -289,6 +303,13 @@ class TrainingRun:
         return None
 
     @property
+    def trained_nothing(self) -> bool:
+        """Epochs ran, and not one step (``no_steps``): the size cannot train on the job's
+        data. A framework's own cap (``limit_train_batches=0``) is the user's choice, not
+        this."""
+        return self.epoch > 0 and self.steps_trained == 0 and self.own_cap is None
+
+    @property
     def not_judged_because(self) -> str | None:
         """Why the finished try says nothing about its batch size although the train function
         kept its contract, or None: it trained fewer steps than the floor (its cost is no
@@ -297,7 +318,7 @@ class TrainingRun:
         capped = self.stop_reason == "returned" and not self.reached_target
         if capped and self.own_cap is not None:
             return self._capped_message(self.own_cap)
-        if self.empty_epochs:
+        if self.empty_epochs and not self.trained_nothing:
             return (
                 f"{self.empty_epochs} of its {self.epoch} epoch(s) trained fewer than "
                 f"{MIN_STEPS_PER_EPOCH} step ({self.steps_trained} steps in all: an empty "
@@ -324,6 +345,8 @@ class TrainingRun:
             setup, total = self.monitor.end_window(_SETUP_WINDOW), TimeEnergy(0.0, 0.0)
         else:
             setup, total = self._setup, self.monitor.end_window(_RUN_WINDOW)
+        if self.trained_nothing:  # whatever the function reported: no step, no model
+            self.stop_reason, self.reached_target = "no_steps", False
         if self.stop_reason is None:
             self.stop_reason = "target" if self.reached_target else "returned"
         observer = self.profiler.observer_report()
@@ -383,6 +406,8 @@ class TrainingRun:
         return cost
 
     def _stop_between_epochs(self) -> StopReason | None:
+        if self.trained_nothing:
+            return "no_steps"
         if self.reached_target:
             return "target"
         if self.epoch >= self.config.max_epochs:
@@ -410,6 +435,23 @@ class TrainingRun:
         return self.cost_of(self._last_epoch)
 
 
+def unrun_body(value: object) -> str | None:
+    """Why a train function's return value shows that none of its body ran: a generator or
+    a coroutine (it is a ``def`` with ``yield``, or an ``async def``); None otherwise."""
+    if inspect.isgenerator(value) or inspect.iscoroutine(value):
+        value.close()  # no "never awaited" warning: the message below says it
+        kind = "a generator" if inspect.isgenerator(value) else "a coroutine"
+    elif inspect.isasyncgen(value):
+        kind = "an async generator"
+    else:
+        return None
+    return (
+        f"the train function returned {kind}, so none of its body ran: it is a generator "
+        "or async function (def with yield, async def); expected a plain function that "
+        f"iterates run.epochs() itself ({CONTRACT})"
+    )
+
+
 def check_run(run: object, caller: str) -> TrainingRun:
     """``run`` is the TrainingRun a framework's callback is built on (not None, not the
     Trainer): refused at once, before any training, naming the callback."""
@@ -422,12 +464,13 @@ def check_run(run: object, caller: str) -> TrainingRun:
 
 
 def _step_count(name: str, steps: object) -> int:
-    """A count of steps: an integer >= 0 (numpy's too); anything else breaks the contract."""
+    """A count of steps: an integer in [0, DB_INT_MAX] (numpy's too); anything else breaks
+    the contract."""
     count = real_number(steps)
-    if not isinstance(count, int) or count < 0:
+    if not isinstance(count, int) or not 0 <= count <= DB_INT_MAX:
         raise TrainContractError(
-            f"{name}(steps={steps!r}) is invalid: expected an integer "
-            f">= 0, the number of training steps just done ({CONTRACT})"
+            f"{name}(steps={short_repr(steps)}) is invalid: expected an integer in "
+            f"[0, {DB_INT_MAX}], the number of training steps just done ({CONTRACT})"
         )
     return count
 

@@ -1,12 +1,17 @@
 """What the policy reads: a decision's stored state (:class:`~zeus_airflow.core.domain.JobState`,
 read by the store) turned into the policy's :class:`~zeus_airflow.core.domain.JobSnapshot`, in
 two steps: drift detection over this GPU setup's costs (``core/drift.py``), then the runs of
-other GPU setups translated into this setup's cost units (``core/fleet.py``).
+other GPU setups translated into this setup's cost units (``core/fleet.py``). The exploration
+budget is dropped while it has no reference to keep within (:func:`budget_reference`).
 """
 
 from __future__ import annotations
 
-from zeus_airflow.core.domain import JobSnapshot, JobState
+from collections.abc import Sequence
+from dataclasses import replace
+
+from zeus_airflow.core.config import JobConfig
+from zeus_airflow.core.domain import ExplorationStep, JobSnapshot, JobState
 from zeus_airflow.core.drift import arm_view
 from zeus_airflow.core.fleet import with_other_fleets
 
@@ -22,7 +27,7 @@ def job_snapshot(state: JobState) -> JobSnapshot:
         own, own_successes, drift = view.observations, view.successes, view.drift
     observations, successes, foreign_costs = with_other_fleets(state, own, own_successes)
     return JobSnapshot(
-        config=config,
+        config=budget_reference(config, state.exploration),
         exploration=state.exploration,
         in_flight=state.in_flight,
         observations=observations,
@@ -35,3 +40,19 @@ def job_snapshot(state: JobState) -> JobSnapshot:
         missed=state.missed,
         ledger=state.ledger,
     )
+
+
+def budget_reference(config: JobConfig, exploration: Sequence[ExplorationStep]) -> JobConfig:
+    """``config``, without its exploration budget while the default batch size trains
+    nothing on the job's data (its latest walk step stopped ``no_steps``: fewer samples
+    than the batch size, with ``drop_last``). The budget keeps the job's cost within the
+    Default configuration's, the default size run to its end; such a Default trains no model
+    and costs nothing to compare with, so holding exploration back to it would keep the job
+    on a size that trains nothing, run after run. The job explores as the paper does until
+    the default size trains again."""
+    if config.exploration_budget is None:
+        return config
+    b0 = [step for step in exploration if step.batch_size == config.default_batch_size]
+    if b0 and b0[-1].stop_reason == "no_steps":
+        return replace(config, exploration_budget=None)
+    return config

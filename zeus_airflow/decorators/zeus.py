@@ -6,7 +6,7 @@ from airflow.sdk import dag, task
 @dag(schedule="@daily")
 def retrain():
     @task.zeus(batch_sizes=[32, 64, 128], default_batch_size=64, target_metric=0.9,
-               max_epochs=20, device="cuda:0")
+               max_epochs=20, device="nvml:0")
     def train(run, region: str):
         ...                                  # the train function: run first, as always
         return {"accuracy": run.last_metric}

@@ -92,6 +92,13 @@ class ZeusTrainerCallback(TrainerCallback):
     def on_train_begin(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
     ) -> None:
+        if self.run.epoch or self.run.stop_reason is not None:
+            raise TrainContractError(
+                f"trainer.train() was called a second time with this ZeusTrainerCallback "
+                f"(after {self.run.epoch} epoch(s), stopped by {self.run.stop_reason}): a run "
+                "is one training, so call trainer.train() once per train function (a second "
+                f"phase, such as fine-tuning, belongs in the same epochs) ({CONTRACT})"
+            )
         trained = (state.train_batch_size or 0) * args.gradient_accumulation_steps * args.world_size
         if trained != self.run.batch_size:
             raise ConfigError(

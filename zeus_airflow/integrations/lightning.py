@@ -84,6 +84,13 @@ class ZeusLightningCallback(Timer):
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         if stage != "fit":
             return
+        if trainer.limit_val_batches == 0:
+            raise ConfigError(
+                "limit_val_batches=0 is invalid for ZeusLightningCallback: the Trainer never "
+                f"validates, so the metric {self.metric!r} Zeus judges each epoch by is never "
+                "logged; leave limit_val_batches at its default (or > 0) and log the metric "
+                "in validation_step"
+            )
         divisor = trainer.accumulate_grad_batches * trainer.world_size
         if self.run.batch_size % divisor:
             raise ConfigError(

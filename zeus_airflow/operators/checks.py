@@ -14,6 +14,7 @@ import inspect
 import itertools
 import math
 import os
+import typing
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
@@ -47,6 +48,61 @@ _MAX_EXPANSIONS_CHECKED = 256
 def _check_train(value: object) -> None:
     if not callable(value):
         raise ConfigError(f"train={value!r} is invalid: expected a function taking a TrainingRun")
+    kind = not_a_plain_function(value)
+    if kind is not None:
+        name = getattr(value, "__name__", repr(value))
+        raise ConfigError(
+            f"train={name!r} is invalid: it is {kind}, so calling it trains nothing "
+            "(its body runs only when iterated or awaited); expected a plain function "
+            "(def train(run): ...) that iterates run.epochs() itself"
+        )
+
+
+def check_returned_keys(train: Callable[..., Any], multiple_outputs: bool) -> None:
+    """With ``multiple_outputs``, a return annotation that declares its keys (a TypedDict)
+    and names one of Zeus's XComs makes the collision certain: refused at parse time (at run
+    time an undeclared one is pushed under ``return_value`` only, with a warning)."""
+    if not multiple_outputs:
+        return
+    from zeus_airflow.operators.xcoms import ZEUS_XCOM_KEYS
+
+    returned = _return_annotation(train)
+    if returned is None or not typing.is_typeddict(returned):
+        return
+    taken = sorted(set(typing.get_type_hints(returned)) & ZEUS_XCOM_KEYS)
+    if taken:
+        name = getattr(train, "__name__", repr(train))
+        raise ConfigError(
+            f"train={name!r} is invalid with multiple_outputs=True: its return type "
+            f"{returned.__name__} declares the key(s) {taken}, which Zeus pushes as XComs "
+            "of its own (each run's figures, its outbox); rename those keys, or set "
+            "multiple_outputs=False to get the dict under return_value"
+        )
+
+
+def _return_annotation(train: Callable[..., Any]) -> Any:
+    """The return type ``train`` declares, resolved; None when it declares none, or one
+    that cannot be resolved here (a name imported only for type checking)."""
+    target = train.func if isinstance(train, functools.partial) else train
+    try:
+        return typing.get_type_hints(target).get("return")
+    except Exception:  # NameError, TypeError: nothing can be told at parse time
+        return None
+
+
+def not_a_plain_function(train: object) -> str | None:
+    """What ``train`` is when calling it runs none of its body: "a generator function (def
+    with yield)", "an async function (async def)"...; None for a plain callable (a
+    ``functools.partial`` is looked through)."""
+    target = train.func if isinstance(train, functools.partial) else train
+    call = target if inspect.isroutine(target) else getattr(target, "__call__", target)  # noqa: B004
+    if inspect.isasyncgenfunction(call):
+        return "an async generator function (async def with yield)"
+    if inspect.iscoroutinefunction(call):
+        return "an async function (async def)"
+    if inspect.isgeneratorfunction(call):
+        return "a generator function (def with yield)"
+    return None
 
 
 def _check_conn_id(value: object, name: str = "zeus_conn_id") -> None:

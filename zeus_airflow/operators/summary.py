@@ -11,18 +11,9 @@ from typing import Any
 
 from zeus_airflow.core.devices.base import GPUGroup
 from zeus_airflow.core.devices.base import power_control as core_power_control
-from zeus_airflow.core.domain import FIGURES, RUN_FACTS, TRY_FIGURES, RunCarbon
+from zeus_airflow.core.domain import CARBON_XCOM_KEYS, TRY_FIGURES, XCOM_KEYS, RunCarbon
 from zeus_airflow.core.engine import RecurrenceResult
 from zeus_airflow.core.units import observe_note, show_energy, show_time
-
-XCOM_KEYS: tuple[str, ...] = tuple(
-    f.name for f in (*FIGURES.values(), *RUN_FACTS) if f.xcom and f.stored == "try"
-)
-"""Keys the operator pushes for every run, besides ``return_value`` (``domain.figures``)."""
-CARBON_XCOM_KEYS: tuple[str, ...] = tuple(
-    f.name for f in FIGURES.values() if f.xcom and f.stored == "run"
-)
-"""Keys pushed besides those when the task has a ``carbon_zone``."""
 
 
 def run_values(result: RecurrenceResult) -> dict[str, Any]:

@@ -149,6 +149,7 @@ class ZeusTrainOperator(PublishesFigures, BaseOperator):
         self.zeus_summary = PENDING_SUMMARY
         self._guard: PowerLimitGuard | None = None
         checks.check_operator(vars(self), self.dag_id, self.task_id)
+        checks.check_returned_keys(self.train, self.multiple_outputs)
         for name in checks.OPERATOR_CHECKS:  # numpy's or Decimal numbers kept as Python's
             setattr(self, name, plain_numbers(getattr(self, name)))
 
@@ -222,11 +223,14 @@ class ZeusTrainOperator(PublishesFigures, BaseOperator):
         # Imported here, not at module level, so that parsing a DAG stays light.
         from zeus_airflow.core.recording import Backlog, missed_target
         from zeus_airflow.operators.instances import warn_if_instances_share_the_job
-        from zeus_airflow.operators.xcoms import earlier_outbox, keep_outbox
+        from zeus_airflow.operators.xcoms import earlier_outbox, keep_outbox, push_own_outputs
 
         ti, log = context["ti"], cast(logging.Logger, self.log)  # structlog takes stdlib calls
         store = self._open_store()  # fails here, before any GPU setting changes
-        backlog = Backlog(store, earlier_outbox(ti, log), log)
+        # Looked up only when a result may wait: a first run has no outbox to read.
+        waiting = store.awaits_late_results(config.job_id, recurrence_key(ti))
+        pending, refused = earlier_outbox(ti, log) if waiting else ([], [])
+        backlog = Backlog(store, pending, log, refused)
         # Read and checked before training: a bad trace is said now, never after training.
         source = None if carbon is None else carbon.checked_source()
         try:
@@ -236,7 +240,7 @@ class ZeusTrainOperator(PublishesFigures, BaseOperator):
         finally:
             # What the store still cannot take is pushed, even when training failed, for the
             # next run to record (and the try's carbon figures find its span).
-            keep_outbox(ti, backlog.settle(), log)
+            keep_outbox(ti, backlog.settle(), log, backlog.refused)
         result = replace(result, unrecorded=tuple(backlog.unrecorded))
         footprint = None
         if carbon is not None and source is not None:
@@ -244,6 +248,10 @@ class ZeusTrainOperator(PublishesFigures, BaseOperator):
         warn_if_instances_share_the_job(store, ti, config.job_id, self.shared_job, log)
         self._publish(context, result, footprint, control)
         self._publish_elsewhere(context, store, result, footprint, control)  # integrations/
+        # Read by Airflow once execute returns: a returned dict never takes Zeus's keys.
+        self.multiple_outputs = push_own_outputs(
+            ti, result.return_value, self.multiple_outputs, log
+        )
         if not result.reached_target:
             missed_target(result, self.target_metric, self.fail_on_missed_target, log)
         return result.return_value

@@ -17,11 +17,13 @@ from zeus_airflow.core.domain.decision import (
 )
 from zeus_airflow.core.domain.figures import (
     ACCOUNTED,
+    CARBON_XCOM_KEYS,
     FIGURES,
     RUN_FACTS,
     RUN_FIGURES,
     SAVED_VS_DEFAULT,
     TRY_FIGURES,
+    XCOM_KEYS,
     Figure,
     Shown,
     TrainingFigures,
@@ -38,7 +40,16 @@ from zeus_airflow.core.domain.job import (
     Successes,
     Version,
 )
-from zeus_airflow.core.domain.outbox import PendingResult, outbox_from_json, outbox_to_json
+from zeus_airflow.core.domain.outbox import (
+    PendingResult,
+    RefusedResult,
+    claim_problem,
+    outbox_from_json,
+    outbox_to_json,
+    outcome_problem,
+    pending_problem,
+    read_outbox,
+)
 from zeus_airflow.core.domain.outcome import (
     ObserverReport,
     PowerProfile,
@@ -63,6 +74,7 @@ from zeus_airflow.core.domain.trials import (
 
 __all__ = [
     "ACCOUNTED",
+    "CARBON_XCOM_KEYS",
     "EXPLORATION_PHASES",
     "FIGURES",
     "LIVE_STATUSES",
@@ -75,6 +87,7 @@ __all__ = [
     "TRANSITIONS",
     "TRY_FIGURES",
     "VOID_STATUSES",
+    "XCOM_KEYS",
     "ArmStats",
     "BudgetLedger",
     "BudgetStatus",
@@ -95,6 +108,7 @@ __all__ = [
     "Phase",
     "PowerProfile",
     "RecurrenceKey",
+    "RefusedResult",
     "RunCarbon",
     "RunOutcome",
     "Shown",
@@ -106,10 +120,14 @@ __all__ = [
     "TrialRecord",
     "TrialStatus",
     "Version",
+    "claim_problem",
     "counts_as_observation",
     "may_become",
     "outbox_from_json",
     "outbox_to_json",
+    "outcome_problem",
+    "pending_problem",
+    "read_outbox",
     "run_of",
     "takes_result",
 ]

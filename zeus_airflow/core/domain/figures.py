@@ -18,9 +18,12 @@ code for a run-level one) and a migration.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
+
+from zeus_airflow.core.config import short_repr
 
 Adds = Literal["sum", "sum_known", "last"]
 """How a run's value comes from its tries': ``sum``: the sum over its finished tries, None
@@ -100,9 +103,28 @@ class Figure:
     doc: str = ""
     """What it means, for a figure with no attribute docstring to say it (``RUN_FACTS``,
     ``SAVED_VS_DEFAULT``): the published schemas' descriptions (``integrations/published.py``)."""
+    bounds: tuple[float, float] | None = None
+    """A try's plausible values (``low, high``, in ``unit``): outside them a figure is a unit
+    error or garbage (1e308 J, a negative cost, NaN). An outbox entry holding one is refused
+    (``core/domain/outbox.py``); a stored one reads as missing (``store/snapshot.py``).
+    None: no numeric range (a flag, a code, a run's carbon figure)."""
 
 
 _FIGURE = "zeus_figure"
+
+MAX_ENERGY_J = 1e15
+"""A try's energy cannot exceed this (J): 280 GWh, more than the largest training run."""
+MAX_TIME_S = 1e9
+"""A try's time cannot exceed this (s): 32 years."""
+MAX_COST = 1e18
+"""A try's cost cannot exceed this (J-equivalents): the energy bound plus the time bound at
+a megawatt's worth of GPUs, with room for ``beta`` times it as an early-stop bound."""
+MAX_COUNT = 2**31 - 1
+"""A count (epochs, steps, watts) fits the store's integer columns (``config.DB_INT_MAX``)."""
+ENERGY = (0.0, MAX_ENERGY_J)
+TIME = (0.0, MAX_TIME_S)
+COST = (0.0, MAX_COST)
+COUNT = (0.0, float(MAX_COUNT))
 
 ACCOUNTED = "emissions_g"
 """A run has carbon figures once it has this one (its emissions could be accounted): the
@@ -124,6 +146,7 @@ class TrainingFigures:
     # --- what training used -------------------------------------------------------------------
     power_limit_w: int | None = _figure(
         "W",
+        bounds=COUNT,
         sql="int",
         comment="the limit it trained at after profiling",
         xcom=True,
@@ -134,6 +157,7 @@ class TrainingFigures:
     """The limit it trained at (a run's: its last try's)."""
     energy_j: float | None = _figure(
         "J",
+        bounds=ENERGY,
         adds="sum",
         xcom=True,
         metric="training energy of the run, every try (J)",
@@ -142,6 +166,7 @@ class TrainingFigures:
     )
     cpu_energy_j: float | None = _figure(
         "J",
+        bounds=ENERGY,
         adds="sum",
         comment="host CPU package energy (RAPL) over training; NULL: not measured",
         xcom=True,
@@ -160,6 +185,7 @@ class TrainingFigures:
     measured."""
     dram_energy_j: float | None = _figure(
         "J",
+        bounds=ENERGY,
         adds="sum",
         comment="host DRAM energy (RAPL) over training; NULL: not measured",
         xcom=True,
@@ -167,6 +193,7 @@ class TrainingFigures:
     """J, the host's DRAM (RAPL) over training (a run's: every try's). None: not measured."""
     time_s: float | None = _figure(
         "s",
+        bounds=TIME,
         adds="sum",
         xcom=True,
         metric="training time of the run, every try (s)",
@@ -175,6 +202,7 @@ class TrainingFigures:
     )
     setup_energy_j: float | None = _figure(
         "J",
+        bounds=ENERGY,
         adds="sum",
         comment="energy before training started; not in the cost",
         xcom=True,
@@ -183,6 +211,7 @@ class TrainingFigures:
     """J before training started (a run's: every try's): measured, not part of ``cost``."""
     setup_time_s: float | None = _figure(
         "s",
+        bounds=TIME,
         adds="sum",
         xcom=True,
         metric="time before training, every try (s)",
@@ -190,6 +219,7 @@ class TrainingFigures:
     )
     cost: float | None = _figure(
         "J-eq.",
+        bounds=COST,
         adds="sum",
         xcom=True,
         metric="Zeus cost of the run (J-equivalents)",
@@ -198,6 +228,7 @@ class TrainingFigures:
     """J-equivalents: eta * energy_j + (1 - eta) * max power * time_s."""
     default_cost: float | None = _figure(
         "J-eq.",
+        bounds=COST,
         adds="sum",
         comment="what the try's training steps would have cost at the maximum power limit",
         xcom=True,
@@ -290,6 +321,7 @@ class TrainingFigures:
     # --- how training ended, and what observe mode found ---------------------------------------
     epochs: int | None = _figure(
         "",
+        bounds=COUNT,
         adds="sum",
         sql="int",
         xcom=True,
@@ -306,16 +338,17 @@ class TrainingFigures:
     stop_reason: str | None = _figure("", sql="code")
     """target, max_epochs, early_stop or returned (a run's: its last try's)."""
     early_stop_cost: float | None = _figure(
-        "J-eq.", comment="the early-stop bound the try ran under"
+        "J-eq.", bounds=COST, comment="the early-stop bound the try ran under"
     )
     """The early-stop bound the try ran under (None: unbounded)."""
     optimal_power_limit_w: int | None = _figure(
-        "W", sql="int", comment="the optimum its profile gives", xcom=True
+        "W", bounds=COUNT, sql="int", comment="the optimum its profile gives", xcom=True
     )
     """W, the optimum its profile gives (a run's: its last try's); ``power_limit_w`` unless
     in observe mode."""
     would_save_energy_j: float | None = _figure(
         "J",
+        bounds=(-MAX_ENERGY_J, MAX_ENERGY_J),
         adds="sum_known",
         comment="observe mode: energy training at the optimum would have saved",
         xcom=True,
@@ -323,7 +356,9 @@ class TrainingFigures:
     )
     """Observe mode: J training at the optimum would have saved (a run's: every try that
     reported it; negative: it would have cost more); None outside observe mode."""
-    would_save_time_s: float | None = _figure("s", adds="sum_known", xcom=True)
+    would_save_time_s: float | None = _figure(
+        "s", bounds=(-MAX_TIME_S, MAX_TIME_S), adds="sum_known", xcom=True
+    )
     """Observe mode: s training at the optimum would have saved (negative: it would have
     taken longer); None outside observe mode."""
     power_control: str | None = _figure(
@@ -337,6 +372,7 @@ class TrainingFigures:
     replayed or simulated GPU (a run's: its last try's)."""
     steps: int | None = _figure(
         "",
+        bounds=COUNT,
         adds="sum",
         sql="int",
         comment="training steps the try ran; NULL: recorded before revision 0011",
@@ -429,6 +465,16 @@ made, its last decision's phase, where its figures come from (measured, replayed
 and the exploration budget left after it (in Default runs' worth)."""
 
 
+XCOM_KEYS: tuple[str, ...] = tuple(
+    f.name for f in (*FIGURES.values(), *RUN_FACTS) if f.xcom and f.stored == "try"
+)
+"""Keys the operator pushes for every run, besides ``return_value``."""
+CARBON_XCOM_KEYS: tuple[str, ...] = tuple(
+    f.name for f in FIGURES.values() if f.xcom and f.stored == "run"
+)
+"""Keys pushed besides those when the task has a ``carbon_zone``."""
+
+
 def run_of(tries: Sequence[Any], names: Sequence[str] = tuple(FIGURES)) -> dict[str, Any]:
     """A run's figures from its tries' (objects with the figures as attributes, in order), by
     each figure's ``adds``: the one rule, for the engine's result and the reports' runs alike.
@@ -477,3 +523,25 @@ SAVED_VS_DEFAULT: tuple[Figure, ...] = (
 """What a run saved against the Default configuration, by the job's estimate of Default
 (``reports.default_estimate``): published with the run's figures beside its XComs
 (OpenLineage, Asset events, MLflow), never stored (the estimate moves as the job learns)."""
+
+
+def figure_problem(name: str, value: object, *, required: bool) -> str | None:
+    """Why ``value`` cannot be the try figure ``name`` (its declared type and ``bounds``),
+    or None when it can. None is a value only where the figure is not ``required``."""
+    figure = FIGURES[name]
+    if value is None:
+        return f"{name} is missing" if required else None
+    if figure.sql == "bool":
+        return None if isinstance(value, bool) else f"{name}={value!r} is not True or False"
+    if figure.sql in ("code", "text", "zone"):
+        return None if isinstance(value, str) else f"{name}={value!r} is not a text"
+    wanted = int if figure.sql == "int" else (int, float)
+    shown = short_repr(value)
+    if isinstance(value, bool) or not isinstance(value, wanted):
+        return f"{name}={shown} is not {'an integer' if wanted is int else 'a number'}"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{name}={shown} is not a finite number"
+    low, high = figure.bounds or (-math.inf, math.inf)
+    if not low <= value <= high:
+        return f"{name}={shown} is outside [{low:g}, {high:g}] {figure.unit}".rstrip()
+    return None

@@ -9,7 +9,10 @@ from zeus_airflow.core.config import ProfilerConfig
 from zeus_airflow.core.cost import LimitMeasurement, choose_power_limit
 from zeus_airflow.core.limit_search import LimitObjective, next_limit_w
 
-StopReason = Literal["target", "max_epochs", "early_stop", "returned"]
+StopReason = Literal["target", "max_epochs", "early_stop", "returned", "no_steps"]
+"""Why a try ended. ``no_steps``: it trained no step at all (an empty DataLoader: the data
+holds fewer samples than the batch size with ``drop_last``): the size is unusable for the
+job's data, a failure of it whatever metric was reported (``run.TrainingRun``)."""
 
 
 @dataclass(frozen=True)

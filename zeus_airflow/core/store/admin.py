@@ -17,6 +17,7 @@ from sqlalchemy.sql.elements import Label
 from zeus_airflow.core.domain import RUN_FIGURES, TrialRecord
 from zeus_airflow.core.store.base import StoreError
 from zeus_airflow.core.store.clock import as_utc
+from zeus_airflow.core.store.snapshot import known
 from zeus_airflow.core.store.sql import SQLStore, lock_job_versions
 from zeus_airflow.core.store.tables import RUN_KEY, jobs, run_carbon, trials
 
@@ -60,8 +61,8 @@ _JOBS = (
             for status in ("running", "succeeded", "failed")
         ),
         _count(trials.c.observed, "counted"),
-        func.coalesce(func.sum(trials.c.energy_j), 0.0).label("energy_j"),
-        func.coalesce(func.sum(trials.c.time_s), 0.0).label("time_s"),
+        func.coalesce(func.sum(known("energy_j")), 0.0).label("energy_j"),
+        func.coalesce(func.sum(known("time_s")), 0.0).label("time_s"),
     )
     .select_from(jobs.outerjoin(trials, trials.c.job_pk == jobs.c.id))
     .group_by(jobs.c.id)

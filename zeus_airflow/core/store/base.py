@@ -79,9 +79,12 @@ class LateRecord(NamedTuple):
     """What recording a result from the outbox did."""
 
     recorded: bool
-    """False: the trial had a result already (drained before), or is gone."""
+    """False: the trial had a result already (drained before), is gone, or is not the one
+    the result claims (``refused``)."""
     status: str | None
     """The trial's status now; None: the trial is no longer in the store."""
+    refused: str | None = None
+    """Why the result is not its trial's (``domain.outbox.claim_problem``); None: it is."""
 
 
 @dataclass(frozen=True)
@@ -152,7 +155,14 @@ class Store(Protocol):
 
     def record_late(self, pending: PendingResult) -> LateRecord:
         """Record a result the store could not take when its try finished (the outbox), once:
-        only while its trial has no result. Raises StoreError when it cannot be written."""
+        only while its trial has no result, and only if it is that trial's (same job
+        version, task instance, attempt and batch size; else ``refused`` says how it
+        differs). Raises StoreError when it cannot be written."""
+        ...
+
+    def awaits_late_results(self, job_id: str, key: RecurrenceKey) -> bool:
+        """Whether a trial of ``key``'s task (any run and job version) still waits for a
+        result: only then may an earlier run's outbox hold one."""
         ...
 
     def load_profile(self, job: JobRef, batch_size: int, device: DeviceInfo) -> PowerProfile:

@@ -8,6 +8,7 @@ deferred transaction, which WAL mode lets run beside a writer.
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 
@@ -60,6 +61,7 @@ def normalize_url(url: str | URL) -> URL:
     if parsed.drivername in ("postgresql", "postgresql+psycopg2"):
         # psycopg2 (Airflow's usual driver) takes the same URLs; psycopg 3 is what we ship.
         parsed = parsed.set(drivername=_POSTGRES_DRIVER)
+    _check_sqlite_path(parsed)
     if parsed.drivername not in _SUPPORTED_DRIVERS:
         # Refused here, not when SQLAlchemy fails to import the dialect's driver.
         raise StoreError(
@@ -68,6 +70,23 @@ def normalize_url(url: str | URL) -> URL:
             f"expected {SUPPORTED_URLS}"
         )
     return parsed
+
+
+def _check_sqlite_path(url: URL) -> None:
+    """A SQLite store's file is named by an absolute path: a relative one resolves against
+    each process's current folder, so a worker, the scheduler and the CLI would each create
+    a stray file of their own and never share the job's state."""
+    database = url.database
+    if url.get_backend_name() != "sqlite" or database in (None, "", ":memory:"):
+        return
+    if database.startswith("file:") or os.path.isabs(database):
+        return
+    raise StoreError(
+        f"the store URL {display_url(url)} is invalid: its path {database!r} is relative, so "
+        "each process would open (and create) a file of its own under its current folder "
+        f"(here {os.path.join(os.getcwd(), database)!r}); expected an absolute path, "
+        "sqlite:////absolute/path/zeus_airflow.db (four slashes)"
+    )
 
 
 def postgres_url(

@@ -1,7 +1,8 @@
 """Where the store lives, and opening it there.
 
 Resolution, first match wins: an explicit URL > ``$ZEUS_AIRFLOW_DB_URL`` > the embedded SQLite
-file ``$AIRFLOW_HOME/zeus_airflow.db`` (``AIRFLOW_HOME`` defaults to ``~/airflow``). The Airflow
+file ``$AIRFLOW_HOME/zeus_airflow.db`` (``AIRFLOW_HOME`` defaults to ``~/airflow``, and must
+exist: the store never creates a home no Airflow uses). The Airflow
 layer (``zeus_airflow.hooks.store``) puts an Airflow Connection in front of the environment
 variable. Only the embedded default creates or upgrades its own schema: a server database is
 upgraded by whoever runs ``zeus-airflow db upgrade``.
@@ -21,7 +22,7 @@ from zeus_airflow.core.config import is_blank
 from zeus_airflow.core.store import schema
 from zeus_airflow.core.store.base import StoreError
 from zeus_airflow.core.store.connect import display_url, make_engine, normalize_url
-from zeus_airflow.core.store.retry import RetryPolicy
+from zeus_airflow.core.store.retry import RetryPolicy, sqlite_fault
 from zeus_airflow.core.store.sql import SQLStore, guarded
 
 URL_ENV = "ZEUS_AIRFLOW_DB_URL"
@@ -75,7 +76,7 @@ def open_store(where: str | URL | StoreLocation | None = None, **options: Any) -
     """Open the store at ``where`` (resolved as above when not a :class:`StoreLocation`).
 
     ``options`` go to :class:`SQLStore` (``lease_s``, ``retry``, ``timeout_s``). The embedded
-    default creates its directory and upgrades its schema on first use; any other store is
+    default (in an existing ``$AIRFLOW_HOME``) upgrades its schema on first use; any other store is
     checked and refused when its schema is not the code's.
     """
     location = _prepared(where)
@@ -95,17 +96,28 @@ def upgrade_store(where: str | URL | StoreLocation | None = None) -> schema.Upgr
             "upgrading the schema",
             lambda: schema.upgrade(engine),
             RetryPolicy(),
+            sqlite_fault(location.url),
         )
     finally:
         engine.dispose()
 
 
 def _prepared(where: str | URL | StoreLocation | None) -> StoreLocation:
-    """The resolved location; the embedded file's directory exists afterwards."""
+    """The resolved location, its folder checked: an embedded store's home must exist, a SQLite
+    file's folder too."""
     location = where if isinstance(where, StoreLocation) else resolve_location(where)
     database = location.url.database
     if location.source == "embedded" and database:
-        Path(database).parent.mkdir(parents=True, exist_ok=True)
+        home = Path(database).parent
+        if not home.is_dir():
+            # Created, it would be a home no Airflow uses: a typo's store, found by nobody.
+            named = "AIRFLOW_HOME" if os.environ.get("AIRFLOW_HOME") else "AIRFLOW_HOME (unset)"
+            raise StoreError(
+                f"opening the store: {named}={str(home)!r} does not exist, and the "
+                f"embedded store ({EMBEDDED_FILE}) lives there: create it (Airflow does when "
+                f"it first runs), or fix {named.split()[0]}, or set ${URL_ENV} or the "
+                "connection zeus_default to the store's URL (nothing created; not retried)"
+            )
     elif (
         location.url.get_backend_name() == "sqlite"
         and database

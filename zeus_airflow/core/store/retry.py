@@ -10,12 +10,16 @@ not change its answer.
 from __future__ import annotations
 
 import logging
+import os
 import re
+import shutil
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TypeVar
 
+from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
 T = TypeVar("T")
@@ -108,15 +112,63 @@ def is_transient(err: BaseException) -> bool:
     return True
 
 
-def with_retries(policy: RetryPolicy, what: str, work: Callable[[], T]) -> T:
+Diagnose = Callable[[DBAPIError], "str | None"]
+"""What makes a database error permanent although it reads as transient (a SQLite file on a
+read-only or full disk says "disk I/O error", as a busy disk would): the fix, or None."""
+
+
+def sqlite_fault(url: URL) -> Diagnose | None:
+    """The diagnosis of errors of a SQLite store's file: whether its folder or files are
+    read-only (permissions, ``chattr +i``, a read-only mount) or its disk is full. Asked only
+    after SQLite failed, so a healthy store costs nothing. None for any other store."""
+    database = url.database
+    if url.get_backend_name() != "sqlite" or database in (None, "", ":memory:"):
+        return None
+
+    def diagnose(err: DBAPIError) -> str | None:
+        if not type(err.orig).__module__.startswith("sqlite3"):
+            return None
+        path = Path(database)
+        for part in (path.parent, path, *(path.with_name(path.name + s) for s in _SIDE_FILES)):
+            if part.exists() and not os.access(part, os.W_OK):
+                return (
+                    f"{str(part)!r} is read-only (its permissions, chattr +i or a read-only "
+                    "mount): make it writable for the worker's user, or move the store"
+                )
+        try:
+            free = shutil.disk_usage(path.parent).free
+        except OSError:
+            return None
+        if free < FULL_BELOW_BYTES:
+            return (
+                f"the disk holding {str(path.parent)!r} is full ({free} bytes free): free "
+                "some space, or move the store"
+            )
+        return None
+
+    return diagnose
+
+
+_SIDE_FILES = ("-wal", "-shm", "-journal")
+"""The files SQLite writes beside a database (WAL mode's log and index, a rollback journal)."""
+FULL_BELOW_BYTES = 64 * 1024
+"""A disk with less free space than this is full to SQLite: a transaction's journal pages
+and a checkpoint need some room."""
+
+
+def with_retries(
+    policy: RetryPolicy, what: str, work: Callable[[], T], diagnose: Diagnose | None = None
+) -> T:
     """Run ``work``; after a transient error wait and run it again, at most
-    ``policy.attempts`` times in all. The last error propagates."""
+    ``policy.attempts`` times in all. The last error propagates, and so does at once one that
+    ``diagnose`` finds permanent."""
     delays = policy.delays_s()
     while True:
         try:
             return work()
         except DBAPIError as err:
-            delay = next(delays, None) if is_transient(err) else None
+            transient = is_transient(err) and not (diagnose and diagnose(err))
+            delay = next(delays, None) if transient else None
             if delay is None:
                 raise
             log.warning(

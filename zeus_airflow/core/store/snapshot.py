@@ -13,10 +13,13 @@ window, if smaller) per arm one by one; otherwise the arms are aggregated in the
 
 from __future__ import annotations
 
+import math
+import sys
 from functools import cache
 from typing import Any
 
 from sqlalchemy import (
+    ColumnElement,
     Connection,
     Integer,
     Select,
@@ -33,6 +36,7 @@ from zeus_airflow.core.config import DRIFT_MEMORY
 from zeus_airflow.core.cost import LimitMeasurement
 from zeus_airflow.core.domain import (
     EXPLORATION_PHASES,
+    FIGURES,
     ArmStats,
     BudgetLedger,
     DeviceInfo,
@@ -70,10 +74,32 @@ _EXPLORATION = select(
     trials.c.map_index,
 ).where(trials.c.job_pk == _job, trials.c.phase.in_(EXPLORATION_PHASES))
 _HERE = (trials.c.gpu_model == bindparam("gpu_model"), trials.c.gpu_count == bindparam("gpu_count"))
+
+
+def plausible(name: str, column: ColumnElement[Any] | None = None) -> ColumnElement[bool]:
+    """The try figure ``name`` (or ``column``, priced as it) is within its declared bounds
+    (``domain.figures``), on both databases: not NULL (unknown in a comparison), NaN
+    (PostgreSQL keeps it, above every number), infinite or absurd (1e308, negative)."""
+    low, high = FIGURES[name].bounds or (-sys.float_info.max, sys.float_info.max)
+    return (trials.c[name] if column is None else column).between(low, high)
+
+
+def known(name: str, column: ColumnElement[Any] | None = None) -> ColumnElement[Any]:
+    """The try figure ``name`` (or ``column``) where :func:`plausible`, else NULL: what sums
+    and maxima read, so that a garbage figure neither counts nor overflows them."""
+    return case((plausible(name, column), trials.c[name] if column is None else column))
+
+
+MEASURED = (plausible("energy_j"), plausible("time_s"), plausible("cost"))
+"""A finished try whose figures are known. One written before its figures were checked (an
+outbox entry of NaN, a store of an older version) reads as missing: as a try that has not
+finished, never as a crash of the decision or of a report (issue 35)."""
 # The exploration budget's books (core/budget.py): what the job spent on this GPU setup, in
 # how many recurrences, and what the default batch size's complete runs cost at full power.
 _RECURRENCE = (trials.c.dag_id, trials.c.task_id, trials.c.run_id, trials.c.map_index)
-_SPENT = select(func.coalesce(func.sum(trials.c.cost), 0.0)).where(trials.c.job_pk == _job, *_HERE)
+_SPENT = select(func.coalesce(func.sum(trials.c.cost), 0.0)).where(
+    trials.c.job_pk == _job, *_HERE, plausible("cost")
+)
 _RECURRENCES = select(func.count()).select_from(
     select(*_RECURRENCE).where(trials.c.job_pk == _job, *_HERE).distinct().subquery()
 )
@@ -92,6 +118,7 @@ _IN_RECURRENCE = (
 RAN_TO_ITS_END = (
     trials.c.stop_reason.in_(("target", "max_epochs")),
     trials.c.status.in_(WALK_STATUSES),
+    *MEASURED,
 )
 """A try that ran until the target or max_epochs: of the default batch size, what Default
 would have run too (the budget's books and the reports' Default figures both count these)."""
@@ -105,10 +132,13 @@ DEFAULT_COST = func.coalesce(trials.c.default_cost, trials.c.cost)
 """What Default would have paid for a try (its steps at the maximum limit), by the try's own
 reckoning; a try that did not say (older ones, measure mode) paid Default's price."""
 _DEFAULT_COSTS = (
-    select(DEFAULT_COST).where(*_DEFAULT_RUN).order_by(trials.c.id.desc()).limit(DRIFT_MEMORY)
+    select(DEFAULT_COST)
+    .where(*_DEFAULT_RUN, plausible("default_cost", DEFAULT_COST))
+    .order_by(trials.c.id.desc())
+    .limit(DRIFT_MEMORY)
 )
 _KNOWN_DEFAULT = select(func.coalesce(func.sum(DEFAULT_COST), 0.0), func.count()).where(
-    *_DEFAULT_RUN
+    *_DEFAULT_RUN, plausible("default_cost", DEFAULT_COST)
 )
 _SUCCESS_COST = case((trials.c.reached_target, trials.c.cost))
 _ARM_TOTALS = (
@@ -120,7 +150,7 @@ _ARM_TOTALS = (
         func.sum(_SUCCESS_COST),
         func.count(_SUCCESS_COST),
     )
-    .where(trials.c.job_pk == _job, trials.c.observed, *_HERE)
+    .where(trials.c.job_pk == _job, trials.c.observed, *_HERE, *MEASURED)
     .group_by(trials.c.batch_size)
 )
 # Evidence about sizes that failed an exploration step: rare sizes, few rows. ``observed IN
@@ -133,7 +163,7 @@ _EVIDENCE = (
             case(
                 (
                     trials.c.stop_reason == "early_stop",
-                    func.coalesce(trials.c.early_stop_cost, trials.c.cost),
+                    func.coalesce(known("early_stop_cost"), known("cost")),
                 )
             )
         ),
@@ -160,7 +190,7 @@ _FOREIGN = (
         trials.c.cost,
         trials.c.reached_target,
     )
-    .where(trials.c.job_pk == _job, trials.c.observed, ~and_(*_HERE))
+    .where(trials.c.job_pk == _job, trials.c.observed, ~and_(*_HERE), *MEASURED)
     .order_by(trials.c.id.desc())
     .limit(bindparam("most"))
 )
@@ -176,6 +206,7 @@ def _arm_windows(arms: int) -> Select[Any]:
             trials.c.observed,
             *_HERE,
             trials.c.batch_size == bindparam(f"arm_{i}"),
+            *MEASURED,
         )
         .order_by(trials.c.id.desc())
         .limit(bindparam("window"))
@@ -214,7 +245,7 @@ def read_state(
             _recurrence_name(r),
         )
         for r in rows
-        if r.status in WALK_STATUSES
+        if r.status in WALK_STATUSES and _known(r.cost)
     )
     in_flight = tuple(r.batch_size for r in rows if r.status == STARTED)
     here = dict(job_key=job.id, gpu_model=device.model, gpu_count=device.count)
@@ -248,6 +279,12 @@ def read_state(
         missed=missed,
         ledger=_ledger(conn, here, config.default_batch_size, key),
     )
+
+
+def _known(cost: float | None) -> bool:
+    """A cost read from the store is known (:func:`plausible`, in Python)."""
+    low, high = FIGURES["cost"].bounds or (-math.inf, math.inf)
+    return cost is not None and low <= cost <= high
 
 
 def _recurrence_name(row: Any) -> str:

@@ -65,8 +65,10 @@ from zeus_airflow.core.domain import (
     RunOutcome,
     SliceInProgress,
     TrialStatus,
+    claim_problem,
 )
 from zeus_airflow.core.domain import trials as status
+from zeus_airflow.core.domain.finite import finite_or_none
 from zeus_airflow.core.store import schema
 from zeus_airflow.core.store.base import (
     LateRecord,
@@ -85,7 +87,14 @@ from zeus_airflow.core.store.connect import (
     make_engine,
 )
 from zeus_airflow.core.store.reads import Reader
-from zeus_airflow.core.store.retry import RetryPolicy, is_transient, refusal, with_retries
+from zeus_airflow.core.store.retry import (
+    Diagnose,
+    RetryPolicy,
+    is_transient,
+    refusal,
+    sqlite_fault,
+    with_retries,
+)
 from zeus_airflow.core.store.snapshot import read_state
 from zeus_airflow.core.store.tables import gpu_leases, jobs, power_profiles, run_carbon, trials
 
@@ -228,6 +237,33 @@ _FINISH_LATE = _FINISH.where(_STILL_UNRECORDED).values(recorded_late_at=bindpara
 _INVALIDATE_LATE = _INVALIDATE.where(_STILL_UNRECORDED).values(
     recorded_late_at=bindparam("late_at")
 )
+# A trial with no result yet that may take one (by ix_zeus_trials_status: the few trials of
+# the job's versions that are running or expired).
+_AWAITING = (
+    select(trials.c.id)
+    .join(jobs, trials.c.job_pk == jobs.c.id)
+    .where(
+        jobs.c.job_id == bindparam("job_id"),
+        trials.c.status.in_((*status.RESULT_TAKEN_FROM, *status.LATE_RESULT_TAKEN_FROM)),
+        trials.c.finished_at.is_(None),
+        trials.c.recorded_late_at.is_(None),
+        trials.c.dag_id == bindparam("ti_dag"),
+        trials.c.task_id == bindparam("ti_task"),
+        trials.c.map_index == bindparam("ti_map_index"),
+    )
+    .limit(1)
+)
+# What an outbox entry is checked against: the trial it claims to be the result of.
+_CLAIMED = select(
+    trials.c.status,
+    trials.c.job_pk,
+    trials.c.dag_id,
+    trials.c.task_id,
+    trials.c.run_id,
+    trials.c.map_index,
+    trials.c.attempt,
+    trials.c.batch_size,
+).where(trials.c.id == bindparam("trial_key"))
 _HEARTBEAT = (
     update(trials)
     .where(trials.c.id == bindparam("trial_key"), trials.c.status == status.STARTED)
@@ -269,6 +305,7 @@ class SQLStore:
         self.lease = timedelta(seconds=lease_s)
         self.retry = retry or RetryPolicy()
         self._locks_rows = engine.dialect.name != "sqlite"
+        self._diagnose = sqlite_fault(engine.url)
         if create_schema:
             self._call("creating or upgrading the schema", lambda: schema.upgrade(engine))
         self._call("opening the store", self._check_schema)
@@ -431,7 +468,9 @@ class SQLStore:
                         started_at=now,
                         heartbeat_at=now,
                         expires_at=now + self._lease(heartbeat_s),
-                        budget_left_runs=decision.budget and decision.budget.left_runs(),
+                        budget_left_runs=finite_or_none(
+                            decision.budget and decision.budget.left_runs()
+                        ),
                     ),
                 )
             )
@@ -539,6 +578,12 @@ class SQLStore:
         outcome, key = pending.outcome, pending.key
 
         def record(conn: Connection) -> LateRecord:
+            trial = conn.execute(_CLAIMED, dict(trial_key=pending.trial_id)).mappings().first()
+            if trial is None:
+                return LateRecord(False, None)
+            mismatch = claim_problem(pending, dict(trial))
+            if mismatch is not None:
+                return LateRecord(False, trial["status"], mismatch)
             params = dict(
                 trial_key=pending.trial_id,
                 job_key=pending.job_pk,
@@ -577,6 +622,29 @@ class SQLStore:
             )
 
         return self._write(f"recording the late result of trial {pending.trial_id}", record)
+
+    def awaits_late_results(self, job_id: str, key: RecurrenceKey) -> bool:
+        """Whether a trial of this task instance's task (any run, any version of the job)
+        still waits for its result: only then can an earlier run's outbox hold one, so a
+        run need not look (an XCom looked up before any run pushed one is logged by Airflow
+        as an error)."""
+
+        def read() -> bool:
+            with self.reading() as conn:
+                return (
+                    conn.execute(
+                        _AWAITING,
+                        dict(
+                            job_id=job_id,
+                            ti_dag=key.dag_id,
+                            ti_task=key.task_id,
+                            ti_map_index=key.map_index,
+                        ),
+                    ).first()
+                    is not None
+                )
+
+        return self._call(f"looking for results job {job_id!r} awaits", read)
 
     # --- carbon ------------------------------------------------------------------------------
     def trial_spans(self, trial_ids: Sequence[int]) -> dict[int, tuple[datetime, datetime]]:
@@ -768,7 +836,7 @@ class SQLStore:
         return self._call(what, transaction)
 
     def _call(self, what: str, work: Callable[[], T], retry: RetryPolicy | None = None) -> T:
-        return guarded(self.where, what, work, retry or self.retry)
+        return guarded(self.where, what, work, retry or self.retry, self._diagnose)
 
     def _lease(self, heartbeat_s: float | None) -> timedelta:
         return self.lease if heartbeat_s is None else timedelta(seconds=lease_for(heartbeat_s))
@@ -781,8 +849,8 @@ class SQLStore:
 
 def _measured(outcome: RunOutcome) -> dict[str, Any]:
     """A finished try's columns: its figures (``core/domain/figures.py``), as the outcome has
-    them."""
-    return {name: getattr(outcome, name) for name in TRY_FIGURES}
+    them, a NaN or an infinity as NULL (``core/domain/finite.py``: PostgreSQL would keep it)."""
+    return {name: finite_or_none(getattr(outcome, name)) for name in TRY_FIGURES}
 
 
 def _slice_in_progress(row: Any) -> SliceInProgress:
@@ -830,12 +898,25 @@ def _inserted_id(result: CursorResult[Any]) -> int:
     return int(key[0])
 
 
-def guarded(where: str, what: str, work: Callable[[], T], policy: RetryPolicy) -> T:
+def guarded(
+    where: str,
+    what: str,
+    work: Callable[[], T],
+    policy: RetryPolicy,
+    diagnose: Diagnose | None = None,
+) -> T:
     """Run ``work`` with retries; a database error that remains becomes a StoreError that
-    names the store (``where``, without password) and what was being done."""
+    names the store (``where``, without password) and what was being done. One ``diagnose``
+    finds permanent (a read-only or full disk) is not retried, and says how to fix it."""
     try:
-        return with_retries(policy, what, work)
+        return with_retries(policy, what, work, diagnose)
     except DBAPIError as err:
+        fault = diagnose(err) if diagnose else None
+        if fault is not None:
+            raise StoreError(
+                f"{what}: the zeus-airflow store at {where} cannot be written: {fault} "
+                f"(not retried; SQLite said: {str(err.orig).strip()})"
+            ) from err
         refused = refusal(err)
         if refused is not None:  # the server's reason first: it is what to fix
             reason, fix = refused
@@ -874,7 +955,7 @@ def carbon_columns(f: RunCarbon) -> dict[str, Any]:
     """A run's carbon figures as ``tables.run_carbon`` names them (its declared figures), a
     text cut to its last 4,000 characters."""
     return {
-        name: value[-4000:] if value and FIGURES[name].sql == "text" else value
+        name: value[-4000:] if value and FIGURES[name].sql == "text" else finite_or_none(value)
         for name, value in f.figures().items()
     }
 

@@ -23,7 +23,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-from zeus_airflow.core.config import JOB_ID_MAX_LENGTH
+from zeus_airflow.core.config import HOST_MAX_LENGTH, JOB_ID_MAX_LENGTH
 from zeus_airflow.core.domain.figures import FIGURES, RUN_FIGURES, TRY_FIGURES, SQLType
 from zeus_airflow.core.domain.trials import LIVE_STATUSES
 
@@ -230,7 +230,7 @@ gpu_leases = Table(
     "zeus_gpu_leases",
     metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("host", String(250), nullable=False),
+    Column("host", String(HOST_MAX_LENGTH), nullable=False),
     Column("gpu_uuid", String(120), nullable=False),
     Column("gpu_index", Integer, nullable=False),
     Column(

@@ -8,6 +8,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, Connection, Integer, Select, func, select
 
 from zeus_airflow.core.domain import SHOWN_STATUSES
+from zeus_airflow.core.store.snapshot import known, plausible
 from zeus_airflow.core.store.tables import trials
 
 SHOWN = trials.c.status.in_(SHOWN_STATUSES)
@@ -28,9 +29,9 @@ def run_figures(pks: list[int], where: tuple[ColumnElement[bool], ...]) -> Selec
         select(
             trials.c.job_pk,
             func.min(trials.c.started_at).label("started_at"),
-            func.coalesce(func.sum(trials.c.energy_j), 0.0).label("energy"),
+            func.coalesce(func.sum(known("energy_j")), 0.0).label("energy"),
             (
-                func.max(trials.c.energy_j.is_not(None).cast(Integer))
+                func.max(plausible("energy_j").cast(Integer))
                 * func.min((trials.c.status != "running").cast(Integer))
             ).label("done"),
         )

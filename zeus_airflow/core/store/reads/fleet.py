@@ -3,6 +3,7 @@ figures, and the fleet's energy by period, each one read however many versions t
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
@@ -123,5 +124,7 @@ def _per_job(job_pk: ColumnElement[int], values: Mapping[int, float]) -> ColumnE
     """``CASE job_pk WHEN pk THEN value ... END`` written as SQL text: a thousand jobs' keys
     and numbers, which SQLAlchemy's ``case()`` takes a fifth of a second to build as bound
     parameters. Only ints and floats are written, never text."""
-    whens = " ".join(f"WHEN {int(pk)} THEN {float(v)!r}" for pk, v in values.items())
+    whens = " ".join(
+        f"WHEN {int(pk)} THEN {float(v)!r}" for pk, v in values.items() if math.isfinite(v)
+    )
     return literal_column(f"(CASE {job_pk} WHEN -1 THEN 0.0 {whens} ELSE 0.0 END)", Float)

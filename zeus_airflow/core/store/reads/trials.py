@@ -19,7 +19,7 @@ from zeus_airflow.core.domain import (
     TrainingFigures,
 )
 from zeus_airflow.core.store.reads.base import Reads, run_figures, shown
-from zeus_airflow.core.store.snapshot import DEFAULT_COST, RAN_TO_ITS_END
+from zeus_airflow.core.store.snapshot import DEFAULT_COST, RAN_TO_ITS_END, known
 from zeus_airflow.core.store.tables import RUN_KEY, run_carbon, trials
 
 _SUMMED = tuple(name for name in TRY_FIGURES if FIGURES[name].adds != "last")
@@ -61,10 +61,19 @@ class DefaultRuns(NamedTuple):
     batch_size: int
 
 
+def _read_as(name: str) -> Any:
+    """A column as the reports read it: a try figure outside its declared bounds (NULL, NaN,
+    1e308, a negative cost) as NULL, missing (``snapshot.known``); others as stored."""
+    figure = FIGURES.get(name)
+    if figure is None or figure.bounds is None:
+        return trials.c[name]
+    return known(name).label(name)
+
+
 @cache
 def _shown_tries(columns: tuple[str, ...]) -> Select[Any]:
     return (
-        select(*(trials.c[name] for name in dict.fromkeys(columns)))
+        select(*(_read_as(name) for name in dict.fromkeys(columns)))
         .where(trials.c.job_pk == bindparam("job_pk"), *shown())
         .order_by(trials.c.decision_seq)
     )
@@ -107,9 +116,9 @@ class TrialReads(Reads):
                 t.dag_id,
                 t.task_id,
                 t.measurement,
-                func.coalesce(func.sum(t.energy_j), 0.0),
-                func.coalesce(func.sum(t.time_s), 0.0),
-                func.coalesce(func.sum(t.cost), 0.0),
+                func.coalesce(func.sum(known("energy_j")), 0.0),
+                func.coalesce(func.sum(known("time_s")), 0.0),
+                func.coalesce(func.sum(known("cost")), 0.0),
             )
             .where(t.job_pk.in_(pks), *shown(since))
             .group_by(t.job_pk, t.dag_id, t.task_id, t.measurement)
@@ -136,7 +145,7 @@ class TrialReads(Reads):
         ``since``. Versions without such a try are left out."""
         t = trials.c
         rows = self.conn.execute(
-            select(t.job_pk, *(func.sum(t[name]).label(name) for name in _SUMMED))
+            select(t.job_pk, *(func.sum(known(name)).label(name) for name in _SUMMED))
             .where(t.job_pk.in_(pks), t.would_save_energy_j.is_not(None), *shown(since))
             .group_by(t.job_pk)
         ).mappings()
@@ -157,8 +166,8 @@ class TrialReads(Reads):
                 func.sum(t.energy_j).label("energy_j"),
                 func.sum(t.time_s).label("time_s"),
                 func.count().label("runs"),
-                func.sum(DEFAULT_COST).label("default_cost"),
-                func.count(DEFAULT_COST).label("costed"),
+                func.sum(known("default_cost", DEFAULT_COST)).label("default_cost"),
+                func.count(known("default_cost", DEFAULT_COST)).label("costed"),
             )
             .where(t.job_pk.in_(list(b0)), t.batch_size.in_(set(b0.values())), *RAN_TO_ITS_END)
             .group_by(t.job_pk, t.batch_size, t.power_limit_w, t.gpu_model, t.gpu_count)
