@@ -71,6 +71,27 @@ def test_the_store_s_record_of_a_run_is_the_one_it_published() -> None:
     assert stored_record(store, "published.t", replace(KEY, run_id="day-2")) is None
 
 
+def test_a_measurement_gone_wrong_is_published_as_not_measured_like_its_xcom() -> None:
+    """A NaN or infinite figure leaves as None (issue 35's rule for XComs), in the record too:
+    OpenLineage's client would write it as a bare NaN, which no JSON parser takes."""
+    import json
+
+    from zeus_airflow.core.domain.finite import strict_json_value
+
+    store = SQLStore.in_memory()
+    result = one_run(store)
+    last = result.tries[-1]
+    broken = replace(last.outcome, energy_j=float("nan"), time_s=float("inf"))
+    result = replace(result, tries=(*result.tries[:-1], replace(last, outcome=broken)))
+    published = record(result, None, None, store)
+
+    assert published["energy_j"] is None and published["time_s"] is None
+    assert published["saved_energy_j"] is None and published["saved_time_s"] is None
+    pushed = strict_json_value(xcom_values(result))  # what operators/xcoms.py pushes
+    assert {k: published[k] for k in pushed} == pushed
+    json.dumps(published, allow_nan=False)  # raises on a NaN or an infinity
+
+
 def test_savings_are_default_s_estimate_minus_the_run_s() -> None:
     from zeus_airflow.core.domain import TrainingFigures
 

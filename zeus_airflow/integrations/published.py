@@ -22,6 +22,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from zeus_airflow.core.domain import FIGURES, RUN_FACTS, SAVED_VS_DEFAULT, Figure, TrainingFigures
+from zeus_airflow.core.domain.finite import finite_or_none
 
 if TYPE_CHECKING:
     from zeus_airflow.core.domain import RecurrenceKey, RunCarbon
@@ -66,7 +67,7 @@ def record(
         figures = replace(figures, **footprint.figures())
     b0 = result.job.config.default_batch_size
     values.update(_savings(store, result.job.id, b0, figures, log))
-    return {f.name: values.get(f.name) for f in PUBLISHED}
+    return _published(values)
 
 
 def stored_record(store: SQLStore, job_id: str, key: RecurrenceKey) -> dict[str, Any] | None:
@@ -82,7 +83,15 @@ def stored_record(store: SQLStore, job_id: str, key: RecurrenceKey) -> dict[str,
     run, job_pk, b0 = found
     values = {"job_id": job_id, "tries": len(run.batch_sizes), **_fields(run)}
     values.update(_savings(store, job_pk, b0, run, None))
-    return {f.name: values.get(f.name) for f in PUBLISHED}
+    return _published(values)
+
+
+def _published(values: Mapping[str, Any]) -> dict[str, Any]:
+    """``values`` in :data:`PUBLISHED`'s order, each finite or None as the XComs are
+    (``core/domain/finite.py``): OpenLineage's client writes a NaN as a bare ``NaN``, which
+    is not JSON (a lineage backend refuses the event), so a measurement gone wrong reads as
+    not measured here too."""
+    return {f.name: finite_or_none(values.get(f.name)) for f in PUBLISHED}
 
 
 def _fields(run: RunRecord) -> dict[str, Any]:
