@@ -102,9 +102,9 @@ class GPUGroup(Protocol):
 
 def power_control(device: GPUGroup, measuring_only: bool = False) -> str | None:
     """How a task could change ``device``'s power limits: ``zeusd`` (through the daemon),
-    ``nvml`` (directly) or ``none`` (they could not be changed, or ``measuring_only``: the
-    profiler measured at the current limits); None for a replayed or simulated GPU, whose
-    limits are virtual."""
+    ``nvml`` or ``amdsmi`` (directly) or ``none`` (they could not be changed, or
+    ``measuring_only``: the profiler measured at the current limits); None for a replayed
+    or simulated GPU, whose limits are virtual."""
     if device.measurement != "measured":
         return None
     if measuring_only or device.limits_fixed_because is not None:

@@ -368,8 +368,8 @@ class TrainingFigures:
         "simulated GPU, or recorded before revision 0009",
         xcom=True,
     )
-    """How its GPUs' limits could be changed: ``zeusd``, ``nvml`` or ``none``; None on a
-    replayed or simulated GPU (a run's: its last try's)."""
+    """How its GPUs' limits could be changed: ``zeusd``, ``nvml``, ``amdsmi`` or ``none``;
+    None on a replayed or simulated GPU (a run's: its last try's)."""
     steps: int | None = _figure(
         "",
         bounds=COUNT,
