@@ -50,8 +50,12 @@ define make_venv
 	touch $(1)/.installed
 endef
 
+# Airflow 3.3 asked for by name: from nothing, uv takes the newest fastapi that mlflow-skinny
+# (the [mlflow] extra) accepts and then backs Airflow off to 3.2.2, the last that does not cap
+# fastapi, which breaks with it (constraints/airflow-3.2.txt says how); a venv that had 3.3
+# kept it, which hid this from all but a fresh clone.
 $(VENV)/.installed: pyproject.toml
-	$(call make_venv,$(VENV),)
+	$(call make_venv,$(VENV),"apache-airflow>=3.3")
 
 setup: $(VENV)/.installed
 
