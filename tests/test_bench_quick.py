@@ -30,6 +30,8 @@ class Quick:
     """Text the script prints when it ran to its end."""
     writes: tuple[str, ...] = ()
     """Files it writes, as suffixes of ``{out}``."""
+    timeout_s: float = 300.0
+    """How long its quick run may take."""
 
 
 QUICK: dict[str, Quick] = {
@@ -45,13 +47,17 @@ QUICK: dict[str, Quick] = {
         ("--quick", "--output", "{out}"), "Target", (".md", ".csv", ".png")
     ),
     "drift_sweep.py": Quick(
-        ("--quick", "--output", "{out}"), "drift detection", (".md", ".csv", ".png")
+        ("--quick", "--output", "{out}"), "Drift detection has less regret", (".md", ".csv", ".png")
     ),
     # Reads installed metadata only: its whole run takes under a second.
     "install_size.py": Quick((), "zeus-airflow[]:"),
     "operator_overhead.py": Quick(("--quick", "--openlineage"), "ours_median_ms="),
     "profile_steps.py": Quick(
         ("--quick", "--output", "{out}"), "| v100 | cifar100 |", (".md", ".csv")
+    ),
+    # Through Airflow's real servers: two daily runs, a few minutes on two busy cores.
+    "short_dag.py": Quick(
+        ("--quick", "--output", "{out}"), "zeus-airflow report", (".md", ".csv"), timeout_s=600
     ),
     "short_horizon.py": Quick(("--quick", "--output", "{out}"), "replayed", (".md", ".csv")),
     "short_job.py": Quick(("--quick", "--output", "{out}"), "Simulated energy", (".md", ".csv")),
@@ -60,7 +66,7 @@ QUICK: dict[str, Quick] = {
     ),
     # Exactly-once under concurrent workers is this benchmark's verdict: it must hold here too.
     "store_concurrency.py": Quick(
-        ("--quick", "--db", "sqlite:///{out}.db"), "trials=6 lost=0 duplicated=0 stuck=0"
+        ("--quick", "--db", "sqlite:///{out}.db"), "lost=0 duplicated=0 stuck=0"
     ),
     "store_scale.py": Quick(("--quick", "--db", "sqlite:///{out}.db"), "plans=indexed"),
     # From the session's migrated Airflow database rather than a migration of their own.
@@ -98,7 +104,7 @@ def run_quick(
         text=True,
         env=env,
         cwd=tmp_path,
-        timeout=300,
+        timeout=QUICK[script].timeout_s,
     )
     return done, out
 

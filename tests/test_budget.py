@@ -5,21 +5,35 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from dataclasses import replace
 from itertools import accumulate
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
-from zeus_airflow.core.budget import affords, budget_status, default_cost_bound
+from zeus_airflow.core.budget import (
+    budget_after,
+    budget_status,
+    cannot_beat,
+    cost_range,
+    unknown_default_bound,
+)
 from zeus_airflow.core.config import ConfigError, JobConfig
+from zeus_airflow.core.cost import zeus_cost
 from zeus_airflow.core.devices.replay import ReplayGPU
 from zeus_airflow.core.domain import (
     ArmStats,
+    BudgetCap,
     BudgetLedger,
+    CensoredTry,
+    CostReference,
+    Decision,
     ExplorationStep,
     JobSnapshot,
     RecurrenceKey,
+    RunOutcome,
     SizeEvidence,
 )
 from zeus_airflow.core.engine import Engine
@@ -30,10 +44,18 @@ from zeus_airflow.core.policy import (
     earned_another_try,
     frontier,
     job_phase,
+    may_explore_now,
+    needed_cap,
+    priced_exploit,
+    pruning_state,
+    verdict_cost,
 )
 from zeus_airflow.core.replay_training import ReplayTraining
+from zeus_airflow.core.reports import runs
+from zeus_airflow.core.run import open_run
 from zeus_airflow.core.store.sql import SQLStore
 from zeus_airflow.core.traces import load_workload_trace
+from zeus_airflow.operators.summary import summary_line
 from zeus_airflow.sim.simulator import SimulationSpec, job_config
 
 TRACES = Path(__file__).resolve().parents[1] / "zeus_airflow" / "data" / "traces"
@@ -47,24 +69,66 @@ def config(
 
 
 # --- the books ---------------------------------------------------------------------------------
-def test_defaults_cost_is_taken_at_its_lower_bound_and_tightens_with_runs() -> None:
-    assert default_cost_bound(BudgetLedger()) is None
-    one = default_cost_bound(BudgetLedger(default_costs=(100.0,)))
-    many = default_cost_bound(BudgetLedger(default_costs=(100.0,) * 25))
-    assert one is not None and many is not None
-    assert one < many < 100.0  # pessimistic, less so with evidence
+def test_defaults_unknown_costs_are_taken_low_and_less_so_with_evidence() -> None:
+    few = BudgetLedger(default_costs=(100.0, 120.0))
+    many = BudgetLedger(default_costs=(100.0, 120.0) * 20)
+    assert unknown_default_bound(few, 0) == 0.0
+    assert unknown_default_bound(few, 5) < unknown_default_bound(many, 5) < 5 * 110.0
+    # Per recurrence, the bound rises towards the mean as the recurrences add up.
+    assert unknown_default_bound(many, 1) / 1 < unknown_default_bound(many, 50) / 50
 
 
-def test_the_allowance_is_one_plus_the_budget_times_defaults_cost_over_the_runs() -> None:
-    ledger = BudgetLedger(spent_cost=950.0, recurrences=10, default_costs=(100.0,) * 100)
+def test_the_allowance_is_known_defaults_plus_the_unknown_ones_taken_low() -> None:
+    ledger = BudgetLedger(
+        spent_cost=950.0,
+        recurrences=10,
+        default_costs=(100.0,) * 8,
+        known_default_cost=800.0,
+        known_recurrences=8,
+    )
     status = budget_status(config(0.1), ledger)
     assert status is not None
-    bound = default_cost_bound(ledger)
-    assert bound is not None
-    assert status.allowance == pytest.approx(1.1 * 10 * bound)
-    assert affords(status, status.allowance - 950.0) and not affords(status, status.allowance)
-    assert status.left_runs() == pytest.approx((status.allowance - 950.0) / bound)
+    assert status.default_total == pytest.approx(800.0 + unknown_default_bound(ledger, 2))
+    assert status.default_total_before == pytest.approx(800.0 + unknown_default_bound(ledger, 1))
+    assert status.allowance == pytest.approx(1.1 * status.default_total)
+    assert status.left_runs() == pytest.approx((status.allowance - 950.0) / 100.0)
     assert budget_status(config(None), ledger) is None
+    assert budget_status(config(0.1), BudgetLedger(recurrences=1)) is None  # no Default yet
+
+
+def test_the_first_week_explores_only_with_what_the_job_saved() -> None:
+    week = BudgetLedger(spent_cost=600.0, recurrences=7, default_costs=(100.0,) * 6)
+    week = replace(week, known_default_cost=600.0, known_recurrences=6)
+    first = budget_status(config(0.1), week)
+    second = budget_status(config(0.1), replace(week, recurrences=8))
+    assert first is not None and second is not None
+    assert first.exploring_fraction == 0.0 and second.exploring_fraction == 0.1
+    # The allowance (and the figure left) is the same budget's; only what exploring may use
+    # differs.
+    assert first.allowance == pytest.approx(1.1 * first.default_total)
+    assert first.room() == pytest.approx(first.default_total - 600.0)
+
+
+def test_the_books_after_a_try_know_defaults_cost_when_the_default_size_ran_to_its_end() -> None:
+    ledger = BudgetLedger(
+        spent_cost=300.0,
+        recurrences=4,
+        default_costs=(100.0,) * 3,
+        known_default_cost=300.0,
+        known_recurrences=3,
+    )
+    status = budget_status(config(0.1), ledger)
+    assert status is not None
+    b0_run = RunOutcome(32, 250, 0.0, 0.0, 90.0, 3, True, "target", 0.9, default_cost=110.0)
+    after = budget_after(config(0.1), status, b0_run, judged=True)
+    assert after is not None
+    assert after.spent == 390.0 and after.default_total == pytest.approx(410.0)
+    assert after.left_runs() == pytest.approx((1.1 * 410.0 - 390.0) / (410.0 / 4))
+    # Another size, or an unjudged try, prices no Default: its recurrence stays estimated.
+    other = replace(b0_run, batch_size=16)
+    for outcome, judged in ((other, True), (b0_run, False)):
+        estimated = budget_after(config(0.1), status, outcome, judged=judged)
+        assert estimated is not None and estimated.default_total == status.default_total
 
 
 @pytest.mark.parametrize("value", [-0.1, math.inf, math.nan, "0.1", True])
@@ -77,44 +141,206 @@ def test_the_budget_does_not_start_a_new_job_version() -> None:
     assert config(0.1).fingerprint() == config(None).fingerprint() == config(0.5).fingerprint()
 
 
+# --- prices from the job's own evidence ---------------------------------------------------------
+def test_a_size_is_priced_from_its_cost_per_sample_and_how_epochs_scale() -> None:
+    reference = CostReference(batch_size=64, mean_cost=100.0, sample_cost=1.0)
+    smaller = cost_range(reference, 32, sample_cost=1.5)  # 1.5 x dearer per sample
+    assert (smaller.lowest, smaller.expected, smaller.highest) == pytest.approx((75, 150, 150))
+    larger = cost_range(reference, 128, sample_cost=0.5)
+    assert (larger.lowest, larger.expected, larger.highest) == pytest.approx((50, 50, 100))
+    # A noisy reference widens the range, never the expectation.
+    noisy = cost_range(replace(reference, mean_spread=0.1), 32, sample_cost=1.5)
+    assert noisy.lowest < smaller.lowest and noisy.highest > smaller.highest
+    assert noisy.expected == smaller.expected
+    assert cannot_beat(smaller, best_cost=60.0) and not cannot_beat(smaller, best_cost=70.0)
+
+
+def movielens() -> tuple[ReplayGPU, JobConfig, CostReference]:
+    """v100 movielens-1m (b0 1024), and 1024 as the reference: its replayed per-sample cost
+    at the highest limit and its traced mean epochs' cost."""
+    trace = load_workload_trace(TRACES, "v100", "movielens-1m")
+    gpu = ReplayGPU(trace)
+    spec = SimulationSpec("zeus", "v100", "movielens-1m", 1, str(TRACES))
+    cfg = job_config(trace, spec)
+    top = max(trace.power_limits_w)
+    point = trace.epoch(1024, top)
+    epoch_cost = zeus_cost(point.time_s * point.avg_power_w, point.time_s, 0.5, float(top))
+    sample_cost = epoch_cost / trace.steps_per_epoch(1024) / 1024
+    mean = epoch_cost * trace.expected_epochs(1024)
+    return gpu, cfg, CostReference(1024, mean, sample_cost)
+
+
+def try_of(batch_size: int, cap: BudgetCap, early_stop_cost: float) -> RunOutcome:
+    gpu, cfg, _ = movielens()
+    train = ReplayTraining(gpu, seed=1)
+    with open_run(cfg, batch_size, gpu, early_stop_cost=early_stop_cost, budget_cap=cap) as run:
+        train(run)
+        return run.finish()
+
+
+def test_an_untried_size_is_priced_from_its_measured_per_sample_figures_a_few_steps_in() -> None:
+    gpu, _, reference = movielens()
+    gpu.use_batch_size(512)
+    epoch = gpu.steps_per_epoch()
+    # 512 costs 1.7 x 1024's per sample: even at its most favourable (half the epochs) it is
+    # dearer than a best size at half 1024's cost, so it stops as soon as it is priced.
+    best = reference.mean_cost / 2
+    cap = BudgetCap(verdict_cost=best * 1.5, bound=best * 2, best_cost=best, reference=reference)
+    outcome = try_of(512, cap, early_stop_cost=best * 2)
+    assert outcome.stop_reason == "cannot_win"
+    assert 0 < outcome.steps < epoch / 10  # its profile's first slice, not an epoch
+    assert outcome.cost < 0.05 * best
+    # Priced as able to win but not expected to fit a low cap: stopped too, censored.
+    cheap = BudgetCap(verdict_cost=math.inf, best_cost=math.inf, reference=reference)
+    censored = try_of(512, cheap, early_stop_cost=0.5 * reference.mean_cost)
+    assert censored.stop_reason == "budget_cap" and censored.steps < epoch / 10
+    # A cap that can pay for it: it trains on, to the target.
+    roomy = try_of(512, cheap, early_stop_cost=3 * reference.mean_cost)
+    assert roomy.stop_reason == "target"
+
+
+def test_a_probe_nobody_can_price_holds_its_cap_inside_its_first_epoch() -> None:
+    gpu, _, reference = movielens()
+    gpu.use_batch_size(512)
+    epoch = gpu.steps_per_epoch()
+    probe = 0.01 * reference.mean_cost  # a small share of one epoch of 512
+    cap = BudgetCap(verdict_cost=math.inf, priced_cap=reference.mean_cost)
+    outcome = try_of(512, cap, early_stop_cost=probe)
+    assert outcome.stop_reason == "budget_cap" and 0 < outcome.steps < epoch
+    assert outcome.cost <= 1.01 * probe  # one step past the cap at most
+    assert outcome.early_stop_cost == probe
+
+
 # --- the policy under a budget -----------------------------------------------------------------
 def walked_b0(cost: float = 100.0) -> tuple[ExplorationStep, ...]:
     return (ExplorationStep(32, True, cost, seq=1, stop_reason="target", recurrence="d1"),)
 
 
-def snapshot(ledger: BudgetLedger, budget: float | None = 0.1) -> JobSnapshot:
+def snapshot(ledger: BudgetLedger, budget: float | None = 0.1, **changes: Any) -> JobSnapshot:
     """b0 (32) has run once at cost 100; the walk's next step is 16."""
-    return JobSnapshot(
-        config(budget),
-        exploration=walked_b0(),
-        observations={32: ArmStats.of([100.0])},
-        success_mean_cost={32: 100.0},
-        ledger=ledger,
+    return replace(
+        JobSnapshot(
+            config(budget),
+            exploration=walked_b0(),
+            observations={32: ArmStats.of([100.0])},
+            success_mean_cost={32: 100.0},
+            ledger=ledger,
+        ),
+        **changes,
     )
 
 
-def test_without_room_in_the_budget_the_best_known_size_runs_instead_of_exploring() -> None:
-    tight = BudgetLedger(spent_cost=100.0, recurrences=2, default_costs=(100.0,))
-    decision = ZeusPolicy().decide(snapshot(tight), RNG)
+def books(recurrences: int, saved_per_run: float = 0.0) -> BudgetLedger:
+    """b0 ran to its end in every recurrence before this one, at 100 less what it saved."""
+    done = recurrences - 1
+    return BudgetLedger(
+        spent_cost=done * (100.0 - saved_per_run),
+        recurrences=recurrences,
+        default_costs=(100.0,) * done,
+        known_default_cost=100.0 * done,
+        known_recurrences=done,
+        success_epochs={32: 10.0},
+    )
+
+
+def test_in_the_first_week_without_savings_the_best_known_size_runs() -> None:
+    decision = ZeusPolicy().decide(snapshot(books(5)), RNG)
     assert (decision.batch_size, decision.phase) == (32, "exploit")
-    assert decision.early_stop_cost is None  # the best size always runs to its end
-    assert decision.reason and "exploration budget" in decision.reason
-    assert decision.budget is not None and decision.budget.left_runs() < 3.0
+    assert decision.reason and "first week" in decision.reason
+    assert decision.budget is not None and decision.budget.left_before_runs() > 0
 
 
-def test_with_room_for_the_worst_case_the_walk_goes_on() -> None:
-    # Savings so far: 20 runs of Default (100 each) done for 60 each.
-    roomy = BudgetLedger(spent_cost=1200.0, recurrences=21, default_costs=(100.0,) * 20)
-    decision = ZeusPolicy().decide(snapshot(roomy), RNG)
+def test_from_the_second_week_an_untried_size_runs_capped_at_what_the_books_can_pay() -> None:
+    decision = ZeusPolicy().decide(snapshot(books(8)), RNG)
     assert (decision.batch_size, decision.phase) == (16, "pruning")
-    # Worst case: stopped at its bound (2 x 100), then the best size again.
-    assert decision.budget is not None and decision.budget.left_runs() > 3.0
+    status, cap = decision.budget, decision.budget_cap
+    assert status is not None and cap is not None and decision.early_stop_cost is not None
+    # Stopped there, the recurrence ends with b0, which prices its own Default: the cap is
+    # what the earlier recurrences left, less nothing.
+    assert decision.early_stop_cost <= status.room(before=True) + 0.1 * 100.0 + 1e-9
+    assert decision.early_stop_cost < 2 * 100.0  # below its early-stop bound: censored there
+
+
+def test_a_scripted_worst_case_stopped_at_its_cap_stays_within_the_allowance() -> None:
+    cfg = config(0.1)
+    decision = ZeusPolicy().decide(snapshot(books(8)), RNG)
+    status = decision.budget
+    assert status is not None and decision.early_stop_cost is not None
+    # The worst case: the try costs its whole cap, then b0 runs the recurrence to its end,
+    # at as much as Default would (its default cost is its cost).
+    capped = RunOutcome(16, 250, 0, 0, decision.early_stop_cost, 2, False, "budget_cap", 0.5)
+    after_cap = budget_after(cfg, status, capped, judged=True)
+    assert after_cap is not None
+    retry_status = replace(status, spent=after_cap.spent, ledger=after_cap.ledger)
+    b0_run = RunOutcome(32, 250, 0, 0, 100.0, 3, True, "target", 0.9, default_cost=100.0)
+    after = budget_after(cfg, retry_status, b0_run, judged=True)
+    assert after is not None and after.left_runs() >= -1e-9
+
+
+def test_a_try_stopped_at_the_cap_does_not_prune_its_size_the_walk_defers_it() -> None:
+    cfg = config(0.1)
+    censored = ExplorationStep(16, False, 40.0, seq=2, stop_reason="budget_cap", recurrence="d8")
+    state = pruning_state(cfg, walked_b0(), deferred=(censored,))
+    assert state.next_batch_size == 64  # the other direction first
+    after_up = (
+        *walked_b0(),
+        ExplorationStep(64, False, 300.0, seq=3, stop_reason="early_stop", recurrence="d9"),
+    )
+    state = pruning_state(cfg, after_up, deferred=(censored,))
+    assert (state.next_batch_size, state.round) == (16, 1)  # back to 16, still in play
+    # The same step as a failure ends the walk downwards, 16 pruned.
+    failed = (*walked_b0(), replace(censored, stop_reason="early_stop"))
+    assert pruning_state(cfg, failed).next_batch_size == 64
+    assert 16 not in pruning_state(cfg, (*failed, after_up[-1])).survivors
+
+
+def test_a_censored_size_is_tried_again_only_once_the_cap_can_pay_what_it_missed() -> None:
+    decision = Decision(16, "pruning", early_stop_cost=200.0)
+
+    def need(censored: CensoredTry) -> float:
+        ledger = replace(books(8), censored={16: censored}, success_epochs={32: 4.0})
+        stopped = ExplorationStep(16, False, censored.cost, seq=2, stop_reason="budget_cap")
+        return needed_cap(snapshot(ledger, deferred=(stopped,)), decision, best=32)
+
+    # A probe stopped after its first epoch: an epoch more, and as many epochs as 32 needs.
+    assert need(CensoredTry(cap=40.0, cost=13.0, epochs=1)) == pytest.approx(13.0 * 4)
+    # Stopped after its price let it go on: only a cap that judges it, where it cannot win
+    # (4 spreads above the best mean), is worth paying again.
+    snap = snapshot(replace(books(8), success_epochs={32: 4.0}))
+    assert need(CensoredTry(cap=40.0, cost=39.0, epochs=3)) == pytest.approx(verdict_cost(snap))
+    fresh = snapshot(replace(books(8), success_epochs={32: 4.0}))
+    # Two epochs of 32: the first epoch of another size runs whole, at up to twice the cost.
+    assert needed_cap(fresh, decision, best=32) == pytest.approx(50.0)
+
+
+def test_a_best_size_with_a_lucky_run_is_not_exploited_when_its_upper_cost_does_not_fit() -> None:
+    lucky = snapshot(
+        books(20),
+        observations={32: ArmStats.of([100.0] * 19), 16: ArmStats.of([60.0])},
+        success_mean_cost={32: 100.0, 16: 60.0},
+    )
+    status = budget_status(lucky.config, lucky.ledger)
+    assert status is not None
+    tight = replace(lucky.ledger, spent_cost=status.allowance - 5.0)  # 5 left of it
+    decision = priced_exploit(lucky, Decision(16, "sampling"), budget_status(lucky.config, tight))
+    assert (decision.batch_size, decision.phase) == (32, "exploit")  # b0 prices itself
+    assert decision.early_stop_cost is None
+    roomy = priced_exploit(lucky, Decision(16, "sampling"), budget_status(lucky.config, books(20)))
+    assert roomy.batch_size == 16
+
+
+def test_a_retry_delivers_the_model_rather_than_explore() -> None:
+    stopped_probe = replace(books(9), recurrence_spent=1.0)
+    spent_run = replace(books(9), recurrence_spent=80.0)
+    for ledger, explores in ((stopped_probe, True), (spent_run, False)):
+        snap = snapshot(ledger, excluded=frozenset({64}))
+        assert may_explore_now(snap, best=32) is explores
 
 
 def test_no_budget_explores_as_the_paper_does() -> None:
-    tight = BudgetLedger(spent_cost=100.0, recurrences=2, default_costs=(100.0,))
-    decision = ZeusPolicy().decide(snapshot(tight, budget=None), RNG)
+    decision = ZeusPolicy().decide(snapshot(books(2), budget=None), RNG)
     assert (decision.batch_size, decision.phase) == (16, "pruning")
+    assert decision.budget_cap is None and decision.early_stop_cost == 200.0
 
 
 def test_before_defaults_first_complete_run_only_the_default_size_runs() -> None:
@@ -145,7 +371,10 @@ def paired_costs(budget: float | None, recurrences: int) -> tuple[list[float], l
         run_costs = []
         for day in range(recurrences):
             train.recurrence = day
-            run_costs.append(engine.run_recurrence(train, RecurrenceKey(f"day-{day}")).cost)
+            result = engine.run_recurrence(train, RecurrenceKey(f"day-{day}"))
+            run_costs.append(result.cost)
+            if policy.name == "zeus" and budget is not None and result.budget_left_runs:
+                assert result.budget_left_runs >= -1e-9, f"day {day}: over the books"
         costs.append(run_costs)
     return costs[0], costs[1]
 
@@ -232,3 +461,46 @@ def test_a_miss_on_a_day_no_later_run_overturned_still_prunes() -> None:
     )
     assert not earned_another_try(16, snap)
     assert frontier(snap, [32]) == {64}  # 64 is the walk's next step anyway; 8 lies past 16
+
+
+# --- one figure for what is left ---------------------------------------------------------------
+def test_the_budget_left_is_one_figure_in_the_summary_the_store_and_the_reports() -> None:
+    """A replayed cifar100 job through its second week (probes, capped tries, retries): after
+    every run, the figure its summary and XComs show is the store's and the reports', the
+    next decision starts from it, and it is never negative."""
+    trace = load_workload_trace(TRACES, "v100", "cifar100")
+    gpu = ReplayGPU(trace)
+    spec = SimulationSpec("zeus", "v100", "cifar100", 3, str(TRACES))
+    store = SQLStore.in_memory()
+    engine = Engine(store, gpu, job_config(trace, spec), ZeusPolicy(), seed=3, heartbeat_s=None)
+    train = ReplayTraining(gpu, seed=3)
+    previous: float | None = None
+    for day in range(14):
+        train.recurrence = day
+        result = engine.run_recurrence(train, RecurrenceKey(f"day-{day}"))
+        left = result.budget_left_runs
+        with store.reader() as reader:
+            shown = runs(reader, result.job.id)[-1]
+        assert shown.budget_left_runs == left
+        if left is not None:
+            assert f"{left:.1f} Default runs' worth left" in summary_line(result)
+            assert left >= -1e-9
+        first = result.tries[0].budget
+        if previous is not None and first is not None:
+            assert first.left_before_runs() == pytest.approx(previous)
+        previous = left
+    assert any(t.phase == "pruning" for t in result.tries) or previous is not None
+
+
+def test_a_retry_of_the_default_size_always_runs() -> None:
+    """After a stopped try, the recurrence still gets the model it would have had without
+    Zeus, whatever its tries spent: the default size runs (a probe that overspent shows in
+    the books, never as a missing model). Once it ran and missed, the recurrence ends."""
+    probed = replace(books(5), spent_cost=1.1 * 400.0 + 50.0, recurrence_spent=50.0)
+    snap = snapshot(probed, excluded=frozenset({16}))
+    status = budget_status(snap.config, probed)
+    assert status is not None and status.left_before_runs() < 0
+    assert priced_exploit(snap, Decision(32, "exploit"), status).batch_size == 32
+    missed = replace(snap, excluded=frozenset({16, 32}))
+    with pytest.raises(NoFeasibleBatchSizeError, match="as it would without Zeus"):
+        priced_exploit(missed, Decision(16, "exploit"), status)

@@ -541,9 +541,10 @@ def test_a_size_that_trains_no_step_fails_and_no_run_settles_on_it(
         assert result.final.outcome.steps, (day, [t.outcome for t in result.tries])
         assert result.reached_target and result.return_value == "model.pt"
     empty = [r for r in list_trials(store) if r.batch_size == 64]
-    # Tried once where the walk reaches it (the budget keeps b0=32 from exploring at all),
-    # and failed for good on this data: the walk moved on.
-    assert len(empty) == (0 if (b0, budget) == (32, 0.1) else 1)
+    # Tried once where the walk reaches it, and failed for good on this data: the walk moved
+    # on. Under a budget, b0=32 explores from its second week (16 first, then 64), so the
+    # walk may not have reached it in these 8 days.
+    assert len(empty) == 1 if budget is None or b0 == 64 else len(empty) <= 1
     assert all(
         (r.status, r.reached_target, r.stop_reason, r.observed, r.steps, r.epochs)
         == ("failed", False, "no_steps", False, 0, 1)

@@ -104,9 +104,9 @@ def _report(args: argparse.Namespace) -> int:
 
 NOTES = (
     "saved: the share of Default's estimate (the default batch size at the maximum power "
-    "limit) saved; negative: spent more. budget: the exploration budget left when the "
-    "last run was decided, in Default runs' worth. next: what the next run most likely "
-    "does."
+    "limit) saved; negative: spent more. budget: the exploration budget left after the "
+    "last run, in Default runs' worth (the figure of its summary and XComs). next: what the "
+    "next run most likely does."
 )
 NOT_MEASURED = (
     "data: replayed (the paper's traces) and simulated (a power model) figures "

@@ -88,8 +88,8 @@ its emissions once a listed try has them)."""
 DATA_COLUMN: Column = ("data", lambda r: str(r["measurement"]))
 """Where the figures come from (measured, replayed, simulated)."""
 BUDGET_COLUMN: Column = ("budget", lambda r: _or_dash("{:.1f}".format, r["budget_left_runs"]))
-"""After the figures once a listed try ran under an exploration budget: the budget left when
-it was decided, in Default runs' worth."""
+"""After the figures once a listed try ran under an exploration budget: the budget left after
+it, in Default runs' worth (the figure of the run's summary and XComs)."""
 LATE_COLUMN: Column = (
     "late",
     lambda r: (

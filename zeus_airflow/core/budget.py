@@ -1,4 +1,5 @@
-"""The exploration budget: a conservative bandit's books (docs/algorithm.md, "The budget").
+"""The exploration budget: a conservative bandit's books, and the prices they pay by
+(docs/algorithm.md, "The exploration budget").
 
 Wu, Shariff, Lattimore and Szepesvári ("Conservative Bandits", ICML 2016) keep a learner's
 cumulative reward above ``(1 - alpha)`` times what a known baseline would have earned, by
@@ -8,38 +9,61 @@ size at the GPUs' maximum power limit, what the DAG does without Zeus) and the r
 a job's cumulative cost stays within ``(1 + exploration_budget)`` times Default's over the
 same recurrences.
 
-Default's cost of a recurrence in which the default batch size ran to its end is known: the
-same steps on the same data, priced at the maximum limit (``RunOutcome.default_cost``). For
-the other recurrences it is estimated from those runs and taken at its lower confidence bound;
-exploring is allowed when the explored try's upper cost bound still fits. Savings earned
-(a better power limit, a cheaper size) widen the budget; a dear exploration narrows it.
-Everything here is arithmetic on the store's :class:`BudgetLedger`; which decision counts as
-exploration, and its upper cost, is the policy's (``core/policy.py``, ``within_budget``).
+The books (:func:`budget_status`, :func:`budget_after`): Default's cost of a recurrence in
+which the default batch size ran to its end is known (the same steps on the same data, priced
+at the maximum limit: ``RunOutcome.default_cost``); for the others it is estimated from those
+runs, low (:func:`unknown_default_bound`). What is left of the allowance, in Default runs, is
+one figure, the same in the decision log, the summary, the XComs, the store and the UI.
+
+The prices (:func:`cost_range`, :func:`predictive_upper`): how much an explored try may cost
+is the policy's to decide (``core/policy.py``, ``within_budget``); it caps the try at what the
+books can pay while keeping room for the run that ends the recurrence, and prices a size from
+its cost per sample, measured a few dozen steps into its first run.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from zeus_airflow.core.config import JobConfig
-from zeus_airflow.core.domain import ArmStats, BudgetLedger, BudgetStatus
-from zeus_airflow.core.posterior import pooled_cost_cv
+from zeus_airflow.core.config import DRIFT_MEMORY, JobConfig
+from zeus_airflow.core.domain import (
+    ArmStats,
+    BudgetLedger,
+    BudgetStatus,
+    CostReference,
+    RunOutcome,
+)
+from zeus_airflow.core.posterior import PRIOR_DOF, cost_variance, pooled_cost_cv
 
 CONFIDENCE_Z = 1.0
-"""Standard deviations between an estimate and the bound the books use: Default's cost is
-taken this far below its mean (per recurrence, its standard error), an explored size's cost
-this far above its mean (per run, its spread)."""
+"""Spreads of a new run above an arm's mean cost at which exploring it is worth a try: the
+cap its try needs (``policy.needed_cap``)."""
+RESERVE_Z = 2.0
+"""Spreads below or above an estimate that the books hold to where it guards the allowance:
+Default's unknown costs are taken this far low, a known size's run that must end a recurrence
+this far high, a reference's mean this far either way when it prices another size."""
+FIRST_WEEK = 7
+"""Recurrences in which exploration spends no budget, only what Zeus has saved so far (the
+power profile may spend it, and pays it back): a job's first week of daily runs ends at or
+below Default's cost."""
+PRICE_MARGIN = 0.9
+"""How far a size's most favourable price is trusted: it cannot beat the best size when even
+this fraction of it is dearer (:func:`cannot_beat`)."""
 
 
-def default_cost_bound(ledger: BudgetLedger) -> float | None:
-    """A lower confidence bound of the Default configuration's cost of one recurrence; None
-    before the default batch size has run to its end once."""
-    if not ledger.default_costs:
-        return None
+# --- the books ------------------------------------------------------------------------------
+def unknown_default_bound(ledger: BudgetLedger, recurrences: int) -> float:
+    """A lower confidence bound (``RESERVE_Z`` standard deviations) of the Default
+    configuration's total cost over ``recurrences`` recurrences in which it did not run: each
+    day costs Default its own draw around the mean, and the mean itself is estimated from
+    ``default_costs``."""
+    if recurrences <= 0 or not ledger.default_costs:
+        return 0.0
     stats = ArmStats.of(ledger.default_costs)
-    spread = pooled_cost_cv([stats]) / math.sqrt(stats.count)
-    return stats.mean * max(1.0 - CONFIDENCE_Z * spread, 0.0)
+    spread = pooled_cost_cv([stats]) * stats.mean
+    deviation = spread * math.sqrt(recurrences + recurrences**2 / stats.count)
+    return max(recurrences * stats.mean - RESERVE_Z * deviation, 0.0)
 
 
 def budget_status(
@@ -52,20 +76,110 @@ def budget_status(
     old). Default's runs before it priced the old data; on the new data Default would cost
     that much more, as every size does, and a budget priced on the old would stop the
     exploration the change calls for."""
-    default = default_cost_bound(ledger)
-    if config.exploration_budget is None or not default:
+    if config.exploration_budget is None or not ledger.default_costs:
         return None
-    default *= cost_ratio
     unknown = max(ledger.recurrences - ledger.known_recurrences, 0)
-    allowance = (1.0 + config.exploration_budget) * (ledger.known_default_cost + unknown * default)
-    return BudgetStatus(allowance, ledger.spent_cost, default)
+
+    def default_total(unknown: int) -> float:
+        estimated = unknown_default_bound(ledger, unknown) * cost_ratio
+        return ledger.known_default_cost + estimated
+
+    fraction = config.exploration_budget
+    mean = sum(ledger.default_costs) / len(ledger.default_costs)
+    return BudgetStatus(
+        default_total=default_total(unknown),
+        default_total_before=default_total(max(unknown - 1, 0)),
+        spent=ledger.spent_cost,
+        default_cost=mean * cost_ratio,
+        fraction=fraction,
+        exploring_fraction=fraction if ledger.recurrences > FIRST_WEEK else 0.0,
+        ledger=ledger,
+        cost_ratio=cost_ratio,
+    )
 
 
-def affords(status: BudgetStatus, upper_cost: float) -> bool:
-    """Whether a try whose cost is at most ``upper_cost`` keeps the job within its budget."""
-    return status.spent + upper_cost <= status.allowance
+def budget_after(
+    config: JobConfig, status: BudgetStatus, outcome: RunOutcome, judged: bool
+) -> BudgetStatus | None:
+    """Where the budget stands after a try decided under ``status`` ended with ``outcome``:
+    its cost spent, and, for a judged try of the default batch size that ran to its end,
+    its recurrence's Default cost known (the same books the store keeps, updated without a
+    read; ``store/snapshot.py`` reads them the same way)."""
+    ledger = status.ledger
+    known = (
+        judged
+        and outcome.batch_size == config.default_batch_size
+        and outcome.stop_reason in ("target", "max_epochs")
+    )
+    default = outcome.default_cost if outcome.default_cost is not None else outcome.cost
+    after = replace(
+        ledger,
+        spent_cost=ledger.spent_cost + outcome.cost,
+        recurrence_spent=ledger.recurrence_spent + outcome.cost,
+        known_default_cost=ledger.known_default_cost + (default if known else 0.0),
+        known_recurrences=ledger.known_recurrences + int(known),
+        default_costs=(*ledger.default_costs, default)[-DRIFT_MEMORY:]
+        if known
+        else ledger.default_costs,
+    )
+    return budget_status(config, after, status.cost_ratio)
 
 
+# --- the prices -----------------------------------------------------------------------------
+def predictive_upper(stats: ArmStats, cv: float, z: float = CONFIDENCE_Z) -> float:
+    """An upper confidence bound of the cost of one more run of an arm with ``stats``: its
+    mean plus ``z`` spreads of a new run (the run-to-run spread and the mean's own
+    uncertainty together), widened as Student's t widens a normal quantile when the spread
+    itself is estimated from few runs: a size with one lucky run is no well-known size."""
+    noise = cost_variance(stats, cv)
+    spread = math.sqrt(noise * (1.0 + 1.0 / max(stats.count, 1)))
+    return stats.mean + student_quantile(z, degrees=max(stats.count - 1 + PRIOR_DOF, 1.0)) * spread
+
+
+def student_quantile(z: float, degrees: float) -> float:
+    """Student's t quantile at the normal one ``z``, to first order (Cornish-Fisher): ``z``
+    times ``1 + (z**2 + 1) / (4 * degrees)``; 4.5 for ``z = 2`` and one degree of freedom,
+    2.25 for ten."""
+    return z * (1.0 + (z * z + 1.0) / (4.0 * degrees))
+
+
+@dataclass(frozen=True)
+class CostEstimate:
+    """What a run of a size is expected to cost, from its cost per sample (job cost units)."""
+
+    lowest: float
+    """At its most favourable epochs to target."""
+    expected: float
+    """With as many epochs as the reference size: how most sizes near each other train."""
+    highest: float
+    """At its least favourable epochs to target."""
+
+
+def cost_range(reference: CostReference, batch_size: int, sample_cost: float) -> CostEstimate:
+    """The cost a run of ``batch_size`` can be expected to have, from its cost per training
+    sample (its power profile) and a reference size's runs.
+
+    A run costs its epochs times the cost of an epoch, and an epoch's cost scales with the
+    cost per sample. The epochs are unknown, but bounded by how training scales with the
+    batch (McCandlish et al., "An empirical model of large-batch training", 2018): a larger
+    batch needs at least as many samples as a smaller one (as many epochs), and at most as
+    many steps (epochs in proportion to the batch); a smaller batch the reverse. Most
+    neighbouring sizes of the paper's traces need about as many epochs as each other (the
+    expected case); sizes far above the critical batch need proportionally more."""
+    scaled = reference.mean_cost * sample_cost / reference.sample_cost
+    ratio = batch_size / reference.batch_size
+    low = max(1.0 - RESERVE_Z * reference.mean_spread, 0.0)  # the reference's mean is noisy
+    high = 1.0 + RESERVE_Z * reference.mean_spread
+    return CostEstimate(scaled * min(1.0, ratio) * low, scaled, scaled * max(1.0, ratio) * high)
+
+
+def cannot_beat(estimate: CostEstimate, best_cost: float) -> bool:
+    """Whether a size priced at ``estimate`` cannot beat a size that costs ``best_cost``,
+    even at its most favourable."""
+    return estimate.lowest * PRICE_MARGIN > best_cost
+
+
+# --- profiling within the books ------------------------------------------------------------
 @dataclass(frozen=True)
 class ProfilingCredit:
     """What profiling power limits may add to a run's cost, over the same steps at the

@@ -28,11 +28,12 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from zeus_airflow.core.budget import ProfilingCredit, profiling_credit
+from zeus_airflow.core.budget import ProfilingCredit, budget_after, profiling_credit
 from zeus_airflow.core.config import JobConfig
 from zeus_airflow.core.devices.base import GPUGroup, MeasurementKind
 from zeus_airflow.core.devices.sync import Synchronize
 from zeus_airflow.core.domain import (
+    STOPPED_REASONS,
     TRY_FIGURES,
     BudgetStatus,
     Decide,
@@ -160,8 +161,7 @@ class RecurrenceResult:
     def budget_left_runs(self) -> float | None:
         """The exploration budget left after this recurrence, in Default runs' worth
         (negative: over budget); None without a budget or an estimate of Default's cost."""
-        budget = self.final.budget
-        return None if budget is None else budget.left_runs(self.final.outcome.cost)
+        return self.figures.budget_left_runs
 
     @property
     def exploited_for_budget(self) -> bool:
@@ -261,7 +261,7 @@ class Engine:
             decision = start.decision
             if attempt == tries and decision.early_stop_cost is not None:
                 # The last allowed try must yield a model: it runs to the target or max epochs.
-                decision = replace(decision, early_stop_cost=None, final=True)
+                decision = replace(decision, early_stop_cost=None, budget_cap=None, final=True)
             self._say_why(decision)
             report, value = self._run_trial(job, key, start.trial_id, decision, attempt, train)
             reports.append(report)
@@ -269,7 +269,7 @@ class Engine:
             if report.outcome.reached_target or (decision.final and trained) or not report.judged:
                 break  # an unjudged try would be unjudged again on the same data
             failed.add(report.outcome.batch_size)
-            if report.outcome.stop_reason != "early_stop":
+            if report.outcome.stop_reason not in STOPPED_REASONS:
                 missed.add(report.outcome.batch_size)
             self._say_failed(report.outcome)
         return RecurrenceResult(
@@ -292,7 +292,7 @@ class Engine:
             outcome.stop_reason,
             outcome.epochs,
             ""
-            if outcome.stop_reason == "early_stop"
+            if outcome.stop_reason in STOPPED_REASONS
             else "; it is not tried again in this recurrence: on the same data it would miss again",
         )
 
@@ -342,6 +342,7 @@ class Engine:
                 self.device,
                 profile=profile,
                 early_stop_cost=decision.early_stop_cost,
+                budget_cap=decision.budget_cap,
                 keep_power_limit=decision.keep_power_limit,
                 log=self.log,
                 synchronize=self.synchronize,
@@ -397,9 +398,12 @@ class Engine:
             ):
                 self.store.save_profile(job, profile)
         violation = unrun_body(value) or run.contract_violation or self._unpublishable(value)
+        outcome = self._with_budget(
+            decision, outcome, judged=violation is None and run.not_judged_because is None
+        )
         # A try that trained nothing has no cost of training to learn from, in any phase.
         observed = (
-            counts_as_observation(decision.phase, outcome.reached_target)
+            counts_as_observation(decision.phase, outcome.reached_target, outcome.stop_reason)
             and outcome.stop_reason != "no_steps"
         )
         pending = PendingResult(
@@ -439,9 +443,23 @@ class Engine:
             trial_id, attempt, decision.phase, outcome, decision.budget, judged=unjudged is None
         ), value
 
+    def _with_budget(self, decision: Decision, outcome: RunOutcome, judged: bool) -> RunOutcome:
+        """``outcome`` with the exploration budget left after it (``budget.budget_after``):
+        the one figure the summary, the XComs, the store and the UI show."""
+        if decision.budget is None:
+            return outcome
+        after = budget_after(self.config, decision.budget, outcome, judged)
+        return replace(outcome, budget_left_runs=None if after is None else after.left_runs())
+
     def _profiling_credit(self, decision: Decision) -> ProfilingCredit | None:
         """What profiling may add to a try's cost: bounded by the budget's credit, unless an
-        early-stop bound already caps the whole try (the budget priced the try at it)."""
+        early-stop bound already caps the whole try (the budget priced the try at it); none
+        for a probe, which needs only the profile's first slice."""
+        cap = decision.budget_cap
+        if cap is not None and cap.priced_cap is not None:
+            # A probe: its first slice (the highest limit) prices it; slices below would
+            # slow it past its cap before an epoch ends.
+            return ProfilingCredit(0.0, 0.0)
         if decision.early_stop_cost is not None:
             return None
         return profiling_credit(self.config, decision.budget)

@@ -57,6 +57,19 @@ def training_cost_per_step(
     return profile.measurements[limit].cost_per_step(eta, max_power)
 
 
+def top_cost_per_step(profile: PowerProfile, eta: float) -> float | None:
+    """Cost of one step at the profile's highest candidate limit, the first one a profile
+    measures (Default's); None until it is measured. What sizes are priced against each
+    other by (``budget.cost_range``): it is known a few dozen steps into a size's first run,
+    long before its profile is complete."""
+    if not profile.candidates_w:
+        return None
+    top = profile.measurements.get(max(profile.candidates_w))
+    if top is None:
+        return None
+    return top.cost_per_step(eta, float(max(profile.candidates_w) * profile.gpu_count))
+
+
 def translate(
     here: FleetKey,
     foreign: Iterable[ForeignObservation],

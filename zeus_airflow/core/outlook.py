@@ -12,7 +12,7 @@ from zeus_airflow.core.policy import (
     best_success_size,
     bound_for,
     job_phase,
-    pruning_state,
+    walk_state,
     within_budget,
 )
 
@@ -44,7 +44,7 @@ def upcoming(snapshot: JobSnapshot) -> tuple[str, int | None]:
     Thompson sampling exploits most often), else the fallback's. None before any
     observation. Raises :class:`OutOfOrder` on another policy's history."""
     try:
-        state = pruning_state(snapshot.config, snapshot.exploration)
+        state = walk_state(snapshot)
     except HistoryOutOfOrderError:  # another policy's history
         return standing(snapshot)
     if state.next_batch_size is not None:

@@ -9,6 +9,7 @@ can decide for any job.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
@@ -16,18 +17,29 @@ from typing import Protocol
 
 import numpy as np
 
-from zeus_airflow.core.budget import CONFIDENCE_Z, affords, budget_status
+from zeus_airflow.core.budget import (
+    PRICE_MARGIN,
+    RESERVE_Z,
+    CostEstimate,
+    budget_status,
+    cannot_beat,
+    cost_range,
+    predictive_upper,
+)
 from zeus_airflow.core.config import JobConfig
 from zeus_airflow.core.domain import (
+    STOPPED_REASONS,
     ArmStats,
+    BudgetCap,
     BudgetStatus,
+    CostReference,
     Decision,
     ExplorationStep,
     JobSnapshot,
     Phase,
     SizeEvidence,
 )
-from zeus_airflow.core.posterior import Posterior, arm_posterior, pooled_cost_cv
+from zeus_airflow.core.posterior import PRIOR_COST_CV, Posterior, arm_posterior, pooled_cost_cv
 
 
 @dataclass(frozen=True)
@@ -102,13 +114,31 @@ def _walk(
     start: int,
     outcome: Mapping[int, bool],
     admit: Callable[[int], bool] = lambda b: True,
+    defer: Callable[[int], bool] = lambda b: False,
+    first: Callable[[list[int]], int] = lambda held: 0,
 ) -> Iterator[int]:
     """Visit ``start``, then smaller sizes downwards until one fails, then larger ones upwards
-    until one fails; a size ``admit`` rejects is passed over unvisited. ``outcome`` and
-    ``admit`` are consulted lazily, as the walk's results arrive."""
+    until one fails; a size ``admit`` rejects is passed over unvisited. A size ``defer``
+    holds back (its step was stopped at the exploration budget's cap) ends its direction for
+    now: the walk goes on in the other one and comes back to the held sizes last, ``first``
+    choosing which (an index into them). ``outcome``, ``admit``, ``defer`` and ``first`` are
+    consulted lazily, as the walk's results arrive."""
     yield start
+    held: list[tuple[int, Iterator[int]]] = []
     for direction in (reversed([b for b in sizes if b < start]), [b for b in sizes if b > start]):
-        for b in direction:
+        rest = iter(direction)
+        for b in rest:
+            if not admit(b):
+                continue
+            if defer(b):
+                held.append((b, rest))
+                break
+            yield b
+            if not outcome[b]:
+                break
+    while held:
+        size, rest = held.pop(first([size for size, _ in held]))
+        for b in itertools.chain([size], rest):
             if not admit(b):
                 continue
             yield b
@@ -120,6 +150,8 @@ def pruning_state(
     config: JobConfig,
     history: tuple[ExplorationStep, ...],
     params: PolicyParameters = DEFAULT_PARAMETERS,
+    deferred: tuple[ExplorationStep, ...] = (),
+    order: Callable[[int], float] = lambda b: 0.0,
 ) -> PruningState:
     """Replay the exploration history through two pruning rounds to find where it stands.
 
@@ -132,13 +164,32 @@ def pruning_state(
       direction. Upstream re-runs every converged size once more, and on jobs whose default
       is near the optimum that exploration costs more than it returns.
 
+    And one about the exploration budget: a step stopped at the budget's cap (``deferred``,
+    censored: it says only that the size costs more than the cap) is no verdict. The walk
+    defers that size: it goes on in the other direction first and comes back to it last,
+    when the budget can pay for a verdict (:func:`_walk`).
+
     A job with a ``window_size`` keeps the paper's rules: a window says its costs drift, and
     a size dropped now could never return as the optimum after a drift (docs/drift.md).
     """
     sizes, start = config.batch_sizes, config.default_batch_size
     judge = config.window_size is None  # see cannot_win
-    steps = iter(history)
+    at = 0  # steps of ``history`` replayed so far
     costs: dict[int, list[float]] = {}
+
+    def defer(b: int) -> bool:
+        """Whether ``b``'s step was stopped at the cap at this point of the walk."""
+        after = history[at - 1].seq if at else -1
+        before = history[at].seq if at < len(history) else math.inf
+        return any(s.batch_size == b and after < s.seq < before for s in deferred)
+
+    def first(held: list[int]) -> int:
+        """Which held size the walk comes back to first: the one the history went to, else
+        the cheapest at its most favourable (``order``: cheapest risk first)."""
+        if at < len(history) and history[at].batch_size in held:
+            return held.index(history[at].batch_size)
+        return min(range(len(held)), key=lambda i: order(held[i]))
+
     for round_number in range(1, params.pruning_rounds + 1):
         outcome: dict[int, bool] = {}
         admit = (
@@ -146,10 +197,11 @@ def pruning_state(
             if round_number == 1 or not judge
             else (lambda b: not is_dominated(b, costs, params))
         )
-        for b in _walk(sizes, start, outcome, admit):
-            step = next(steps, None)
-            if step is None:
+        for b in _walk(sizes, start, outcome, admit, defer, first):
+            if at == len(history):
                 return PruningState(b, round_number, sizes)
+            step = history[at]
+            at += 1
             if step.batch_size != b:
                 raise HistoryOutOfOrderError(
                     f"exploration history out of order: expected batch size {b}, found "
@@ -163,6 +215,20 @@ def pruning_state(
             return PruningState(None, round_number, ())
         start = min(sizes, key=lambda b: sum(costs[b]) / len(costs[b]))
     return PruningState(None, params.pruning_rounds, sizes)
+
+
+def walk_state(
+    snapshot: JobSnapshot, params: PolicyParameters = DEFAULT_PARAMETERS
+) -> PruningState:
+    """:func:`pruning_state` of the snapshot's walk, with its deferred steps, coming back
+    first to the held size that is cheapest at its most favourable (``budget.cost_range``):
+    the one that could save most."""
+
+    def order(batch_size: int) -> float:
+        estimate = estimated_cost(snapshot, batch_size)
+        return math.inf if estimate is None else estimate.lowest
+
+    return pruning_state(snapshot.config, snapshot.exploration, params, snapshot.deferred, order)
 
 
 def cannot_win(
@@ -234,17 +300,19 @@ class ZeusPolicy:
 
     def _explore(self, snapshot: JobSnapshot, rng: np.random.Generator) -> Decision:
         """What the paper's policy, with our edge cases, would run next, budget aside."""
-        state = pruning_state(snapshot.config, snapshot.exploration, self.params)
+        state = walk_state(snapshot, self.params)
         bound = bound_for(snapshot)
         if state.next_batch_size is not None:
             b = state.next_batch_size
             if b in snapshot.in_flight or b in snapshot.excluded:
                 # Its outcome is pending (or known bad now): while pruning, overlapping runs
-                # take the best size known so far instead of exploring blindly (paper §4.4).
+                # take the best size known so far instead of exploring blindly (paper §4.4);
+                # a retry after the budget stopped it delivers the model with it.
                 best = best_known(snapshot, state.survivors)
                 if best in snapshot.missed:
                     raise NoFeasibleBatchSizeError(missed_again(snapshot, best))
-                return Decision(best, "concurrent", early_stop_cost=bound(best))
+                busy: Phase = "concurrent" if b in snapshot.in_flight else "exploit"
+                return Decision(best, busy, early_stop_cost=bound(best))
             return Decision(b, "pruning", early_stop_cost=bound(b))
         in_play = sizes_in_play(snapshot, state, self.params)
         if not in_play:
@@ -297,74 +365,304 @@ EXPLORING_PHASES = ("pruning", "sampling", "calibrate")
 """Phases whose decision may run a size other than the best known one: they spend budget."""
 
 
-def within_budget(snapshot: JobSnapshot, decision: Decision) -> Decision:
-    """``decision``, or the best known size instead (phase ``exploit``) when exploring would
-    take the job past its exploration budget (``core/budget.py``).
+PROBE_SHARE = 0.1
+"""A size not priced yet is first tried once the budget's cap reaches this share of the best
+mean cost (and one epoch's): enough for its profile's first slice, a few dozen steps, which
+prices the rest (``budget.cost_range``)."""
 
-    Exploring is a try of any size but the best known one (the cheapest mean of successful
-    runs; the default batch size until one has run). Its pessimistic cost: an arm with
-    successful runs costs its mean plus ``CONFIDENCE_Z`` run-to-run spreads, unless that
-    passes its early-stop bound; any other try may run to its bound and then leave the
-    recurrence to the best size. The recurrence's last try is never held back; once the
-    best size has failed in the recurrence, an exploring retry that does not fit ends the
-    recurrence with that try's result instead (without Zeus, it would have been the
-    default size's)."""
+
+def within_budget(snapshot: JobSnapshot, decision: Decision) -> Decision:
+    """``decision`` within the exploration budget (``core/budget.py``).
+
+    An exploring try (any size but the best known one) runs capped at what the books can
+    pay (:func:`exploration_cap`), and only when that cap reaches what the try is worth
+    (:func:`needed_cap`); otherwise the best known size runs instead (phase ``exploit``). A
+    retry delivers the recurrence's model rather than explore (:func:`may_explore_now`). A
+    known size other than the default one runs only when its upper cost fits
+    (:func:`priced_exploit`)."""
     status = budget_status(
         snapshot.config, snapshot.ledger, snapshot.drift.cost_ratio if snapshot.drift else 1.0
     )
     decision = replace(decision, budget=status)
-    if (
-        snapshot.config.exploration_budget is None
-        or decision.phase not in EXPLORING_PHASES
-        or decision.final
-    ):
+    if snapshot.config.exploration_budget is None or decision.final:
         return decision
     best = best_success_size(snapshot)
-    if decision.batch_size == best:
-        return decision
-    if status is not None and affords(status, upper_cost(snapshot, decision, best)):
-        return decision
+    if decision.phase not in EXPLORING_PHASES or decision.batch_size == best:
+        return priced_exploit(snapshot, decision, status)
+    if status is not None and may_explore_now(snapshot, best):
+        cap = exploration_cap(snapshot, status, best)
+        if cap >= needed_cap(snapshot, decision, best):
+            return capped(snapshot, decision, cap)
     if best in snapshot.excluded:
         # The best size already ran in this recurrence and missed: its model is the
         # recurrence's, as it would have been without Zeus when the best is the default size.
         raise NoFeasibleBatchSizeError(
             f"{budget_reason(status, decision)}; the recurrence ends with its last try"
         )
-    return Decision(
+    exploit = Decision(
         best,
         "exploit",
         early_stop_cost=bound_for(snapshot)(best),
         budget=status,
         reason=budget_reason(status, decision),
     )
+    return priced_exploit(snapshot, exploit, status)
 
 
-def upper_cost(snapshot: JobSnapshot, decision: Decision, best: int) -> float:
-    """A pessimistic cost of ``decision``'s try, the best size's retry included when the
-    try may be early-stopped (see :func:`within_budget`); infinite when nothing bounds it."""
-    cv = pooled_cost_cv(snapshot.observations.values())
-    means = snapshot.success_mean_cost
-    bound = decision.early_stop_cost
-    mean = means.get(decision.batch_size)
-    if mean is not None and (bound is None or mean * (1 + CONFIDENCE_Z * cv) <= bound):
-        return mean * (1 + CONFIDENCE_Z * cv)
-    if bound is None or best not in means:
+def may_explore_now(snapshot: JobSnapshot, best: int) -> bool:
+    """Whether the recurrence may still explore: a retry delivers the model rather than
+    explore, unless what the recurrence spent so far was no more than a profile's worth (a
+    size priced and stopped at its first steps)."""
+    if not snapshot.excluded:
+        return True
+    best_cost = snapshot.success_mean_cost.get(best, math.inf)
+    return snapshot.ledger.recurrence_spent <= PROBE_SHARE * best_cost
+
+
+def priced_exploit(
+    snapshot: JobSnapshot, decision: Decision, status: BudgetStatus | None
+) -> Decision:
+    """``decision``, which runs a known size, or the default size instead when ``decision``'s
+    size is another one whose upper cost (``RESERVE_Z`` spreads) does not fit what is left
+    of the allowance: a best size with a lucky run or two, or one whose true cost is near
+    Default's, must not take the job over its budget. The default size's run, to its end,
+    prices its own Default (it trains on the same data), so it always fits."""
+    b0 = snapshot.config.default_batch_size
+    b = decision.batch_size
+    if status is None or decision.phase == "fallback":
+        return decision
+    if b == b0:  # the first rule: the recurrence gets the model it would have without Zeus
+        return decision
+    stats = snapshot.observations.get(b)
+    room = status.room()
+    if stats is not None and stats.count:
+        cv = max(pooled_cost_cv(snapshot.observations.values()), PRIOR_COST_CV)
+        if predictive_upper(stats, cv, RESERVE_Z) <= room:
+            return decision
+    if b0 in snapshot.excluded:
+        # The default size already ran in this recurrence and missed: its model is the
+        # recurrence's, as it would have been without Zeus.
+        raise NoFeasibleBatchSizeError(
+            f"batch size {b}'s upper cost does not fit the exploration budget left "
+            f"({status.left_before_runs():.2f} Default runs' worth); the recurrence ends "
+            "with its last try, as it would without Zeus"
+        )
+    return Decision(
+        b0,
+        "exploit",
+        budget=status,
+        reason=(
+            f"batch size {b}'s upper cost does not fit the exploration budget left "
+            f"({status.left_before_runs():.2f} Default runs' worth), so the default batch size "
+            f"{b0} runs"
+        ),
+    )
+
+
+def exploration_cap(snapshot: JobSnapshot, status: BudgetStatus, best: int) -> float:
+    """The most an explored try may cost and still leave room, should it be stopped, for the
+    recurrence to end with a run that fits the allowance: the best size's (its upper cost,
+    ``RESERVE_Z`` spreads), or the default size's, which prices its own Default (it trains
+    on the same data, and at its profiled limit costs at most that) and so needs only the
+    recurrence's share of the allowance, less the budget's fraction of its own cost."""
+    room = status.room()
+    config = snapshot.config
+    cv = max(pooled_cost_cv(snapshot.observations.values()), PRIOR_COST_CV)
+    b0 = snapshot.observations.get(config.default_batch_size)
+    share = status.exploring_fraction * b0.mean * max(1.0 - RESERVE_Z * cv, 0.0) if b0 else 0.0
+    with_default = status.room(before=True) + share
+    stats = snapshot.observations.get(best)
+    if best == config.default_batch_size or stats is None or stats.count == 0:
+        return with_default
+    return max(with_default, room - predictive_upper(stats, cv, RESERVE_Z))
+
+
+def verdict_cost(snapshot: JobSnapshot) -> float:
+    """The cost at which a size cannot win (:func:`cannot_win`): the best mean plus
+    ``cannot_win_z`` of the job's run-to-run spreads; infinite before any size succeeded."""
+    best = min(snapshot.success_mean_cost.values(), default=None)
+    if best is None:
         return math.inf
-    return bound + means[best] * (1 + CONFIDENCE_Z * cv)
+    cv = pooled_cost_cv(snapshot.observations.values())
+    return best * (1.0 + DEFAULT_PARAMETERS.cannot_win_z * cv)
+
+
+def nearest_epochs(snapshot: JobSnapshot, batch_size: int) -> tuple[int, float] | None:
+    """The nearest size (in log scale) with runs that reached the target, and their mean
+    epochs; None before any."""
+    epochs = snapshot.ledger.success_epochs
+    if not epochs:
+        return None
+    nearest = min(epochs, key=lambda b: abs(math.log(b / batch_size)))
+    return nearest, epochs[nearest]
+
+
+def expected_epochs(snapshot: JobSnapshot, batch_size: int) -> float | None:
+    """The epochs ``batch_size`` is expected to need: as many as its nearest size with runs
+    that reached the target (``budget.cost_range``, the expected case)."""
+    near = nearest_epochs(snapshot, batch_size)
+    return None if near is None else near[1]
+
+
+def fewest_epochs(snapshot: JobSnapshot, batch_size: int) -> float | None:
+    """The fewest epochs ``batch_size`` can be expected to need, from its nearest size with
+    runs that reached the target: as many (a larger batch needs as many samples), or, for a
+    smaller batch, as many steps (at best it needs no more steps: McCandlish et al., "An
+    empirical model of large-batch training", 2018)."""
+    near = nearest_epochs(snapshot, batch_size)
+    if near is None:
+        return None
+    size, epochs = near
+    return epochs * min(1.0, batch_size / size)
+
+
+def cost_reference(snapshot: JobSnapshot, batch_size: int) -> CostReference | None:
+    """The size to price ``batch_size`` by (``budget.cost_range``): the nearest one in log
+    scale whose runs reached the target and whose cost per sample is known; None if none."""
+    sizes = [b for b in snapshot.success_mean_cost if b in snapshot.sample_costs]
+    if not sizes:
+        return None
+    near = min(sizes, key=lambda b: abs(math.log(b / batch_size)))
+    stats = snapshot.observations.get(near, ArmStats(0, 0.0, 0.0))
+    cv = max(pooled_cost_cv(snapshot.observations.values()), PRIOR_COST_CV)
+    return CostReference(
+        near,
+        snapshot.success_mean_cost[near],
+        snapshot.sample_costs[near],
+        cv / math.sqrt(max(stats.count, 1)),
+    )
+
+
+def estimated_cost(snapshot: JobSnapshot, batch_size: int) -> CostEstimate | None:
+    """What a run of ``batch_size`` is expected to cost (``budget.cost_range``), from its
+    cost per sample; None before it is known, or without a reference."""
+    reference = cost_reference(snapshot, batch_size)
+    sample_cost = snapshot.sample_costs.get(batch_size)
+    if reference is None or sample_cost is None:
+        return None
+    return cost_range(reference, batch_size, sample_cost)
+
+
+def needed_cap(snapshot: JobSnapshot, decision: Decision, best: int) -> float:
+    """The cap below which trying ``decision``'s size is not worth it yet: an arm with
+    successful runs, its upper cost (``CONFIDENCE_Z``); a priced size, its expected cost; a
+    size not priced yet (or priced as unable to beat the best), a probe's share of the best
+    mean (its price comes a few dozen steps in, and the try stops there unless it is
+    expected to finish within the cap). A size a probe stopped at the cap needs an epoch
+    more than it had, and its expected cost; one stopped later, after its price let it go on,
+    a cap that judges it. Never above the cost at which a stop is a verdict (its early-stop
+    bound, or where it cannot win)."""
+    b = decision.batch_size
+    cv = pooled_cost_cv(snapshot.observations.values())
+    stats = snapshot.observations.get(b)
+    if b in snapshot.success_mean_cost and stats is not None and stats.count:
+        need = predictive_upper(stats, cv)
+    else:
+        best_cost = snapshot.success_mean_cost.get(best, math.inf)
+        estimate = estimated_cost(snapshot, b)
+        if estimate is None or cannot_beat(estimate, best_cost):
+            # Its profile prices it, or judges it, a few dozen steps in; the first epoch
+            # runs whole, so the cap covers one, even at twice the best size's cost.
+            epochs = expected_epochs(snapshot, b) or 1.0
+            need = max(PROBE_SHARE, 2.0 / epochs) * best_cost
+        else:
+            need = estimate.expected
+        stopped = snapshot.ledger.censored.get(b)
+        lowest = censored_lowest(snapshot, b)
+        if lowest is not None and lowest * PRICE_MARGIN > best_cost:
+            need = PROBE_SHARE * best_cost  # judged at its first step (``BudgetCap``)
+        elif stopped is not None and stopped.epochs > 1:
+            # Priced as fitting, it ran on and still met the cap: only a cap that judges it
+            # (where a stop is a verdict) is worth paying again.
+            need = math.inf
+        elif stopped is not None:  # an epoch more, and what it is expected to cost
+            epochs = expected_epochs(snapshot, b) or 0.0
+            need = max(need, stopped.cost + stopped.epoch_cost, stopped.epoch_cost * epochs)
+    verdict = decision.early_stop_cost if decision.early_stop_cost is not None else math.inf
+    if snapshot.config.window_size is None:
+        verdict = min(verdict, verdict_cost(snapshot))
+    return min(need, verdict)
+
+
+def capped(snapshot: JobSnapshot, decision: Decision, cap: float) -> Decision:
+    """``decision`` stopped at ``cap`` or its early-stop bound, whichever is lower (a stop at
+    a cap below the bound is censored, ``budget_cap``, unless the cap shows the size cannot
+    win), and priced as it goes (``BudgetCap``): it stops as soon as its cost, predicted
+    from its power profile or its epochs, passes the cost at which it cannot win
+    (``cannot_win``, for jobs that judge so) or is not expected to fit the cap. A walk step
+    not priced yet runs as a probe, capped at an epoch of the best size, until its price
+    lets it go on."""
+    bound = decision.early_stop_cost
+    b = decision.batch_size
+    judge = snapshot.config.window_size is None
+    verdict = verdict_cost(snapshot) if judge else math.inf
+    stop = cap if bound is None else min(cap, bound)
+    # Predictions judge the walk's steps only. An arm Thompson sampling draws is judged by
+    # its own costs: a prediction from its noisy epochs would stop runs that would have
+    # finished, and a stop a few steps in is no cost to learn from.
+    if decision.phase != "pruning" or b in snapshot.success_mean_cost:
+        return replace(
+            decision, early_stop_cost=stop, budget_cap=BudgetCap(verdict_cost=verdict, bound=bound)
+        )
+    probe = probe_cost(snapshot, b)
+    return replace(
+        decision,
+        early_stop_cost=stop if probe is None else min(stop, probe),
+        budget_cap=BudgetCap(
+            verdict_cost=verdict,
+            bound=bound,
+            best_cost=min(snapshot.success_mean_cost.values(), default=math.inf),
+            min_epochs=fewest_epochs(snapshot, b),
+            expected_epochs=expected_epochs(snapshot, b),
+            reference=cost_reference(snapshot, b),
+            priced_cap=None if probe is None else stop,
+            lowest_cost=censored_lowest(snapshot, b),
+        ),
+    )
+
+
+def probe_cost(snapshot: JobSnapshot, batch_size: int) -> float | None:
+    """The cap of a walk step nobody has priced yet (no cost per sample, no try stopped at
+    the cap): an epoch of the best size. Its price raises it; a size that cannot be priced
+    within it is stopped there, censored, with its cost per epoch learned. None: priced."""
+    if batch_size in snapshot.sample_costs or batch_size in snapshot.ledger.censored:
+        return None
+    means = snapshot.success_mean_cost
+    if not means:
+        return None
+    best = min(means, key=lambda b: means[b])
+    epochs = snapshot.ledger.success_epochs.get(best)
+    return None if not epochs else means[best] / epochs
+
+
+def censored_lowest(snapshot: JobSnapshot, batch_size: int) -> float | None:
+    """What ``batch_size`` costs at its most favourable, from its latest try stopped at the
+    cap: its cost per epoch times the fewest epochs it can need (``fewest_epochs``); None
+    without such a try."""
+    stopped = snapshot.ledger.censored.get(batch_size)
+    fewest = fewest_epochs(snapshot, batch_size)
+    if stopped is None or fewest is None:
+        return None
+    return stopped.epoch_cost * fewest
 
 
 def budget_reason(status: BudgetStatus | None, wanted: Decision) -> str:
     """Why a decision exploited, for the log and the summary line."""
+    want = f"batch size {wanted.batch_size} ({wanted.phase})"
     if status is None:
         return (
             f"exploration waits for the default batch size's first complete run (the "
-            f"budget's reference), so batch size {wanted.batch_size} ({wanted.phase}) is "
-            "not tried yet"
+            f"budget's reference), so {want} is not tried yet"
+        )
+    left = f"{status.left_before_runs():.2f} Default runs' worth left"
+    if status.exploring_fraction == 0.0:
+        return (
+            f"exploration budget: in its first week a job explores only with what it "
+            f"saved, too little yet for {want} ({left}), so the best known size runs"
         )
     return (
-        f"exploration budget: trying batch size {wanted.batch_size} ({wanted.phase}) "
-        f"could take the job past its budget ({status.left_runs():.2f} Default runs' "
-        "worth left), so the best known size runs"
+        f"exploration budget: {want} is not worth trying with what is left ({left}), so "
+        "the best known size runs"
     )
 
 
@@ -424,7 +722,8 @@ def returned_after_drift(batch_size: int, snapshot: JobSnapshot) -> bool:
     (``snapshot.drift``), such a size is an arm again; and once it has been sampled (it has
     more observations than its pruning runs), it stays one, so it does not drop out when
     the change leaves the detection's memory. Without drift detection, as in the paper
-    with our round-2 change, it stays dropped.
+    with our round-2 change, it stays dropped. A size the budget priced out (``cannot_win``)
+    stays out as a failed one does: a price, not a finished run, judged it.
     """
     if not snapshot.config.drift_detection:
         return False
@@ -456,7 +755,11 @@ def earned_another_try(
 
     A size dropped without failing (dominated, or never reached by the walk) stays dropped.
     """
-    failures = [s for s in snapshot.exploration if s.batch_size == batch_size and not s.succeeded]
+    failures = [
+        s
+        for s in snapshot.exploration
+        if s.batch_size == batch_size and not s.succeeded and s.stop_reason != "cannot_win"
+    ]
     if not failures:
         return False
     evidence = snapshot.evidence.get(batch_size, SizeEvidence())
@@ -487,7 +790,7 @@ def hard_recurrences(snapshot: JobSnapshot) -> set[str]:
     failed everything on one hard day does not fall back for good."""
     hard = set()
     for step in snapshot.exploration:
-        if step.succeeded or step.stop_reason == "early_stop" or not step.recurrence:
+        if step.succeeded or step.stop_reason in STOPPED_REASONS or not step.recurrence:
             continue
         later = snapshot.evidence.get(step.batch_size, SizeEvidence()).last_success_seq
         if later is not None and later > step.seq:
@@ -521,7 +824,7 @@ def job_phase(
 ) -> tuple[str, tuple[int, ...]]:
     """``pruning``, ``sampling`` or ``infeasible`` (no size in play: runs fall back), and the
     sizes in play."""
-    state = pruning_state(snapshot.config, snapshot.exploration, params)
+    state = walk_state(snapshot, params)
     if state.next_batch_size is not None:
         return "pruning", state.survivors
     in_play = sizes_in_play(snapshot, state, params)
@@ -538,7 +841,11 @@ def pruning_reasons(
     for b in config.batch_sizes:
         if b in in_play:
             continue
-        failures = [s for s in snapshot.exploration if s.batch_size == b and not s.succeeded]
+        failures = [
+            s
+            for s in snapshot.exploration
+            if s.batch_size == b and not s.succeeded and s.stop_reason != "cannot_win"
+        ]
         if not failures:
             tried = any(s.batch_size == b for s in snapshot.exploration)
             reasons[b] = (

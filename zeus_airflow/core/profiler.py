@@ -191,6 +191,11 @@ class PowerLimitProfiler:
             by_limit[self.power_limit_w] = by_limit.get(self.power_limit_w, 0) + rest
         return by_limit
 
+    def release_credit(self) -> None:
+        """From here the try's own cap bounds what profiling adds (a probe that its price let
+        go on): the search goes on without the credit."""
+        self.credit = None
+
     # --- hooks from the training loop --------------------------------------------------------
     def steps_until_transition(self) -> int | None:
         """Steps that may run before the profiler must be told; None once it is done."""

@@ -51,7 +51,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import TypeVar
 
-from zeus_airflow.core.budget import ProfilingCredit
+from zeus_airflow.core.budget import PRICE_MARGIN, ProfilingCredit, cannot_beat, cost_range
 from zeus_airflow.core.config import (
     DB_INT_MAX,
     JobConfig,
@@ -62,7 +62,8 @@ from zeus_airflow.core.config import (
 from zeus_airflow.core.cost import zeus_cost
 from zeus_airflow.core.devices.base import GPUGroup, max_power_w, power_control
 from zeus_airflow.core.devices.sync import Synchronize
-from zeus_airflow.core.domain import PowerProfile, RunOutcome, StopReason
+from zeus_airflow.core.domain import BudgetCap, PowerProfile, RunOutcome, StopReason
+from zeus_airflow.core.fleet import top_cost_per_step
 from zeus_airflow.core.monitor import EnergyMonitor, HostEnergyMeter, TimeEnergy
 from zeus_airflow.core.profiler import PowerLimitProfiler
 
@@ -103,6 +104,7 @@ class TrainingRun:
         monitor: EnergyMonitor,
         profiler: PowerLimitProfiler,
         early_stop_cost: float | None,
+        budget_cap: BudgetCap | None = None,
     ) -> None:
         self.config = config
         self.batch_size = batch_size
@@ -111,6 +113,10 @@ class TrainingRun:
         self.profiler = profiler
         self.early_stop_cost = early_stop_cost
         """Stop before the run's training cost would exceed this (None: no bound)."""
+        self.budget_cap = budget_cap
+        """Set: ``early_stop_cost`` is the exploration budget's cap, a stop is censored."""
+        self._priced = False
+        """Whether the try was priced from its cost per sample (``_priced_at``)."""
         self.epoch = 0
         self.last_metric: float | None = None
         self.reached_target = False
@@ -182,14 +188,16 @@ class TrainingRun:
         for batch in batches:
             yield batch
             self.end_step()
+            if self.budget_stopped:
+                return
 
     def run_steps(self, count: int, work: Callable[[int], None]) -> None:
         """Run ``count`` steps by calling ``work(k)`` for chunks of k steps; chunks end where
         the profiler must switch limits. For workloads that step in bulk (trace replay)."""
         left = _step_count("run_steps", count)
         self.start_training()
-        while left > 0:
-            chunk = self.profiler.steps_until_transition() or left
+        while left > 0 and not self.budget_stopped:
+            chunk = self.profiler.steps_until_transition() or (1 if self._unpriced else left)
             chunk = min(chunk, left)
             work(chunk)
             self.end_step(chunk)
@@ -228,6 +236,56 @@ class TrainingRun:
         self.steps_trained += steps
         if self.profiler.is_profiling:
             self.profiler.on_steps_done(steps)
+        if self._unpriced and self.stop_reason is None:
+            self.stop_reason = self._priced_now() or self._past_the_probe()
+
+    @property
+    def _unpriced(self) -> bool:
+        """A price is pending (``_priced_now``): bulk steps stop for it."""
+        cap = self.budget_cap
+        return (
+            not self._priced
+            and cap is not None
+            and (
+                cap.reference is not None
+                or cap.lowest_cost is not None
+                or cap.priced_cap is not None
+            )
+        )
+
+    def _past_the_probe(self) -> StopReason | None:
+        """A probe not priced yet that has spent its cap stops now, inside its epoch
+        (``budget_cap``): its cap holds step by step, not only between epochs."""
+        if self.early_stop_cost is None or not self.training_started:
+            return None
+        so_far = self.cost_of(self.monitor.peek_window(_RUN_WINDOW))
+        return "budget_cap" if so_far > self.early_stop_cost else None
+
+    def _priced_now(self) -> StopReason | None:
+        """The try's price, as soon as there is one: a size an earlier try priced as unable
+        to beat the best stops at its first step (``cannot_win``); else once its cost per
+        sample at the highest limit is measured (``_priced_at``). A price that lets the try
+        go on raises a probe's cap to the cap the budget pays for."""
+        cap = self.budget_cap
+        assert cap is not None
+        if cap.lowest_cost is not None and cap.lowest_cost * PRICE_MARGIN > cap.best_cost:
+            self._priced = True
+            return "cannot_win"
+        per_step = top_cost_per_step(self.profiler.profile, self.config.eta)
+        if cap.reference is None or per_step is None:
+            return None  # at once, or when the profile's first slice ends
+        self._priced = True
+        stop = self._priced_at(per_step / self.batch_size)
+        if stop is None and cap.priced_cap is not None:
+            self.early_stop_cost = cap.priced_cap
+            self.profiler.release_credit()
+        return stop
+
+    @property
+    def budget_stopped(self) -> bool:
+        """The exploration budget stopped the try (inside an epoch, possibly): a framework's
+        callback ends training at once (``should_stop`` says why)."""
+        return self.stop_reason in ("budget_cap", "cannot_win")
 
     def end_epoch(self) -> None:
         """The epoch's training (and, ideally, its evaluation) is over: close its measurement.
@@ -270,7 +328,7 @@ class TrainingRun:
                 f"report_metric(value={short_repr(value)}) is invalid: expected a finite "
                 f"number a float can hold ({CONTRACT})"
             )
-        if self.stop_reason is not None and not self._in_epoch:
+        if self.stop_reason is not None and (not self._in_epoch or self.budget_stopped):
             return
         self.last_metric = float(number)
         self.reached_target = self.config.reached(number)
@@ -291,8 +349,8 @@ class TrainingRun:
     @property
     def contract_violation(self) -> str | None:
         """How the finished train function broke :data:`CONTRACT`, or None."""
-        if self.own_cap is not None:
-            return None  # a framework's cap ended training before an epoch, or its metric
+        if self.own_cap is not None or self.budget_stopped:
+            return None  # a framework's cap, or the budget, ended training before a metric
         if self.epoch == 0:
             return f"the train function returned without iterating run.epochs() ({CONTRACT})"
         if self.last_metric is None:
@@ -414,8 +472,59 @@ class TrainingRun:
             return "max_epochs"
         if self.early_stop_cost is not None and self.epoch > 0:
             so_far = self.cost_of(self.monitor.peek_window(_RUN_WINDOW))
-            if so_far + self._predicted_epoch_cost() > self.early_stop_cost:
-                return "early_stop"
+            next_epoch = self._predicted_epoch_cost()
+            if so_far + next_epoch > self.early_stop_cost:
+                return self._at_cap()
+            return self._hopeless(so_far, next_epoch)
+        return None
+
+    def _at_cap(self) -> StopReason:
+        """Why the try stops at ``early_stop_cost``: its early-stop bound (``early_stop``),
+        or the budget's cap, which says the size cannot win when the cap is at or past the
+        cost at which it could (``cannot_win``), and only that it costs more (``budget_cap``)
+        below it."""
+        cap = self.budget_cap
+        assert self.early_stop_cost is not None
+        if cap is None or (cap.bound is not None and self.early_stop_cost >= cap.bound):
+            return "early_stop"
+        return "cannot_win" if self.early_stop_cost >= cap.verdict_cost else "budget_cap"
+
+    def _priced_at(self, sample_cost: float) -> StopReason | None:
+        """The try's cost per sample at the highest limit is measured (at its first step,
+        or when its profile's first slice ends): under the budget's cap, price the try from
+        it against the reference size (``budget.cost_range``). A size that cannot win, or
+        cannot beat the best size, even at its most favourable stops now (``cannot_win``);
+        one not expected to finish within a cap too low to judge it stops too
+        (``budget_cap``); the rest train on."""
+        cap = self.budget_cap
+        assert cap is not None and cap.reference is not None
+        estimate = cost_range(cap.reference, self.batch_size, sample_cost)
+        if estimate.lowest > cap.verdict_cost or cannot_beat(estimate, cap.best_cost):
+            return "cannot_win"
+        room = cap.priced_cap if cap.priced_cap is not None else self.early_stop_cost
+        if room is not None and estimate.expected > room < cap.verdict_cost:
+            return "budget_cap"  # under a cap that could judge it, it runs to the verdict
+        return None
+
+    def _hopeless(self, so_far: float, next_epoch: float) -> StopReason | None:
+        """A budget-capped try whose cost, predicted from its epochs so far at its most
+        favourable (the fewest epochs its size can need), passes the cost at which its size
+        could win (``cannot_win``: a verdict), or the cap (``budget_cap``: it cannot finish
+        within what the budget pays for, so it stops before it spends more); or, not priced
+        from its profile yet, is not expected to fit a cap too low to judge it."""
+        cap = self.budget_cap
+        if cap is None or self.early_stop_cost is None:
+            return None
+        if cap.min_epochs is not None:
+            at_best = so_far + next_epoch * max(cap.min_epochs - self.epoch, 1.0)
+            if at_best > cap.verdict_cost:
+                return "cannot_win"
+            if at_best > self.early_stop_cost:
+                return "budget_cap"
+        if not self._priced and cap.expected_epochs is not None:
+            expected = so_far + next_epoch * max(cap.expected_epochs - self.epoch, 1.0)
+            if expected > self.early_stop_cost < cap.verdict_cost:
+                return "budget_cap"
         return None
 
     def _predicted_epoch_cost(self) -> float:
@@ -483,6 +592,7 @@ def open_run(
     *,
     profile: PowerProfile | None = None,
     early_stop_cost: float | None = None,
+    budget_cap: BudgetCap | None = None,
     keep_power_limit: bool = False,
     log: logging.Logger | None = None,
     synchronize: Synchronize | None = None,
@@ -495,7 +605,8 @@ def open_run(
 
     ``profile``: what is known of this size's power profile (default: nothing, so the run
     profiles every candidate limit). ``keep_power_limit``: change no setting (the profiler
-    measures at the current limits). ``early_stop_cost``: the bound (None: unbounded).
+    measures at the current limits). ``early_stop_cost``: the bound (None: unbounded);
+    ``budget_cap``: set when it is the exploration budget's cap (a stop there is censored).
     ``synchronize``: waits for the GPUs' queued work at each window edge (None: the device's
     own hook). ``host_energy``: the host's CPU and DRAM meter (RAPL), None: not measured.
     ``profiling_credit``: what profiling may add to the run's cost (None: no limit)."""
@@ -510,7 +621,7 @@ def open_run(
     profiler = PowerLimitProfiler(
         device, monitor, profiler_config, config.eta, profile, log, profiling_credit
     )
-    run = TrainingRun(config, batch_size, device, monitor, profiler, early_stop_cost)
+    run = TrainingRun(config, batch_size, device, monitor, profiler, early_stop_cost, budget_cap)
     try:
         run.begin()
         yield run

@@ -13,7 +13,7 @@ from dataclasses import replace
 from zeus_airflow.core.config import JobConfig
 from zeus_airflow.core.domain import ExplorationStep, JobSnapshot, JobState
 from zeus_airflow.core.drift import arm_view
-from zeus_airflow.core.fleet import with_other_fleets
+from zeus_airflow.core.fleet import top_cost_per_step, with_other_fleets
 
 
 def job_snapshot(state: JobState) -> JobSnapshot:
@@ -29,6 +29,7 @@ def job_snapshot(state: JobState) -> JobSnapshot:
     return JobSnapshot(
         config=budget_reference(config, state.exploration),
         exploration=state.exploration,
+        deferred=state.deferred,
         in_flight=state.in_flight,
         observations=observations,
         success_mean_cost={b: total / n for b, (total, n) in successes.items()},
@@ -39,7 +40,22 @@ def job_snapshot(state: JobState) -> JobSnapshot:
         drift=drift,
         missed=state.missed,
         ledger=state.ledger,
+        sample_costs=sample_costs(state),
     )
+
+
+def sample_costs(state: JobState) -> dict[int, float]:
+    """Per batch size whose power profile on this GPU setup measured the highest limit, its
+    cost per training sample there."""
+    config = state.job.config
+    costs = {}
+    for (key, b), profile in state.profiles.items():
+        if key != state.here:
+            continue
+        per_step = top_cost_per_step(profile, config.eta)
+        if per_step is not None:
+            costs[b] = per_step / b
+    return costs
 
 
 def budget_reference(config: JobConfig, exploration: Sequence[ExplorationStep]) -> JobConfig:

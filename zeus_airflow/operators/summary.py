@@ -106,14 +106,15 @@ def summary_line(
 
 
 def show_budget(result: RecurrenceResult) -> str | None:
-    """E.g. ``exploited: exploration budget spent (0.4 Default runs left)`` or ``budget
-    1.8 Default runs left``; None without a budget."""
+    """E.g. ``exploration budget 1.8 Default runs' worth left``, after the run (the figure
+    of the XComs, the store and the UI), with why the best known size ran when it did;
+    None without a budget."""
     left = result.budget_left_runs
     if left is None:
         return None
     if result.exploited_for_budget:
         return (
-            f"exploited: exploring would have spent more than the exploration budget "
-            f"left ({left:.1f} Default runs' worth)"
+            f"exploited: exploring was not worth what the budget could pay "
+            f"(exploration budget {left:.1f} Default runs' worth left)"
         )
     return f"exploration budget {left:.1f} Default runs' worth left"

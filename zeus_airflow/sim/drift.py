@@ -303,19 +303,31 @@ def run_drift(spec: DriftSpec) -> DriftResult:
     for index in range(spec.recurrences):
         if index == spec.switch_at:
             gpu.trace = drifted  # the replay now draws epochs-to-target from the drifted curve
-            result.survivors_at_switch = pruning_state(engine.config, tuple(exploration)).survivors
+            walk = tuple(s for s in exploration if s.stop_reason != "budget_cap")
+            deferred = tuple(s for s in exploration if s.stop_reason == "budget_cap")
+            result.survivors_at_switch = pruning_state(
+                engine.config, walk, deferred=deferred
+            ).survivors
         train.recurrence = index
         outcome = engine.run_recurrence(train, RecurrenceKey(run_id=f"recurrence-{index}"))
-        exploration.extend(_exploration_steps(outcome))
+        exploration.extend(_exploration_steps(outcome, len(exploration)))
         result.record(outcome)
     result.wall_s = time.perf_counter() - started
     return result
 
 
-def _exploration_steps(result: RecurrenceResult) -> list[ExplorationStep]:
-    """The pruning walk's steps in a recurrence, as the store hands them to the policy."""
+def _exploration_steps(result: RecurrenceResult, before: int) -> list[ExplorationStep]:
+    """The pruning walk's steps in a recurrence, as the store hands them to the policy (those
+    stopped at the budget's cap among them: the walk defers their size), numbered in
+    decision order after the ``before`` steps so far."""
+    tries = [t for t in result.tries if t.phase in EXPLORATION_PHASES]
     return [
-        ExplorationStep(t.outcome.batch_size, t.outcome.reached_target, t.outcome.cost)
-        for t in result.tries
-        if t.phase in EXPLORATION_PHASES
+        ExplorationStep(
+            t.outcome.batch_size,
+            t.outcome.reached_target,
+            t.outcome.cost,
+            seq=before + i + 1,
+            stop_reason=t.outcome.stop_reason,
+        )
+        for i, t in enumerate(tries)
     ]

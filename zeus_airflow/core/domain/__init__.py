@@ -7,8 +7,11 @@ store, the policy, the profiler, the engine and the reports all build on it.
 from zeus_airflow.core.domain.carbon import RunCarbon
 from zeus_airflow.core.domain.decision import (
     ArmStats,
+    BudgetCap,
     BudgetLedger,
     BudgetStatus,
+    CensoredTry,
+    CostReference,
     Decision,
     DriftFound,
     ExplorationStep,
@@ -51,6 +54,7 @@ from zeus_airflow.core.domain.outbox import (
     read_outbox,
 )
 from zeus_airflow.core.domain.outcome import (
+    STOPPED_REASONS,
     ObserverReport,
     PowerProfile,
     RunOutcome,
@@ -84,13 +88,17 @@ __all__ = [
     "SAVED_VS_DEFAULT",
     "SHOWN_STATUSES",
     "STATUS_SHOWN",
+    "STOPPED_REASONS",
     "TRANSITIONS",
     "TRY_FIGURES",
     "VOID_STATUSES",
     "XCOM_KEYS",
     "ArmStats",
+    "BudgetCap",
     "BudgetLedger",
     "BudgetStatus",
+    "CensoredTry",
+    "CostReference",
     "Decide",
     "Decision",
     "DeviceInfo",

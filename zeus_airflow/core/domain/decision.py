@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -64,6 +65,71 @@ class ExplorationStep:
 
 
 @dataclass(frozen=True)
+class CostReference:
+    """A size whose runs reached the target, to price another size by: a run's cost scales
+    with its cost per training sample and with the epochs it needs (``budget.cost_range``)."""
+
+    batch_size: int
+    mean_cost: float
+    """Mean cost of its runs that reached the target (job cost units)."""
+    sample_cost: float
+    """Its cost per training sample at the highest limit (job cost units)."""
+    mean_spread: float = 0.0
+    """The relative standard error of ``mean_cost`` (its runs' spread over the root of
+    their number)."""
+
+
+@dataclass(frozen=True)
+class BudgetCap:
+    """How an explored try is stopped where the exploration budget cannot pay for more
+    (``core/budget.py``). Costs in the job's cost units."""
+
+    verdict_cost: float
+    """The cost at which the size cannot win (``policy.cannot_win``)."""
+    bound: float | None = None
+    """The size's early-stop bound (None: none): a stop at a cap as high is an early stop."""
+    best_cost: float = math.inf
+    """The best size's mean cost: a size that cannot beat it even at its most favourable
+    (``budget.cannot_beat``) stops as ``cannot_win`` once its profile prices it."""
+    min_epochs: float | None = None
+    """The fewest epochs the size can be expected to need (``policy.fewest_epochs``): a try
+    whose cost over that many epochs passes ``verdict_cost`` stops as ``cannot_win``.
+    None: no such prediction, the try runs to the cap."""
+    expected_epochs: float | None = None
+    """The epochs the size is expected to need (its nearest neighbour's mean): a try its
+    profile has not priced yet stops once its cost over that many epochs is not expected to
+    fit the cap (``budget_cap``). None: no such prediction."""
+    reference: CostReference | None = None
+    """Once the try's profile has measured the highest limit (a few dozen steps in), its cost
+    is priced from its cost per sample there against this size's (``budget.cost_range``):
+    a size that cannot win, or is not expected to finish within the cap, stops there."""
+    priced_cap: float | None = None
+    """Set for a try not priced yet: its ``early_stop_cost`` is a probe's (an epoch of the
+    best size), raised to this cap once its price says it may go on. Short jobs price a size
+    only after an epoch, and a size nobody can price is not worth more than a probe."""
+    lowest_cost: float | None = None
+    """What the size costs at its most favourable, from an earlier try stopped at the cap
+    (its cost per epoch): one that cannot beat the best size stops at its first step."""
+
+
+@dataclass(frozen=True)
+class CensoredTry:
+    """A try stopped at the exploration budget's cap: a lower bound of its size's cost."""
+
+    cap: float
+    """The cap it ran under (job cost units)."""
+    cost: float
+    """What it cost until it stopped."""
+    epochs: int
+    """Epochs it trained: its size needs more."""
+
+    @property
+    def epoch_cost(self) -> float:
+        """Its mean cost per epoch."""
+        return self.cost / max(self.epochs, 1)
+
+
+@dataclass(frozen=True)
 class BudgetLedger:
     """The exploration budget's books for one job on one GPU setup (``core/budget.py``).
     Costs in the job's cost units."""
@@ -72,6 +138,8 @@ class BudgetLedger:
     """Cost of every try so far, the current recurrence's included."""
     recurrences: int = 0
     """Recurrences begun, the current one included."""
+    recurrence_spent: float = 0.0
+    """Cost of the current recurrence's earlier tries (part of ``spent_cost``)."""
     default_costs: tuple[float, ...] = ()
     """What the default batch size's latest complete runs (to the target or to max epochs)
     would have cost at the GPUs' maximum power limit, oldest first: samples of what a
@@ -81,24 +149,62 @@ class BudgetLedger:
     trained on the same data, so what it would have cost at the maximum limit is known."""
     known_recurrences: int = 0
     """How many recurrences ``known_default_cost`` covers."""
+    censored: Mapping[int, CensoredTry] = field(default_factory=dict)
+    """Per batch size, its latest try stopped at the exploration budget's cap
+    (``stop_reason="budget_cap"``): it costs more than that cap, as far as the job knows."""
+    success_epochs: Mapping[int, float] = field(default_factory=dict)
+    """Per batch size, the mean epochs its runs that reached the target needed."""
 
 
 @dataclass(frozen=True)
 class BudgetStatus:
-    """Where the budget stood when a decision was made. Costs in the job's cost units."""
+    """Where the budget stands at a decision (``budget.budget_status``). Costs in the job's
+    cost units."""
 
-    allowance: float
-    """(1 + exploration_budget) x the Default configuration's estimated cost (its lower
-    bound) over the recurrences begun, the current one included."""
+    default_total: float
+    """The Default configuration's cost over the recurrences begun, the current one
+    included: known where the default batch size ran to its end, else estimated low
+    (``budget.unknown_default_bound``)."""
+    default_total_before: float
+    """The same without the current recurrence: what a recurrence that ends with the
+    default batch size (which prices its own Default) adds to."""
     spent: float
     """What the job had spent, the current recurrence's earlier tries included."""
     default_cost: float
-    """The Default configuration's estimated cost of one recurrence (its lower bound)."""
+    """The Default configuration's mean cost of one recurrence: the unit of ``left_runs``."""
+    fraction: float
+    """``exploration_budget``: the allowance is ``1 + fraction`` times Default's cost."""
+    exploring_fraction: float
+    """The part of it exploration may spend now: none in the job's first week
+    (``budget.FIRST_WEEK``), all of it after."""
+    ledger: BudgetLedger = field(default_factory=BudgetLedger, compare=False, repr=False)
+    """The books it was worked out from."""
+    cost_ratio: float = 1.0
+    """How much costs moved since a change drift detection found (new over old)."""
 
-    def left_runs(self, also_spent: float = 0.0) -> float:
-        """The budget left after ``also_spent`` more, in Default runs' worth (negative: over
-        budget)."""
-        return (self.allowance - self.spent - also_spent) / self.default_cost
+    @property
+    def allowance(self) -> float:
+        """What the job may have spent by the end of the current recurrence."""
+        return (1.0 + self.fraction) * self.default_total
+
+    def left_runs(self) -> float:
+        """The budget left, in Default runs (negative: over budget): the allowance of the
+        recurrences begun, the current one's included, less what was spent. After a
+        recurrence, what it left; the one figure the summary, the XComs, the store and the
+        UI show."""
+        return (self.allowance - self.spent) / self.default_cost
+
+    def left_before_runs(self) -> float:
+        """The budget left before the current recurrence's share (its earlier tries'
+        spending included), in Default runs: what the previous recurrence left."""
+        before = (1.0 + self.fraction) * self.default_total_before
+        return (before - self.spent) / self.default_cost
+
+    def room(self, before: bool = False) -> float:
+        """What exploration may still spend: the allowance at ``exploring_fraction`` (of
+        the recurrences before the current one with ``before``) less what was spent."""
+        total = self.default_total_before if before else self.default_total
+        return (1.0 + self.exploring_fraction) * total - self.spent
 
 
 @dataclass(frozen=True)
@@ -134,6 +240,9 @@ class JobSnapshot:
 
     config: JobConfig
     exploration: tuple[ExplorationStep, ...] = ()
+    deferred: tuple[ExplorationStep, ...] = ()
+    """Steps of the walk stopped at the exploration budget's cap (censored), in decision
+    order: the walk deferred their size there (``policy.pruning_state``)."""
     in_flight: tuple[int, ...] = ()
     """Batch sizes of exploration trials other workers are running now."""
     observations: Mapping[int, ArmStats] = field(default_factory=dict)
@@ -158,6 +267,9 @@ class JobSnapshot:
     without reaching it) in this recurrence: run again on the same data, they would miss again."""
     ledger: BudgetLedger = field(default_factory=BudgetLedger)
     """The exploration budget's books (``config.exploration_budget``)."""
+    sample_costs: Mapping[int, float] = field(default_factory=dict)
+    """Per batch size whose power profile on this GPU setup measured the highest limit: its
+    cost per training sample there (job cost units)."""
 
 
 @dataclass(frozen=True)
@@ -173,6 +285,9 @@ class Decision:
     """The recurrence's last try whatever it reaches: no other size is left for it."""
     reason: str | None = None
     """Why, for the log, when the decision is not the usual one (``fallback``)."""
+    budget_cap: BudgetCap | None = None
+    """Set when ``early_stop_cost`` is the cap the exploration budget can pay for, below the
+    size's early-stop bound: a stop there is censored (``budget_cap``), not a verdict."""
     budget: BudgetStatus | None = field(default=None, compare=False)
     """The exploration budget when it was decided (None: the job has no budget, or no
     estimate of the Default configuration's cost yet)."""

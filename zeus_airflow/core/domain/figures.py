@@ -121,6 +121,8 @@ MAX_COST = 1e18
 a megawatt's worth of GPUs, with room for ``beta`` times it as an early-stop bound."""
 MAX_COUNT = 2**31 - 1
 """A count (epochs, steps, watts) fits the store's integer columns (``config.DB_INT_MAX``)."""
+MAX_RUNS = 1e9
+"""A budget cannot hold more runs' worth than this, either way: a billion runs of the job."""
 ENERGY = (0.0, MAX_ENERGY_J)
 TIME = (0.0, MAX_TIME_S)
 COST = (0.0, MAX_COST)
@@ -235,6 +237,16 @@ class TrainingFigures:
     )
     """What its training steps (a run's: every try's) would have cost at the maximum power
     limit (cost units): for a run of the default batch size, its cost without Zeus."""
+    budget_left_runs: float | None = _figure(
+        "",
+        bounds=(-MAX_RUNS, MAX_RUNS),
+        comment="exploration budget left after the try, in Default runs",
+        xcom=True,
+    )
+    """The exploration budget left after the try (a run's: after its last), in runs of the
+    Default configuration: the job's allowance less what it spent, as the budget's books
+    reckon it (``core/budget.py``); negative: over budget; None without a budget or before
+    Default's cost is known."""
     # --- a run's carbon figures (computed and stored by core/carbon/) --------------------------
     carbon_zone: str | None = _figure(
         "", stored="run", sql="zone", xcom=True, comment="grid zone of the carbon figures"
@@ -452,17 +464,10 @@ RUN_FACTS: tuple[Figure, ...] = (
         doc="where the figures come from: measured (a real GPU), replayed (the paper's "
         "traces) or simulated (a power model)",
     ),
-    Figure(
-        "budget_left_runs",
-        "",
-        xcom=True,
-        doc="the exploration budget left after the run, in Default runs' worth (negative: "
-        "over budget); None without a budget",
-    ),
 )
 """What a run publishes besides its figures: its last try's batch size, how many tries it
-made, its last decision's phase, where its figures come from (measured, replayed, simulated)
-and the exploration budget left after it (in Default runs' worth)."""
+made, its last decision's phase and where its figures come from (measured, replayed,
+simulated)."""
 
 
 XCOM_KEYS: tuple[str, ...] = tuple(

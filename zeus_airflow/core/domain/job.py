@@ -122,6 +122,8 @@ class JobState:
     """Batch sizes that already failed in the current recurrence."""
     exploration: tuple[ExplorationStep, ...]
     """The pruning walk's finished steps, in decision order."""
+    deferred: tuple[ExplorationStep, ...]
+    """Walk steps stopped at the exploration budget's cap, in decision order."""
     in_flight: tuple[int, ...]
     """Batch sizes of exploration trials running now."""
     observations: Mapping[int, ArmStats]

@@ -9,10 +9,21 @@ from zeus_airflow.core.config import ProfilerConfig
 from zeus_airflow.core.cost import LimitMeasurement, choose_power_limit
 from zeus_airflow.core.limit_search import LimitObjective, next_limit_w
 
-StopReason = Literal["target", "max_epochs", "early_stop", "returned", "no_steps"]
-"""Why a try ended. ``no_steps``: it trained no step at all (an empty DataLoader: the data
+StopReason = Literal[
+    "target", "max_epochs", "early_stop", "budget_cap", "cannot_win", "returned", "no_steps"
+]
+"""Why a try stopped: ``target``; ``max_epochs``; ``early_stop``, at the early-stop bound
+(``beta`` times the best mean cost: a verdict on the size); ``budget_cap``, at the cap the
+exploration budget could pay for (below that bound: a censored observation, "costs more
+than the cap", never a verdict, ``core/budget.py``); ``cannot_win``, a try under such a cap
+priced, from its cost per sample or its epochs, as unable to win (a verdict: the size is
+dropped as dominated); ``returned``, the train function returned from inside
+``run.epochs()``; ``no_steps``: it trained no step at all (an empty DataLoader: the data
 holds fewer samples than the batch size with ``drop_last``): the size is unusable for the
 job's data, a failure of it whatever metric was reported (``run.TrainingRun``)."""
+
+STOPPED_REASONS: tuple[StopReason, ...] = ("early_stop", "budget_cap", "cannot_win")
+"""Stops the job decided, not the data: the size did not miss its target on this data."""
 
 
 @dataclass(frozen=True)
@@ -73,6 +84,9 @@ class RunOutcome:
     limits found); None on a replayed or simulated GPU (``devices.base.power_control``)."""
     steps: int | None = None
     """Training steps it ran (``TrainingRun.steps_trained``), profiled ones included."""
+    budget_left_runs: float | None = None
+    """The exploration budget left after the try, in Default runs (set by the engine from
+    the budget's books, ``budget.budget_after``); None without a budget."""
 
     def energy_with_setup_j(self) -> float:
         """Training and setup energy (J): what the grid supplied, what the emissions are of."""

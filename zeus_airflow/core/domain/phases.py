@@ -22,10 +22,14 @@ EXPLORATION_PHASES: tuple[Phase, ...] = ("pruning", "grid")
 target, and replayed in order to find where the walk stands."""
 
 
-def counts_as_observation(phase: str, reached_target: bool) -> bool:
+def counts_as_observation(phase: str, reached_target: bool, stop_reason: str | None = None) -> bool:
     """Whether a finished trial's cost feeds its arm's posterior.
 
     A failed exploration trial prunes its batch size instead; a failed sampling trial's cost
     (stopped at the early-stop bound, so clearly worse than the best) is evidence about it.
+    A try stopped at the exploration budget's cap is neither: its cost is only a lower
+    bound of what the size costs (censored).
     """
+    if stop_reason == "budget_cap":
+        return False
     return reached_target or phase not in EXPLORATION_PHASES

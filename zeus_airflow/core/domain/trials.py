@@ -193,9 +193,6 @@ class TrialRecord(TrainingFigures):
     finished_at: datetime | None
     error: str | None
     expires_at: datetime | None
-    budget_left_runs: float | None = None
-    """The exploration budget left when it was decided, in Default runs' worth (None: no
-    budget, or no estimate of Default's cost yet)."""
     recorded_late_at: datetime | None = None
     """When its result reached the store from the outbox (``core/outbox.py``): the store
     failed at the end of training and a later run recorded it. None: recorded on time."""

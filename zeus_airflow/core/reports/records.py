@@ -192,9 +192,6 @@ class RunRecord(TrainingFigures):
     gpu_model: str
     started_at: datetime
     finished_at: datetime | None
-    budget_left_runs: float | None = None
-    """The exploration budget left when the last try was decided, in Default runs' worth;
-    None without a budget."""
     recorded_late_at: datetime | None = None
     """When a try's result reached the store from the outbox, the store having failed at the
     end of its training (the latest such try's); None: every result recorded on time."""

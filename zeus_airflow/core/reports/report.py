@@ -108,8 +108,8 @@ class JobReport:
     """Default over the same runs, started on schedule."""
     saved_emissions_fraction: float | None
     budget_left_runs: float | None
-    """The exploration budget left when the latest run was decided, in Default runs'
-    worth; None without a budget."""
+    """The exploration budget left after the latest run, in Default runs' worth (the
+    figure of its summary and XComs); None without a budget."""
     measurement: str
     """measured (a real GPU), replayed (the paper's traces) or simulated (a power model),
     ``+``-joined when mixed: a replayed or simulated figure is not a measurement."""

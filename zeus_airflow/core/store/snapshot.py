@@ -39,6 +39,7 @@ from zeus_airflow.core.domain import (
     FIGURES,
     ArmStats,
     BudgetLedger,
+    CensoredTry,
     DeviceInfo,
     ExplorationStep,
     FleetKey,
@@ -103,17 +104,16 @@ _SPENT = select(func.coalesce(func.sum(trials.c.cost), 0.0)).where(
 _RECURRENCES = select(func.count()).select_from(
     select(*_RECURRENCE).where(trials.c.job_pk == _job, *_HERE).distinct().subquery()
 )
-_IN_RECURRENCE = (
-    select(trials.c.id)
-    .where(
-        trials.c.job_pk == _job,
-        *_HERE,
-        trials.c.dag_id == bindparam("ti_dag"),
-        trials.c.task_id == bindparam("ti_task"),
-        trials.c.run_id == bindparam("ti_run"),
-        trials.c.map_index == bindparam("ti_map_index"),
-    )
-    .limit(1)
+_THIS_RECURRENCE = (
+    trials.c.job_pk == _job,
+    *_HERE,
+    trials.c.dag_id == bindparam("ti_dag"),
+    trials.c.task_id == bindparam("ti_task"),
+    trials.c.run_id == bindparam("ti_run"),
+    trials.c.map_index == bindparam("ti_map_index"),
+)
+_IN_RECURRENCE = select(func.count(), func.coalesce(func.sum(known("cost")), 0.0)).where(
+    *_THIS_RECURRENCE
 )
 RAN_TO_ITS_END = (
     trials.c.stop_reason.in_(("target", "max_epochs")),
@@ -136,6 +136,24 @@ _DEFAULT_COSTS = (
     .where(*_DEFAULT_RUN, plausible("default_cost", DEFAULT_COST))
     .order_by(trials.c.id.desc())
     .limit(DRIFT_MEMORY)
+)
+# Tries stopped at the exploration budget's cap: censored, no step of the walk.
+_CENSORED = (
+    select(trials.c.batch_size, trials.c.early_stop_cost, trials.c.cost, trials.c.epochs)
+    .where(
+        trials.c.job_pk == _job,
+        *_HERE,
+        trials.c.stop_reason == "budget_cap",
+        *MEASURED,
+        plausible("early_stop_cost"),
+        plausible("epochs"),
+    )
+    .order_by(trials.c.id)
+)
+_SUCCESS_EPOCHS = (
+    select(trials.c.batch_size, func.avg(trials.c.epochs))
+    .where(trials.c.job_pk == _job, *_HERE, trials.c.reached_target, plausible("epochs"))
+    .group_by(trials.c.batch_size)
 )
 _KNOWN_DEFAULT = select(func.coalesce(func.sum(DEFAULT_COST), 0.0), func.count()).where(
     *_DEFAULT_RUN, plausible("default_cost", DEFAULT_COST)
@@ -233,20 +251,25 @@ def read_state(
     config = job.config
     params = dict(job_key=job.id)
     rows = sorted(conn.execute(_EXPLORATION, params).all(), key=lambda r: r.decision_seq)
-    exploration = tuple(
-        ExplorationStep(
-            r.batch_size,
-            bool(r.reached_target),
-            r.cost,
-            r.power_limit_w,
-            r.decision_seq,
-            r.stop_reason,
-            r.early_stop_cost,
-            _recurrence_name(r),
+    steps = [
+        (
+            r.stop_reason == "budget_cap",
+            ExplorationStep(
+                r.batch_size,
+                bool(r.reached_target),
+                r.cost,
+                r.power_limit_w,
+                r.decision_seq,
+                r.stop_reason,
+                r.early_stop_cost,
+                _recurrence_name(r),
+            ),
         )
         for r in rows
         if r.status in WALK_STATUSES and _known(r.cost)
-    )
+    ]
+    exploration = tuple(step for capped, step in steps if not capped)
+    deferred = tuple(step for capped, step in steps if capped)
     in_flight = tuple(r.batch_size for r in rows if r.status == STARTED)
     here = dict(job_key=job.id, gpu_model=device.model, gpu_count=device.count)
     history: dict[int, tuple[Observed, ...]] = {}
@@ -269,6 +292,7 @@ def read_state(
         device=device,
         excluded=excluded,
         exploration=exploration,
+        deferred=deferred,
         in_flight=in_flight,
         observations=observations,
         successes=successes,
@@ -295,29 +319,33 @@ def _ledger(
     conn: Connection, here: dict[str, Any], default_batch_size: int, key: RecurrenceKey | None
 ) -> BudgetLedger:
     recurrences = conn.execute(_RECURRENCES, here).scalar() or 0
-    begun = (
-        key is not None
-        and conn.execute(
-            _IN_RECURRENCE,
-            dict(
-                here,
-                ti_dag=key.dag_id,
-                ti_task=key.task_id,
-                ti_run=key.run_id,
-                ti_map_index=key.map_index,
-            ),
-        ).first()
-        is not None
-    )
+    tries, spent_here = 0, 0.0
+    if key is not None:
+        this = dict(
+            here,
+            ti_dag=key.dag_id,
+            ti_task=key.task_id,
+            ti_run=key.run_id,
+            ti_map_index=key.map_index,
+        )
+        tries, spent_here = conn.execute(_IN_RECURRENCE, this).one()
+    begun = tries > 0
     default_runs = dict(here, b0=default_batch_size)
     defaults = conn.execute(_DEFAULT_COSTS, default_runs).scalars()
     known_cost, known = conn.execute(_KNOWN_DEFAULT, default_runs).one()
     return BudgetLedger(
         spent_cost=float(conn.execute(_SPENT, here).scalar() or 0.0),
+        recurrence_spent=float(spent_here),
         recurrences=recurrences + (0 if begun else 1),
         default_costs=tuple(reversed([float(c) for c in defaults])),
         known_default_cost=float(known_cost),
         known_recurrences=int(known),
+        censored={
+            int(r.batch_size): CensoredTry(float(r.early_stop_cost), float(r.cost), int(r.epochs))
+            for r in conn.execute(_CENSORED, here)
+            if r.early_stop_cost
+        },
+        success_epochs={int(b): float(e) for b, e in conn.execute(_SUCCESS_EPOCHS, here)},
     )
 
 

@@ -468,9 +468,6 @@ class SQLStore:
                         started_at=now,
                         heartbeat_at=now,
                         expires_at=now + self._lease(heartbeat_s),
-                        budget_left_runs=finite_or_none(
-                            decision.budget and decision.budget.left_runs()
-                        ),
                     ),
                 )
             )

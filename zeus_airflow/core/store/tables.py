@@ -27,7 +27,7 @@ from zeus_airflow.core.config import HOST_MAX_LENGTH, JOB_ID_MAX_LENGTH
 from zeus_airflow.core.domain.figures import FIGURES, RUN_FIGURES, TRY_FIGURES, SQLType
 from zeus_airflow.core.domain.trials import LIVE_STATUSES
 
-SCHEMA_VERSION = "0011"
+SCHEMA_VERSION = "0012"
 """Alembic revision the code expects; bump it with every migration."""
 
 metadata = MetaData()
@@ -140,11 +140,6 @@ trials = Table(
         "expires_at",
         DateTime(timezone=True),
         comment="a running trial not heard from by then expires",
-    ),
-    Column(
-        "budget_left_runs",
-        Float,
-        comment="exploration budget left when the try was decided, in Default runs",
     ),
     Column(
         "recorded_late_at",
