@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from statistics import mean, median
 
@@ -70,6 +71,11 @@ def main() -> int:
     return 0 if met or args.quick else 1
 
 
+def of(statistic: Callable[[list[float]], float], delays: list[float]) -> str:
+    """The statistic of the delays, or "-" where no seed adapted (a quick run's)."""
+    return f"{statistic(delays):.1f}" if delays else "-"
+
+
 def summarise(csv_path: Path, printed: str, wall_s: float) -> tuple[str, bool]:
     """The command's table, then seed-by-seed comparisons over the adaptable seeds."""
     by_seed: dict[str, dict[str, dict[str, str]]] = defaultdict(dict)
@@ -102,6 +108,8 @@ def summarise(csv_path: Path, printed: str, wall_s: float) -> tuple[str, bool]:
         )
     met = (
         bool(able)
+        and bool(delays["10"])
+        and bool(delays["none"])
         and median(delays["10"]) < median(delays["none"])
         and sooner > len(able) / 2
         and cheaper > len(able) / 2
@@ -114,9 +122,9 @@ def summarise(csv_path: Path, printed: str, wall_s: float) -> tuple[str, bool]:
         f"Over the {len(able)} of {len(by_seed)} seeds whose new optimum survived pruning "
         "with either window: "
         f"window 10 adapted sooner in {sooner}, with less regret after the switch in "
-        f"{cheaper}; median delay {median(delays['10']):.1f} vs "
-        f"{median(delays['none']):.1f} recurrences, mean "
-        f"{mean(delays['10']):.1f} vs {mean(delays['none']):.1f}. In "
+        f"{cheaper}; median delay {of(median, delays['10'])} vs "
+        f"{of(median, delays['none'])} recurrences, mean "
+        f"{of(mean, delays['10'])} vs {of(mean, delays['none'])}. In "
         f"{only_windowed} more seeds only the windowed job could adapt: without a window, "
         "round 2 of pruning drops sizes that look dominated, and it had dropped the new "
         "optimum before the drift (a pruned size never returns). Keeping those sizes costs "

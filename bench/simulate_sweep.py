@@ -7,9 +7,9 @@ Runs `zeus-airflow simulate` on V100 and A40 x 6 workloads x seeds 1-5 x {zeus, 
 (eta 0.5, beta 2), then writes <output>.csv (one row per run), <output>.png (regret and batch
 size plots) and <output>.md (the comparison table), and prints the table. All figures are
 replayed from the paper's traces. Exit status 1 if a target is missed (issue 2's, with issue
-15's geometric mean to upstream <= 0.6; with ``--baseline``, the CSV of another run of this
-sweep, e.g. with drift detection off, also: no Zeus-airflow cell's regret more than 5 % above
-the baseline's).
+34's geometric mean to upstream <= 1.0 under the default budget; with ``--baseline``, the CSV
+of another run of this sweep, e.g. with drift detection off, also: no Zeus-airflow cell's
+regret more than 5 % above the baseline's).
 """
 
 from __future__ import annotations
@@ -47,8 +47,10 @@ UPSTREAM_REGRET = {
     ("a40", "cifar100"): 0.8,
     ("a40", "movielens-1m"): 0.1,
 }
-MAX_GEOMEAN = 0.6
-"""Geometric mean over the 12 cells of the regret ratio to upstream (issue 15)."""
+MAX_GEOMEAN = 1.0
+"""Geometric mean over the 12 cells of the regret ratio to upstream, with the exploration
+budget at its default (issue 34; issue 15's 0.6 is the target without a budget, which
+bench/short_horizon.py checks)."""
 MAX_OVER_BASELINE = 0.05
 """With --baseline: a cell's Zeus-airflow regret at most this much above the baseline's."""
 GPUS = ("v100", "a40")
