@@ -14,10 +14,12 @@ import numpy as np
 import pytest
 
 from zeus_airflow.core.budget import (
+    ProfilingCredit,
     budget_after,
     budget_status,
     cannot_beat,
     cost_range,
+    profiling_credit,
     unknown_default_bound,
 )
 from zeus_airflow.core.config import ConfigError, JobConfig
@@ -261,6 +263,40 @@ def test_from_the_second_week_an_untried_size_runs_capped_at_what_the_books_can_
     assert decision.early_stop_cost < 2 * 100.0  # below its early-stop bound: censored there
 
 
+def test_a_job_too_short_to_price_a_probe_explores_only_with_what_it_saved() -> None:
+    # Size 16's probe stopped at the cap before its power profile priced it (no cost per
+    # sample): the job's epochs are too short for a price. From then on only savings pay.
+    unpriced = replace(books(9), censored={16: CensoredTry(cap=5.0, cost=5.0, epochs=1)})
+    decision = ZeusPolicy().decide(snapshot(unpriced), RNG)
+    assert (decision.batch_size, decision.phase) == (32, "exploit")
+    assert decision.reason and "too short to price" in decision.reason
+    # Priced by its probe (its cost per sample known), the same books pay for a try.
+    priced = ZeusPolicy().decide(snapshot(unpriced, sample_costs={16: 2.0, 32: 3.0}), RNG)
+    assert priced.phase == "pruning" and priced.budget is not None
+    assert priced.budget.exploring_fraction == 0.1
+    # Savings still pay for exploring: the job ran 20 % under Default every day.
+    saving = replace(unpriced, spent_cost=8 * 80.0)
+    assert ZeusPolicy().decide(snapshot(saving), RNG).phase == "pruning"
+
+
+def test_a_job_whose_epochs_are_shorter_than_a_price_explores_only_with_what_it_saved() -> None:
+    # The best size's epochs take 0.1 s; a price needs the profile's first slice (0.1 s of
+    # warm-up and 0.15 s measured at the highest limit): no probe could be priced in one.
+    short = replace(books(9), success_epoch_s={32: 0.1})
+    decision = ZeusPolicy().decide(snapshot(short), RNG)
+    assert (decision.batch_size, decision.phase) == (32, "exploit")
+    assert decision.reason and "too short to price" in decision.reason
+    long = replace(books(9), success_epoch_s={32: 30.0})
+    assert ZeusPolicy().decide(snapshot(long), RNG).phase == "pruning"
+    # Its power profile, too, spends only what the job saved: 5 a run over 8 runs.
+    status = decision.budget
+    assert status is not None and status.savings_only
+    assert profiling_credit(config(0.1), status) == ProfilingCredit(0.0, 0.0)
+    saved = ZeusPolicy().decide(snapshot(replace(short, spent_cost=8 * 95.0)), RNG).budget
+    assert profiling_credit(config(0.1), saved) == ProfilingCredit(pytest.approx(40.0), 0.0)
+    assert profiling_credit(config(0.1), budget_status(config(0.1), long)).fraction == 0.1
+
+
 def test_a_scripted_worst_case_stopped_at_its_cap_stays_within_the_allowance() -> None:
     cfg = config(0.1)
     decision = ZeusPolicy().decide(snapshot(books(8)), RNG)
@@ -490,6 +526,13 @@ def test_the_budget_left_is_one_figure_in_the_summary_the_store_and_the_reports(
             assert first.left_before_runs() == pytest.approx(previous)
         previous = left
     assert any(t.phase == "pruning" for t in result.tries) or previous is not None
+    # The store's books know how long an epoch takes (cifar100's replayed epochs: 8-33 s,
+    # smaller batches slower), so this job is long enough to price its probes.
+    status = result.tries[0].budget
+    assert status is not None and status.ledger.success_epoch_s
+    epoch_s = status.ledger.success_epoch_s
+    assert all(seconds > 5.0 for seconds in epoch_s.values())
+    assert epoch_s[min(epoch_s)] > epoch_s[max(epoch_s)]
 
 
 def test_a_retry_of_the_default_size_always_runs() -> None:

@@ -204,9 +204,14 @@ def profiling_credit(config: JobConfig, status: BudgetStatus | None) -> Profilin
     the default size before the budget has a reference); None without a budget.
 
     The run is expected to cost what Default's would (``status.default_cost``) and brings its
-    own share of the budget as it trains; what the books held beyond that is carried."""
+    own share of the budget as it trains; what the books held beyond that is carried. A job
+    too short to price a size (``status.savings_only``) profiles only with what it saved:
+    its profile spreads over many runs, each slice a noisy fraction of a second, and a budget
+    spent on it does not pay back."""
     if config.exploration_budget is None:
         return None
+    if status is not None and status.savings_only:
+        return ProfilingCredit(max(status.room(before=True), 0.0), 0.0)
     carried = 0.0
     if status is not None:
         expected = (1.0 + config.exploration_budget) * status.default_cost

@@ -383,6 +383,8 @@ def within_budget(snapshot: JobSnapshot, decision: Decision) -> Decision:
     status = budget_status(
         snapshot.config, snapshot.ledger, snapshot.drift.cost_ratio if snapshot.drift else 1.0
     )
+    if status is not None and too_short_to_price(snapshot):
+        status = replace(status, exploring_fraction=0.0, savings_only=True)
     decision = replace(decision, budget=status)
     if snapshot.config.exploration_budget is None or decision.final:
         return decision
@@ -407,6 +409,25 @@ def within_budget(snapshot: JobSnapshot, decision: Decision) -> Decision:
         reason=budget_reason(status, decision),
     )
     return priced_exploit(snapshot, exploit, status)
+
+
+def too_short_to_price(snapshot: JobSnapshot) -> bool:
+    """Whether the job's runs are too short to price a size before its probe's cap (an
+    epoch of the best size): that epoch is shorter than the profile's first slice (its
+    warm-up and measured seconds at the highest limit), or a size was stopped at the cap
+    that its power profile never priced. Such a job's probes cost an epoch each and learn
+    only that epoch's cost, which a short job's run-to-run noise drowns; a budget spent on
+    them does not pay back within weeks, so it explores only with what it saved, as in its
+    first week."""
+    ledger = snapshot.ledger
+    if any(b not in snapshot.sample_costs for b in ledger.censored):
+        return True
+    means = snapshot.success_mean_cost
+    if not means:
+        return False
+    epoch_s = ledger.success_epoch_s.get(min(means, key=lambda b: means[b]))
+    profiler = snapshot.config.profiler
+    return epoch_s is not None and epoch_s < profiler.warmup_s + profiler.profile_s
 
 
 def may_explore_now(snapshot: JobSnapshot, best: int) -> bool:
@@ -656,9 +677,14 @@ def budget_reason(status: BudgetStatus | None, wanted: Decision) -> str:
         )
     left = f"{status.left_before_runs():.2f} Default runs' worth left"
     if status.exploring_fraction == 0.0:
+        when = (
+            "a job whose runs are too short to price a size within a probe"
+            if status.savings_only
+            else "in its first week a job"
+        )
         return (
-            f"exploration budget: in its first week a job explores only with what it "
-            f"saved, too little yet for {want} ({left}), so the best known size runs"
+            f"exploration budget: {when} explores only with what it saved, too little yet "
+            f"for {want} ({left}), so the best known size runs"
         )
     return (
         f"exploration budget: {want} is not worth trying with what is left ({left}), so "

@@ -154,6 +154,9 @@ class BudgetLedger:
     (``stop_reason="budget_cap"``): it costs more than that cap, as far as the job knows."""
     success_epochs: Mapping[int, float] = field(default_factory=dict)
     """Per batch size, the mean epochs its runs that reached the target needed."""
+    success_epoch_s: Mapping[int, float] = field(default_factory=dict)
+    """Per batch size, the mean seconds an epoch of its runs that reached the target took
+    (each run's time over its epochs): whether a probe capped at an epoch can be priced."""
 
 
 @dataclass(frozen=True)
@@ -181,6 +184,9 @@ class BudgetStatus:
     """The books it was worked out from."""
     cost_ratio: float = 1.0
     """How much costs moved since a change drift detection found (new over old)."""
+    savings_only: bool = False
+    """The job is too short to price a size (``policy.too_short_to_price``): exploring and
+    profiling power limits alike spend only what it saved, never the budget."""
 
     @property
     def allowance(self) -> float:

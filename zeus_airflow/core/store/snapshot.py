@@ -155,6 +155,18 @@ _SUCCESS_EPOCHS = (
     .where(trials.c.job_pk == _job, *_HERE, trials.c.reached_target, plausible("epochs"))
     .group_by(trials.c.batch_size)
 )
+_SUCCESS_EPOCH_S = (
+    select(trials.c.batch_size, func.avg(trials.c.time_s / trials.c.epochs))
+    .where(
+        trials.c.job_pk == _job,
+        *_HERE,
+        trials.c.reached_target,
+        trials.c.epochs > 0,
+        plausible("epochs"),
+        plausible("time_s"),
+    )
+    .group_by(trials.c.batch_size)
+)
 _KNOWN_DEFAULT = select(func.coalesce(func.sum(DEFAULT_COST), 0.0), func.count()).where(
     *_DEFAULT_RUN, plausible("default_cost", DEFAULT_COST)
 )
@@ -346,6 +358,7 @@ def _ledger(
             if r.early_stop_cost
         },
         success_epochs={int(b): float(e) for b, e in conn.execute(_SUCCESS_EPOCHS, here)},
+        success_epoch_s={int(b): float(s) for b, s in conn.execute(_SUCCESS_EPOCH_S, here)},
     )
 
 
