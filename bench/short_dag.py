@@ -131,6 +131,13 @@ def run_days(days: int, work: Path) -> tuple[list[dict[str, Any]], dict[str, Any
     return read_json(env, "runs", "--job", JOB_ID), read_json(env, "report", "--job", JOB_ID)
 
 
+def tried(one_try: dict[str, Any]) -> str:
+    """A try's batch size, and why it stopped when it did not run to its end."""
+    reason = one_try["stop_reason"]
+    ended = reason in (None, "target", "max_epochs")
+    return str(one_try["batch_size"]) + ("" if ended else f" ({reason})")
+
+
 def rows_of(tries: list[dict[str, Any]]) -> list[dict[str, object]]:
     """One row per run from ``zeus-airflow runs``' one per try (decision order): the sizes it
     tried, its cost summed, the rest its last try's."""
@@ -144,7 +151,7 @@ def rows_of(tries: list[dict[str, Any]]) -> list[dict[str, object]]:
         rows.append(
             {
                 "run": run_id,
-                "batch_sizes": "/".join(str(t["batch_size"]) for t in mine),
+                "batch_sizes": "/".join(tried(t) for t in mine),
                 "phase": last["phase"],
                 "cost": round(sum(t["cost"] or 0.0 for t in mine), 2),
                 "default_cost": round(sum(t["default_cost"] or 0.0 for t in mine), 2),
