@@ -80,14 +80,20 @@ def test_defaults_unknown_costs_are_taken_low_and_less_so_with_evidence() -> Non
     assert unknown_default_bound(many, 1) / 1 < unknown_default_bound(many, 50) / 50
 
 
-def test_the_allowance_is_known_defaults_plus_the_unknown_ones_taken_low() -> None:
-    ledger = BudgetLedger(
-        spent_cost=950.0,
-        recurrences=10,
-        default_costs=(100.0,) * 8,
-        known_default_cost=800.0,
-        known_recurrences=8,
+def known_books(spent: float, recurrences: int, known: int) -> BudgetLedger:
+    """Books of ``recurrences`` begun, ``known`` of them with b0 run to its end at a Default
+    cost of 100 each."""
+    return BudgetLedger(
+        spent_cost=spent,
+        recurrences=recurrences,
+        default_costs=(100.0,) * known,
+        known_default_cost=100.0 * known,
+        known_recurrences=known,
     )
+
+
+def test_the_allowance_is_known_defaults_plus_the_unknown_ones_taken_low() -> None:
+    ledger = known_books(spent=950.0, recurrences=10, known=8)
     status = budget_status(config(0.1), ledger)
     assert status is not None
     assert status.default_total == pytest.approx(800.0 + unknown_default_bound(ledger, 2))
@@ -99,8 +105,7 @@ def test_the_allowance_is_known_defaults_plus_the_unknown_ones_taken_low() -> No
 
 
 def test_the_first_week_explores_only_with_what_the_job_saved() -> None:
-    week = BudgetLedger(spent_cost=600.0, recurrences=7, default_costs=(100.0,) * 6)
-    week = replace(week, known_default_cost=600.0, known_recurrences=6)
+    week = known_books(spent=600.0, recurrences=7, known=6)
     first = budget_status(config(0.1), week)
     second = budget_status(config(0.1), replace(week, recurrences=8))
     assert first is not None and second is not None
@@ -112,13 +117,7 @@ def test_the_first_week_explores_only_with_what_the_job_saved() -> None:
 
 
 def test_the_books_after_a_try_know_defaults_cost_when_the_default_size_ran_to_its_end() -> None:
-    ledger = BudgetLedger(
-        spent_cost=300.0,
-        recurrences=4,
-        default_costs=(100.0,) * 3,
-        known_default_cost=300.0,
-        known_recurrences=3,
-    )
+    ledger = known_books(spent=300.0, recurrences=4, known=3)
     status = budget_status(config(0.1), ledger)
     assert status is not None
     b0_run = RunOutcome(32, 250, 0.0, 0.0, 90.0, 3, True, "target", 0.9, default_cost=110.0)
@@ -154,7 +153,7 @@ def test_a_size_is_priced_from_its_cost_per_sample_and_how_epochs_scale() -> Non
     noisy = cost_range(replace(reference, mean_spread=0.1), 32, sample_cost=1.5)
     assert noisy.lowest < smaller.lowest and noisy.highest > smaller.highest
     assert noisy.expected == smaller.expected
-    assert cannot_beat(smaller, best_cost=60.0) and not cannot_beat(smaller, best_cost=70.0)
+    assert cannot_beat(smaller.lowest, 60.0) and not cannot_beat(smaller.lowest, 70.0)
 
 
 def movielens() -> tuple[ReplayGPU, JobConfig, CostReference]:

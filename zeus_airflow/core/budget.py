@@ -173,10 +173,10 @@ def cost_range(reference: CostReference, batch_size: int, sample_cost: float) ->
     return CostEstimate(scaled * min(1.0, ratio) * low, scaled, scaled * max(1.0, ratio) * high)
 
 
-def cannot_beat(estimate: CostEstimate, best_cost: float) -> bool:
-    """Whether a size priced at ``estimate`` cannot beat a size that costs ``best_cost``,
-    even at its most favourable."""
-    return estimate.lowest * PRICE_MARGIN > best_cost
+def cannot_beat(lowest_cost: float, best_cost: float) -> bool:
+    """Whether a size that costs ``lowest_cost`` at its most favourable (a price's lowest,
+    or what a try stopped at the cap says) cannot beat a size that costs ``best_cost``."""
+    return lowest_cost * PRICE_MARGIN > best_cost
 
 
 # --- profiling within the books ------------------------------------------------------------

@@ -18,7 +18,6 @@ from typing import Protocol
 import numpy as np
 
 from zeus_airflow.core.budget import (
-    PRICE_MARGIN,
     RESERVE_Z,
     CostEstimate,
     budget_status,
@@ -422,10 +421,9 @@ def too_short_to_price(snapshot: JobSnapshot) -> bool:
     ledger = snapshot.ledger
     if any(b not in snapshot.sample_costs for b in ledger.censored):
         return True
-    means = snapshot.success_mean_cost
-    if not means:
+    if not snapshot.success_mean_cost:
         return False
-    epoch_s = ledger.success_epoch_s.get(min(means, key=lambda b: means[b]))
+    epoch_s = ledger.success_epoch_s.get(best_success_size(snapshot))
     profiler = snapshot.config.profiler
     return epoch_s is not None and epoch_s < profiler.warmup_s + profiler.profile_s
 
@@ -581,7 +579,7 @@ def needed_cap(snapshot: JobSnapshot, decision: Decision, best: int) -> float:
     else:
         best_cost = snapshot.success_mean_cost.get(best, math.inf)
         estimate = estimated_cost(snapshot, b)
-        if estimate is None or cannot_beat(estimate, best_cost):
+        if estimate is None or cannot_beat(estimate.lowest, best_cost):
             # Its profile prices it, or judges it, a few dozen steps in; the first epoch
             # runs whole, so the cap covers one, even at twice the best size's cost.
             epochs = expected_epochs(snapshot, b) or 1.0
@@ -590,7 +588,7 @@ def needed_cap(snapshot: JobSnapshot, decision: Decision, best: int) -> float:
             need = estimate.expected
         stopped = snapshot.ledger.censored.get(b)
         lowest = censored_lowest(snapshot, b)
-        if lowest is not None and lowest * PRICE_MARGIN > best_cost:
+        if lowest is not None and cannot_beat(lowest, best_cost):
             need = PROBE_SHARE * best_cost  # judged at its first step (``BudgetCap``)
         elif stopped is not None and stopped.epochs > 1:
             # Priced as fitting, it ran on and still met the cap: only a cap that judges it
@@ -651,7 +649,7 @@ def probe_cost(snapshot: JobSnapshot, batch_size: int) -> float | None:
     means = snapshot.success_mean_cost
     if not means:
         return None
-    best = min(means, key=lambda b: means[b])
+    best = best_success_size(snapshot)
     epochs = snapshot.ledger.success_epochs.get(best)
     return None if not epochs else means[best] / epochs
 

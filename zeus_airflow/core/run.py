@@ -51,7 +51,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import TypeVar
 
-from zeus_airflow.core.budget import PRICE_MARGIN, ProfilingCredit, cannot_beat, cost_range
+from zeus_airflow.core.budget import ProfilingCredit, cannot_beat, cost_range
 from zeus_airflow.core.config import (
     DB_INT_MAX,
     JobConfig,
@@ -62,7 +62,13 @@ from zeus_airflow.core.config import (
 from zeus_airflow.core.cost import zeus_cost
 from zeus_airflow.core.devices.base import GPUGroup, max_power_w, power_control
 from zeus_airflow.core.devices.sync import Synchronize
-from zeus_airflow.core.domain import BudgetCap, PowerProfile, RunOutcome, StopReason
+from zeus_airflow.core.domain import (
+    BUDGET_STOPS,
+    BudgetCap,
+    PowerProfile,
+    RunOutcome,
+    StopReason,
+)
 from zeus_airflow.core.fleet import top_cost_per_step
 from zeus_airflow.core.monitor import EnergyMonitor, HostEnergyMeter, TimeEnergy
 from zeus_airflow.core.profiler import PowerLimitProfiler
@@ -268,7 +274,7 @@ class TrainingRun:
         go on raises a probe's cap to the cap the budget pays for."""
         cap = self.budget_cap
         assert cap is not None
-        if cap.lowest_cost is not None and cap.lowest_cost * PRICE_MARGIN > cap.best_cost:
+        if cap.lowest_cost is not None and cannot_beat(cap.lowest_cost, cap.best_cost):
             self._priced = True
             return "cannot_win"
         per_step = top_cost_per_step(self.profiler.profile, self.config.eta)
@@ -285,7 +291,7 @@ class TrainingRun:
     def budget_stopped(self) -> bool:
         """The exploration budget stopped the try (inside an epoch, possibly): a framework's
         callback ends training at once (``should_stop`` says why)."""
-        return self.stop_reason in ("budget_cap", "cannot_win")
+        return self.stop_reason in BUDGET_STOPS
 
     def end_epoch(self) -> None:
         """The epoch's training (and, ideally, its evaluation) is over: close its measurement.
@@ -499,7 +505,7 @@ class TrainingRun:
         cap = self.budget_cap
         assert cap is not None and cap.reference is not None
         estimate = cost_range(cap.reference, self.batch_size, sample_cost)
-        if estimate.lowest > cap.verdict_cost or cannot_beat(estimate, cap.best_cost):
+        if estimate.lowest > cap.verdict_cost or cannot_beat(estimate.lowest, cap.best_cost):
             return "cannot_win"
         room = cap.priced_cap if cap.priced_cap is not None else self.early_stop_cost
         if room is not None and estimate.expected > room < cap.verdict_cost:

@@ -54,6 +54,7 @@ from zeus_airflow.core.domain.outbox import (
     read_outbox,
 )
 from zeus_airflow.core.domain.outcome import (
+    BUDGET_STOPS,
     STOPPED_REASONS,
     ObserverReport,
     PowerProfile,
@@ -78,6 +79,7 @@ from zeus_airflow.core.domain.trials import (
 
 __all__ = [
     "ACCOUNTED",
+    "BUDGET_STOPS",
     "CARBON_XCOM_KEYS",
     "EXPLORATION_PHASES",
     "FIGURES",

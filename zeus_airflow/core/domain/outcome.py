@@ -22,7 +22,10 @@ dropped as dominated); ``returned``, the train function returned from inside
 holds fewer samples than the batch size with ``drop_last``): the size is unusable for the
 job's data, a failure of it whatever metric was reported (``run.TrainingRun``)."""
 
-STOPPED_REASONS: tuple[StopReason, ...] = ("early_stop", "budget_cap", "cannot_win")
+BUDGET_STOPS: tuple[StopReason, ...] = ("budget_cap", "cannot_win")
+"""Stops the exploration budget decided (``core/policy.py``, ``BudgetCap``): a framework's
+callback ends training at once, inside an epoch."""
+STOPPED_REASONS: tuple[StopReason, ...] = ("early_stop", *BUDGET_STOPS)
 """Stops the job decided, not the data: the size did not miss its target on this data."""
 
 
