@@ -96,6 +96,14 @@ def zeus_store_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 @pytest.fixture
+def zeus_store_url_both(migrated_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A fresh store for one test on SQLite, then on PostgreSQL (``fixtures_store``), which
+    tasks find through ``$ZEUS_AIRFLOW_DB_URL``."""
+    monkeypatch.setenv("ZEUS_AIRFLOW_DB_URL", migrated_url)
+    return migrated_url
+
+
+@pytest.fixture
 def dag_test(airflow_db: Path) -> Iterator[None]:
     """For tests calling dag.test(): the task runner installs a SIGTERM handler in this
     process to call on_kill; put the previous one back afterwards."""

@@ -897,7 +897,7 @@ def test_a_returned_dict_never_replaces_zeus_xcoms(
     function: Any,
     explicit: bool | None,
     dag_test: None,
-    zeus_store_url: str,
+    zeus_store_url_both: str,
     capfd: pytest.CaptureFixture[str],
 ) -> None:
     from airflow.sdk import DAG, task
@@ -919,7 +919,7 @@ def test_a_returned_dict_never_replaces_zeus_xcoms(
     assert [task_state(r, function.__name__) for r in runs] == [("success", 1)] * 2
     log = capfd.readouterr().out
     assert "returned the key(s) ['batch_size', 'cost', 'energy_j', 'epochs', 'zeus_outbox']" in log
-    store = SQLStore(zeus_store_url)
+    store = SQLStore(zeus_store_url_both)
     rows = list_trials(store)
     store.engine.dispose()
     for run, row in zip(runs, rows, strict=True):
@@ -963,7 +963,7 @@ def _forty_samples_drop_last(run: Any) -> str:
 def test_a_batch_size_that_trains_no_step_is_never_settled_on(
     budget: float | None,
     dag_test: None,
-    zeus_store_url: str,
+    zeus_store_url_both: str,
     fake_gpus: Any,
     capfd: pytest.CaptureFixture[str],
 ) -> None:
@@ -995,7 +995,7 @@ def test_a_batch_size_that_trains_no_step_is_never_settled_on(
     sync_dag(dag)
     runs = [dag.test(logical_date=daily(day)) for day in range(6)]
     assert [task_state(r, "train") for r in runs] == [("success", 1)] * 6
-    store = SQLStore(zeus_store_url)
+    store = SQLStore(zeus_store_url_both)
     rows = list_trials(store)
     store.engine.dispose()
     for run in runs:  # each run's last try trained: no run settled on the empty size
