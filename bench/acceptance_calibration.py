@@ -34,11 +34,11 @@ sys.path.insert(0, str(REPO / "tests" / "acceptance_dags"))
 
 import regional_workload as workload  # noqa: E402
 
-from zeus_airflow.core.config import JobConfig, ProfilerConfig  # noqa: E402
+from zeus_airflow.core.common.config import JobConfig, ProfilerConfig  # noqa: E402
 from zeus_airflow.core.devices.spec import open_device, parse_device  # noqa: E402
 from zeus_airflow.core.domain import RecurrenceKey  # noqa: E402
-from zeus_airflow.core.engine import Engine  # noqa: E402
 from zeus_airflow.core.store.sql import SQLStore  # noqa: E402
+from zeus_airflow.core.train.engine import Engine  # noqa: E402
 
 BUSY_LOOP = "import time\nend = time.monotonic() + {limit}\nwhile time.monotonic() < end: pass\n"
 

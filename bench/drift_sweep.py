@@ -31,7 +31,7 @@ from collections import defaultdict
 from pathlib import Path
 from statistics import mean, median
 
-from zeus_airflow import figures
+from zeus_airflow import plotting
 from zeus_airflow.cli.options import (
     add_output_option,
     add_traces_option,
@@ -39,8 +39,8 @@ from zeus_airflow.cli.options import (
     traces_passed_on,
 )
 from zeus_airflow.cli.output import write_csv
+from zeus_airflow.core.common.traces import load_workload_trace
 from zeus_airflow.core.devices.spec import resolve_traces_dir
-from zeus_airflow.core.traces import load_workload_trace
 from zeus_airflow.sim.drift import Drift, DriftSpec, optima, runs_to_tell_apart
 
 GPUS = ("v100", "a40")
@@ -292,7 +292,7 @@ def summarise(
 
 
 def plot(cells: dict[Cell, dict[str, list[dict[str, str]]]], path: Path) -> None:
-    plt = figures.pyplot("bench/drift_sweep.py's plot")
+    plt = plotting.pyplot("bench/drift_sweep.py's plot")
 
     names: list[str] = []
     ratios: dict[str, list[float]] = {m: [] for m in MODES}
@@ -311,7 +311,7 @@ def plot(cells: dict[Cell, dict[str, list[dict[str, str]]]], path: Path) -> None
     ax.set_ylabel("regret after the drift / no window's")
     ax.set_title("Drift sweep, mean over seeds (replayed from the paper's traces)")
     ax.legend()
-    figures.save(fig, path, dpi=120)
+    plotting.save(fig, path, dpi=120)
 
 
 if __name__ == "__main__":

@@ -220,7 +220,7 @@ def zeusd_checks(
 ) -> dict[str, Any]:
     """What the daemon offers, and its energy against NVML's over the same windows."""
     from zeus_airflow.core.devices.zeusd_client import CPU_READ, GPU_CONTROL, GPU_READ
-    from zeus_airflow.core.monitor import EnergyMonitor
+    from zeus_airflow.core.train.monitor import EnergyMonitor
 
     found, gpus = zeusd.gpus.discovery, zeusd.gpus
     by_zeusd, by_nvml = EnergyMonitor(gpus), EnergyMonitor(nvml_gpus)
@@ -429,8 +429,8 @@ def counter_vs_sampling(
 ) -> dict[str, Any]:
     """The same windows measured by the energy counter and by power sampled every 10 ms."""
     from zeus_airflow.core.devices.nvml import NVMLGPUs
-    from zeus_airflow.core.monitor import EnergyMonitor
-    from zeus_airflow.core.profiler import SLICE_COUNTER_UPDATES
+    from zeus_airflow.core.train.monitor import EnergyMonitor
+    from zeus_airflow.core.train.profiler import SLICE_COUNTER_UPDATES
 
     counter = NVMLGPUs([index], nvml=nvml, clock=clock)
     sampled = NVMLGPUs(
@@ -591,7 +591,7 @@ def synchronisation_effect(
     gpus: Any, step: Callable[[], None], sizes: Sizes, host: Any
 ) -> dict[str, Any]:
     from zeus_airflow.core.devices.sync import no_sync
-    from zeus_airflow.core.monitor import EnergyMonitor
+    from zeus_airflow.core.train.monitor import EnergyMonitor
 
     result = {}
     for label, sync in (("without", no_sync), ("with", None)):
@@ -616,7 +616,7 @@ def bookmark_cost(gpus: Any, step: Callable[[], None], sizes: Sizes) -> dict[str
     """Seconds per training step (mean over ``bookmark_steps``, synchronised at the end) with
     no bookmark, with an energy reading at every step (the profiler before the H200's check)
     and with the clock every step and energy once per counter update (the profiler now)."""
-    from zeus_airflow.core.monitor import EnergyMonitor
+    from zeus_airflow.core.train.monitor import EnergyMonitor
 
     monitor, period_s = EnergyMonitor(gpus), gpus.energy_update_period_s()
 
@@ -660,7 +660,7 @@ def _spread(values: list[float]) -> dict[str, float]:
 def train_at_batch_sizes(
     torch: Any, gpus: Any, host: Any, kind: str, sizes: Sizes, device: str, deadline_s: float
 ) -> list[dict[str, Any]]:
-    from zeus_airflow.core.monitor import EnergyMonitor
+    from zeus_airflow.core.train.monitor import EnergyMonitor
 
     monitor = EnergyMonitor(gpus, host=host)
     batch_sizes = sizes.cnn_batch_sizes if kind == "cnn" else sizes.tf_batch_sizes
@@ -711,10 +711,10 @@ def engine_run(
 ) -> dict[str, Any]:
     """Recurrences of a real job (an MLP on synthetic clusters, to 90 % accuracy) in measure
     mode on the SQLite store: the bandit's choices and what each measured."""
-    from zeus_airflow.core.config import JobConfig, ProfilerConfig
-    from zeus_airflow.core.engine import Engine
+    from zeus_airflow.core.common.config import JobConfig, ProfilerConfig
     from zeus_airflow.core.store.base import RecurrenceKey
     from zeus_airflow.core.store.sql import SQLStore
+    from zeus_airflow.core.train.engine import Engine
 
     config = JobConfig(
         "gpu_check.mlp",

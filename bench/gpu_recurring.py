@@ -139,7 +139,11 @@ MEASURE_ONLY_MODE = "measure"
 def job_config(sizes: Sizes, arm: str, exploration_budget: float | None) -> Any:
     """The arm's job, measure mode only; ``exploration_budget`` for a budgeted arm (None:
     the product's default)."""
-    from zeus_airflow.core.config import DEFAULT_EXPLORATION_BUDGET, JobConfig, ProfilerConfig
+    from zeus_airflow.core.common.config import (
+        DEFAULT_EXPLORATION_BUDGET,
+        JobConfig,
+        ProfilerConfig,
+    )
 
     budget = None
     if ARMS[arm].budgeted:
@@ -208,7 +212,7 @@ class CounterAndSampled:
     the same windows: each try's training, from its first step to its last metric (J)."""
 
     def __init__(self, counter_gpus: Any, sampled_gpus: Any) -> None:
-        from zeus_airflow.core.monitor import EnergyMonitor
+        from zeus_airflow.core.train.monitor import EnergyMonitor
 
         self.counter = EnergyMonitor(counter_gpus)
         self.sampled = EnergyMonitor(sampled_gpus)
@@ -720,9 +724,9 @@ def measure(
     torch: Any, args: argparse.Namespace, sizes: Sizes, gpu: OpenedGPU, started_s: float
 ) -> dict[str, Any]:
     """Every recurrence of every arm; the report, also written after each recurrence."""
-    from zeus_airflow.core.engine import Engine
-    from zeus_airflow.core.policy import POLICIES
+    from zeus_airflow.core.decide.policy import POLICIES
     from zeus_airflow.core.store.sql import SQLStore
+    from zeus_airflow.core.train.engine import Engine
 
     configs = {arm: job_config(sizes, arm, args.exploration_budget) for arm in args.arms}
     assert all(c.profiler.mode == MEASURE_ONLY_MODE for c in configs.values())

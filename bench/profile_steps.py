@@ -28,15 +28,15 @@ from unittest import mock
 
 from zeus_airflow.cli.options import add_output_option, add_traces_option, bench_output
 from zeus_airflow.cli.output import write_csv
-from zeus_airflow.core.config import JobConfig, ProfilerConfig
-from zeus_airflow.core.cost import LimitMeasurement
+from zeus_airflow.core.common.config import JobConfig, ProfilerConfig
+from zeus_airflow.core.common.cost import LimitMeasurement
+from zeus_airflow.core.common.limit_search import LimitObjective
+from zeus_airflow.core.common.traces import WorkloadTrace, load_workload_trace
 from zeus_airflow.core.devices.base import GPUGroup
 from zeus_airflow.core.devices.replay import ReplayGPU
 from zeus_airflow.core.devices.spec import resolve_traces_dir
 from zeus_airflow.core.domain import PowerProfile
-from zeus_airflow.core.limit_search import LimitObjective
-from zeus_airflow.core.run import open_run
-from zeus_airflow.core.traces import WorkloadTrace, load_workload_trace
+from zeus_airflow.core.train.run import open_run
 
 GPUS = ("v100", "a40")
 WORKLOADS = ("librispeech", "squad", "sentiment140", "imagenet", "cifar100", "movielens-1m")
@@ -66,7 +66,7 @@ def settings(name: str) -> Iterator[ProfilerConfig]:
     if name != "before":
         yield AFTER if name == "after" else HOURLY_DAG
         return
-    with mock.patch("zeus_airflow.core.profiler.next_limit_w", sweep_next_limit_w):
+    with mock.patch("zeus_airflow.core.train.profiler.next_limit_w", sweep_next_limit_w):
         yield BEFORE
 
 

@@ -24,7 +24,7 @@ most 0.4 of Default's), the median ratio at run 14 at most 0.75 and at run 30 at
 without; the last-5 energy within 0.03 of the oracle's in every cell.
 
 ``--frontier``: also the levers traded between safety and speed, one row each: no first week
-(``core/budget.py`` ``FIRST_WEEK`` 0: exploration may spend the budget from the second run),
+(``core/decide/budget.py`` ``FIRST_WEEK`` 0: exploration may spend the budget from the second run),
 budgets 0.2 and 0.3.
 ``--quick``: one cell, one seed, 20 recurrences (the suite runs it so the script cannot rot).
 """
@@ -44,8 +44,8 @@ from statistics import mean
 
 from zeus_airflow.cli.options import add_output_option, add_traces_option, bench_output
 from zeus_airflow.cli.output import write_csv
-from zeus_airflow.core import budget
-from zeus_airflow.core.config import DEFAULT_EXPLORATION_BUDGET
+from zeus_airflow.core.common.config import DEFAULT_EXPLORATION_BUDGET
+from zeus_airflow.core.decide import budget
 from zeus_airflow.core.devices.spec import resolve_traces_dir
 from zeus_airflow.sim.simulator import SimulationResult, SimulationSpec, simulate
 

@@ -23,13 +23,13 @@ from collections.abc import Callable
 
 from zeus_airflow.cli.options import add_output_option, bench_output
 from zeus_airflow.cli.output import write_csv
-from zeus_airflow.core.config import JobConfig
+from zeus_airflow.core.common.config import JobConfig
+from zeus_airflow.core.decide.policy import DefaultPolicy, ZeusPolicy
 from zeus_airflow.core.devices.spec import open_device, parse_device
 from zeus_airflow.core.domain import RecurrenceKey
-from zeus_airflow.core.engine import Engine, RecurrenceResult
-from zeus_airflow.core.policy import DefaultPolicy, ZeusPolicy
-from zeus_airflow.core.run import TrainingRun
 from zeus_airflow.core.store.sql import SQLStore
+from zeus_airflow.core.train.engine import Engine, RecurrenceResult
+from zeus_airflow.core.train.run import TrainingRun
 from zeus_airflow.examples import classifier
 
 SIZES = (16, 32, 64, 128, 256, 512)

@@ -31,18 +31,18 @@ from typing import Any
 
 import numpy as np
 
-from zeus_airflow.core.config import JobConfig
+from zeus_airflow.core.common.config import JobConfig
+from zeus_airflow.core.common.traces import WorkloadTrace, load_workload_trace
 from zeus_airflow.core.devices.replay import ReplayGPU
 from zeus_airflow.core.devices.spec import resolve_traces_dir
 from zeus_airflow.core.domain import RecurrenceKey
-from zeus_airflow.core.engine import Engine
-from zeus_airflow.core.replay_training import ReplayTraining
 from zeus_airflow.core.store.admin import list_trials
 from zeus_airflow.core.store.base import TrialStart
 from zeus_airflow.core.store.location import upgrade_store
 from zeus_airflow.core.store.sql import SQLStore
 from zeus_airflow.core.store.tables import jobs
-from zeus_airflow.core.traces import WorkloadTrace, load_workload_trace
+from zeus_airflow.core.train.engine import Engine
+from zeus_airflow.core.train.replay_training import ReplayTraining
 
 DEFAULT_TRACES = resolve_traces_dir()
 

@@ -28,17 +28,17 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Connection, delete, event, func, insert, select, text
 
-from zeus_airflow.core.config import JobConfig
+from zeus_airflow.core.common.config import JobConfig
+from zeus_airflow.core.common.traces import WorkloadTrace, load_workload_trace
+from zeus_airflow.core.decide.policy import ZeusPolicy
 from zeus_airflow.core.devices.replay import ReplayGPU
 from zeus_airflow.core.devices.spec import resolve_traces_dir
 from zeus_airflow.core.domain import RecurrenceKey
-from zeus_airflow.core.engine import Engine, decided_by
-from zeus_airflow.core.policy import ZeusPolicy
-from zeus_airflow.core.replay_training import ReplayTraining
 from zeus_airflow.core.store.location import upgrade_store
 from zeus_airflow.core.store.sql import SQLStore
 from zeus_airflow.core.store.tables import jobs, power_profiles, trials
-from zeus_airflow.core.traces import WorkloadTrace, load_workload_trace
+from zeus_airflow.core.train.engine import Engine, decided_by
+from zeus_airflow.core.train.replay_training import ReplayTraining
 
 DEFAULT_TRACES = resolve_traces_dir()
 TIMED = (

@@ -35,14 +35,14 @@ WARMUP = 3
 
 def fill_store(url: str, runs: int, workload: str, traces: str | None) -> float:
     """``runs`` recurrences of one job on a replayed V100; returns the seconds it took."""
-    from zeus_airflow.core.config import JobConfig
+    from zeus_airflow.core.common.config import JobConfig
+    from zeus_airflow.core.common.traces import load_workload_trace
     from zeus_airflow.core.devices.replay import ReplayGPU
     from zeus_airflow.core.devices.spec import resolve_traces_dir
-    from zeus_airflow.core.engine import Engine
-    from zeus_airflow.core.replay_training import ReplayTraining
     from zeus_airflow.core.store.base import RecurrenceKey
     from zeus_airflow.core.store.sql import SQLStore
-    from zeus_airflow.core.traces import load_workload_trace
+    from zeus_airflow.core.train.engine import Engine
+    from zeus_airflow.core.train.replay_training import ReplayTraining
 
     trace = load_workload_trace(resolve_traces_dir(traces), "v100", workload)
     gpu, store = ReplayGPU(trace), SQLStore(url, create_schema=True)

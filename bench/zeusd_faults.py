@@ -30,16 +30,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from zeus_airflow.core.config import JobConfig, ProfilerConfig
+from zeus_airflow.core.common.config import JobConfig, ProfilerConfig
 from zeus_airflow.core.devices import nvml
 from zeus_airflow.core.devices.measure_only import open_zeusd_or_measure
 from zeus_airflow.core.devices.zeusd import ZeusdGPUs
 from zeus_airflow.core.devices.zeusd_client import ZeusdEndpoint
-from zeus_airflow.core.engine import Engine
-from zeus_airflow.core.gpu_lease import GPULeases, PowerLimitGuard
-from zeus_airflow.core.run import TrainingRun
 from zeus_airflow.core.store.base import RecurrenceKey
 from zeus_airflow.core.store.sql import SQLStore
+from zeus_airflow.core.train.engine import Engine
+from zeus_airflow.core.train.gpu_lease import GPULeases, PowerLimitGuard
+from zeus_airflow.core.train.run import TrainingRun
 from zeus_airflow.testing import A100_SXM4, FakeNVML, FakeZeusd
 
 A100 = replace(A100_SXM4, default_limit_mw=400_000)

@@ -10,13 +10,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from zeus_airflow.core.config import JobConfig, ProfilerConfig
+from zeus_airflow.core.common.config import JobConfig, ProfilerConfig
 from zeus_airflow.core.devices.nvml import NVMLGPUs
 from zeus_airflow.core.domain import RecurrenceKey, RunOutcome, TrialRecord
-from zeus_airflow.core.engine import Engine, RecurrenceResult
-from zeus_airflow.core.run import TrainingRun, open_run
 from zeus_airflow.core.store.admin import list_trials
 from zeus_airflow.core.store.sql import SQLStore
+from zeus_airflow.core.train.engine import Engine, RecurrenceResult
+from zeus_airflow.core.train.run import TrainingRun, open_run
 from zeus_airflow.testing import FakeGPUSpec, FakeNVML
 
 ORIGINAL_W = 250

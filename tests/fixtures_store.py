@@ -25,12 +25,12 @@ import psycopg
 import pytest
 from sqlalchemy.engine import make_url
 
-from zeus_airflow.core.config import JobConfig
+from zeus_airflow.core.common.config import JobConfig
+from zeus_airflow.core.common.traces import WorkloadTrace, load_workload_trace
 from zeus_airflow.core.devices.spec import resolve_traces_dir
 from zeus_airflow.core.store.location import upgrade_store
 from zeus_airflow.core.store.retry import RetryPolicy
 from zeus_airflow.core.store.sql import SQLStore
-from zeus_airflow.core.traces import WorkloadTrace, load_workload_trace
 
 PG_SERVER = os.environ.get("ZEUS_TEST_PG", "postgresql://postgres@127.0.0.1:5432")
 """The PostgreSQL server the tests create their throwaway databases on."""
@@ -292,7 +292,7 @@ def store_outage(migrated_url: str) -> Iterator[StoreOutage]:
 def replay_never_reaching(gpu: Any) -> Any:
     """A train function on a replay GPU whose metric never reaches a target above 0.5: every
     try runs to max_epochs (or to the early-stop bound)."""
-    from zeus_airflow.core.run import TrainingRun
+    from zeus_airflow.core.train.run import TrainingRun
 
     def never(run: TrainingRun) -> None:
         gpu.use_batch_size(run.batch_size)
@@ -306,8 +306,8 @@ def replay_never_reaching(gpu: Any) -> Any:
 def replay_missing_at(gpu: Any, batch_size: int, seed: int) -> Any:
     """A train function on a replay GPU that replays the traces, except that ``batch_size``
     never reaches the target (its tries run to max_epochs or the early-stop bound)."""
-    from zeus_airflow.core.replay_training import ReplayTraining
-    from zeus_airflow.core.run import TrainingRun
+    from zeus_airflow.core.train.replay_training import ReplayTraining
+    from zeus_airflow.core.train.run import TrainingRun
 
     replay = ReplayTraining(gpu, seed=seed)
 

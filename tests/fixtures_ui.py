@@ -167,14 +167,14 @@ def replay_region(run: Any, region: str) -> dict[str, float]:
 
 def _run_outside_airflow(url: str, job_id: str) -> None:
     """One recurrence through the engine itself, as the CLI runs it: no DAG."""
-    from zeus_airflow.core.config import JobConfig
+    from zeus_airflow.core.common.config import JobConfig
+    from zeus_airflow.core.common.traces import load_workload_trace
     from zeus_airflow.core.devices.replay import ReplayGPU
     from zeus_airflow.core.devices.spec import resolve_traces_dir
-    from zeus_airflow.core.engine import Engine
-    from zeus_airflow.core.replay_training import ReplayTraining
     from zeus_airflow.core.store.base import RecurrenceKey
     from zeus_airflow.core.store.sql import SQLStore
-    from zeus_airflow.core.traces import load_workload_trace
+    from zeus_airflow.core.train.engine import Engine
+    from zeus_airflow.core.train.replay_training import ReplayTraining
 
     trace = load_workload_trace(resolve_traces_dir(), "v100", "cifar100")
     gpu, store = ReplayGPU(trace), SQLStore(url)

@@ -36,14 +36,14 @@ import pytest
 from acceptance_checks import job_problems, read_jobs, summary
 from sqlalchemy import create_engine, select
 
-from zeus_airflow.core.config import JobConfig, ProfilerConfig
+from zeus_airflow.core.common.config import JobConfig, ProfilerConfig
+from zeus_airflow.core.common.traces import PACKAGED_TRACES, load_workload_trace
 from zeus_airflow.core.devices.simulated import DEFAULT_CURVE_WORKLOAD, SimulatedGPU
 from zeus_airflow.core.domain import RecurrenceKey
-from zeus_airflow.core.engine import Engine
-from zeus_airflow.core.run import TrainingRun
 from zeus_airflow.core.store.sql import SQLStore
 from zeus_airflow.core.store.tables import trials
-from zeus_airflow.core.traces import PACKAGED_TRACES, load_workload_trace
+from zeus_airflow.core.train.engine import Engine
+from zeus_airflow.core.train.run import TrainingRun
 from zeus_airflow.operators.naming import default_job_id
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "acceptance_dags"))

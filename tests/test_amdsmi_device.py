@@ -18,11 +18,11 @@ from zeus_airflow.core.devices.base import (
     PowerLimitUnavailableError,
 )
 from zeus_airflow.core.devices.spec import open_device, parse_device
-from zeus_airflow.core.engine import Engine
-from zeus_airflow.core.gpu_lease import GPULeases, PowerLimitGuard
-from zeus_airflow.core.run import TrainingRun
 from zeus_airflow.core.store.base import RecurrenceKey
 from zeus_airflow.core.store.sql import SQLStore
+from zeus_airflow.core.train.engine import Engine
+from zeus_airflow.core.train.gpu_lease import GPULeases, PowerLimitGuard
+from zeus_airflow.core.train.run import TrainingRun
 from zeus_airflow.testing import ManualClock
 from zeus_airflow.testing.fake_amdsmi import MI250X, MI300X, FakeAMDSMI
 

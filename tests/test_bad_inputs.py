@@ -26,7 +26,7 @@ from fixtures_store import PG_SERVER
 from sqlalchemy import text
 
 from zeus_airflow.cli import main
-from zeus_airflow.core.config import DB_INT_MAX, ConfigError
+from zeus_airflow.core.common.config import DB_INT_MAX, ConfigError
 from zeus_airflow.core.devices.spec import DEVICE_FORMS, parse_device
 from zeus_airflow.core.store import retry
 from zeus_airflow.core.store.base import StoreError
@@ -472,7 +472,7 @@ def test_a_missing_airflow_home_is_named_and_never_created(
 MOUNTED_STORE = """
 import os, subprocess, sys, time
 from pathlib import Path
-from zeus_airflow.core.config import JobConfig
+from zeus_airflow.core.common.config import JobConfig
 from zeus_airflow.core.store.base import StoreError
 from zeus_airflow.core.store.location import open_store
 from zeus_airflow.core.store.sql import SQLStore
@@ -1025,8 +1025,8 @@ def test_a_bad_node_name_fails_the_task_by_name_before_any_gpu_change(
     from fixtures_airflow import daily, sync_dag, task_state
 
     from zeus_airflow import ZeusTrainOperator
-    from zeus_airflow.core.gpu_lease import NODE_NAME_ENV
     from zeus_airflow.core.store.tables import gpu_leases
+    from zeus_airflow.core.train.gpu_lease import NODE_NAME_ENV
 
     monkeypatch.setenv("ZEUS_AIRFLOW_DB_URL", migrated_url)
     monkeypatch.setenv(NODE_NAME_ENV, node)

@@ -1,5 +1,5 @@
-"""The exploration budget (core/budget.py), and the rules that keep a job's first weeks cheap:
-no deterministic retries, no lock-in after a hard day."""
+"""The exploration budget (core/decide/budget.py), and the rules that keep a job's first weeks
+cheap: no deterministic retries, no lock-in after a hard day."""
 
 from __future__ import annotations
 
@@ -13,7 +13,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from zeus_airflow.core.budget import (
+from zeus_airflow.core.common.config import ConfigError, JobConfig
+from zeus_airflow.core.common.cost import zeus_cost
+from zeus_airflow.core.common.traces import load_workload_trace
+from zeus_airflow.core.decide.budget import (
     ProfilingCredit,
     budget_after,
     budget_status,
@@ -22,8 +25,19 @@ from zeus_airflow.core.budget import (
     profiling_credit,
     unknown_default_bound,
 )
-from zeus_airflow.core.config import ConfigError, JobConfig
-from zeus_airflow.core.cost import zeus_cost
+from zeus_airflow.core.decide.policy import (
+    DefaultPolicy,
+    NoFeasibleBatchSizeError,
+    ZeusPolicy,
+    earned_another_try,
+    frontier,
+    job_phase,
+    may_explore_now,
+    needed_cap,
+    priced_exploit,
+    pruning_state,
+    verdict_cost,
+)
 from zeus_airflow.core.devices.replay import ReplayGPU
 from zeus_airflow.core.domain import (
     ArmStats,
@@ -38,25 +52,11 @@ from zeus_airflow.core.domain import (
     RunOutcome,
     SizeEvidence,
 )
-from zeus_airflow.core.engine import Engine
-from zeus_airflow.core.policy import (
-    DefaultPolicy,
-    NoFeasibleBatchSizeError,
-    ZeusPolicy,
-    earned_another_try,
-    frontier,
-    job_phase,
-    may_explore_now,
-    needed_cap,
-    priced_exploit,
-    pruning_state,
-    verdict_cost,
-)
-from zeus_airflow.core.replay_training import ReplayTraining
 from zeus_airflow.core.reports import runs
-from zeus_airflow.core.run import open_run
 from zeus_airflow.core.store.sql import SQLStore
-from zeus_airflow.core.traces import load_workload_trace
+from zeus_airflow.core.train.engine import Engine
+from zeus_airflow.core.train.replay_training import ReplayTraining
+from zeus_airflow.core.train.run import open_run
 from zeus_airflow.operators.summary import summary_line
 from zeus_airflow.sim.simulator import SimulationSpec, job_config
 

@@ -13,7 +13,7 @@ from zeus_airflow.capriccio.corpus import Tweets, read_tweets
 from zeus_airflow.capriccio.generator import FUNCTION_WORDS, CorpusSpec, generate, write_corpus
 from zeus_airflow.capriccio.slicing import DEMO_SLICE_SIZE, DEMO_VAL_SIZE, SliceSizes, plan_slices
 from zeus_airflow.cli import main
-from zeus_airflow.core.config import ConfigError
+from zeus_airflow.core.common.config import ConfigError
 
 SPEC = CorpusSpec(days=30, tweets_per_day=400, shift_day=18, seed=5)
 

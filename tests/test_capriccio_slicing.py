@@ -21,7 +21,7 @@ from zeus_airflow.capriccio.slicing import (
     write_slice,
 )
 from zeus_airflow.cli import main
-from zeus_airflow.core.config import ConfigError
+from zeus_airflow.core.common.config import ConfigError
 
 # Ten tweets over Apr 6, 7, 9 and 10 of 2009 (none on Apr 8), not in time order, as the real
 # file is not. Text "tN" is the N-th tweet in time order. The 23:30 PDT tweet of Apr 7 is

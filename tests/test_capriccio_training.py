@@ -21,12 +21,12 @@ from zeus_airflow.capriccio.model import ModelSettings, encode
 from zeus_airflow.capriccio.slicing import SliceSizes, plan_slices, split_slice
 from zeus_airflow.capriccio.training import CapriccioTraining, SliceData
 from zeus_airflow.cli import main
-from zeus_airflow.core.config import ConfigError
+from zeus_airflow.core.common.config import ConfigError
+from zeus_airflow.core.common.traces import load_workload_trace
 from zeus_airflow.core.devices.simulated import SimulatedGPU
 from zeus_airflow.core.domain import RecurrenceKey
-from zeus_airflow.core.engine import Engine
 from zeus_airflow.core.store.sql import SQLStore
-from zeus_airflow.core.traces import load_workload_trace
+from zeus_airflow.core.train.engine import Engine
 
 SIZES = SliceSizes(slice_size=3000, val_size=600)
 CORPUS = CorpusSpec(days=12, tweets_per_day=1000, shift_day=4, seed=2)

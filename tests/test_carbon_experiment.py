@@ -78,10 +78,10 @@ class ReplayedJob:
     reports expect of its next run."""
 
     def __init__(self, **changes: object) -> None:
+        from zeus_airflow.core.common.traces import load_workload_trace
         from zeus_airflow.core.devices.replay import ReplayGPU
-        from zeus_airflow.core.engine import Engine
         from zeus_airflow.core.store.sql import SQLStore
-        from zeus_airflow.core.traces import load_workload_trace
+        from zeus_airflow.core.train.engine import Engine
         from zeus_airflow.sim.simulator import SimulationSpec, job_config
 
         trace = load_workload_trace(Path(SPEC.traces_dir), "v100", "sentiment140")
@@ -94,7 +94,7 @@ class ReplayedJob:
 
     def run(self, day: int) -> Any:
         from zeus_airflow.core.domain import RecurrenceKey
-        from zeus_airflow.core.replay_training import ReplayTraining
+        from zeus_airflow.core.train.replay_training import ReplayTraining
 
         return self.engine.run_recurrence(
             ReplayTraining(self.gpu, seed=1), RecurrenceKey(f"day{day}")

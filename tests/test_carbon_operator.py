@@ -12,7 +12,7 @@ from fixtures_airflow import daily, rendered_fields, sync_dag, xcoms
 from fixtures_grid import FakeElectricityMaps, Reply, em_forecast, em_history, em_item
 from sqlalchemy import create_engine, select
 
-from zeus_airflow.core.config import ConfigError
+from zeus_airflow.core.common.config import ConfigError
 from zeus_airflow.core.store.tables import run_carbon
 from zeus_airflow.operators.replay import replay_job_settings, replay_train
 from zeus_airflow.operators.summary import CARBON_XCOM_KEYS

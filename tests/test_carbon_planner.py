@@ -13,7 +13,7 @@ from zeus_airflow.core.carbon.fixed import FixedSource
 from zeus_airflow.core.carbon.options import CarbonOptions
 from zeus_airflow.core.carbon.planner import ExpectedRun, StartPlan, plan_start
 from zeus_airflow.core.carbon.signal import GridPoint, SourceError
-from zeus_airflow.core.config import PARAMETER_CHECKS, ConfigError
+from zeus_airflow.core.common.config import PARAMETER_CHECKS, ConfigError
 
 T0 = datetime(2026, 6, 1, tzinfo=UTC)
 HOUR = timedelta(hours=1)

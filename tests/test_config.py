@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from zeus_airflow.core.config import ConfigError, JobConfig, ProfilerConfig
+from zeus_airflow.core.common.config import ConfigError, JobConfig, ProfilerConfig
 
 GOOD = dict(
     job_id="j", batch_sizes=(8, 16, 32), default_batch_size=16, target_metric=0.8, max_epochs=10

@@ -120,7 +120,7 @@ def test_the_regional_dag_trains_a_job_per_region(zeus_store_url: str) -> None:
 def test_task_zeus_takes_the_train_function_s_arguments_by_keyword(airflow_db: Any) -> None:
     from airflow.sdk import dag, task
 
-    from zeus_airflow.core.config import ConfigError
+    from zeus_airflow.core.common.config import ConfigError
     from zeus_airflow.operators.replay import replay_job_settings
 
     settings = replay_job_settings("v100", "cifar100")

@@ -24,7 +24,7 @@ import yaml
 from airflow.sdk import Connection
 
 from zeus_airflow.core.devices.zeusd_client import SOCK_PATH_ENV
-from zeus_airflow.core.gpu_lease import NODE_NAME_ENV
+from zeus_airflow.core.train.gpu_lease import NODE_NAME_ENV
 from zeus_airflow.hooks.store import url_from_connection
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -15,7 +15,7 @@ import pytest
 from fixtures_airflow import FAKE_ORIGINAL_LIMIT_MW, daily, sync_dag, task_state, xcoms
 from sqlalchemy import create_engine, select
 
-from zeus_airflow.core.config import ConfigError
+from zeus_airflow.core.common.config import ConfigError
 from zeus_airflow.core.store.tables import trials
 from zeus_airflow.integrations.distributed import DistributedTraining
 from zeus_airflow.testing import FakeNVML

@@ -10,7 +10,7 @@ from typing import Any, get_args
 import pydantic
 import pytest
 
-from zeus_airflow.core.config import JobConfig
+from zeus_airflow.core.common.config import JobConfig
 from zeus_airflow.core.domain import (
     FIGURES,
     TRANSITIONS,

@@ -1,4 +1,4 @@
-"""Drift detection (core/drift.py) and the policy rules that use it."""
+"""Drift detection (core/decide/drift.py) and the policy rules that use it."""
 
 from __future__ import annotations
 
@@ -9,7 +9,15 @@ import numpy as np
 import pytest
 from fixtures_airflow import TRACES
 
-from zeus_airflow.core.config import ConfigError, JobConfig
+from zeus_airflow.core.common.config import ConfigError, JobConfig
+from zeus_airflow.core.decide.drift import CHANGE_Z, MIN_SEGMENT, arm_view, change_point
+from zeus_airflow.core.decide.policy import (
+    ZeusPolicy,
+    job_phase,
+    pruning_state,
+    stale_neighbour,
+)
+from zeus_airflow.core.decide.posterior import PRIOR_COST_CV
 from zeus_airflow.core.domain import (
     ArmStats,
     DriftFound,
@@ -18,14 +26,6 @@ from zeus_airflow.core.domain import (
     Observed,
     SizeEvidence,
 )
-from zeus_airflow.core.drift import CHANGE_Z, MIN_SEGMENT, arm_view, change_point
-from zeus_airflow.core.policy import (
-    ZeusPolicy,
-    job_phase,
-    pruning_state,
-    stale_neighbour,
-)
-from zeus_airflow.core.posterior import PRIOR_COST_CV
 from zeus_airflow.sim.drift import Drift, DriftSpec, run_drift
 
 

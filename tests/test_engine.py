@@ -8,19 +8,19 @@ from fixtures_airflow import TRACES
 from fixtures_store import replay_missing_at, replay_never_reaching
 from sqlalchemy import select
 
-from zeus_airflow.core.config import JobConfig, ProfilerConfig
+from zeus_airflow.core.common.config import JobConfig, ProfilerConfig
+from zeus_airflow.core.common.limit_search import LimitObjective
+from zeus_airflow.core.common.traces import WorkloadTrace, load_workload_trace
+from zeus_airflow.core.decide.policy import ZeusPolicy, job_phase
+from zeus_airflow.core.decide.snapshot import job_snapshot
 from zeus_airflow.core.devices.replay import ReplayGPU
 from zeus_airflow.core.domain import JobSnapshot, PowerProfile, RecurrenceKey
-from zeus_airflow.core.engine import Engine
-from zeus_airflow.core.limit_search import LimitObjective
-from zeus_airflow.core.policy import ZeusPolicy, job_phase
-from zeus_airflow.core.replay_training import ReplayTraining
-from zeus_airflow.core.run import TrainingRun, open_run
-from zeus_airflow.core.snapshot import job_snapshot
-from zeus_airflow.core.store.snapshot import read_state
 from zeus_airflow.core.store.sql import SQLStore
+from zeus_airflow.core.store.state import read_state
 from zeus_airflow.core.store.tables import trials
-from zeus_airflow.core.traces import WorkloadTrace, load_workload_trace
+from zeus_airflow.core.train.engine import Engine
+from zeus_airflow.core.train.replay_training import ReplayTraining
+from zeus_airflow.core.train.run import TrainingRun, open_run
 
 
 @pytest.fixture(scope="module")

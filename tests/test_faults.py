@@ -26,11 +26,11 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 
 from zeus_airflow.core.domain import RecurrenceKey, TrialRecord, outbox_from_json
-from zeus_airflow.core.engine import Engine as ZeusEngine
-from zeus_airflow.core.run import TrainingRun
 from zeus_airflow.core.store import sql
 from zeus_airflow.core.store.admin import list_trials
 from zeus_airflow.core.store.sql import SQLStore
+from zeus_airflow.core.train.engine import Engine as ZeusEngine
+from zeus_airflow.core.train.run import TrainingRun
 from zeus_airflow.operators.train import OUTBOX_KEY, ZeusTrainOperator
 from zeus_airflow.testing import FakeNVML
 
@@ -455,7 +455,7 @@ def test_leases_are_judged_on_the_database_clock_so_skew_loses_nothing(
     """Two workers, each with a fake GPU; worker B's clock runs 120 s ahead of worker A's.
     B decides and trains while A's try is in flight, with a lease (3 heartbeats of 30 s)
     shorter than the skew: A's live try must stay live, and both count."""
-    from zeus_airflow.core.config import JobConfig, ProfilerConfig
+    from zeus_airflow.core.common.config import JobConfig, ProfilerConfig
     from zeus_airflow.core.devices.nvml import NVMLGPUs
     from zeus_airflow.testing import FakeGPUSpec
 

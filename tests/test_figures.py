@@ -13,13 +13,13 @@ from fixtures_store import replay_missing_at
 from sqlalchemy import create_engine, inspect, types
 from test_engine import config_for
 
+from zeus_airflow.core.common.traces import load_workload_trace
 from zeus_airflow.core.devices.replay import ReplayGPU
 from zeus_airflow.core.domain import FIGURES, RUN_FACTS, TRY_FIGURES, RecurrenceKey, run_of
-from zeus_airflow.core.engine import Engine
 from zeus_airflow.core.reports import runs
 from zeus_airflow.core.store.location import upgrade_store
 from zeus_airflow.core.store.sql import SQLStore
-from zeus_airflow.core.traces import load_workload_trace
+from zeus_airflow.core.train.engine import Engine
 from zeus_airflow.operators.metrics import FIGURES as METRICS
 from zeus_airflow.operators.summary import CARBON_XCOM_KEYS, XCOM_KEYS, carbon_xcom_values
 

@@ -24,12 +24,12 @@ from test_profiler import (
     run_trial,
 )
 
-from zeus_airflow.core.config import JobConfig
+from zeus_airflow.core.common.config import JobConfig
 from zeus_airflow.core.domain import Decision, DeviceInfo, RecurrenceKey
-from zeus_airflow.core.engine import decided_by
-from zeus_airflow.core.run import CONTRACT, TrainContractError, TrainingRun, open_run
 from zeus_airflow.core.store.admin import list_trials
 from zeus_airflow.core.store.sql import MISSED_HEARTBEATS, SQLStore, lease_for
+from zeus_airflow.core.train.engine import decided_by
+from zeus_airflow.core.train.run import CONTRACT, TrainContractError, TrainingRun, open_run
 
 SETUP_S = 30.0
 

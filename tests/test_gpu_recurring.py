@@ -15,11 +15,11 @@ from types import ModuleType
 import bench_scripts
 import pytest
 
-from zeus_airflow.core.config import ProfilerConfig
+from zeus_airflow.core.common.config import ProfilerConfig
 from zeus_airflow.core.domain import RecurrenceKey
-from zeus_airflow.core.engine import Engine
 from zeus_airflow.core.store.admin import list_trials
 from zeus_airflow.core.store.sql import SQLStore
+from zeus_airflow.core.train.engine import Engine
 
 SCRIPT = "gpu_recurring.py"
 

@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from zeus_airflow.core.config import JobConfig, ProfilerConfig
+from zeus_airflow.core.common.config import JobConfig, ProfilerConfig
 from zeus_airflow.core.devices.nvml import NVMLGPUs
 from zeus_airflow.core.devices.rapl import RAPLReader
 from zeus_airflow.core.domain import RecurrenceKey
-from zeus_airflow.core.engine import Engine, RecurrenceResult
 from zeus_airflow.core.reports import runs
-from zeus_airflow.core.run import TrainingRun
 from zeus_airflow.core.store.admin import list_trials
 from zeus_airflow.core.store.sql import SQLStore
+from zeus_airflow.core.train.engine import Engine, RecurrenceResult
+from zeus_airflow.core.train.run import TrainingRun
 from zeus_airflow.operators.summary import XCOM_KEYS, summary_line, xcom_values
 from zeus_airflow.testing import FakeNVML, ManualClock
 from zeus_airflow.testing.fake_sysfs import FakePowercap

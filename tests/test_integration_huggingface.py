@@ -12,8 +12,8 @@ import torch
 import transformers
 from fixtures_frameworks import CANDIDATES, ORIGINAL_W, Try, job, one_recurrence, one_try
 
-from zeus_airflow.core.config import ConfigError
-from zeus_airflow.core.run import TrainContractError, TrainingRun
+from zeus_airflow.core.common.config import ConfigError
+from zeus_airflow.core.train.run import TrainContractError, TrainingRun
 from zeus_airflow.integrations.huggingface import ZeusTrainerCallback
 
 VOCAB, LENGTH, SAMPLES = 24, 8, 64

@@ -13,8 +13,8 @@ import pytest
 import torch
 from fixtures_frameworks import CANDIDATES, ORIGINAL_W, Try, job, one_recurrence, one_try
 
-from zeus_airflow.core.config import ConfigError
-from zeus_airflow.core.run import TrainContractError, TrainingRun
+from zeus_airflow.core.common.config import ConfigError
+from zeus_airflow.core.train.run import TrainContractError, TrainingRun
 from zeus_airflow.integrations.lightning import ZeusLightningCallback
 
 SAMPLES, FEATURES = 64, 8

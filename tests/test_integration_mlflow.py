@@ -13,7 +13,7 @@ from failing_train import FAILS_IN_EPOCH, out_of_memory
 from fixtures_airflow import daily, sync_dag, task_state, xcoms
 from fixtures_integrations import stored_run
 
-from zeus_airflow.core.config import ConfigError
+from zeus_airflow.core.common.config import ConfigError
 from zeus_airflow.operators.replay import replay_job_settings, replay_train
 
 pytestmark = pytest.mark.usefixtures("dag_test")

@@ -65,10 +65,10 @@ def test_a_run_on_the_replay_device_needs_neither() -> None:
     """The demo's path (engine, store, replay GPU, summary line) works with both missing."""
     done = run_python(
         """
-        from zeus_airflow.core.config import JobConfig
+        from zeus_airflow.core.common.config import JobConfig
         from zeus_airflow.core.devices.spec import open_device, parse_device
-        from zeus_airflow.core.engine import Engine
-        from zeus_airflow.core.replay_training import ReplayTraining
+        from zeus_airflow.core.train.engine import Engine
+        from zeus_airflow.core.train.replay_training import ReplayTraining
         from zeus_airflow.core.store.base import RecurrenceKey
         from zeus_airflow.core.store.sql import SQLStore
         from zeus_airflow.operators.summary import summary_line
@@ -122,7 +122,7 @@ def test_a_feature_without_its_extra_names_the_extra(code: str, missing: str, ex
     done = run_python(code, without=(missing,))
     assert done.returncode == 1
     last = done.stderr.strip().splitlines()[-1]
-    assert last.startswith("zeus_airflow.core.extras.MissingExtraError: ")
+    assert last.startswith("zeus_airflow.core.common.extras.MissingExtraError: ")
     assert f"needs {missing}" in last and f"pip install 'zeus-airflow[{extra}]'" in last
 
 

@@ -5,15 +5,15 @@ from __future__ import annotations
 import pytest
 from fixtures_airflow import TRACES
 
-from zeus_airflow.core.config import JobConfig, ProfilerConfig
-from zeus_airflow.core.cost import LimitMeasurement
+from zeus_airflow.core.common.config import JobConfig, ProfilerConfig
+from zeus_airflow.core.common.cost import LimitMeasurement
+from zeus_airflow.core.common.traces import WorkloadTrace, load_workload_trace
+from zeus_airflow.core.decide.translation import training_cost_per_step, translate
 from zeus_airflow.core.devices.replay import ReplayGPU
 from zeus_airflow.core.domain import FleetKey, ForeignObservation, PowerProfile, RecurrenceKey
-from zeus_airflow.core.engine import Engine, RecurrenceResult
-from zeus_airflow.core.fleet import training_cost_per_step, translate
-from zeus_airflow.core.replay_training import ReplayTraining
 from zeus_airflow.core.store.sql import SQLStore
-from zeus_airflow.core.traces import WorkloadTrace, load_workload_trace
+from zeus_airflow.core.train.engine import Engine, RecurrenceResult
+from zeus_airflow.core.train.replay_training import ReplayTraining
 
 EXPLORING = ("pruning", "calibrate")
 

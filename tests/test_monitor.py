@@ -6,7 +6,7 @@ import pytest
 
 from zeus_airflow.core.devices.base import set_uniform_power_limit
 from zeus_airflow.core.devices.nvml import NVMLGPUs
-from zeus_airflow.core.monitor import EnergyMonitor, TimeEnergy
+from zeus_airflow.core.train.monitor import EnergyMonitor, TimeEnergy
 from zeus_airflow.testing import FakeNVML, ManualClock
 
 DRAW_W = 270.0

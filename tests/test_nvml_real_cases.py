@@ -16,18 +16,18 @@ from typing import Any
 import pynvml
 import pytest
 
-from zeus_airflow.core.config import JobConfig, ProfilerConfig
-from zeus_airflow.core.cost import LimitMeasurement
+from zeus_airflow.core.common.config import JobConfig, ProfilerConfig
+from zeus_airflow.core.common.cost import LimitMeasurement
 from zeus_airflow.core.devices.base import DeviceError, PowerLimitUnavailableError
 from zeus_airflow.core.devices.nvml import NVMLGPUs, visible_gpus
-from zeus_airflow.core.engine import Engine, RecurrenceResult
-from zeus_airflow.core.gpu_lease import GPULeases, PowerLimitGuard
-from zeus_airflow.core.monitor import EnergyMonitor
-from zeus_airflow.core.profiler import PowerLimitProfiler, PowerProfile
-from zeus_airflow.core.run import TrainingRun
 from zeus_airflow.core.store.base import RecurrenceKey
 from zeus_airflow.core.store.sql import SQLStore
 from zeus_airflow.core.store.tables import gpu_leases
+from zeus_airflow.core.train.engine import Engine, RecurrenceResult
+from zeus_airflow.core.train.gpu_lease import GPULeases, PowerLimitGuard
+from zeus_airflow.core.train.monitor import EnergyMonitor
+from zeus_airflow.core.train.profiler import PowerLimitProfiler, PowerProfile
+from zeus_airflow.core.train.run import TrainingRun
 from zeus_airflow.testing import A100_SXM4, FakeGPUSpec, FakeNVML, ManualClock
 
 SET = "nvmlDeviceSetPowerManagementLimit"

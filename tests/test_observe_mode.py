@@ -11,15 +11,15 @@ import pytest
 from fixtures_airflow import TRACES
 from test_store_cli import run_cli
 
-from zeus_airflow.core.config import JobConfig, ProfilerConfig
+from zeus_airflow.core.common.config import JobConfig, ProfilerConfig
+from zeus_airflow.core.common.traces import WorkloadTrace, load_workload_trace
 from zeus_airflow.core.devices.replay import ReplayGPU
 from zeus_airflow.core.domain import RecurrenceKey
-from zeus_airflow.core.engine import Engine, RecurrenceResult
-from zeus_airflow.core.replay_training import ReplayTraining
 from zeus_airflow.core.reports import current, default_estimate, runs, summaries
 from zeus_airflow.core.store.admin import list_trials
 from zeus_airflow.core.store.sql import SQLStore
-from zeus_airflow.core.traces import WorkloadTrace, load_workload_trace
+from zeus_airflow.core.train.engine import Engine, RecurrenceResult
+from zeus_airflow.core.train.replay_training import ReplayTraining
 from zeus_airflow.operators.summary import XCOM_KEYS, summary_line, xcom_values
 
 JOB_ID = "observed.train"

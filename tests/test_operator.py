@@ -27,8 +27,8 @@ from fixtures_airflow import (
 )
 from sqlalchemy import create_engine, insert, select
 
-from zeus_airflow.core.run import TrainingRun
 from zeus_airflow.core.store.tables import gpu_leases, trials
+from zeus_airflow.core.train.run import TrainingRun
 from zeus_airflow.operators.replay import replay_job_settings, replay_train
 from zeus_airflow.operators.summary import XCOM_KEYS
 from zeus_airflow.operators.train import OUTBOX_KEY

@@ -15,7 +15,7 @@ from fixtures_airflow import REPO, TRACES, load_dag_file, sync_dag
 
 from zeus_airflow.cli import demo_runs, main
 from zeus_airflow.cli.demo import energy_report
-from zeus_airflow.core.traces import load_workload_trace
+from zeus_airflow.core.common.traces import load_workload_trace
 from zeus_airflow.sim.simulator import default_configuration
 
 

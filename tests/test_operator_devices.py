@@ -9,18 +9,18 @@ import pynvml
 import pytest
 from fixtures_airflow import TRACES
 
-from zeus_airflow.core.config import ConfigError, JobConfig, ProfilerConfig
-from zeus_airflow.core.cost import zeus_cost
+from zeus_airflow.core.common.config import ConfigError, JobConfig, ProfilerConfig
+from zeus_airflow.core.common.cost import zeus_cost
+from zeus_airflow.core.common.traces import WorkloadTrace, load_workload_trace
 from zeus_airflow.core.devices import nvml
 from zeus_airflow.core.devices.base import DeviceError
 from zeus_airflow.core.devices.replay import ReplayGPU
 from zeus_airflow.core.devices.simulated import SimulatedGPU
 from zeus_airflow.core.devices.spec import DeviceSpec, open_device, parse_device
 from zeus_airflow.core.domain import RecurrenceKey
-from zeus_airflow.core.engine import Engine
-from zeus_airflow.core.run import TrainingRun
 from zeus_airflow.core.store.sql import SQLStore
-from zeus_airflow.core.traces import WorkloadTrace, load_workload_trace
+from zeus_airflow.core.train.engine import Engine
+from zeus_airflow.core.train.run import TrainingRun
 from zeus_airflow.testing import FakeNVML, ManualClock
 
 

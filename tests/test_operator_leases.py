@@ -16,10 +16,10 @@ import pytest
 from zeus_airflow.cli import main
 from zeus_airflow.core.devices import nvml
 from zeus_airflow.core.devices.nvml import NVMLGPUs
-from zeus_airflow.core.gpu_lease import GPULeases, holder_alive, restore_host_leases
 from zeus_airflow.core.store.base import Lease
 from zeus_airflow.core.store.sql import SQLStore
 from zeus_airflow.core.store.tables import gpu_leases
+from zeus_airflow.core.train.gpu_lease import GPULeases, holder_alive, restore_host_leases
 from zeus_airflow.testing import FakeGPUSpec, FakeNVML
 
 

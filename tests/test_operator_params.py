@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from zeus_airflow.core.config import ConfigError
+from zeus_airflow.core.common.config import ConfigError
 from zeus_airflow.operators.replay import replay_train
 
 GOOD: dict[str, Any] = dict(
@@ -110,7 +110,7 @@ def test_parsing_a_dag_opens_nothing_and_imports_no_torch_or_nvml() -> None:
         with DAG("parse_only", schedule="@daily"):
             ZeusTrainOperator(task_id="t", train=print, batch_sizes=[8, 16],
                               default_batch_size=16, target_metric=0.5, max_epochs=3)
-        print(sorted(m for m in ("torch", "pynvml", "zeus_airflow.core.engine",
+        print(sorted(m for m in ("torch", "pynvml", "zeus_airflow.core.train.engine",
                                  "zeus_airflow.core.store.sql", "zeus_airflow.hooks.store")
                      if m in sys.modules))
     """)
@@ -125,7 +125,7 @@ def test_the_package_and_its_core_never_import_airflow() -> None:
             importlib.import_module(info.name)
         print("airflow" in sys.modules, zeus_airflow.TrainingRun.__module__)
     """)
-    assert loaded == "False zeus_airflow.core.run"
+    assert loaded == "False zeus_airflow.core.train.run"
 
 
 @pytest.mark.parametrize(
@@ -139,6 +139,6 @@ def test_the_package_and_its_core_never_import_airflow() -> None:
     ],
 )
 def test_summary_units(energy_j: float, time_s: float, shown: str) -> None:
-    from zeus_airflow.core.units import show_energy, show_time
+    from zeus_airflow.core.common.units import show_energy, show_time
 
     assert f"{show_energy(energy_j)} · {show_time(time_s)}" == shown

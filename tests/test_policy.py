@@ -7,15 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from zeus_airflow.core.config import JobConfig
-from zeus_airflow.core.domain import (
-    ArmStats,
-    DriftFound,
-    ExplorationStep,
-    JobSnapshot,
-    SizeEvidence,
-)
-from zeus_airflow.core.policy import (
+from zeus_airflow.core.common.config import JobConfig
+from zeus_airflow.core.decide.policy import (
     DEFAULT_PARAMETERS,
     DefaultPolicy,
     GridSearchPolicy,
@@ -31,7 +24,19 @@ from zeus_airflow.core.policy import (
     pruning_reasons,
     pruning_state,
 )
-from zeus_airflow.core.posterior import PRIOR_COST_CV, arm_posterior, cost_variance, pooled_cost_cv
+from zeus_airflow.core.decide.posterior import (
+    PRIOR_COST_CV,
+    arm_posterior,
+    cost_variance,
+    pooled_cost_cv,
+)
+from zeus_airflow.core.domain import (
+    ArmStats,
+    DriftFound,
+    ExplorationStep,
+    JobSnapshot,
+    SizeEvidence,
+)
 
 LIBRISPEECH_V100 = (2, 4, 8, 12, 16, 24, 32, 48, 56, 64, 72, 96, 128, 156, 192)
 

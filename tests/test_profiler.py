@@ -16,17 +16,17 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from zeus_airflow.core.budget import ProfilingCredit
-from zeus_airflow.core.config import JobConfig, ProfilerConfig
+from zeus_airflow.core.common.config import JobConfig, ProfilerConfig
+from zeus_airflow.core.decide.budget import ProfilingCredit
 from zeus_airflow.core.devices.energy import probe_update_period_s
 from zeus_airflow.core.devices.nvml import NVMLGPUs
 from zeus_airflow.core.domain import PowerProfile, RecurrenceKey, RunOutcome, SliceInProgress
-from zeus_airflow.core.engine import Engine, RecurrenceResult
-from zeus_airflow.core.profiler import SLICE_COUNTER_UPDATES, PowerLimitProfiler
 from zeus_airflow.core.reports.arms import profile_points
-from zeus_airflow.core.run import TrainingRun, open_run
 from zeus_airflow.core.store.sql import SQLStore
 from zeus_airflow.core.store.tables import power_profiles, trials
+from zeus_airflow.core.train.engine import Engine, RecurrenceResult
+from zeus_airflow.core.train.profiler import SLICE_COUNTER_UPDATES, PowerLimitProfiler
+from zeus_airflow.core.train.run import TrainingRun, open_run
 from zeus_airflow.testing import A100_PCIE, FakeGPUSpec, FakeNVML, ManualClock
 
 BATCH_SIZE = 32
@@ -446,8 +446,8 @@ def test_four_gpus_are_set_together_and_each_restored_to_its_own_limit() -> None
 
 
 def test_an_unknown_selector_is_named_with_every_valid_one() -> None:
-    from zeus_airflow.core.config import SELECTORS
-    from zeus_airflow.core.cost import LimitMeasurement, choose_power_limit
+    from zeus_airflow.core.common.config import SELECTORS
+    from zeus_airflow.core.common.cost import LimitMeasurement, choose_power_limit
 
     with pytest.raises(ValueError, match="selector='fastest' is invalid") as raised:
         choose_power_limit({250: LimitMeasurement(250, 200.0, 10.0)}, "fastest", 0.5, 250.0)
@@ -590,10 +590,10 @@ def test_the_search_finds_the_swept_optimum_on_every_unimodal_traced_curve() -> 
     measures the maximum first and fewer limits than a sweep, and finds the sweep's optimum
     wherever the cost curve is unimodal (a few traced curves are not; there it comes within
     a few %)."""
-    from zeus_airflow.core.cost import LimitMeasurement, choose_power_limit
+    from zeus_airflow.core.common.cost import LimitMeasurement, choose_power_limit
+    from zeus_airflow.core.common.limit_search import LimitObjective, next_limit_w
+    from zeus_airflow.core.common.traces import WORKLOADS, load_workload_trace
     from zeus_airflow.core.devices.spec import resolve_traces_dir
-    from zeus_airflow.core.limit_search import LimitObjective, next_limit_w
-    from zeus_airflow.core.traces import WORKLOADS, load_workload_trace
 
     unimodal_curves = 0
     for gpu in ("v100", "a40"):

@@ -10,15 +10,15 @@ from typing import Any
 
 import pytest
 
-from zeus_airflow.core.config import JobConfig
+from zeus_airflow.core.common.config import JobConfig
 from zeus_airflow.core.devices.spec import open_device, parse_device
 from zeus_airflow.core.domain import FIGURES, RUN_FACTS, SAVED_VS_DEFAULT, RecurrenceKey
 from zeus_airflow.core.domain.carbon import RunCarbon
-from zeus_airflow.core.engine import Engine, RecurrenceResult
-from zeus_airflow.core.replay_training import ReplayTraining
 from zeus_airflow.core.reports import DefaultEstimate
 from zeus_airflow.core.reports.default import savings
 from zeus_airflow.core.store.sql import SQLStore
+from zeus_airflow.core.train.engine import Engine, RecurrenceResult
+from zeus_airflow.core.train.replay_training import ReplayTraining
 from zeus_airflow.integrations import mlflow
 from zeus_airflow.integrations.published import PUBLISHED, cost_line, record, stored_record
 from zeus_airflow.operators.summary import CARBON_XCOM_KEYS, xcom_values

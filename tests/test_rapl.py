@@ -10,7 +10,7 @@ import pytest
 
 from zeus_airflow.core.devices.nvml import NVMLGPUs
 from zeus_airflow.core.devices.rapl import RAPLReader
-from zeus_airflow.core.monitor import EnergyMonitor
+from zeus_airflow.core.train.monitor import EnergyMonitor
 from zeus_airflow.testing import FakeNVML, ManualClock
 from zeus_airflow.testing.fake_sysfs import FakePowercap
 

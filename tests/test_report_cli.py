@@ -14,13 +14,13 @@ from sqlalchemy import select
 
 from zeus_airflow.cli import main
 from zeus_airflow.core import reports
+from zeus_airflow.core.common.traces import WorkloadTrace
 from zeus_airflow.core.devices.replay import ReplayGPU
 from zeus_airflow.core.domain import RecurrenceKey
-from zeus_airflow.core.engine import Engine
-from zeus_airflow.core.replay_training import ReplayTraining
 from zeus_airflow.core.store.sql import SQLStore
 from zeus_airflow.core.store.tables import trials
-from zeus_airflow.core.traces import WorkloadTrace
+from zeus_airflow.core.train.engine import Engine
+from zeus_airflow.core.train.replay_training import ReplayTraining
 
 REQUIRED = {
     "job_id",

@@ -12,7 +12,7 @@ from collections.abc import Callable
 import pytest
 from test_profiler import BATCH_SIZE, EVAL_S, STEP_TIME_S, Rig, job_config, make_rig, run_trial
 
-from zeus_airflow.core.run import TrainingRun, open_run
+from zeus_airflow.core.train.run import TrainingRun, open_run
 
 STEPS_PER_EPOCH = 9
 

@@ -11,15 +11,15 @@ from fixtures_store import job_config
 from zeus_airflow.core import reports
 from zeus_airflow.core.carbon.options import CarbonOptions
 from zeus_airflow.core.carbon.service import CarbonService
+from zeus_airflow.core.common.traces import load_workload_trace
+from zeus_airflow.core.common.units import J_PER_KWH
 from zeus_airflow.core.devices.replay import ReplayGPU
 from zeus_airflow.core.devices.spec import resolve_traces_dir
 from zeus_airflow.core.domain import RecurrenceKey
-from zeus_airflow.core.engine import Engine, RecurrenceResult
-from zeus_airflow.core.replay_training import ReplayTraining
 from zeus_airflow.core.store.admin import list_trials
 from zeus_airflow.core.store.sql import SQLStore
-from zeus_airflow.core.traces import load_workload_trace
-from zeus_airflow.core.units import J_PER_KWH
+from zeus_airflow.core.train.engine import Engine, RecurrenceResult
+from zeus_airflow.core.train.replay_training import ReplayTraining
 
 
 def _no_electricitymaps() -> None:

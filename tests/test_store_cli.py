@@ -17,14 +17,14 @@ from fixtures_store import job_config, replay_never_reaching, unreachable_url
 from sqlalchemy import select
 
 from zeus_airflow.cli import main
+from zeus_airflow.core.common.traces import WorkloadTrace
 from zeus_airflow.core.devices.replay import ReplayGPU
 from zeus_airflow.core.domain import RecurrenceKey, TrialRecord
-from zeus_airflow.core.engine import Engine
-from zeus_airflow.core.replay_training import ReplayTraining
 from zeus_airflow.core.store.admin import list_jobs, list_trials
 from zeus_airflow.core.store.sql import SQLStore
 from zeus_airflow.core.store.tables import jobs
-from zeus_airflow.core.traces import WorkloadTrace
+from zeus_airflow.core.train.engine import Engine
+from zeus_airflow.core.train.replay_training import ReplayTraining
 
 
 @pytest.fixture

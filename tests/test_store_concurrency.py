@@ -14,13 +14,13 @@ from pathlib import Path
 
 from fixtures_store import STORE_TRACES, job_config
 
+from zeus_airflow.core.common.traces import WorkloadTrace
+from zeus_airflow.core.decide.policy import ZeusPolicy
 from zeus_airflow.core.domain import Decision, DeviceInfo, RecurrenceKey
-from zeus_airflow.core.engine import decided_by
-from zeus_airflow.core.policy import ZeusPolicy
 from zeus_airflow.core.store.admin import list_trials
 from zeus_airflow.core.store.base import TrialStart
 from zeus_airflow.core.store.sql import SQLStore
-from zeus_airflow.core.traces import WorkloadTrace
+from zeus_airflow.core.train.engine import decided_by
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -28,10 +28,10 @@ REPO = Path(__file__).resolve().parents[1]
 WORKER = """
 import sys, time
 from zeus_airflow.core.devices.replay import ReplayGPU
-from zeus_airflow.core.engine import Engine
+from zeus_airflow.core.train.engine import Engine
 from zeus_airflow.core.store.base import RecurrenceKey
 from zeus_airflow.core.store.sql import SQLStore
-from zeus_airflow.core.traces import load_workload_trace
+from zeus_airflow.core.common.traces import load_workload_trace
 sys.path.insert(0, sys.argv[3])
 from fixtures_store import job_config
 

@@ -14,17 +14,17 @@ import pytest
 from fixtures_store import FAST_RETRY, StoreOutage, job_config, unreachable_url
 
 from zeus_airflow.cli import main
+from zeus_airflow.core.common.traces import WorkloadTrace
 from zeus_airflow.core.devices.replay import ReplayGPU
 from zeus_airflow.core.domain import RecurrenceKey, outbox_from_json, outbox_to_json
-from zeus_airflow.core.engine import Engine, TrainFunction, record_late
-from zeus_airflow.core.replay_training import ReplayTraining
-from zeus_airflow.core.run import TrainingRun
 from zeus_airflow.core.store.admin import list_trials
 from zeus_airflow.core.store.base import StoreError
 from zeus_airflow.core.store.location import open_store
 from zeus_airflow.core.store.retry import RetryPolicy
 from zeus_airflow.core.store.sql import SQLStore
-from zeus_airflow.core.traces import WorkloadTrace
+from zeus_airflow.core.train.engine import Engine, TrainFunction, record_late
+from zeus_airflow.core.train.replay_training import ReplayTraining
+from zeus_airflow.core.train.run import TrainingRun
 
 
 class WatchedGPU(ReplayGPU):

@@ -147,7 +147,7 @@ def test_a_task_opens_the_store_through_its_connection(
 ) -> None:
     from airflow.sdk import dag, task
 
-    from zeus_airflow.core.config import JobConfig
+    from zeus_airflow.core.common.config import JobConfig
 
     monkeypatch.setenv("AIRFLOW_CONN_ZEUS_DEFAULT", connection_json(migrated_url))
     monkeypatch.delenv("ZEUS_AIRFLOW_DB_URL", raising=False)

@@ -11,8 +11,11 @@ from fixtures_store import job_config
 from sqlalchemy import insert, select
 from sqlalchemy.exc import IntegrityError
 
-from zeus_airflow.core.config import JobConfig
-from zeus_airflow.core.cost import LimitMeasurement
+from zeus_airflow.core.common.config import JobConfig
+from zeus_airflow.core.common.cost import LimitMeasurement
+from zeus_airflow.core.common.traces import WorkloadTrace
+from zeus_airflow.core.decide.policy import ZeusPolicy
+from zeus_airflow.core.decide.snapshot import job_snapshot
 from zeus_airflow.core.devices.replay import ReplayGPU
 from zeus_airflow.core.domain import (
     Decision,
@@ -23,16 +26,13 @@ from zeus_airflow.core.domain import (
     RecurrenceKey,
     RunOutcome,
 )
-from zeus_airflow.core.engine import Engine, decided_by
-from zeus_airflow.core.policy import ZeusPolicy
-from zeus_airflow.core.replay_training import ReplayTraining
-from zeus_airflow.core.snapshot import job_snapshot
 from zeus_airflow.core.store.admin import list_jobs, list_trials, reset_job
 from zeus_airflow.core.store.base import StoreError
-from zeus_airflow.core.store.snapshot import read_state
 from zeus_airflow.core.store.sql import SQLStore
+from zeus_airflow.core.store.state import read_state
 from zeus_airflow.core.store.tables import trials
-from zeus_airflow.core.traces import WorkloadTrace
+from zeus_airflow.core.train.engine import Engine, decided_by
+from zeus_airflow.core.train.replay_training import ReplayTraining
 
 ZEUS = ZeusPolicy()
 DEVICE = DeviceInfo("V100 (replay)", 1, "replayed", (250, 225, 200, 175, 150, 125, 100))

@@ -12,22 +12,22 @@ import zeus_airflow
 ROOT = Path(zeus_airflow.__file__).parent
 STORE = "zeus_airflow.core.store"
 ABOVE_THE_STORE = (
-    "zeus_airflow.core.run",
-    "zeus_airflow.core.profiler",
-    "zeus_airflow.core.engine",
-    "zeus_airflow.core.policy",
-    "zeus_airflow.core.fleet",
-    "zeus_airflow.core.snapshot",
-    "zeus_airflow.core.monitor",
+    "zeus_airflow.core.train.run",
+    "zeus_airflow.core.train.profiler",
+    "zeus_airflow.core.train.engine",
+    "zeus_airflow.core.decide.policy",
+    "zeus_airflow.core.decide.translation",
+    "zeus_airflow.core.decide.snapshot",
+    "zeus_airflow.core.train.monitor",
     "zeus_airflow.core.reports",
 )
 GROUND_FLOOR = (
-    "zeus_airflow.core.config",
-    "zeus_airflow.core.cost",
-    "zeus_airflow.core.limit_search",
+    "zeus_airflow.core.common.config",
+    "zeus_airflow.core.common.cost",
+    "zeus_airflow.core.common.limit_search",
     "zeus_airflow.core.devices.base",
     "zeus_airflow.core.domain",
-    "zeus_airflow.core.units",
+    "zeus_airflow.core.common.units",
 )
 """What the domain may import (besides itself); ``units`` formats figures for people, so that
 a record can say how it reads."""
@@ -107,8 +107,8 @@ def test_the_domain_stands_on_the_ground_floor() -> None:
 def test_the_check_sees_a_cycle_and_an_upward_import() -> None:
     """The walk itself: the engine reaches the store and the policy; the store used to reach
     the policy through store/base.py, which this test would have caught."""
-    engine = reachable("zeus_airflow.core.engine")
-    assert {"zeus_airflow.core.store.base", "zeus_airflow.core.policy"} <= engine
+    engine = reachable("zeus_airflow.core.train.engine")
+    assert {"zeus_airflow.core.store.base", "zeus_airflow.core.decide.policy"} <= engine
     assert "zeus_airflow.core.domain.trials" in imports("zeus_airflow.core.store.tables")
 
 
@@ -116,7 +116,7 @@ SQL_WRITERS = ("zeus_airflow.core.store", "zeus_airflow.migrations", "zeus_airfl
 """The only modules that import SQLAlchemy: the store (and its migrations) writes every
 statement on the store's tables; ``airflow_db`` reads Airflow's own metadata tables through
 Airflow's models (the UI's logical dates, the demo's XComs)."""
-THROUGH_THE_STORE = ("zeus_airflow.core.gpu_lease", "zeus_airflow.core.reports")
+THROUGH_THE_STORE = ("zeus_airflow.core.train.gpu_lease", "zeus_airflow.core.reports")
 """Read and write the store through its protocol (``store/base.py``) and its read-model
 (``store/reads``), never the SQL implementation."""
 
@@ -133,6 +133,39 @@ def imported_packages(module: str) -> frozenset[str]:
     return frozenset(found)
 
 
+CORE = "zeus_airflow.core"
+DECISIONS = "zeus_airflow.core.decide"
+
+
+def test_the_core_never_imports_airflow() -> None:
+    """Not even for types: the engine, the simulator and the CLI's reports run without Airflow,
+    and a core module reaching anything of the package outside ``core/`` would bring it in."""
+    core = [m for m in MODULES if within(m, (CORE,))]
+    assert len(core) > 60  # the walk found the core's modules
+    airflow = sorted(m for m in core if "airflow" in imported_packages(m))
+    outside = {m: sorted(d for d in reachable(m) if not within(d, (CORE,))) for m in core}
+    assert airflow == []
+    assert not {m: d for m, d in outside.items() if d}
+
+
+def test_decisions_are_pure() -> None:
+    """``core/decide/`` reads records and returns decisions: no device, no store, no training."""
+    decide = [m for m in MODULES if within(m, (DECISIONS,))]
+    assert len(decide) >= 8
+    wrong = {
+        m: sorted(d for d in reachable(m) if not within(d, (DECISIONS, *GROUND_FLOOR)))
+        for m in decide
+    }
+    assert not {m: d for m, d in wrong.items() if d}
+
+
+def test_the_ground_floor_imports_nothing_above_it() -> None:
+    ground = [m for m in MODULES if within(m, ("zeus_airflow.core.common",))]
+    assert len(ground) >= 5
+    wrong = {m: sorted(d for d in reachable(m) if not within(d, GROUND_FLOOR)) for m in ground}
+    assert not {m: d for m, d in wrong.items() if d}
+
+
 def test_only_the_store_writes_sql() -> None:
     writing = [m for m in MODULES if "sqlalchemy" in imported_packages(m)]
     assert "zeus_airflow.core.store.reads.jobs" in writing  # the check sees the store's
@@ -144,7 +177,7 @@ def test_leases_and_reports_use_the_store_through_its_interface() -> None:
     assert len(users) >= 8
     reaching = {m: "zeus_airflow.core.store.sql" in reachable(m) for m in users}
     assert not [m for m, bad in reaching.items() if bad]
-    assert "zeus_airflow.core.store.base" in imports("zeus_airflow.core.gpu_lease")
+    assert "zeus_airflow.core.store.base" in imports("zeus_airflow.core.train.gpu_lease")
 
 
 def test_planning_never_imports_the_reports() -> None:
@@ -152,7 +185,7 @@ def test_planning_never_imports_the_reports() -> None:
     and the policy's own outlook, never from the reporting code."""
     for module in ("zeus_airflow.core.carbon.service", "zeus_airflow.core.carbon.expected"):
         found = reachable(module)
-        assert "zeus_airflow.core.outlook" in found  # the walk found the planning side
+        assert "zeus_airflow.core.decide.outlook" in found  # the walk found the planning side
         assert not [d for d in found if within(d, ("zeus_airflow.core.reports",))], module
 
 

@@ -16,14 +16,14 @@ from collections.abc import Callable
 
 import pytest
 
-from zeus_airflow.core.config import JobConfig, ProfilerConfig
+from zeus_airflow.core.common.config import JobConfig, ProfilerConfig
 from zeus_airflow.core.devices.base import MeasurementKind, candidate_limits_in_range
 from zeus_airflow.core.devices.sync import CUDASynchronizer, no_sync
-from zeus_airflow.core.engine import Engine, RecurrenceResult
-from zeus_airflow.core.monitor import EnergyMonitor
-from zeus_airflow.core.run import TrainingRun
 from zeus_airflow.core.store.base import DeviceInfo, RecurrenceKey
 from zeus_airflow.core.store.sql import SQLStore
+from zeus_airflow.core.train.engine import Engine, RecurrenceResult
+from zeus_airflow.core.train.monitor import EnergyMonitor
+from zeus_airflow.core.train.run import TrainingRun
 from zeus_airflow.testing import ManualClock
 
 STEP_TIME_S = {250: 0.100, 225: 0.102, 200: 0.106, 175: 0.108, 150: 0.130}

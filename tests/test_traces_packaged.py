@@ -11,13 +11,13 @@ import pytest
 from fixtures_airflow import REPO
 
 from zeus_airflow.cli import main
-from zeus_airflow.core.devices.spec import TRACES_ENV, resolve_traces_dir
-from zeus_airflow.core.traces import (
+from zeus_airflow.core.common.traces import (
     PACKAGED_TRACES,
     WORKLOADS,
     available_gpus,
     load_workload_trace,
 )
+from zeus_airflow.core.devices.spec import TRACES_ENV, resolve_traces_dir
 
 
 def test_explicit_then_environment_then_the_package(

@@ -14,7 +14,7 @@ from fixtures_airflow import TRACES
 from fixtures_store import StoreOutage
 from sqlalchemy import update
 
-from zeus_airflow.core.config import JobConfig
+from zeus_airflow.core.common.config import JobConfig
 from zeus_airflow.core.store.base import StoreError
 from zeus_airflow.core.store.sql import SQLStore
 from zeus_airflow.core.store.tables import trials
@@ -93,11 +93,11 @@ def test_an_infeasible_job_is_explained_not_failed(client: TestClient, store: SQ
     which runs did; the API carries the same."""
     from fixtures_store import replay_never_reaching
 
+    from zeus_airflow.core.common.traces import load_workload_trace
     from zeus_airflow.core.devices.replay import ReplayGPU
     from zeus_airflow.core.devices.spec import resolve_traces_dir
-    from zeus_airflow.core.engine import Engine
     from zeus_airflow.core.store.base import RecurrenceKey
-    from zeus_airflow.core.traces import load_workload_trace
+    from zeus_airflow.core.train.engine import Engine
 
     gpu = ReplayGPU(load_workload_trace(resolve_traces_dir(), "v100", "cifar100"))
     # The paper's walk: with the budget, b0's miss would end each recurrence instead.
@@ -135,12 +135,12 @@ def test_the_summary_line_and_the_job_page_show_a_run_alike(
     """One run of 1.5 h: the summary line (Rendered Templates, task log) and the UI format it
     with the same units module, so both read the same text. Before they shared it, this run
     read "1.5 h" in the summary and "89.8 min" on the page."""
+    from zeus_airflow.core.common.traces import load_workload_trace
     from zeus_airflow.core.devices.replay import ReplayGPU
     from zeus_airflow.core.devices.spec import resolve_traces_dir
-    from zeus_airflow.core.engine import Engine
-    from zeus_airflow.core.replay_training import ReplayTraining
     from zeus_airflow.core.store.base import RecurrenceKey
-    from zeus_airflow.core.traces import load_workload_trace
+    from zeus_airflow.core.train.engine import Engine
+    from zeus_airflow.core.train.replay_training import ReplayTraining
     from zeus_airflow.operators.summary import summary_line
 
     gpu = ReplayGPU(load_workload_trace(resolve_traces_dir(), "v100", "sentiment140"))
@@ -163,12 +163,12 @@ def test_a_job_with_carbon_figures_shows_them_per_run_and_against_default(
 ) -> None:
     """Three runs of b0 (so Default has an estimate): one on schedule at 400 gCO2e/kWh, one
     started 3 h later at 100 (400 had it not waited), one whose source fell back."""
+    from zeus_airflow.core.common.traces import load_workload_trace
     from zeus_airflow.core.devices.replay import ReplayGPU
     from zeus_airflow.core.devices.spec import resolve_traces_dir
     from zeus_airflow.core.domain import RecurrenceKey, RunCarbon
-    from zeus_airflow.core.engine import Engine
-    from zeus_airflow.core.replay_training import ReplayTraining
-    from zeus_airflow.core.traces import load_workload_trace
+    from zeus_airflow.core.train.engine import Engine
+    from zeus_airflow.core.train.replay_training import ReplayTraining
 
     gpu = ReplayGPU(load_workload_trace(resolve_traces_dir(), "v100", "sentiment140"))
     config = JobConfig("green.train", (16,), 16, target_metric=0.5, max_epochs=100)
@@ -231,8 +231,8 @@ def test_an_observe_mode_job_shows_what_the_optimum_would_have_saved(
 ) -> None:
     from test_observe_mode import JOB_ID, MAX_W, observe_job
 
-    from zeus_airflow.core.traces import load_workload_trace
-    from zeus_airflow.core.units import show_energy, show_time
+    from zeus_airflow.core.common.traces import load_workload_trace
+    from zeus_airflow.core.common.units import show_energy, show_time
 
     results = observe_job(store, load_workload_trace(TRACES, "v100", "cifar100"), 2)
     saved_j = sum(r.figures.would_save_energy_j or 0.0 for r in results)
@@ -369,11 +369,11 @@ def test_a_result_recorded_late_is_shown_as_such(client: TestClient, store: SQLS
 
     from fixtures_store import FAST_RETRY, SQLiteWriteLock, job_config
 
+    from zeus_airflow.core.common.traces import load_workload_trace
     from zeus_airflow.core.devices.replay import ReplayGPU
     from zeus_airflow.core.domain import RecurrenceKey
-    from zeus_airflow.core.engine import Engine, record_late
-    from zeus_airflow.core.replay_training import ReplayTraining
-    from zeus_airflow.core.traces import load_workload_trace
+    from zeus_airflow.core.train.engine import Engine, record_late
+    from zeus_airflow.core.train.replay_training import ReplayTraining
 
     trace = load_workload_trace(TRACES, "v100", "cifar100")
     quick = SQLStore(store.engine.url, retry=FAST_RETRY, timeout_s=0.2)
@@ -410,7 +410,7 @@ def test_the_pages_read_a_store_of_extreme_figures_as_missing(
     from fixtures_store import STORE_TRACES
     from test_report_cli import store_of_extremes
 
-    from zeus_airflow.core.traces import load_workload_trace
+    from zeus_airflow.core.common.traces import load_workload_trace
 
     trace = load_workload_trace(STORE_TRACES, "v100", "cifar100")
     jobs = store_of_extremes(store, trace, budgets=(0.1,))

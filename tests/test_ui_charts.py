@@ -8,9 +8,9 @@ from itertools import pairwise
 
 import pytest
 
+from zeus_airflow.core.common.units import energy_unit, show_energy, show_kwh, show_time, time_unit
 from zeus_airflow.core.domain import TrialStatus
 from zeus_airflow.core.reports.records import RunRecord
-from zeus_airflow.core.units import energy_unit, show_energy, show_kwh, show_time, time_unit
 from zeus_airflow.plugins.charts import Plot, linear_axis, log2_axis, nice_step
 from zeus_airflow.plugins.job_charts import batch_size_chart, energy_chart
 

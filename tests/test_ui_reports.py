@@ -13,15 +13,15 @@ from fixtures_store import job_config
 from sqlalchemy import insert, select
 
 from zeus_airflow.core import reports
-from zeus_airflow.core.config import JobConfig
+from zeus_airflow.core.common.config import JobConfig
+from zeus_airflow.core.common.traces import load_workload_trace
 from zeus_airflow.core.devices.replay import ReplayGPU
 from zeus_airflow.core.devices.spec import resolve_traces_dir
 from zeus_airflow.core.domain import RecurrenceKey
-from zeus_airflow.core.engine import Engine
-from zeus_airflow.core.replay_training import ReplayTraining
 from zeus_airflow.core.store.sql import SQLStore
 from zeus_airflow.core.store.tables import power_profiles, trials
-from zeus_airflow.core.traces import load_workload_trace
+from zeus_airflow.core.train.engine import Engine
+from zeus_airflow.core.train.replay_training import ReplayTraining
 
 RECURRENCES = 20
 JOB = "d.t"
@@ -118,7 +118,7 @@ def test_a_job_another_policy_explored_is_reported_without_zeus_pruning() -> Non
     """Grid search (the simulator's baseline) tries b0 at every limit, a history the Zeus
     pruning rounds never ask for: the reports show its last phase and every arm in play
     rather than failing. Only that error is caught, so other failures still surface."""
-    from zeus_airflow.core.policy import GridSearchPolicy
+    from zeus_airflow.core.decide.policy import GridSearchPolicy
 
     trace = load_workload_trace(resolve_traces_dir(), "v100", "cifar100")
     gpu = ReplayGPU(trace)

@@ -12,17 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from zeus_airflow.core.config import JobConfig, ProfilerConfig
+from zeus_airflow.core.common.config import JobConfig, ProfilerConfig
 from zeus_airflow.core.devices.zeusd import ZeusdGPUs
 from zeus_airflow.core.devices.zeusd_client import ZeusdEndpoint
 from zeus_airflow.core.devices.zeusd_discovery import LocalGPUs
-from zeus_airflow.core.engine import Engine, RecurrenceResult
-from zeus_airflow.core.gpu_lease import GPULeases, PowerLimitGuard
 from zeus_airflow.core.reports.arms import profile_points
 from zeus_airflow.core.reports.runs import runs
-from zeus_airflow.core.run import TrainingRun
 from zeus_airflow.core.store.base import RecurrenceKey
 from zeus_airflow.core.store.sql import SQLStore
+from zeus_airflow.core.train.engine import Engine, RecurrenceResult
+from zeus_airflow.core.train.gpu_lease import GPULeases, PowerLimitGuard
+from zeus_airflow.core.train.run import TrainingRun
 from zeus_airflow.testing import A100_SXM4, FakeGPUSpec, FakeNVML, FakeZeusd, ManualClock
 
 MI300X = FakeGPUSpec(model="AMD Instinct MI300X", min_limit_mw=200_000, max_limit_mw=750_000)

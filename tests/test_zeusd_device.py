@@ -21,7 +21,7 @@ from typing import Any
 import pynvml
 import pytest
 
-from zeus_airflow.core.config import JobConfig, ProfilerConfig
+from zeus_airflow.core.common.config import JobConfig, ProfilerConfig
 from zeus_airflow.core.devices.base import (
     DeviceError,
     PowerLimitPermissionError,
@@ -31,13 +31,13 @@ from zeus_airflow.core.devices.spec import open_device, open_host_energy, parse_
 from zeus_airflow.core.devices.zeusd import ZeusdGPUs, ZeusdHostEnergy
 from zeus_airflow.core.devices.zeusd_client import ZeusdEndpoint, ZeusdError
 from zeus_airflow.core.devices.zeusd_discovery import LocalGPUs, local_gpus
-from zeus_airflow.core.engine import Engine
-from zeus_airflow.core.gpu_lease import GPULeases, PowerLimitGuard
-from zeus_airflow.core.run import TrainingRun
 from zeus_airflow.core.store.admin import list_trials
 from zeus_airflow.core.store.base import RecurrenceKey
 from zeus_airflow.core.store.sql import SQLStore
 from zeus_airflow.core.store.tables import gpu_leases
+from zeus_airflow.core.train.engine import Engine
+from zeus_airflow.core.train.gpu_lease import GPULeases, PowerLimitGuard
+from zeus_airflow.core.train.run import TrainingRun
 from zeus_airflow.testing import A100_SXM4, FakeGPUSpec, FakeNVML, ManualClock
 from zeus_airflow.testing.fake_zeusd import FakeCPU, FakeZeusd
 
@@ -244,7 +244,7 @@ def test_the_engine_profiles_through_the_daemon_and_puts_the_limits_back(
 KILLED_TASK = textwrap.dedent("""
     import logging, sys, time
     from zeus_airflow.core.devices.zeusd import ZeusdGPUs
-    from zeus_airflow.core.gpu_lease import GPULeases, PowerLimitGuard
+    from zeus_airflow.core.train.gpu_lease import GPULeases, PowerLimitGuard
     from zeus_airflow.core.store.sql import SQLStore
 
     with PowerLimitGuard(ZeusdGPUs((0,)), GPULeases(SQLStore(sys.argv[1])),

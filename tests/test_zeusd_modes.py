@@ -35,11 +35,11 @@ from zeus_airflow.core.devices.zeusd_client import (
     ZeusdError,
 )
 from zeus_airflow.core.devices.zeusd_discovery import LocalGPUs
-from zeus_airflow.core.engine import Engine
-from zeus_airflow.core.gpu_lease import GPULeases, GuardedGPUs, PowerLimitGuard
-from zeus_airflow.core.run import TrainingRun
 from zeus_airflow.core.store.base import RecurrenceKey
 from zeus_airflow.core.store.sql import SQLStore
+from zeus_airflow.core.train.engine import Engine
+from zeus_airflow.core.train.gpu_lease import GPULeases, GuardedGPUs, PowerLimitGuard
+from zeus_airflow.core.train.run import TrainingRun
 from zeus_airflow.testing import A100_SXM4, FakeNVML, ManualClock
 from zeus_airflow.testing.fake_zeusd import APIS, FakeZeusd
 

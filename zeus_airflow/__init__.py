@@ -10,13 +10,13 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from zeus_airflow.core.run import TrainingRun
+    from zeus_airflow.core.train.run import TrainingRun
     from zeus_airflow.operators.train import ZeusTrainOperator
 
 __all__ = ["TrainingRun", "ZeusTrainOperator"]
 
 _LAZY = {
-    "TrainingRun": "zeus_airflow.core.run",
+    "TrainingRun": "zeus_airflow.core.train.run",
     "ZeusTrainOperator": "zeus_airflow.operators.train",
 }
 

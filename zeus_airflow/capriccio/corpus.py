@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from zeus_airflow.core.config import ConfigError
+from zeus_airflow.core.common.config import ConfigError
 
 COLUMNS: tuple[str, ...] = ("sentiment", "id", "date", "query", "user", "text")
 HEADER_ALIASES: dict[str, str] = {

@@ -27,13 +27,13 @@ from zeus_airflow.capriccio.slicing import (
     split_slice,
 )
 from zeus_airflow.capriccio.training import CapriccioTraining, SliceData
-from zeus_airflow.core.config import DEFAULT_ETA, ConfigError
-from zeus_airflow.core.cost import zeus_cost
+from zeus_airflow.core.common.config import DEFAULT_ETA, ConfigError
+from zeus_airflow.core.common.cost import zeus_cost
+from zeus_airflow.core.decide.policy import NoFeasibleBatchSizeError
 from zeus_airflow.core.devices.base import GPUGroup, max_power_w
 from zeus_airflow.core.domain import RecurrenceKey
-from zeus_airflow.core.engine import Engine, RecurrenceResult
-from zeus_airflow.core.policy import NoFeasibleBatchSizeError
 from zeus_airflow.core.store.base import Store
+from zeus_airflow.core.train.engine import Engine, RecurrenceResult
 
 JOB_ID = "capriccio"
 

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from zeus_airflow.capriccio.corpus import TIMEZONES_H, Tweets, format_date, write_tweets
-from zeus_airflow.core.config import ConfigError
+from zeus_airflow.core.common.config import ConfigError
 
 FUNCTION_WORDS = (
     "i",

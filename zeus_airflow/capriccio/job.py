@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from zeus_airflow.core.config import (
+from zeus_airflow.core.common.config import (
     DEFAULT_ETA,
     DEFAULT_EXPLORATION_BUDGET,
     JobConfig,
@@ -37,7 +37,7 @@ class CapriccioJob:
     1.5-2.5x for a few slices, and an early-stop bound that every size exceeds leaves the day
     without a model (docs/drift.md, "Early stopping under drift")."""
     exploration_budget: float | None = DEFAULT_EXPLORATION_BUDGET
-    """The operator's (core/budget.py)."""
+    """The operator's (core/decide/budget.py)."""
     warmup_steps: int = 2
     profile_steps: int = 8
     """Short profiling slices: an epoch of a demo slice is 10 to 320 steps."""

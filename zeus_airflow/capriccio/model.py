@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from zeus_airflow.core.extras import raise_naming_extra
+from zeus_airflow.core.common.extras import raise_naming_extra
 
 try:
     import torch

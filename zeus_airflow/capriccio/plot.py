@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from zeus_airflow import figures
+from zeus_airflow import plotting
 from zeus_airflow.capriccio.experiment import SliceOutcome
 
 if TYPE_CHECKING:
@@ -19,7 +19,7 @@ _PHASE_COLORS = {"pruning": "C1", "sampling": "C0", "concurrent": "C2"}
 def plot_capriccio(outcomes: Sequence[SliceOutcome], path: Path, title: str) -> None:
     """Three panels sharing the slice axis; shaded: slices mixing tweets from before and after
     the abrupt shift; red line: the first slice entirely after it."""
-    plt = figures.pyplot("plot_capriccio (capriccio --plot)")
+    plt = plotting.pyplot("plot_capriccio (capriccio --plot)")
 
     fig, (size_ax, energy_ax, time_ax) = plt.subplots(3, 1, figsize=(11, 8.5), sharex=True)
     x = [o.index for o in outcomes]
@@ -57,7 +57,7 @@ def plot_capriccio(outcomes: Sequence[SliceOutcome], path: Path, title: str) -> 
     time_ax.set_title("time of the slice's retraining, every try included (simulated)")
     time_ax.set_xlabel("slice (one per day)")
     _mark_shift(outcomes, (size_ax, energy_ax, time_ax))
-    figures.save(fig, path)
+    plotting.save(fig, path)
 
 
 def _mark_shift(outcomes: Sequence[SliceOutcome], axes: Sequence[Axes]) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from zeus_airflow.capriccio.corpus import CorpusError, Tweets, day_of, read_tweets, write_tweets
-from zeus_airflow.core.config import check_int, check_int_below
+from zeus_airflow.core.common.config import check_int, check_int_below
 
 PAPER_SLICE_SIZE = 500_000
 PAPER_VAL_SIZE = 75_000

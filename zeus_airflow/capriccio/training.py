@@ -30,8 +30,8 @@ from zeus_airflow.capriccio.model import (
     encode,
 )
 from zeus_airflow.capriccio.slicing import TRAIN_FILE, VAL_FILE
-from zeus_airflow.core.extras import raise_naming_extra
-from zeus_airflow.core.run import TrainingRun
+from zeus_airflow.core.common.extras import raise_naming_extra
+from zeus_airflow.core.train.run import TrainingRun
 
 try:
     import torch

@@ -29,8 +29,8 @@ from zeus_airflow.capriccio.slicing import (
 )
 from zeus_airflow.cli.options import add_traces_option
 from zeus_airflow.cli.output import write_csv
-from zeus_airflow.core.config import DEFAULT_ETA, ConfigError
-from zeus_airflow.core.extras import check_installed
+from zeus_airflow.core.common.config import DEFAULT_ETA, ConfigError
+from zeus_airflow.core.common.extras import check_installed
 
 if TYPE_CHECKING:
     from zeus_airflow.capriccio.experiment import SliceOutcome
@@ -240,10 +240,10 @@ def _run(args: argparse.Namespace) -> int:
     import torch
 
     from zeus_airflow.capriccio.experiment import run_capriccio
+    from zeus_airflow.core.common.traces import load_workload_trace
     from zeus_airflow.core.devices.simulated import SimulatedGPU
     from zeus_airflow.core.devices.spec import resolve_traces_dir
     from zeus_airflow.core.store.sql import SQLStore
-    from zeus_airflow.core.traces import load_workload_trace
 
     # Every argument is checked before the corpus is built or anything trains.
     sizes = SliceSizes(args.slice_size, args.val_size)

@@ -12,10 +12,10 @@ from statistics import mean, median
 
 from zeus_airflow.cli.options import add_traces_option
 from zeus_airflow.cli.output import check_writable, write_csv
-from zeus_airflow.core.config import DEFAULT_BETA, DEFAULT_ETA, ConfigError, check_int
+from zeus_airflow.core.common.config import DEFAULT_BETA, DEFAULT_ETA, ConfigError, check_int
+from zeus_airflow.core.common.extras import check_installed
+from zeus_airflow.core.common.traces import WORKLOADS, load_workload_trace
 from zeus_airflow.core.devices.spec import resolve_traces_dir
-from zeus_airflow.core.extras import check_installed
-from zeus_airflow.core.traces import WORKLOADS, load_workload_trace
 from zeus_airflow.sim.drift import (
     ADAPT_HORIZON,
     ADAPT_SHARE,

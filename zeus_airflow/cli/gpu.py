@@ -13,7 +13,7 @@ import logging
 import sys
 
 from zeus_airflow.cli.store import add_location_options, reporting_errors, store_from_args, write
-from zeus_airflow.core.gpu_lease import GPULeases, holder_alive, restore_host_leases
+from zeus_airflow.core.train.gpu_lease import GPULeases, holder_alive, restore_host_leases
 
 LEASE_COLUMNS = (
     "id",

@@ -8,7 +8,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from zeus_airflow.core.config import is_blank
+from zeus_airflow.core.common.config import is_blank
 
 TRACES_HELP = (
     "folder with summary_train.csv and summary_power_<gpu>.csv (default: "

@@ -6,7 +6,7 @@ import csv
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from zeus_airflow.core.config import ConfigError
+from zeus_airflow.core.common.config import ConfigError
 
 
 def check_writable(name: str, path: Path) -> None:

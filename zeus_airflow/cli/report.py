@@ -24,8 +24,14 @@ from zeus_airflow.cli.store import (
     write,
 )
 from zeus_airflow.core import reports
+from zeus_airflow.core.common.units import (
+    show_cost,
+    show_emissions,
+    show_energy,
+    show_share,
+    show_time,
+)
 from zeus_airflow.core.domain.finite import dump_strict_json
-from zeus_airflow.core.units import show_cost, show_emissions, show_energy, show_share, show_time
 
 TABLE_COLUMNS = (
     "job",

@@ -14,7 +14,7 @@ from statistics import mean
 
 from zeus_airflow.cli.options import add_traces_option
 from zeus_airflow.cli.output import check_writable, write_csv
-from zeus_airflow.core.config import (
+from zeus_airflow.core.common.config import (
     DEFAULT_BETA,
     DEFAULT_DRIFT_DETECTION,
     DEFAULT_ETA,
@@ -22,10 +22,10 @@ from zeus_airflow.core.config import (
     ConfigError,
     check_int,
 )
+from zeus_airflow.core.common.extras import check_installed
+from zeus_airflow.core.common.traces import WORKLOADS, load_workload_trace
+from zeus_airflow.core.decide.policy import POLICIES
 from zeus_airflow.core.devices.spec import resolve_traces_dir
-from zeus_airflow.core.extras import check_installed
-from zeus_airflow.core.policy import POLICIES
-from zeus_airflow.core.traces import WORKLOADS, load_workload_trace
 from zeus_airflow.sim.simulator import SimulationResult, SimulationSpec, job_config, simulate
 
 CSV_COLUMNS = [

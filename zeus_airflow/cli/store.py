@@ -20,6 +20,7 @@ from typing import Any, TextIO
 
 from zeus_airflow.cli import views
 from zeus_airflow.cli.options import non_blank
+from zeus_airflow.core.common.units import observe_note
 from zeus_airflow.core.domain import TrainingFigures, TrialRecord, run_of
 from zeus_airflow.core.domain.finite import dump_strict_json
 from zeus_airflow.core.store.admin import JobVersion, list_jobs, list_trials, reset_job
@@ -31,7 +32,6 @@ from zeus_airflow.core.store.location import (
     upgrade_store,
 )
 from zeus_airflow.core.store.sql import SQLStore
-from zeus_airflow.core.units import observe_note
 
 FORMATS = ("table", "json", "csv")
 """``table``: a few columns in units that fit each figure (``cli/views.py``), every column

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from zeus_airflow.core.common.units import show_emissions, show_energy, show_time
 from zeus_airflow.core.domain import FIGURES, STATUS_SHOWN, Shown
-from zeus_airflow.core.units import show_emissions, show_energy, show_time
 
 Row = Mapping[str, Any]
 Column = tuple[str, Callable[[Row], str]]

@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 
 from airflow.sdk.bases.decorator import DecoratedOperator, TaskDecorator, task_decorator_factory
 
-from zeus_airflow.core.config import ConfigError
+from zeus_airflow.core.common.config import ConfigError
 from zeus_airflow.operators.train import ZeusTrainOperator
 
 

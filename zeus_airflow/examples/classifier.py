@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from zeus_airflow.core.extras import raise_naming_extra
+from zeus_airflow.core.common.extras import raise_naming_extra
 
 try:
     import torch
@@ -26,7 +26,7 @@ except ModuleNotFoundError as err:  # the base install has no torch: name the ex
     raise_naming_extra(err, "the example classifier (zeus_airflow.examples.classifier)")
 
 if TYPE_CHECKING:
-    from zeus_airflow.core.run import TrainingRun
+    from zeus_airflow.core.train.run import TrainingRun
 
 Batches = Iterable[tuple[torch.Tensor, torch.Tensor]]
 

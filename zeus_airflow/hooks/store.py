@@ -15,7 +15,7 @@ from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowNotFoundException
 
 from zeus_airflow import airflow_compat  # noqa: F401  (an unsupported Airflow: a clear error)
-from zeus_airflow.core.config import is_blank
+from zeus_airflow.core.common.config import is_blank
 from zeus_airflow.core.store.base import StoreError
 from zeus_airflow.core.store.connect import URL, normalize_url, postgres_url, sqlite_url
 from zeus_airflow.core.store.location import StoreLocation, open_store, resolve_location

@@ -63,12 +63,12 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from zeus_airflow.core.config import ConfigError
+from zeus_airflow.core.common.config import ConfigError
 
 __all__ = ["DistributedTraining", "RankFailedError", "RankProtocolError", "RankRun"]
 
 if TYPE_CHECKING:
-    from zeus_airflow.core.run import TrainingRun
+    from zeus_airflow.core.train.run import TrainingRun
 
 T = TypeVar("T")
 

@@ -36,9 +36,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from zeus_airflow.core.config import ConfigError
-from zeus_airflow.core.extras import raise_naming_extra
-from zeus_airflow.core.run import CONTRACT, TrainContractError, TrainingRun, check_run
+from zeus_airflow.core.common.config import ConfigError
+from zeus_airflow.core.common.extras import raise_naming_extra
+from zeus_airflow.core.train.run import CONTRACT, TrainContractError, TrainingRun, check_run
 
 try:
     from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from zeus_airflow.core.extras import require
+from zeus_airflow.core.common.extras import require
 from zeus_airflow.integrations.published import numbers, texts, warn
 
 PREFIX = "zeus."

@@ -26,9 +26,9 @@ from zeus_airflow.core.domain.finite import finite_or_none
 
 if TYPE_CHECKING:
     from zeus_airflow.core.domain import RecurrenceKey, RunCarbon
-    from zeus_airflow.core.engine import RecurrenceResult
     from zeus_airflow.core.reports import RunRecord
     from zeus_airflow.core.store.sql import SQLStore
+    from zeus_airflow.core.train.engine import RecurrenceResult
 
 JOB_ID = Figure("job_id", "", sql="text", doc="the Zeus job (its page, `zeus-airflow runs --job`)")
 PUBLISHED: tuple[Figure, ...] = (
@@ -182,7 +182,7 @@ def cost_line(values: Mapping[str, Any]) -> str:
     """What a run's model cost, for a person: e.g. ``80.5 kJ · 9.72 min · b=1024 at 175 W ·
     6.71 gCO2e (fixed, DE) · saved 21.0 kJ against Default (replayed)``; figures in the UI's
     units, a replayed or simulated run labelled as such."""
-    from zeus_airflow.core.units import show_emissions, show_energy, show_time
+    from zeus_airflow.core.common.units import show_emissions, show_energy, show_time
 
     parts = [
         show_energy(values.get("energy_j")),

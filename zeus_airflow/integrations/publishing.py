@@ -27,8 +27,8 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from zeus_airflow.core.domain import RunCarbon
-    from zeus_airflow.core.engine import RecurrenceResult
     from zeus_airflow.core.store.sql import SQLStore
+    from zeus_airflow.core.train.engine import RecurrenceResult
     from zeus_airflow.integrations.mlflow import Tracking
 
 EXTRA_KEY = "zeus"

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 from zeus_airflow.airflow_compat import OperatorPartial, ResolveMixin
-from zeus_airflow.core.config import (
+from zeus_airflow.core.common.config import (
     PARAMETER_CHECKS,
     ConfigError,
     JobConfig,

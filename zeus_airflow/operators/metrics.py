@@ -22,7 +22,7 @@ from typing import Any
 
 from zeus_airflow.core.domain import FIGURES as DECLARED
 from zeus_airflow.core.domain import RUN_FACTS
-from zeus_airflow.core.engine import RecurrenceResult
+from zeus_airflow.core.train.engine import RecurrenceResult
 from zeus_airflow.operators.summary import run_values
 
 METRIC_PREFIX = "zeus.run"

@@ -1,7 +1,7 @@
 """A train function that replays a paper workload, for DAGs with ``device="replay:..."``.
 
 The operator creates the replay GPU when the task runs, so the DAG cannot bind one at parse
-time; :func:`replay_train` finds it on the :class:`~zeus_airflow.core.run.TrainingRun`.
+time; :func:`replay_train` finds it on the :class:`~zeus_airflow.core.train.run.TrainingRun`.
 :func:`replay_job_settings` gives the operator the workload's batch sizes, b0, target and
 epoch budget from the same traces, so a DAG never restates them.
 """
@@ -11,12 +11,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from zeus_airflow.core.config import ConfigError
+from zeus_airflow.core.common.config import ConfigError
+from zeus_airflow.core.common.traces import load_workload_trace
 from zeus_airflow.core.devices.replay import ReplayGPU
 from zeus_airflow.core.devices.spec import resolve_traces_dir
-from zeus_airflow.core.replay_training import ReplayTraining
-from zeus_airflow.core.run import TrainingRun
-from zeus_airflow.core.traces import load_workload_trace
+from zeus_airflow.core.train.replay_training import ReplayTraining
+from zeus_airflow.core.train.run import TrainingRun
 
 
 def replay_train(run: TrainingRun) -> dict[str, float]:

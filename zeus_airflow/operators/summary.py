@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from zeus_airflow.core.common.units import observe_note, show_energy, show_time
 from zeus_airflow.core.devices.base import GPUGroup
 from zeus_airflow.core.devices.base import power_control as core_power_control
 from zeus_airflow.core.domain import CARBON_XCOM_KEYS, TRY_FIGURES, XCOM_KEYS, RunCarbon
-from zeus_airflow.core.engine import RecurrenceResult
-from zeus_airflow.core.units import observe_note, show_energy, show_time
+from zeus_airflow.core.train.engine import RecurrenceResult
 
 
 def run_values(result: RecurrenceResult) -> dict[str, Any]:
@@ -63,7 +63,7 @@ def summary_line(
     result: RecurrenceResult, footprint: RunCarbon | None = None, power_control: str | None = None
 ) -> str:
     """E.g. ``812 kJ · 114 min · b=64 · 175 W``, then what else a reader must know; figures in
-    the units the UI shows them in (``core/units.py``). Limits set through zeusd say so."""
+    the units the UI shows them in (``core/common/units.py``). Limits set through zeusd say so."""
     limit = f"{result.power_limit_w} W"
     parts = [
         show_energy(result.energy_j),

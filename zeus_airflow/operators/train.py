@@ -5,7 +5,7 @@ The operator is Airflow glue only: it validates its arguments when the DAG is pa
 (``operators/checks.py``, doing nothing else there), and at run time opens the store, then
 the GPUs, defers through the carbon service (``core/carbon/service.py``) when asked to, hands
 one recurrence to the engine, and publishes the result as XComs, a one-line summary and a
-link. Power limits are put back on every exit path; see ``core/gpu_lease.py`` for the one
+link. Power limits are put back on every exit path; see ``core/train/gpu_lease.py`` for the one
 Airflow cannot cover.
 """
 
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, cast
 from airflow.sdk import BaseOperator
 
 from zeus_airflow.airflow_compat import AirflowSkipException, AirflowTaskTerminated, OperatorPartial
-from zeus_airflow.core.config import (
+from zeus_airflow.core.common.config import (
     DEFAULT_BETA,
     DEFAULT_CARBON_SOURCE,
     DEFAULT_CARBON_WEIGHT,
@@ -52,10 +52,10 @@ if TYPE_CHECKING:
     from zeus_airflow.core.carbon.planner import StartPlan
     from zeus_airflow.core.carbon.service import CarbonService
     from zeus_airflow.core.domain import RunCarbon
-    from zeus_airflow.core.engine import RecurrenceResult
-    from zeus_airflow.core.gpu_lease import PowerLimitGuard
-    from zeus_airflow.core.recording import Backlog
     from zeus_airflow.core.store.sql import SQLStore
+    from zeus_airflow.core.train.engine import RecurrenceResult
+    from zeus_airflow.core.train.gpu_lease import PowerLimitGuard
+    from zeus_airflow.core.train.recording import Backlog
 
 __all__ = ["OUTBOX_KEY", "ZeusTrainOperator"]
 
@@ -221,7 +221,7 @@ class ZeusTrainOperator(PublishesFigures, BaseOperator):
         plan: StartPlan | None,
     ) -> Any:
         # Imported here, not at module level, so that parsing a DAG stays light.
-        from zeus_airflow.core.recording import Backlog, missed_target
+        from zeus_airflow.core.train.recording import Backlog, missed_target
         from zeus_airflow.operators.instances import warn_if_instances_share_the_job
         from zeus_airflow.operators.xcoms import earlier_outbox, keep_outbox, push_own_outputs
 
@@ -264,10 +264,10 @@ class ZeusTrainOperator(PublishesFigures, BaseOperator):
         results the store could not take."""
         from contextlib import closing, nullcontext
 
+        from zeus_airflow.core.decide.policy import ZeusPolicy
         from zeus_airflow.core.devices.spec import open_device, open_host_energy
-        from zeus_airflow.core.engine import Engine
-        from zeus_airflow.core.gpu_lease import GPULeases, PowerLimitGuard
-        from zeus_airflow.core.policy import ZeusPolicy
+        from zeus_airflow.core.train.engine import Engine
+        from zeus_airflow.core.train.gpu_lease import GPULeases, PowerLimitGuard
         from zeus_airflow.operators.summary import power_control
         from zeus_airflow.operators.xcoms import xcom_check
 

@@ -1,7 +1,7 @@
 """What the operator keeps in XComs: the run's figures and summary (``operators/summary.py``
 says which and how), and the outbox, the results the store could not take
 (``core/domain/outbox.py``), pushed by every run of the task and recorded by its next run
-(``core/recording.py``)."""
+(``core/train/recording.py``)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from zeus_airflow.operators.naming import UNMAPPED
 
 if TYPE_CHECKING:
     from zeus_airflow.core.domain import RunCarbon
-    from zeus_airflow.core.engine import RecurrenceResult
+    from zeus_airflow.core.train.engine import RecurrenceResult
 
 OUTBOX_KEY = "zeus_outbox"
 """The XCom every run pushes: the results the store could not take (core/domain/outbox.py),

@@ -13,9 +13,9 @@ from datetime import datetime, timedelta
 from itertools import accumulate
 from typing import Any
 
+from zeus_airflow.core.common.units import energy_unit
 from zeus_airflow.core.reports import FleetTotals, fleet_totals
 from zeus_airflow.core.reports.fleet import Fleet, FleetJob
-from zeus_airflow.core.units import energy_unit
 from zeus_airflow.plugins.charts import Axis, Plot, linear_axis
 from zeus_airflow.plugins.job_charts import Chart
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from markupsafe import Markup
 
+from zeus_airflow.core.common.units import Unit, emissions_unit, energy_unit, time_unit
 from zeus_airflow.core.domain import VOID_STATUSES
 from zeus_airflow.core.reports import (
     Arm,
@@ -20,7 +21,6 @@ from zeus_airflow.core.reports import (
     RunRecord,
     emitted,
 )
-from zeus_airflow.core.units import Unit, emissions_unit, energy_unit, time_unit
 from zeus_airflow.plugins.charts import Plot, linear_axis, log2_axis
 
 PALETTE = 8

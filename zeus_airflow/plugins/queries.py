@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from zeus_airflow.core import reports
-from zeus_airflow.core.config import JOB_ID_MAX_LENGTH, is_blank
+from zeus_airflow.core.common.config import JOB_ID_MAX_LENGTH, is_blank
 from zeus_airflow.core.reports import JobDetail, JobSummary, RunRecord
 from zeus_airflow.core.reports.fleet import Fleet, FleetJob
 from zeus_airflow.core.reports.fleet import fleet as fleet_rows

@@ -15,16 +15,16 @@ from jinja2 import Environment, PackageLoader
 from markupsafe import Markup
 from starlette.requests import Request
 
-from zeus_airflow.core.domain import FIGURES as DECLARED
-from zeus_airflow.core.domain import STATUS_SHOWN, Shown
-from zeus_airflow.core.reports import SAVINGS, RunRecord, emitted
-from zeus_airflow.core.units import (
+from zeus_airflow.core.common.units import (
     show_cost,
     show_emissions,
     show_energy,
     show_kwh,
     show_time,
 )
+from zeus_airflow.core.domain import FIGURES as DECLARED
+from zeus_airflow.core.domain import STATUS_SHOWN, Shown
+from zeus_airflow.core.reports import SAVINGS, RunRecord, emitted
 from zeus_airflow.plugins.urls import Urls
 
 DEFAULT_METHOD = (

@@ -15,8 +15,8 @@ from datetime import datetime
 from pydantic import BaseModel, Field
 
 from zeus_airflow.core import reports
+from zeus_airflow.core.common.units import kwh
 from zeus_airflow.core.devices.base import MeasurementKind
-from zeus_airflow.core.units import kwh
 from zeus_airflow.plugins.queries import RunPage
 from zeus_airflow.plugins.urls import Urls
 

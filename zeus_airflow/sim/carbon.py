@@ -33,14 +33,14 @@ import numpy as np
 from zeus_airflow.core.carbon.planner import ExpectedRun
 from zeus_airflow.core.carbon.service import emissions, expected_run, plan_start
 from zeus_airflow.core.carbon.signal import GridPoint
+from zeus_airflow.core.common.traces import load_workload_trace
+from zeus_airflow.core.common.units import J_PER_KWH
+from zeus_airflow.core.decide.policy import DefaultPolicy, ZeusPolicy
 from zeus_airflow.core.devices.replay import ReplayGPU
 from zeus_airflow.core.domain import RecurrenceKey
-from zeus_airflow.core.engine import Engine, RecurrenceResult
-from zeus_airflow.core.policy import DefaultPolicy, ZeusPolicy
-from zeus_airflow.core.replay_training import ReplayTraining
 from zeus_airflow.core.store.sql import SQLStore
-from zeus_airflow.core.traces import load_workload_trace
-from zeus_airflow.core.units import J_PER_KWH
+from zeus_airflow.core.train.engine import Engine, RecurrenceResult
+from zeus_airflow.core.train.replay_training import ReplayTraining
 from zeus_airflow.sim.simulator import SimulationSpec, job_config
 
 ARMS = ("default", "zeus", "carbon", "both_guess", "both")

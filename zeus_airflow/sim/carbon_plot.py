@@ -7,12 +7,12 @@ from pathlib import Path
 
 import numpy as np
 
-from zeus_airflow import figures
+from zeus_airflow import plotting
 from zeus_airflow.sim.carbon import ARM_NAMES, ARMS, CarbonExperimentResult
 
 
 def plot_carbon(result: CarbonExperimentResult, path: Path) -> None:
-    plt = figures.pyplot("plot_carbon (bench/carbon_shift.py)")
+    plt = plotting.pyplot("plot_carbon (bench/carbon_shift.py)")
 
     spec = result.spec
     fig, (cumulative_ax, shape_ax) = plt.subplots(1, 2, figsize=(13, 4.8))
@@ -52,4 +52,4 @@ def plot_carbon(result: CarbonExperimentResult, path: Path) -> None:
     intensity_ax.legend(loc="upper left", fontsize=8)
     shape_ax.set_title(f"When runs started; intensity trace: {result.trace_label}", fontsize=9)
     fig.suptitle("Replayed: energy and time from the paper's traces, not measured", fontsize=10)
-    figures.save(fig, path, dpi=110)
+    plotting.save(fig, path, dpi=110)

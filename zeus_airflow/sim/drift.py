@@ -38,7 +38,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from zeus_airflow.core.config import (
+from zeus_airflow.core.common.config import (
     DEFAULT_BETA,
     DEFAULT_ETA,
     DEFAULT_EXPLORATION_BUDGET,
@@ -46,13 +46,13 @@ from zeus_airflow.core.config import (
     check_int,
     check_int_below,
 )
+from zeus_airflow.core.common.traces import WorkloadTrace, load_workload_trace
+from zeus_airflow.core.decide.policy import ZeusPolicy, pruning_state
 from zeus_airflow.core.devices.replay import ReplayGPU
 from zeus_airflow.core.domain import EXPLORATION_PHASES, ExplorationStep, RecurrenceKey
-from zeus_airflow.core.engine import Engine, RecurrenceResult
-from zeus_airflow.core.policy import ZeusPolicy, pruning_state
-from zeus_airflow.core.replay_training import ReplayTraining
 from zeus_airflow.core.store.sql import SQLStore
-from zeus_airflow.core.traces import WorkloadTrace, load_workload_trace
+from zeus_airflow.core.train.engine import Engine, RecurrenceResult
+from zeus_airflow.core.train.replay_training import ReplayTraining
 from zeus_airflow.sim.simulator import (
     Expected,
     Recurrences,

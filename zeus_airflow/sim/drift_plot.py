@@ -9,14 +9,14 @@ from pathlib import Path
 
 import numpy as np
 
-from zeus_airflow import figures
+from zeus_airflow import plotting
 from zeus_airflow.sim.drift import ADAPT_HORIZON, ADAPT_SHARE, DriftResult
 
 
 def plot_drift(results: Sequence[DriftResult], path: Path) -> None:
     """2x2 panels. The example seed is the first whose new optimum survived pruning (no policy
     can return to a pruned batch size); the share and the shaded regret use those seeds."""
-    plt = figures.pyplot("plot_drift (drift-experiment --plot)")
+    plt = plotting.pyplot("plot_drift (drift-experiment --plot)")
 
     by_window: dict[str, list[DriftResult]] = defaultdict(list)
     for result in results:
@@ -107,4 +107,4 @@ def plot_drift(results: Sequence[DriftResult], path: Path) -> None:
         ax.axvline(spec.switch_at, color="red", linewidth=0.8)
         ax.set_xlabel("recurrence (red: data drift)")
         ax.legend(fontsize=7)
-    figures.save(fig, path)
+    plotting.save(fig, path)

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import numpy as np
 
-from zeus_airflow import figures
+from zeus_airflow import plotting
 from zeus_airflow.sim.simulator import SimulationResult
 
 
 def plot_simulation(results: Sequence[SimulationResult], path: Path) -> None:
     """One row per (GPU, workload): mean cumulative regret per policy (left) and the batch size
     Zeus chose per recurrence for the first seed, with the oracle's as a line (right)."""
-    plt = figures.pyplot("plot_simulation (simulate --plot)")
+    plt = plotting.pyplot("plot_simulation (simulate --plot)")
 
     cells: dict[tuple[str, str], list[SimulationResult]] = defaultdict(list)
     for result in results:
@@ -46,4 +46,4 @@ def plot_simulation(results: Sequence[SimulationResult], path: Path) -> None:
         batch_ax.set_title(f"{gpu.upper()} {workload}: batch size chosen")
         batch_ax.set_xlabel("recurrence")
         batch_ax.legend(fontsize=8)
-    figures.save(fig, path)
+    plotting.save(fig, path)

@@ -15,21 +15,21 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from zeus_airflow.core.config import (
+from zeus_airflow.core.common.config import (
     DEFAULT_BETA,
     DEFAULT_DRIFT_DETECTION,
     DEFAULT_ETA,
     DEFAULT_EXPLORATION_BUDGET,
     JobConfig,
 )
-from zeus_airflow.core.cost import zeus_cost
+from zeus_airflow.core.common.cost import zeus_cost
+from zeus_airflow.core.common.traces import WorkloadTrace, load_workload_trace
+from zeus_airflow.core.decide.policy import POLICIES
 from zeus_airflow.core.devices.replay import ReplayGPU
 from zeus_airflow.core.domain import RecurrenceKey
-from zeus_airflow.core.engine import Engine, RecurrenceResult
-from zeus_airflow.core.policy import POLICIES
-from zeus_airflow.core.replay_training import ReplayTraining
 from zeus_airflow.core.store.sql import SQLStore
-from zeus_airflow.core.traces import WorkloadTrace, load_workload_trace
+from zeus_airflow.core.train.engine import Engine, RecurrenceResult
+from zeus_airflow.core.train.replay_training import ReplayTraining
 
 LAST_N = 5
 

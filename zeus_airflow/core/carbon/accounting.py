@@ -23,8 +23,8 @@ from zeus_airflow.core.carbon.signal import (
     clip,
     worst_provenance,
 )
+from zeus_airflow.core.common.units import J_PER_KWH
 from zeus_airflow.core.domain import RunCarbon
-from zeus_airflow.core.units import J_PER_KWH
 
 INSTANT = timedelta(milliseconds=1)
 """A span shorter than this (an empty one) is priced over this much before its end: never

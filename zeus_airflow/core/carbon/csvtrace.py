@@ -22,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from zeus_airflow.core.carbon.signal import GridPoint, SourceError
-from zeus_airflow.core.config import grid_value_problem
+from zeus_airflow.core.common.config import grid_value_problem
 
 ANY_ZONE = "*"
 _TIME_COLUMNS = ("datetime", "datetime (utc)", "time", "timestamp")

@@ -40,7 +40,7 @@ from typing import Any
 
 from zeus_airflow.core.carbon.csvtrace import parse_time
 from zeus_airflow.core.carbon.signal import GridPoint, Provenance, SourceError, clip
-from zeus_airflow.core.config import grid_value_problem
+from zeus_airflow.core.common.config import grid_value_problem
 
 DEFAULT_BASE_URL = "https://api.electricitymaps.com/v3"
 GRANULARITY = {

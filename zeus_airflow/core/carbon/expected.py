@@ -2,7 +2,7 @@
 
 The configuration the policy is about to choose is the pruning walk's next batch size while
 it prunes, else its best known one (Thompson sampling exploits it most often; see
-``core/outlook.py``, read from the snapshot the policy decides with). The expectation is the
+``core/decide/outlook.py``, read from the snapshot the policy decides with). The expectation is the
 mean of the job's recent finished runs that began with that size: whole runs, so failed
 tries, later sizes and profiling count, as they will again. Setup before training is added in
 (it is wall time and energy too). Without such runs (a size the walk has not tried yet), the
@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from zeus_airflow.core import outlook
 from zeus_airflow.core.carbon.planner import ExpectedRun
-from zeus_airflow.core.snapshot import job_snapshot
+from zeus_airflow.core.decide import outlook
+from zeus_airflow.core.decide.snapshot import job_snapshot
 from zeus_airflow.core.store.reads import JobPast, PastRun
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""The operator's carbon options, checked (``core/config.py``) and resolved at run time."""
+"""The operator's carbon options, checked (``core/common/config.py``) and resolved at run time."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from zeus_airflow.core.carbon.accounting import Fallback
 from zeus_airflow.core.carbon.csvtrace import CsvTrace
 from zeus_airflow.core.carbon.fixed import FixedSource
 from zeus_airflow.core.carbon.signal import GridSource
-from zeus_airflow.core.config import (
+from zeus_airflow.core.common.config import (
     PARAMETER_CHECKS,
     ConfigError,
     parse_duration_s,

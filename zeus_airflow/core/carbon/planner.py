@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from zeus_airflow.core.carbon.csvtrace import parse_time
 from zeus_airflow.core.carbon.signal import GridPoint, covered_s, worst_provenance
-from zeus_airflow.core.units import J_PER_KWH, show_time
+from zeus_airflow.core.common.units import J_PER_KWH, show_time
 
 Objective = Literal["emissions", "cost", "mix"]
 OBJECTIVES: tuple[str, ...] = ("emissions", "cost", "mix")

@@ -28,8 +28,8 @@ from zeus_airflow.core.domain import RecurrenceKey, RunCarbon
 from zeus_airflow.core.store.base import StoreError
 
 if TYPE_CHECKING:
-    from zeus_airflow.core.engine import RecurrenceResult
     from zeus_airflow.core.store.sql import SQLStore
+    from zeus_airflow.core.train.engine import RecurrenceResult
 
 __all__ = ["CarbonService", "emissions", "expected_run", "plan_start"]
 

@@ -55,7 +55,7 @@ def open_zeusd_or_measure(ids: Sequence[int] | None) -> GPUGroup:
 def measure_only(ids: Sequence[int] | None, cause: DeviceError) -> GPUGroup:
     """This process's GPUs (``ids``: the daemon's, which were asked for), read through NVML,
     else AMD SMI, frozen at their current limits with ``cause`` as the reason."""
-    from zeus_airflow.core.gpu_lease import GuardedGPUs
+    from zeus_airflow.core.train.gpu_lease import GuardedGPUs
 
     problems = []
     for name, opener in (("NVML", lambda: _nvml_for(ids)), ("AMD SMI", lambda: _amd(None))):

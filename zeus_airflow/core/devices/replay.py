@@ -8,9 +8,9 @@ is labelled ``replayed``.
 
 from __future__ import annotations
 
+from zeus_airflow.core.common.traces import WorkloadTrace
 from zeus_airflow.core.devices.base import DeviceError, MeasurementKind
 from zeus_airflow.core.devices.traced import TracedGPU
-from zeus_airflow.core.traces import WorkloadTrace
 
 
 class ReplayGPU(TracedGPU):

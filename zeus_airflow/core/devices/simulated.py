@@ -8,7 +8,7 @@ power limit ``p``, with ``P_max`` the largest traced limit:
 
 - ``slowdown(p) = time_per_epoch(p) / time_per_epoch(P_max)`` (1.0 at the maximum limit);
 - ``power(p) = average_power(p)`` in W, as measured; limits between traced ones are
-  interpolated linearly (:meth:`~zeus_airflow.core.traces.WorkloadTrace.epoch`).
+  interpolated linearly (:meth:`~zeus_airflow.core.common.traces.WorkloadTrace.epoch`).
 
 The device's clock is simulated GPU time: every real second spent at limit ``p`` counts as
 ``slowdown(p)`` seconds, that is, this machine stands for the traced GPU at its maximum limit,
@@ -23,9 +23,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
+from zeus_airflow.core.common.traces import EpochPoint, WorkloadTrace
 from zeus_airflow.core.devices.base import DeviceError, MeasurementKind
 from zeus_airflow.core.devices.traced import TracedGPU
-from zeus_airflow.core.traces import EpochPoint, WorkloadTrace
 
 DEFAULT_CURVE_WORKLOAD = "cifar100"
 """The curve ``simulated:<gpu>`` uses: a small image classifier, the closest paper workload to

@@ -29,14 +29,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, NoReturn
 
-from zeus_airflow.core.config import DB_INT_MAX, ConfigError
-from zeus_airflow.core.devices.base import GPUGroup
-from zeus_airflow.core.traces import (
+from zeus_airflow.core.common.config import DB_INT_MAX, ConfigError
+from zeus_airflow.core.common.traces import (
     PACKAGED_TRACES,
     WORKLOADS,
     available_gpus,
     load_workload_trace,
 )
+from zeus_airflow.core.devices.base import GPUGroup
 
 if TYPE_CHECKING:
     from zeus_airflow.core.devices.rapl import RAPLReader

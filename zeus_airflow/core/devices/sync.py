@@ -4,7 +4,7 @@ PyTorch (like most frameworks) launches CUDA kernels asynchronously: the host re
 training step while the GPU still has its kernels queued. A window that reads the energy
 counter at once would end before the work it measures, and the next window (at another power
 limit, say) would be charged with it. Upstream Zeus synchronises at every window boundary;
-so does :class:`~zeus_airflow.core.monitor.EnergyMonitor`, through the device group's
+so does :class:`~zeus_airflow.core.train.monitor.EnergyMonitor`, through the device group's
 ``synchronize()``.
 
 :class:`CUDASynchronizer` is what NVML GPU groups use: it synchronises the group's CUDA

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from zeus_airflow.core.common.traces import WorkloadTrace
 from zeus_airflow.core.devices.base import DeviceError, MeasurementKind
-from zeus_airflow.core.traces import WorkloadTrace
 
 
 class TracedGPU:

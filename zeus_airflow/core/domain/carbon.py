@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
+from zeus_airflow.core.common.units import show_emissions, show_time
 from zeus_airflow.core.domain.figures import RUN_FIGURES
-from zeus_airflow.core.units import show_emissions, show_time
 
 _FIGURE_NAMES = {
     "zone": "carbon_zone",

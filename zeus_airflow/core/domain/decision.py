@@ -6,7 +6,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from zeus_airflow.core.config import JobConfig
+from zeus_airflow.core.common.config import JobConfig
 from zeus_airflow.core.domain.phases import Phase
 
 
@@ -82,7 +82,7 @@ class CostReference:
 @dataclass(frozen=True)
 class BudgetCap:
     """How an explored try is stopped where the exploration budget cannot pay for more
-    (``core/budget.py``). Costs in the job's cost units."""
+    (``core/decide/budget.py``). Costs in the job's cost units."""
 
     verdict_cost: float
     """The cost at which the size cannot win (``policy.cannot_win``)."""
@@ -131,7 +131,7 @@ class CensoredTry:
 
 @dataclass(frozen=True)
 class BudgetLedger:
-    """The exploration budget's books for one job on one GPU setup (``core/budget.py``).
+    """The exploration budget's books for one job on one GPU setup (``core/decide/budget.py``).
     Costs in the job's cost units."""
 
     spent_cost: float = 0.0
@@ -225,7 +225,7 @@ class SizeEvidence:
 
 @dataclass(frozen=True)
 class DriftFound:
-    """A change drift detection found in the job's costs (``core/drift.py``)."""
+    """A change drift detection found in the job's costs (``core/decide/drift.py``)."""
 
     since: int
     """Decision number from which the data is new (the earliest change point found)."""
@@ -234,7 +234,7 @@ class DriftFound:
     stale_mean: Mapping[int, float] = field(default_factory=dict)
     """For the arms with no cost since the change (none in the observations): their old mean
     cost moved as the nearest arms with costs on both sides of the change moved (by
-    ``cost_ratio`` when none has any: ``core/drift.py``, ``local_ratio``)."""
+    ``cost_ratio`` when none has any: ``core/decide/drift.py``, ``local_ratio``)."""
     stale_spread: float = 0.0
     """The relative spread of a belief built on a stale mean: how far the drift may have
     moved arms apart (Normal(m, (stale_spread x m)^2) for a stale mean m)."""

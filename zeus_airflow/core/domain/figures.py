@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
 
-from zeus_airflow.core.config import short_repr
+from zeus_airflow.core.common.config import short_repr
 
 Adds = Literal["sum", "sum_known", "last"]
 """How a run's value comes from its tries': ``sum``: the sum over its finished tries, None
@@ -53,10 +53,10 @@ Format = Literal[
 ]
 """How a column shows a figure: ``watts`` (``175 W``), ``energy`` (``812 kJ``), ``time``
 (``1.9 min``), ``emissions`` (``38.1 gCO2e``), ``cost`` (``812 kJ-eq.``): in the unit that fits
-(``core/units.py``); ``joules``: whole joules with thousands separators; ``kwh``: the energy in
-kWh; ``joules_sum``: the sum of ``parts`` in joules, each part in the cell's tooltip; ``count``:
-a whole number; ``yes_no``; ``limit``: the power limit with how it was set and the observe-mode
-optimum; ``footprint``: the emissions with the intensity's provenance and zone."""
+(``core/common/units.py``); ``joules``: whole joules with thousands separators; ``kwh``: the
+energy in kWh; ``joules_sum``: the sum of ``parts`` in joules, each part in the cell's tooltip;
+``count``: a whole number; ``yes_no``; ``limit``: the power limit with how it was set and the
+observe-mode optimum; ``footprint``: the emissions with the intensity's provenance and zone."""
 
 
 @dataclass(frozen=True)
@@ -245,7 +245,7 @@ class TrainingFigures:
     )
     """The exploration budget left after the try (a run's: after its last), in runs of the
     Default configuration: the job's allowance less what it spent, as the budget's books
-    reckon it (``core/budget.py``); negative: over budget; None without a budget or before
+    reckon it (``core/decide/budget.py``); negative: over budget; None without a budget or before
     Default's cost is known."""
     # --- a run's carbon figures (computed and stored by core/carbon/) --------------------------
     carbon_zone: str | None = _figure(

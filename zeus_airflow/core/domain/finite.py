@@ -3,7 +3,7 @@
 An XCom travels as strict JSON (Airflow's Execution API refuses NaN and infinities), and so
 must what the CLI prints for programs (``jq``, JavaScript's ``JSON.parse`` reject
 ``Infinity``); PostgreSQL would keep a NaN that SQLite turns into NULL. The figures are
-checked where they enter (``core/config.py``, the outbox's checks), so a non-finite one
+checked where they enter (``core/common/config.py``, the outbox's checks), so a non-finite one
 here is a measurement gone wrong or a store written before those checks: it is shown as
 missing (None), never as a crash or a value a strict parser refuses.
 """

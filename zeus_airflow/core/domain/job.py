@@ -4,7 +4,7 @@ the state one decision reads.
 :class:`JobState` is what the store reads inside a decision's transaction, as it is stored:
 this GPU setup's arm statistics and, apart, the runs and profiles of other setups. Turning
 it into the policy's :class:`~zeus_airflow.core.domain.decision.JobSnapshot` (translating
-other setups' runs, ``core/fleet.py``) is the engine's work, not the store's.
+other setups' runs, ``core/decide/translation.py``) is the engine's work, not the store's.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from zeus_airflow.core.config import JobConfig
+from zeus_airflow.core.common.config import JobConfig
 from zeus_airflow.core.devices.base import MeasurementKind
 from zeus_airflow.core.domain.decision import (
     ArmStats,

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, fields
 from datetime import datetime
 from typing import Any, get_args
 
-from zeus_airflow.core.config import finite_number, short_repr
+from zeus_airflow.core.common.config import finite_number, short_repr
 from zeus_airflow.core.domain.figures import MAX_COUNT, TRY_FIGURES, figure_problem
 from zeus_airflow.core.domain.finite import strict_json_value
 from zeus_airflow.core.domain.outcome import ObserverReport, RunOutcome, StopReason

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from zeus_airflow.core.config import ProfilerConfig
-from zeus_airflow.core.cost import LimitMeasurement, choose_power_limit
-from zeus_airflow.core.limit_search import LimitObjective, next_limit_w
+from zeus_airflow.core.common.config import ProfilerConfig
+from zeus_airflow.core.common.cost import LimitMeasurement, choose_power_limit
+from zeus_airflow.core.common.limit_search import LimitObjective, next_limit_w
 
 StopReason = Literal[
     "target", "max_epochs", "early_stop", "budget_cap", "cannot_win", "returned", "no_steps"
@@ -15,7 +15,7 @@ StopReason = Literal[
 """Why a try stopped: ``target``; ``max_epochs``; ``early_stop``, at the early-stop bound
 (``beta`` times the best mean cost: a verdict on the size); ``budget_cap``, at the cap the
 exploration budget could pay for (below that bound: a censored observation, "costs more
-than the cap", never a verdict, ``core/budget.py``); ``cannot_win``, a try under such a cap
+than the cap", never a verdict, ``core/decide/budget.py``); ``cannot_win``, a try under such a cap
 priced, from its cost per sample or its epochs, as unable to win (a verdict: the size is
 dropped as dominated); ``returned``, the train function returned from inside
 ``run.epochs()``; ``no_steps``: it trained no step at all (an empty DataLoader: the data
@@ -23,7 +23,7 @@ holds fewer samples than the batch size with ``drop_last``): the size is unusabl
 job's data, a failure of it whatever metric was reported (``run.TrainingRun``)."""
 
 BUDGET_STOPS: tuple[StopReason, ...] = ("budget_cap", "cannot_win")
-"""Stops the exploration budget decided (``core/policy.py``, ``BudgetCap``): a framework's
+"""Stops the exploration budget decided (``core/decide/policy.py``, ``BudgetCap``): a framework's
 callback ends training at once, inside an epoch."""
 STOPPED_REASONS: tuple[StopReason, ...] = ("early_stop", *BUDGET_STOPS)
 """Stops the job decided, not the data: the size did not miss its target on this data."""

@@ -14,7 +14,7 @@ on, whose observations from other models cannot be translated before it is profi
 no batch size is left in play; the best known one trains as it would without Zeus (the GPU's
 current limit, no early-stop bound), so the pipeline still gets its model. ``exploit``:
 exploring would have taken the job past its exploration budget, so the best known size ran
-(``core/budget.py``); also the grid-search baseline's phase once its grid is done.
+(``core/decide/budget.py``); also the grid-search baseline's phase once its grid is done.
 ``default``, ``grid``: the simulator's baselines."""
 
 EXPLORATION_PHASES: tuple[Phase, ...] = ("pruning", "grid")

@@ -1,19 +1,20 @@
 """Batch sizes as the Zeus policy sees them (the same snapshot, pruning replay and posterior
 math it decides with), and their measured power profiles.
 
-Arm windows are per GPU model (runs on other models count translated, ``core/fleet.py``):
+Arm windows are per GPU model (runs on other models count translated,
+``core/decide/translation.py``):
 the reports take the view of the GPU setup the job's latest try ran on, which is where the
 next decision most likely happens.
 """
 
 from __future__ import annotations
 
-from zeus_airflow.core import outlook
+from zeus_airflow.core.decide import outlook
+from zeus_airflow.core.decide.policy import HistoryOutOfOrderError, job_phase, pruning_reasons
+from zeus_airflow.core.decide.posterior import arm_posterior, pooled_cost_cv
+from zeus_airflow.core.decide.snapshot import job_snapshot
 from zeus_airflow.core.domain import ArmStats, DeviceInfo, JobSnapshot, Version
-from zeus_airflow.core.policy import HistoryOutOfOrderError, job_phase, pruning_reasons
-from zeus_airflow.core.posterior import arm_posterior, pooled_cost_cv
 from zeus_airflow.core.reports.records import Arm, ProfilePoint
-from zeus_airflow.core.snapshot import job_snapshot
 from zeus_airflow.core.store.reads import Reader
 
 _NO_DEVICE = DeviceInfo("", 1, "measured", ())
@@ -36,7 +37,7 @@ def decision_state(reader: Reader, v: Version) -> tuple[str, int | None]:
 
 def upcoming_batch_size(reader: Reader, v: Version) -> tuple[str, int | None]:
     """The batch size the Zeus policy most likely decides next, and the job's phase
-    (``core/outlook.py``); None before any observation."""
+    (``core/decide/outlook.py``); None before any observation."""
     try:
         return outlook.upcoming(_snapshot(reader, v))
     except outlook.OutOfOrder:  # another policy's history

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from zeus_airflow.core.cost import LimitMeasurement
+from zeus_airflow.core.common.cost import LimitMeasurement
+from zeus_airflow.core.common.units import J_PER_KWH
 from zeus_airflow.core.domain import SAVED_VS_DEFAULT, TrainingFigures
 from zeus_airflow.core.reports.records import DefaultEstimate, Version
 from zeus_airflow.core.store.reads import DefaultRuns, Reader
-from zeus_airflow.core.units import J_PER_KWH
 
 
 def default_estimate(reader: Reader, v: Version) -> DefaultEstimate | None:

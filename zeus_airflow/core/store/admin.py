@@ -17,8 +17,8 @@ from sqlalchemy.sql.elements import Label
 from zeus_airflow.core.domain import RUN_FIGURES, TrialRecord
 from zeus_airflow.core.store.base import StoreError
 from zeus_airflow.core.store.clock import as_utc
-from zeus_airflow.core.store.snapshot import known
 from zeus_airflow.core.store.sql import SQLStore, lock_job_versions
+from zeus_airflow.core.store.state import known
 from zeus_airflow.core.store.tables import RUN_KEY, jobs, run_carbon, trials
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
-from zeus_airflow.core.config import JobConfig
+from zeus_airflow.core.common.config import JobConfig
 from zeus_airflow.core.domain import (
     Decide,
     Decision,
@@ -53,7 +53,7 @@ class UnrecordedResultError(StoreError):
 @dataclass(frozen=True)
 class Lease:
     """A power-limit lease: GPU ``gpu_uuid`` on ``host`` had ``original_limit_w`` (W) when
-    process ``pid`` took it (see ``core/gpu_lease.py``)."""
+    process ``pid`` took it (see ``core/train/gpu_lease.py``)."""
 
     id: int
     host: str
@@ -174,7 +174,7 @@ class Store(Protocol):
         the trial's result is recorded after it."""
         ...
 
-    # --- power-limit leases (core/gpu_lease.py) ---------------------------------------------
+    # --- power-limit leases (core/train/gpu_lease.py) ---------------------------------------------
     def leases_on_host(self, host: str) -> list[Lease]:
         """Every lease taken on ``host``, by GPU index."""
         ...

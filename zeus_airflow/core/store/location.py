@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from sqlalchemy.engine import URL
 
-from zeus_airflow.core.config import is_blank
+from zeus_airflow.core.common.config import is_blank
 from zeus_airflow.core.store import schema
 from zeus_airflow.core.store.base import StoreError
 from zeus_airflow.core.store.connect import display_url, make_engine, normalize_url

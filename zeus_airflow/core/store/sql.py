@@ -49,8 +49,8 @@ from sqlalchemy.engine import URL, CursorResult
 from sqlalchemy.exc import DBAPIError, IntegrityError, InterfaceError, OperationalError
 from sqlalchemy.sql.elements import BindParameter
 
-from zeus_airflow.core.config import JobConfig
-from zeus_airflow.core.cost import LimitMeasurement
+from zeus_airflow.core.common.config import JobConfig
+from zeus_airflow.core.common.cost import LimitMeasurement
 from zeus_airflow.core.domain import (
     EXPLORATION_PHASES,
     FIGURES,
@@ -95,7 +95,7 @@ from zeus_airflow.core.store.retry import (
     sqlite_fault,
     with_retries,
 )
-from zeus_airflow.core.store.snapshot import read_state
+from zeus_airflow.core.store.state import read_state
 from zeus_airflow.core.store.tables import gpu_leases, jobs, power_profiles, run_carbon, trials
 
 T = TypeVar("T")
@@ -773,7 +773,7 @@ class SQLStore:
                 ),
             )
 
-    # --- power-limit leases (core/gpu_lease.py) -----------------------------------------------
+    # --- power-limit leases (core/train/gpu_lease.py) ---------------------------------------
     def leases_on_host(self, host: str) -> list[Lease]:
         """Every lease taken on ``host``, by GPU index."""
 

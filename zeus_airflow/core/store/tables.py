@@ -23,7 +23,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-from zeus_airflow.core.config import HOST_MAX_LENGTH, JOB_ID_MAX_LENGTH
+from zeus_airflow.core.common.config import HOST_MAX_LENGTH, JOB_ID_MAX_LENGTH
 from zeus_airflow.core.domain.figures import FIGURES, RUN_FIGURES, TRY_FIGURES, SQLType
 from zeus_airflow.core.domain.trials import LIVE_STATUSES
 

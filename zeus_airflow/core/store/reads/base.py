@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, Connection, Integer, Select, func, select
 
 from zeus_airflow.core.domain import SHOWN_STATUSES
-from zeus_airflow.core.store.snapshot import known, plausible
+from zeus_airflow.core.store.state import known, plausible
 from zeus_airflow.core.store.tables import trials
 
 SHOWN = trials.c.status.in_(SHOWN_STATUSES)

@@ -10,7 +10,7 @@ from sqlalchemy import func, select
 from zeus_airflow.core.domain import DeviceInfo, JobState, Version
 from zeus_airflow.core.store.clock import as_utc
 from zeus_airflow.core.store.reads.base import Reads
-from zeus_airflow.core.store.snapshot import read_state
+from zeus_airflow.core.store.state import read_state
 from zeus_airflow.core.store.tables import jobs, trials
 
 _LATEST = (trials.c.decision_seq.desc(),)

@@ -19,7 +19,7 @@ from zeus_airflow.core.domain import (
     TrainingFigures,
 )
 from zeus_airflow.core.store.reads.base import Reads, run_figures, shown
-from zeus_airflow.core.store.snapshot import DEFAULT_COST, RAN_TO_ITS_END, known
+from zeus_airflow.core.store.state import DEFAULT_COST, RAN_TO_ITS_END, known
 from zeus_airflow.core.store.tables import RUN_KEY, run_carbon, trials
 
 _SUMMED = tuple(name for name in TRY_FIGURES if FIGURES[name].adds != "last")

@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from zeus_airflow.core.config import ProfilerConfig
-from zeus_airflow.core.cost import LimitMeasurement
+from zeus_airflow.core.common.config import ProfilerConfig
+from zeus_airflow.core.common.cost import LimitMeasurement
 
 Key = tuple[float, ...]
 """What the search minimises for one measured limit; compared lexicographically."""

@@ -26,7 +26,7 @@ import importlib
 from types import ModuleType
 from typing import NoReturn
 
-from zeus_airflow.core.config import ConfigError
+from zeus_airflow.core.common.config import ConfigError
 
 EXTRAS: dict[str, str] = {
     "torch": "examples",

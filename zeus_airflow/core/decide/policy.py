@@ -17,7 +17,8 @@ from typing import Protocol
 
 import numpy as np
 
-from zeus_airflow.core.budget import (
+from zeus_airflow.core.common.config import JobConfig
+from zeus_airflow.core.decide.budget import (
     RESERVE_Z,
     CostEstimate,
     budget_status,
@@ -25,7 +26,12 @@ from zeus_airflow.core.budget import (
     cost_range,
     predictive_upper,
 )
-from zeus_airflow.core.config import JobConfig
+from zeus_airflow.core.decide.posterior import (
+    PRIOR_COST_CV,
+    Posterior,
+    arm_posterior,
+    pooled_cost_cv,
+)
 from zeus_airflow.core.domain import (
     STOPPED_REASONS,
     ArmStats,
@@ -38,7 +44,6 @@ from zeus_airflow.core.domain import (
     Phase,
     SizeEvidence,
 )
-from zeus_airflow.core.posterior import PRIOR_COST_CV, Posterior, arm_posterior, pooled_cost_cv
 
 
 @dataclass(frozen=True)
@@ -371,7 +376,7 @@ prices the rest (``budget.cost_range``)."""
 
 
 def within_budget(snapshot: JobSnapshot, decision: Decision) -> Decision:
-    """``decision`` within the exploration budget (``core/budget.py``).
+    """``decision`` within the exploration budget (``core/decide/budget.py``).
 
     An exploring try (any size but the best known one) runs capped at what the books can
     pay (:func:`exploration_cap`), and only when that cap reaches what the try is worth

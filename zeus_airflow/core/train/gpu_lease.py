@@ -31,7 +31,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import psutil
 
-from zeus_airflow.core.config import check_node_name
+from zeus_airflow.core.common.config import check_node_name
 from zeus_airflow.core.devices.base import (
     DeviceError,
     GPUGroup,

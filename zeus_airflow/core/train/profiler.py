@@ -6,7 +6,7 @@ warm-up ends once at least ``warmup_steps`` steps and ``warmup_s`` seconds ran a
 slice once at least ``profile_steps`` steps and ``profile_s`` seconds were measured (seconds on
 the device's clock: the monitor's window time), and at least ``SLICE_COUNTER_UPDATES`` updates
 of a real GPU's energy counter, which advances in steps (every 0.1 s on an H200). The limits
-measured are chosen by a search (core/limit_search.py): the maximum first, then a
+measured are chosen by a search (core/common/limit_search.py): the maximum first, then a
 golden-section search on the selector's objective. When it has converged, the best measured
 limit (paper Eq. 7, or another selector) is applied for the rest of the run, and the profile
 is kept so that later runs of the same batch size start at the optimum directly.
@@ -33,9 +33,10 @@ import logging
 import math
 from dataclasses import dataclass
 
-from zeus_airflow.core.budget import ProfilingCredit
-from zeus_airflow.core.config import ProfilerConfig
-from zeus_airflow.core.cost import LimitMeasurement, zeus_cost
+from zeus_airflow.core.common.config import ProfilerConfig
+from zeus_airflow.core.common.cost import LimitMeasurement, zeus_cost
+from zeus_airflow.core.common.limit_search import LimitObjective, next_limit_w
+from zeus_airflow.core.decide.budget import ProfilingCredit
 from zeus_airflow.core.devices.base import (
     GPUGroup,
     PowerLimitPermissionError,
@@ -45,8 +46,7 @@ from zeus_airflow.core.devices.base import (
     set_uniform_power_limit,
 )
 from zeus_airflow.core.domain import ObserverReport, PowerProfile, SliceInProgress
-from zeus_airflow.core.limit_search import LimitObjective, next_limit_w
-from zeus_airflow.core.monitor import EnergyMonitor, TimeEnergy
+from zeus_airflow.core.train.monitor import EnergyMonitor, TimeEnergy
 
 SLICE_COUNTER_UPDATES = 20
 """A slice spans at least this many updates of the energy counter. A window's edges each
@@ -123,7 +123,7 @@ class PowerLimitProfiler:
         """The slice's steps (banked part included) as of that bookmark."""
         self._said_outside = False
         self.credit = credit
-        """What slices may add to the run's cost (``core/budget.py``); None: no limit."""
+        """What slices may add to the run's cost (``core/decide/budget.py``); None: no limit."""
         self._waiting = False
         """Profiling is paused until the credit affords the next slice."""
         self._steps_run = 0

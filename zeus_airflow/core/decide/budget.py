@@ -16,9 +16,9 @@ runs, low (:func:`unknown_default_bound`). What is left of the allowance, in Def
 one figure, the same in the decision log, the summary, the XComs, the store and the UI.
 
 The prices (:func:`cost_range`, :func:`predictive_upper`): how much an explored try may cost
-is the policy's to decide (``core/policy.py``, ``within_budget``); it caps the try at what the
-books can pay while keeping room for the run that ends the recurrence, and prices a size from
-its cost per sample, measured a few dozen steps into its first run.
+is the policy's to decide (``core/decide/policy.py``, ``within_budget``); it caps the try at
+what the books can pay while keeping room for the run that ends the recurrence, and prices a
+size from its cost per sample, measured a few dozen steps into its first run.
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from zeus_airflow.core.config import DRIFT_MEMORY, JobConfig
+from zeus_airflow.core.common.config import DRIFT_MEMORY, JobConfig
+from zeus_airflow.core.decide.posterior import PRIOR_DOF, cost_variance, pooled_cost_cv
 from zeus_airflow.core.domain import (
     ArmStats,
     BudgetLedger,
@@ -34,7 +35,6 @@ from zeus_airflow.core.domain import (
     CostReference,
     RunOutcome,
 )
-from zeus_airflow.core.posterior import PRIOR_DOF, cost_variance, pooled_cost_cv
 
 CONFIDENCE_Z = 1.0
 """Spreads of a new run above an arm's mean cost at which exploring it is worth a try: the
@@ -186,7 +186,7 @@ class ProfilingCredit:
     maximum limit (Default's), in the job's cost units.
 
     Measuring a low limit slows training, and on a job of a few dozen steps the slices alone
-    could take a run past its budget. So the profiler (``core/profiler.py``) starts a slice
+    could take a run past its budget. So the profiler (``core/train/profiler.py``) starts a slice
     only when its pessimistic extra cost fits ``carried`` (the job's credit before the run)
     plus ``fraction`` of the cost at the maximum limit of every step run so far, less what
     profiling added already. Until then it trains at the best limit measured."""

@@ -15,12 +15,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from zeus_airflow.core.domain import PendingResult, RefusedResult
-from zeus_airflow.core.engine import record_late
-from zeus_airflow.core.run import TargetMissedError
 from zeus_airflow.core.store.base import Store
+from zeus_airflow.core.train.engine import record_late
+from zeus_airflow.core.train.run import TargetMissedError
 
 if TYPE_CHECKING:
-    from zeus_airflow.core.engine import RecurrenceResult
+    from zeus_airflow.core.train.engine import RecurrenceResult
 
 
 class Backlog:

@@ -2,7 +2,7 @@
 
 Arm windows hold the runs on this GPU model and count only; a job that also ran elsewhere
 gets those runs and its power profiles read apart, for the engine to translate into this
-model's cost units (``core/fleet.py``, paper §7). The store reads; it never decides.
+model's cost units (``core/decide/translation.py``, paper §7). The store reads; it never decides.
 
 Every query is an index range scan over the one job's rows (see docs/store.md for the
 plans). With a ``window_size``, each arm's window is read as its own ``ORDER BY id DESC LIMIT
@@ -32,8 +32,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.sql.elements import BindParameter
 
-from zeus_airflow.core.config import DRIFT_MEMORY
-from zeus_airflow.core.cost import LimitMeasurement
+from zeus_airflow.core.common.config import DRIFT_MEMORY
+from zeus_airflow.core.common.cost import LimitMeasurement
 from zeus_airflow.core.domain import (
     EXPLORATION_PHASES,
     FIGURES,
@@ -95,7 +95,7 @@ MEASURED = (plausible("energy_j"), plausible("time_s"), plausible("cost"))
 """A finished try whose figures are known. One written before its figures were checked (an
 outbox entry of NaN, a store of an older version) reads as missing: as a try that has not
 finished, never as a crash of the decision or of a report (issue 35)."""
-# The exploration budget's books (core/budget.py): what the job spent on this GPU setup, in
+# The exploration budget's books (core/decide/budget.py): what the job spent on this GPU setup, in
 # how many recurrences, and what the default batch size's complete runs cost at full power.
 _RECURRENCE = (trials.c.dag_id, trials.c.task_id, trials.c.run_id, trials.c.map_index)
 _SPENT = select(func.coalesce(func.sum(trials.c.cost), 0.0)).where(

@@ -8,7 +8,7 @@ policy runs each of them once on B (``calibrate``), cheapest on A first, instead
 the whole batch-size range again as a fresh job would.
 
 :func:`with_other_fleets` is this step of turning a decision's stored state into what the
-policy reads (``core/snapshot.py``).
+policy reads (``core/decide/snapshot.py``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from zeus_airflow.core.config import ProfilerConfig
+from zeus_airflow.core.common.config import ProfilerConfig
+from zeus_airflow.core.common.limit_search import LimitObjective
 from zeus_airflow.core.domain import (
     ArmStats,
     FleetKey,
@@ -24,7 +25,6 @@ from zeus_airflow.core.domain import (
     JobState,
     PowerProfile,
 )
-from zeus_airflow.core.limit_search import LimitObjective
 
 
 @dataclass(frozen=True)

@@ -51,15 +51,16 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import TypeVar
 
-from zeus_airflow.core.budget import ProfilingCredit, cannot_beat, cost_range
-from zeus_airflow.core.config import (
+from zeus_airflow.core.common.config import (
     DB_INT_MAX,
     JobConfig,
     finite_number,
     real_number,
     short_repr,
 )
-from zeus_airflow.core.cost import zeus_cost
+from zeus_airflow.core.common.cost import zeus_cost
+from zeus_airflow.core.decide.budget import ProfilingCredit, cannot_beat, cost_range
+from zeus_airflow.core.decide.translation import top_cost_per_step
 from zeus_airflow.core.devices.base import GPUGroup, max_power_w, power_control
 from zeus_airflow.core.devices.sync import Synchronize
 from zeus_airflow.core.domain import (
@@ -69,9 +70,8 @@ from zeus_airflow.core.domain import (
     RunOutcome,
     StopReason,
 )
-from zeus_airflow.core.fleet import top_cost_per_step
-from zeus_airflow.core.monitor import EnergyMonitor, HostEnergyMeter, TimeEnergy
-from zeus_airflow.core.profiler import PowerLimitProfiler
+from zeus_airflow.core.train.monitor import EnergyMonitor, HostEnergyMeter, TimeEnergy
+from zeus_airflow.core.train.profiler import PowerLimitProfiler
 
 T = TypeVar("T")
 

@@ -28,8 +28,10 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from zeus_airflow.core.budget import ProfilingCredit, budget_after, profiling_credit
-from zeus_airflow.core.config import JobConfig
+from zeus_airflow.core.common.config import JobConfig
+from zeus_airflow.core.decide.budget import ProfilingCredit, budget_after, profiling_credit
+from zeus_airflow.core.decide.policy import NoFeasibleBatchSizeError, Policy, ZeusPolicy
+from zeus_airflow.core.decide.snapshot import job_snapshot
 from zeus_airflow.core.devices.base import GPUGroup, MeasurementKind
 from zeus_airflow.core.devices.sync import Synchronize
 from zeus_airflow.core.domain import (
@@ -52,17 +54,15 @@ from zeus_airflow.core.domain import (
     pending_problem,
     run_of,
 )
-from zeus_airflow.core.monitor import HostEnergyMeter
-from zeus_airflow.core.policy import NoFeasibleBatchSizeError, Policy, ZeusPolicy
-from zeus_airflow.core.run import (
+from zeus_airflow.core.store.base import LateRecord, Store, StoreError, UnrecordedResultError
+from zeus_airflow.core.train.monitor import HostEnergyMeter
+from zeus_airflow.core.train.run import (
     CONTRACT,
     TrainContractError,
     TrainingRun,
     open_run,
     unrun_body,
 )
-from zeus_airflow.core.snapshot import job_snapshot
-from zeus_airflow.core.store.base import LateRecord, Store, StoreError, UnrecordedResultError
 
 TrainFunction = Callable[[TrainingRun], Any]
 T = TypeVar("T")
@@ -73,7 +73,7 @@ ReturnCheck = Callable[[Any], None]
 def decided_by(policy: Policy) -> Decide:
     """The engine's part of a decision, for the store's unit of work
     (:meth:`~zeus_airflow.core.store.base.Store.begin_trial`): the stored state, with runs
-    on other GPU setups translated (``core/fleet.py``), decided by ``policy``."""
+    on other GPU setups translated (``core/decide/translation.py``), decided by ``policy``."""
 
     def decide(state: JobState, rng: np.random.Generator) -> Decision:
         return policy.decide(job_snapshot(state), rng)

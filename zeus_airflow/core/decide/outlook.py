@@ -4,8 +4,7 @@ reports (the job's phase and best batch size so far). Pure: no store, no randomn
 
 from __future__ import annotations
 
-from zeus_airflow.core.domain import Decision, JobSnapshot
-from zeus_airflow.core.policy import (
+from zeus_airflow.core.decide.policy import (
     HistoryOutOfOrderError,
     NoFeasibleBatchSizeError,
     best_known,
@@ -15,6 +14,7 @@ from zeus_airflow.core.policy import (
     walk_state,
     within_budget,
 )
+from zeus_airflow.core.domain import Decision, JobSnapshot
 
 
 class OutOfOrder(Exception):

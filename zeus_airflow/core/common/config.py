@@ -49,7 +49,7 @@ DEFAULT_DRIFT_DETECTION = True
 DEFAULT_EXPLORATION_BUDGET = 0.1
 """The job's cumulative cost stays within (1 + this) x what the Default configuration (the
 default batch size at the maximum power limit) would have cost over the same runs
-(core/budget.py)."""
+(core/decide/budget.py)."""
 DRIFT_MEMORY = 100
 """Observations per batch size that drift detection reads (the newest): an arm's posterior
 horizon when no change is found. At 100 runs an arm's mean is known to ~1.4 % with the 14 %
@@ -176,7 +176,7 @@ class JobConfig:
     """Each arm's posterior uses only its N most recent observations (data drift)."""
     drift_detection: bool = DEFAULT_DRIFT_DETECTION
     """Look for a change point in each arm's costs and forget what came before it
-    (core/drift.py, docs/drift.md)."""
+    (core/decide/drift.py, docs/drift.md)."""
     max_tries: int | None = None
     """Tries per recurrence when a batch size fails; None means one per batch size, plus the
     cheapest one run to the end once every surviving size has failed."""
@@ -184,7 +184,7 @@ class JobConfig:
     exploration_budget: float | None = DEFAULT_EXPLORATION_BUDGET
     """Explore only while the job's cumulative cost stays within ``1 + exploration_budget``
     times the Default configuration's over the same runs (a conservative bandit,
-    ``core/budget.py``); None explores as the paper does, without a budget."""
+    ``core/decide/budget.py``); None explores as the paper does, without a budget."""
     cost_includes_cpu: bool = False
     """Count the host's CPU package and DRAM energy (RAPL, where measured) in the cost's
     energy term. By default they are reported beside the GPUs' energy, not optimised: the

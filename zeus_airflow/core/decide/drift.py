@@ -15,7 +15,7 @@ one, the job's data has drifted at that point:
   spread: :func:`local_ratio`), so Thompson sampling
   re-checks the arms the drift may have made the cheapest instead of trusting old costs;
 * sizes that pruning dropped as dominated come back into play
-  (:func:`zeus_airflow.core.policy.returned_after_drift`): they were judged on the old data.
+  (:func:`zeus_airflow.core.decide.policy.returned_after_drift`): they were judged on the old data.
 
 Everything is recomputed from the store's rows at each decision, so concurrent workers agree
 and nothing is stored. Units: costs are the job's cost units (docs/algorithm.md, Cost).
@@ -27,8 +27,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from zeus_airflow.core.decide.posterior import PRIOR_COST_CV, PRIOR_DOF
 from zeus_airflow.core.domain import ArmStats, DriftFound, Observed
-from zeus_airflow.core.posterior import PRIOR_COST_CV, PRIOR_DOF
 
 CHANGE_Z = 5.0
 """Standard errors between the two segments' means that make a change point. High, because

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from zeus_airflow.core.config import SELECTORS
+from zeus_airflow.core.common.config import SELECTORS
 
 
 def zeus_cost(energy_j: float, time_s: float, eta: float, max_power_w: float) -> float:

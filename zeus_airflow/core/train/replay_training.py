@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from zeus_airflow.core.devices.replay import ReplayGPU
-from zeus_airflow.core.run import TrainingRun
+from zeus_airflow.core.train.run import TrainingRun
 
 
 class ReplayTraining:

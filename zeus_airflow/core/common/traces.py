@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from zeus_airflow.core.config import ConfigError
+from zeus_airflow.core.common.config import ConfigError
 
-PACKAGED_TRACES = Path(__file__).resolve().parents[1] / "data" / "traces"
+PACKAGED_TRACES = Path(__file__).resolve().parents[2] / "data" / "traces"
 """The paper's V100 and A40 traces as shipped in the package: the default folder, so that an
 install without a checkout beside it can replay and simulate."""
 

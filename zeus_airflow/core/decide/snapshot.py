@@ -1,7 +1,8 @@
 """What the policy reads: a decision's stored state (:class:`~zeus_airflow.core.domain.JobState`,
 read by the store) turned into the policy's :class:`~zeus_airflow.core.domain.JobSnapshot`, in
-two steps: drift detection over this GPU setup's costs (``core/drift.py``), then the runs of
-other GPU setups translated into this setup's cost units (``core/fleet.py``). The exploration
+two steps: drift detection over this GPU setup's costs (``core/decide/drift.py``), then the
+runs of other GPU setups translated into this setup's cost units
+(``core/decide/translation.py``). The exploration
 budget is dropped while it has no reference to keep within (:func:`budget_reference`).
 """
 
@@ -10,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from zeus_airflow.core.config import JobConfig
+from zeus_airflow.core.common.config import JobConfig
+from zeus_airflow.core.decide.drift import arm_view
+from zeus_airflow.core.decide.translation import top_cost_per_step, with_other_fleets
 from zeus_airflow.core.domain import ExplorationStep, JobSnapshot, JobState
-from zeus_airflow.core.drift import arm_view
-from zeus_airflow.core.fleet import top_cost_per_step, with_other_fleets
 
 
 def job_snapshot(state: JobState) -> JobSnapshot:

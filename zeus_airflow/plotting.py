@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from zeus_airflow.core.extras import require
+from zeus_airflow.core.common.extras import require
 
 
 def pyplot(feature: str) -> Any:
