@@ -148,6 +148,33 @@ def test_the_core_never_imports_airflow() -> None:
     assert not {m: d for m, d in outside.items() if d}
 
 
+def core_unit(module: str) -> str:
+    """The folder of ``core/`` a module belongs to (``train`` for ``core.train.engine``)."""
+    return module.split(".")[2]
+
+
+def test_the_core_folders_import_one_way() -> None:
+    """The folders of ``core/`` form layers: no import between two folders, lazy ones
+    included, runs back the other way (docs/architecture.md draws them)."""
+    core = [m for m in MODULES if within(m, (CORE,)) and m.count(".") >= 3]
+    edges = {(core_unit(m), core_unit(d)) for m in core for d in imports(m) if within(d, (CORE,))}
+    edges = {(a, b) for a, b in edges if a != b}
+    assert ("train", "decide") in edges  # the walk sees the folders
+
+    def reached_from(unit: str) -> set[str]:
+        seen: set[str] = set()
+        todo = [unit]
+        while todo:
+            here = todo.pop()
+            for b in {b for a, b in edges if a == here} - seen:
+                seen.add(b)
+                todo.append(b)
+        return seen
+
+    above = {unit: reached_from(unit) for unit, _ in edges}
+    assert sorted(unit for unit, reached in above.items() if unit in reached) == []
+
+
 def test_decisions_are_pure() -> None:
     """``core/decide/`` reads records and returns decisions: no device, no store, no training."""
     decide = [m for m in MODULES if within(m, (DECISIONS,))]

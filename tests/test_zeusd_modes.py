@@ -26,6 +26,7 @@ from test_zeusd_device import job, steps_train
 
 from zeus_airflow.core.devices import nvml
 from zeus_airflow.core.devices.base import DeviceError, PowerLimitUnavailableError
+from zeus_airflow.core.devices.guarded import GuardedGPUs
 from zeus_airflow.core.devices.spec import open_device, parse_device
 from zeus_airflow.core.devices.zeusd import ZeusdGPUs
 from zeus_airflow.core.devices.zeusd_client import (
@@ -38,7 +39,7 @@ from zeus_airflow.core.devices.zeusd_discovery import LocalGPUs
 from zeus_airflow.core.store.base import RecurrenceKey
 from zeus_airflow.core.store.sql import SQLStore
 from zeus_airflow.core.train.engine import Engine
-from zeus_airflow.core.train.gpu_lease import GPULeases, GuardedGPUs, PowerLimitGuard
+from zeus_airflow.core.train.gpu_lease import GPULeases, PowerLimitGuard
 from zeus_airflow.core.train.run import TrainingRun
 from zeus_airflow.testing import A100_SXM4, FakeNVML, ManualClock
 from zeus_airflow.testing.fake_zeusd import APIS, FakeZeusd

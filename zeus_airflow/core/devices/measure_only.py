@@ -18,6 +18,7 @@ import logging
 from collections.abc import Sequence
 
 from zeus_airflow.core.devices.base import DeviceError, GPUGroup
+from zeus_airflow.core.devices.guarded import GuardedGPUs
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +56,6 @@ def open_zeusd_or_measure(ids: Sequence[int] | None) -> GPUGroup:
 def measure_only(ids: Sequence[int] | None, cause: DeviceError) -> GPUGroup:
     """This process's GPUs (``ids``: the daemon's, which were asked for), read through NVML,
     else AMD SMI, frozen at their current limits with ``cause`` as the reason."""
-    from zeus_airflow.core.train.gpu_lease import GuardedGPUs
-
     problems = []
     for name, opener in (("NVML", lambda: _nvml_for(ids)), ("AMD SMI", lambda: _amd(None))):
         try:

@@ -27,29 +27,18 @@ import socket
 from collections.abc import Sequence
 from contextlib import ExitStack, closing
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import psutil
 
 from zeus_airflow.core.common.config import check_node_name
-from zeus_airflow.core.devices.base import (
-    DeviceError,
-    GPUGroup,
-    MeasurementKind,
-    PowerLimitUnavailableError,
-)
+from zeus_airflow.core.devices.base import DeviceError, GPUGroup
+from zeus_airflow.core.devices.guarded import GuardedGPUs, LeasableGPUs
 from zeus_airflow.core.store.base import Lease, LeaseRequest, Store, StoreError
 
 _PID_START_SLACK_S = 1.0
 """A process created up to this long after its lease was stamped is still its holder
 (the two clocks are read a few ms apart)."""
-
-
-@runtime_checkable
-class LeasableGPUs(GPUGroup, Protocol):
-    """Real GPUs, which have UUIDs: the only ones whose limits outlive the task."""
-
-    uuids: tuple[str, ...]
 
 
 _LEFT_BEHIND: set[tuple[str, int]] = set()
@@ -199,60 +188,6 @@ def _restore(lease: Lease, gpus: LeasableGPUs) -> None:
     if limits[position] != lease.original_limit_w:
         limits[position] = lease.original_limit_w
         gpus.set_power_limits_w(limits)
-
-
-class GuardedGPUs:
-    """Real GPUs whose limits can be frozen: after :meth:`freeze`, setting a limit raises
-    PowerLimitUnavailableError, which the profiler answers by measuring at the current limit,
-    and :attr:`limits_fixed_because` says why, so that the engine never tries."""
-
-    def __init__(self, device: LeasableGPUs) -> None:
-        self.device = device
-        self.measurement: MeasurementKind = device.measurement
-        self.model = device.model
-        self.count = device.count
-        self.indices = device.indices
-        self.uuids = device.uuids
-        self.control: str = getattr(device, "control", "nvml")
-        """How the limits are set: ``nvml`` or ``zeusd``."""
-        self.frozen_because: str | None = None
-
-    def freeze(self, because: str) -> None:
-        if self.frozen_because is None:
-            self.frozen_because = because
-
-    def power_limit_range_w(self) -> tuple[int, int]:
-        return self.device.power_limit_range_w()
-
-    def candidate_power_limits_w(self) -> tuple[int, ...]:
-        return self.device.candidate_power_limits_w()
-
-    def get_power_limits_w(self) -> tuple[int, ...]:
-        return self.device.get_power_limits_w()
-
-    def set_power_limits_w(self, limits_w: Sequence[int]) -> None:
-        if self.frozen_because is not None:
-            raise PowerLimitUnavailableError(self.frozen_because)
-        self.device.set_power_limits_w(limits_w)
-
-    @property
-    def limits_fixed_because(self) -> str | None:
-        return self.frozen_because or self.device.limits_fixed_because
-
-    def energy_j(self) -> float:
-        return self.device.energy_j()
-
-    def now_s(self) -> float:
-        return self.device.now_s()
-
-    def energy_update_period_s(self) -> float:
-        return self.device.energy_update_period_s()
-
-    def synchronize(self) -> None:
-        self.device.synchronize()
-
-    def close(self) -> None:
-        self.device.close()
 
 
 class PowerLimitGuard:
