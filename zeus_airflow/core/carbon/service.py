@@ -131,11 +131,11 @@ class CarbonService:
             )
             broken = SourceError(f"{type(err).__name__}: {err}")
             run, per_try = account(broken, zone, tries, fallback, plan)
-        if run.provenance == "fallback":
+        if run.carbon_provenance == "fallback":
             self._log.warning(
                 "Zeus: the run's carbon intensity fell back to %.4g gCO2e/kWh: %s",
-                run.intensity_g_per_kwh,
-                run.note,
+                run.carbon_intensity_g_per_kwh,
+                run.carbon_note,
             )
         record = stored(run, per_try, tries)
         try:
