@@ -24,7 +24,7 @@ from zeus_airflow.core.carbon.options import CarbonOptions
 from zeus_airflow.core.carbon.planner import StartPlan, plan_start, start_now
 from zeus_airflow.core.carbon.recurrence import TrySpan, account, stored
 from zeus_airflow.core.carbon.signal import GridSource, SourceError
-from zeus_airflow.core.domain import RecurrenceKey, RunCarbon
+from zeus_airflow.core.domain import RecurrenceKey, RunCarbon, energy_with_setup_j
 from zeus_airflow.core.store.base import StoreError
 
 if TYPE_CHECKING:
@@ -161,7 +161,7 @@ class CarbonService:
             if p.started_at is not None and p.trial_id not in spans
         }
         return [
-            TrySpan(t.trial_id, t.outcome.energy_with_setup_j(), *spans[t.trial_id])
+            TrySpan(t.trial_id, energy_with_setup_j(t.outcome), *spans[t.trial_id])
             for t in result.tries
             if t.trial_id in spans
         ]
