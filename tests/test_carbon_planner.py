@@ -248,14 +248,14 @@ def test_a_recurrence_sums_its_tries_each_over_its_own_span() -> None:
     assert per_try[1].emissions_g == pytest.approx(100.0)
     assert per_try[2].emissions_g == pytest.approx(900.0)
     assert run.emissions_g == pytest.approx(1000.0)
-    assert run.intensity_g_per_kwh == pytest.approx(250.0)  # 1000 g over 4 kWh
+    assert run.carbon_intensity_g_per_kwh == pytest.approx(250.0)  # 1000 g over 4 kWh
     assert run.energy_cost == pytest.approx(0.001 * 10 + 0.003 * 30)
     assert run.start_delay_s == plan.delay_s == per_try[2].start_delay_s
     # A source that cannot be built (no Connection): the fallback, with the reason.
     broken, _ = account(
         SourceError("no such Airflow connection"), "DE", tries, Fallback(400.0), None
     )
-    assert (broken.provenance, broken.emissions_g) == ("fallback", pytest.approx(1600.0))
-    assert "no such Airflow connection" in broken.note
+    assert (broken.carbon_provenance, broken.emissions_g) == ("fallback", pytest.approx(1600.0))
+    assert "no such Airflow connection" in broken.carbon_note
     nothing, none = account(SourceError("down"), "DE", tries, None, None)
-    assert nothing.emissions_g is None and none == {} and nothing.note == "down"
+    assert nothing.emissions_g is None and none == {} and nothing.carbon_note == "down"

@@ -182,3 +182,44 @@ def test_every_status_has_a_place(status: str) -> None:
     assert [status in group for group in (LIVE_STATUSES, VOID_STATUSES, REPLACED_STATUSES)].count(
         True
     ) == 1
+
+
+def _row(try_number: int, batch_size: int, status: str, energy_j: float | None) -> Any:
+    from types import SimpleNamespace
+
+    return SimpleNamespace(
+        dag_id="d",
+        task_id="t",
+        run_id="r",
+        map_index=-1,
+        try_number=try_number,
+        batch_size=batch_size,
+        status=status,
+        measurement="replayed",
+        energy_j=energy_j,
+        time_s=None if energy_j is None else energy_j / 100,
+        setup_energy_j=None if energy_j is None else 10.0,
+        setup_time_s=None if energy_j is None else 1.0,
+    )
+
+
+def test_a_run_is_its_task_instance_s_tries_from_its_latest_airflow_try() -> None:
+    """``domain.group_runs``: an Airflow retry starts the run over; ``finished_run``: its
+    figures by ``run_of``, its batch size the last try's, the first kept for planning."""
+    from zeus_airflow.core.domain import (
+        energy_with_setup_j,
+        finished_run,
+        group_runs,
+        time_with_setup_s,
+    )
+
+    history = [_row(1, 8, "error", None), _row(2, 32, "failed", 400.0)]
+    retried = [*history, _row(2, 64, "succeeded", 600.0)]
+    (run,) = group_runs(retried)
+    assert [t.batch_size for t in run] == [32, 64]
+    past = finished_run(run)
+    assert past is not None
+    assert (past.batch_size, past.first_batch_size) == (64, 32)
+    assert (past.energy_j, past.time_s, past.setup_energy_j) == (1000.0, 10.0, 20.0)
+    assert (energy_with_setup_j(past), time_with_setup_s(past)) == (1020.0, 12.0)
+    assert finished_run([_row(1, 8, "running", None)]) is None

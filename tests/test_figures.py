@@ -90,3 +90,20 @@ def test_xcoms_and_metrics_are_the_declared_ones() -> None:
 
     footprint = RunCarbon("DE", 1.0, 2.0, 300.0, "fixed")
     assert tuple(carbon_xcom_values(footprint)) == CARBON_XCOM_KEYS
+
+
+def test_a_run_s_carbon_record_names_its_fields_as_the_declaration_does() -> None:
+    """``RunCarbon``'s fields are the declared run figures, by name and in order: no table
+    renames one on its way to the store or the XComs."""
+    from dataclasses import fields
+
+    from zeus_airflow.core.domain import RUN_FIGURES, RunCarbon
+
+    assert tuple(f.name for f in fields(RunCarbon)) == RUN_FIGURES
+    footprint = RunCarbon("DE", 1.0, None, 300.0, "fixed")
+    assert footprint.figures() == dict.fromkeys(RUN_FIGURES) | {
+        "carbon_zone": "DE",
+        "emissions_g": 1.0,
+        "carbon_intensity_g_per_kwh": 300.0,
+        "carbon_provenance": "fixed",
+    }

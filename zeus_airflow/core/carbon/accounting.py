@@ -182,13 +182,13 @@ def run_footprint(
     grams = sum(r.emissions_g or 0.0 for r in records)
     kwh = energy_j / J_PER_KWH
     costs = [r.energy_cost for r in records]
-    note = "; ".join(dict.fromkeys(r.note for r in records if r.note))
+    note = "; ".join(dict.fromkeys(r.carbon_note for r in records if r.carbon_note))
     return RunCarbon(
         zone,
         grams,
         None if None in costs else sum(c or 0.0 for c in costs),
-        grams / kwh if kwh > 0 else records[-1].intensity_g_per_kwh,
-        worst_provenance([r.provenance for r in records if r.provenance]),
+        grams / kwh if kwh > 0 else records[-1].carbon_intensity_g_per_kwh,
+        worst_provenance([r.carbon_provenance for r in records if r.carbon_provenance]),
         note,
         *(None, None, None, None)
         if plan is None

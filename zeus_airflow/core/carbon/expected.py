@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 from zeus_airflow.core.carbon.planner import ExpectedRun
 from zeus_airflow.core.decide import outlook
 from zeus_airflow.core.decide.snapshot import job_snapshot
-from zeus_airflow.core.store.reads import JobPast, PastRun
+from zeus_airflow.core.domain import PastRun, energy_with_setup_j, time_with_setup_s
+from zeus_airflow.core.store.reads import JobPast
 
 if TYPE_CHECKING:
     from zeus_airflow.core.store.sql import SQLStore
@@ -44,7 +45,8 @@ def _learned(past: JobPast) -> ExpectedRun | None:
     except outlook.OutOfOrder:  # another policy's history: no size to expect
         phase, upcoming = "", None
     done = past.finished
-    at_size = [r for r in done if r.batch_size == upcoming]
+    # Runs that began with the size: their first decision was the one the next run's will be.
+    at_size = [r for r in done if r.first_batch_size == upcoming]
     chosen: list[PastRun] | tuple[PastRun, ...]
     if at_size:
         chosen, what = at_size, f"b={upcoming}, next in {phase}"
@@ -55,8 +57,8 @@ def _learned(past: JobPast) -> ExpectedRun | None:
     chosen = chosen[-RECENT_RUNS:]
     if not chosen:
         return None
-    time_s = sum(r.time_with_setup_s() for r in chosen)
-    energy_j = sum(r.energy_with_setup_j() for r in chosen)
+    time_s = sum(time_with_setup_s(r) for r in chosen)
+    energy_j = sum(energy_with_setup_j(r) for r in chosen)
     n = len(chosen)
     measurement = chosen[-1].measurement
     note = "" if measurement == "measured" else f", {measurement}"

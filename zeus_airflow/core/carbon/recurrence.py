@@ -70,7 +70,7 @@ def stored(
     last = records[-1]
     return replace(
         run,
-        intensity_g_per_kwh=last.intensity_g_per_kwh,
-        provenance=last.provenance,
-        note=last.note,
+        carbon_intensity_g_per_kwh=last.carbon_intensity_g_per_kwh,
+        carbon_provenance=last.carbon_provenance,
+        carbon_note=last.carbon_note,
     )

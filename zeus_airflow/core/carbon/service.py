@@ -24,7 +24,7 @@ from zeus_airflow.core.carbon.options import CarbonOptions
 from zeus_airflow.core.carbon.planner import StartPlan, plan_start, start_now
 from zeus_airflow.core.carbon.recurrence import TrySpan, account, stored
 from zeus_airflow.core.carbon.signal import GridSource, SourceError
-from zeus_airflow.core.domain import RecurrenceKey, RunCarbon
+from zeus_airflow.core.domain import RecurrenceKey, RunCarbon, energy_with_setup_j
 from zeus_airflow.core.store.base import StoreError
 
 if TYPE_CHECKING:
@@ -131,11 +131,11 @@ class CarbonService:
             )
             broken = SourceError(f"{type(err).__name__}: {err}")
             run, per_try = account(broken, zone, tries, fallback, plan)
-        if run.provenance == "fallback":
+        if run.carbon_provenance == "fallback":
             self._log.warning(
                 "Zeus: the run's carbon intensity fell back to %.4g gCO2e/kWh: %s",
-                run.intensity_g_per_kwh,
-                run.note,
+                run.carbon_intensity_g_per_kwh,
+                run.carbon_note,
             )
         record = stored(run, per_try, tries)
         try:
@@ -161,7 +161,7 @@ class CarbonService:
             if p.started_at is not None and p.trial_id not in spans
         }
         return [
-            TrySpan(t.trial_id, t.outcome.energy_with_setup_j(), *spans[t.trial_id])
+            TrySpan(t.trial_id, energy_with_setup_j(t.outcome), *spans[t.trial_id])
             for t in result.tries
             if t.trial_id in spans
         ]

@@ -30,7 +30,6 @@ from zeus_airflow.core.domain.figures import (
     Figure,
     Shown,
     TrainingFigures,
-    run_of,
 )
 from zeus_airflow.core.domain.job import (
     Decide,
@@ -63,6 +62,15 @@ from zeus_airflow.core.domain.outcome import (
     StopReason,
 )
 from zeus_airflow.core.domain.phases import EXPLORATION_PHASES, Phase, counts_as_observation
+from zeus_airflow.core.domain.runs import (
+    PastRun,
+    energy_with_setup_j,
+    finished_run,
+    group_runs,
+    run_batch_size,
+    run_of,
+    time_with_setup_s,
+)
 from zeus_airflow.core.domain.trials import (
     LIVE_STATUSES,
     REPLACED_STATUSES,
@@ -114,6 +122,7 @@ __all__ = [
     "JobState",
     "Observed",
     "ObserverReport",
+    "PastRun",
     "PendingResult",
     "Phase",
     "PowerProfile",
@@ -132,12 +141,17 @@ __all__ = [
     "Version",
     "claim_problem",
     "counts_as_observation",
+    "energy_with_setup_j",
+    "finished_run",
+    "group_runs",
     "may_become",
     "outbox_from_json",
     "outbox_to_json",
     "outcome_problem",
     "pending_problem",
     "read_outbox",
+    "run_batch_size",
     "run_of",
     "takes_result",
+    "time_with_setup_s",
 ]

@@ -3,34 +3,27 @@ the plan (``core/carbon/`` computes them, the store keeps them, the reports show
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 from zeus_airflow.core.common.units import show_emissions, show_time
 from zeus_airflow.core.domain.figures import RUN_FIGURES
 
-_FIGURE_NAMES = {
-    "zone": "carbon_zone",
-    "intensity_g_per_kwh": "carbon_intensity_g_per_kwh",
-    "provenance": "carbon_provenance",
-    "note": "carbon_note",
-}
-"""The declared name of each field that the record names for itself (the others: the same)."""
-
 
 @dataclass(frozen=True)
 class RunCarbon:
     """gCO2e, cost (the price's currency) and gCO2e/kWh of one try or run, with the
-    provenance of the intensity; the start plan's figures when the start was chosen."""
+    provenance of the intensity; the start plan's figures when the start was chosen. Its
+    fields are its declared figures (``domain.figures.RUN_FIGURES``), under their names."""
 
-    zone: str
+    carbon_zone: str
     emissions_g: float | None
     energy_cost: float | None
-    intensity_g_per_kwh: float | None
-    provenance: str | None
+    carbon_intensity_g_per_kwh: float | None
+    carbon_provenance: str | None
     """live, forecast, file, fixed or fallback (the least direct figure used)."""
-    note: str = ""
-    """Why a figure fell back."""
+    carbon_note: str = ""
+    """Why a figure fell back ("": none did)."""
     start_delay_s: float | None = None
     """Seconds the start was shifted by; None when no carbon-aware start was asked."""
     expected_emissions_g: float | None = None
@@ -42,13 +35,12 @@ class RunCarbon:
     def figures(self) -> dict[str, Any]:
         """Its figures by their declared names, in their order (``domain.figures.RUN_FIGURES``):
         what the store's ``zeus_run_carbon`` row and the carbon XComs take. No note is None."""
-        own = {_FIGURE_NAMES.get(f.name, f.name): getattr(self, f.name) for f in fields(self)}
-        own["carbon_note"] = self.note or None
-        return {name: own[name] for name in RUN_FIGURES}
+        own = {name: getattr(self, name) for name in RUN_FIGURES}
+        return own | {"carbon_note": self.carbon_note or None}
 
     def describe(self) -> str:
         """E.g. ``38.1 gCO2e (forecast, DE) · started 2.5 h later``: the run summary's."""
-        text = f"{show_emissions(self.emissions_g)} ({self.provenance}, {self.zone})"
+        text = f"{show_emissions(self.emissions_g)} ({self.carbon_provenance}, {self.carbon_zone})"
         if self.start_delay_s:
             text += f" · started {show_time(self.start_delay_s)} later"
         return text

@@ -6,11 +6,11 @@ job page's runs tables).
 field's metadata and its meaning in the docstring under it (the JSON API documents a run's
 fields from them). Everything else is derived from it: the ``zeus_trials`` columns
 (``core/store/tables.py``; the migrations are still written, and a test compares them), what
-the store writes when a try finishes (``core/store/sql.py``), :func:`run_of`, the one rule
-that adds tries up into a run (the engine's ``RecurrenceResult`` and the reports' runs), the
-XCom keys and the metrics (``operators/``), and the runs tables' figure columns (``cli/views.py``,
-the plugin's ``job.html``). ``RUN_FACTS`` declares the few things a run publishes that are not
-a try's figure (its batch size, its number of tries, ...).
+the store writes when a try finishes (``core/store/sql.py``), ``domain.runs.run_of``, the one
+rule that adds tries up into a run (the engine's ``RecurrenceResult``, the reports' runs and
+planning's past runs), the XCom keys and the metrics (``operators/``), and the runs tables'
+figure columns (``cli/views.py``, the plugin's ``job.html``). ``RUN_FACTS`` declares the few
+things a run publishes that are not a try's figure (its batch size, its number of tries, ...).
 
 Adding a figure: a field here, the measurement that produces it (``RunOutcome``, or the carbon
 code for a run-level one) and a migration.
@@ -19,7 +19,7 @@ code for a run-level one) and a migration.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
 
@@ -412,12 +412,6 @@ class TrainingFigures:
         waited = self.unshifted_intensity_g_per_kwh if self.start_delay_s else None
         return waited if waited is not None else self.carbon_intensity_g_per_kwh
 
-    def energy_with_setup_j(self, training_j: float | None = None) -> float:
-        """Training energy (``training_j``, else its own) and its setup energy (J), 0 for one
-        not measured: what the grid supplied, and what the emissions are of."""
-        training = self.energy_j if training_j is None else training_j
-        return (training or 0.0) + (self.setup_energy_j or 0.0)
-
 
 FIGURES: Mapping[str, Figure] = {
     f.name: replace(f.metadata[_FIGURE], name=f.name) for f in fields(TrainingFigures)
@@ -478,25 +472,6 @@ CARBON_XCOM_KEYS: tuple[str, ...] = tuple(
     f.name for f in FIGURES.values() if f.xcom and f.stored == "run"
 )
 """Keys pushed besides those when the task has a ``carbon_zone``."""
-
-
-def run_of(tries: Sequence[Any], names: Sequence[str] = tuple(FIGURES)) -> dict[str, Any]:
-    """A run's figures from its tries' (objects with the figures as attributes, in order), by
-    each figure's ``adds``: the one rule, for the engine's result and the reports' runs alike.
-    A try counts as finished once it has an ``energy_j``."""
-    last = tries[-1]
-    done = [t for t in tries if t.energy_j is not None]
-    run: dict[str, Any] = {}
-    for name in names:
-        adds = FIGURES[name].adds
-        if adds == "last":
-            run[name] = getattr(last, name)
-            continue
-        values = [getattr(t, name) for t in done]
-        if adds == "sum_known":
-            values = [v for v in values if v is not None]
-        run[name] = None if not values or None in values else sum(values)
-    return run
 
 
 SAVED_VS_DEFAULT: tuple[Figure, ...] = (

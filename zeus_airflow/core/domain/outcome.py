@@ -42,9 +42,10 @@ class ObserverReport:
 
 @dataclass(frozen=True)
 class RunOutcome:
-    """What one try measured. Energy in J, time in s. Its figures are the declared ones of
-    a try (``domain.figures.TRY_FIGURES``), under the same names: the store writes them as
-    they are, and ``domain.run_of`` adds them up into a run."""
+    """What one try measured (a try, not a run: see ``domain/runs.py``). Energy in J, time in
+    s. Its figures are the declared ones of a try (``domain.figures.TRY_FIGURES``), under the
+    same names: the store writes them as they are, and ``domain.run_of`` adds them up into a
+    run."""
 
     batch_size: int
     power_limit_w: int
@@ -90,10 +91,6 @@ class RunOutcome:
     budget_left_runs: float | None = None
     """The exploration budget left after the try, in Default runs (set by the engine from
     the budget's books, ``budget.budget_after``); None without a budget."""
-
-    def energy_with_setup_j(self) -> float:
-        """Training and setup energy (J): what the grid supplied, what the emissions are of."""
-        return self.energy_j + self.setup_energy_j
 
     @property
     def would_save_energy_j(self) -> float | None:

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from zeus_airflow.core.common.cost import LimitMeasurement
 from zeus_airflow.core.common.units import J_PER_KWH
-from zeus_airflow.core.domain import SAVED_VS_DEFAULT, TrainingFigures
+from zeus_airflow.core.domain import SAVED_VS_DEFAULT, TrainingFigures, energy_with_setup_j
 from zeus_airflow.core.reports.records import DefaultEstimate, Version
 from zeus_airflow.core.store.reads import DefaultRuns, Reader
 
@@ -101,7 +101,7 @@ def default_emissions_g(
         if intensity is None:
             shown.append(None)
             continue
-        shown.append(r.energy_with_setup_j(default.energy_j) / J_PER_KWH * intensity)
+        shown.append(energy_with_setup_j(r, default.energy_j) / J_PER_KWH * intensity)
     return shown
 
 

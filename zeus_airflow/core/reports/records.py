@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any, ClassVar
 
 from zeus_airflow.core.devices.base import MeasurementKind
-from zeus_airflow.core.domain import TrainingFigures, TrialStatus, Version
+from zeus_airflow.core.domain import TrainingFigures, TrialStatus, Version, run_batch_size
 
 
 def attribute_docstrings(cls: type) -> dict[str, str]:
@@ -198,7 +198,8 @@ class RunRecord(TrainingFigures):
 
     @property
     def batch_size(self) -> int:
-        return self.batch_sizes[-1]
+        """The run's (``domain.run_batch_size``: its last try's)."""
+        return run_batch_size(self.batch_sizes)
 
     @property
     def tries(self) -> int:

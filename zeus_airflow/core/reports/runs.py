@@ -1,4 +1,4 @@
-"""A job version's runs: its trials grouped by Airflow task instance.
+"""A job version's runs: its trials grouped by Airflow task instance (``domain.group_runs``).
 
 A run's fields are the trial's (:class:`~zeus_airflow.core.domain.TrialRecord`), read by
 name: its try figures come from its tries' by the declaration's rule (``domain.run_of``), its
@@ -12,10 +12,17 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
-from zeus_airflow.core.domain import FIGURES, RUN_FIGURES, TRY_FIGURES, RecurrenceKey, run_of
+from zeus_airflow.core.domain import (
+    FIGURES,
+    RUN_FIGURES,
+    TRY_FIGURES,
+    RecurrenceKey,
+    group_runs,
+    run_of,
+)
 from zeus_airflow.core.reports.records import RunRecord
 from zeus_airflow.core.store.clock import as_utc as utc
-from zeus_airflow.core.store.reads import Reader, group_runs
+from zeus_airflow.core.store.reads import Reader
 
 _OWN = ("index", "batch_sizes", "started_at", "finished_at", "recorded_late_at")
 """Fields a run computes itself (first start, last finish, ...); its figures come from its

@@ -52,6 +52,7 @@ from zeus_airflow.core.domain import (
     counts_as_observation,
     outcome_problem,
     pending_problem,
+    run_batch_size,
     run_of,
 )
 from zeus_airflow.core.store.base import LateRecord, Store, StoreError, UnrecordedResultError
@@ -118,7 +119,8 @@ class RecurrenceResult:
 
     @property
     def batch_size(self) -> int:
-        return self.final.outcome.batch_size
+        """The run's (``domain.run_batch_size``: its last try's)."""
+        return run_batch_size([t.outcome.batch_size for t in self.tries])
 
     @property
     def power_limit_w(self) -> int:

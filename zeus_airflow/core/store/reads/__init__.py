@@ -4,7 +4,7 @@ and write no SQL; the store decides nothing here either (the policy's view of a 
 reports', from :meth:`~JobReads.job_state`)."""
 
 from zeus_airflow.core.store.reads.fleet import FleetReads, LatestTry
-from zeus_airflow.core.store.reads.history import HistoryReads, JobPast, PastRun, group_runs
+from zeus_airflow.core.store.reads.history import HistoryReads, JobPast
 from zeus_airflow.core.store.reads.jobs import JobReads
 from zeus_airflow.core.store.reads.profiles import ProfileReads
 from zeus_airflow.core.store.reads.trials import (
@@ -23,9 +23,7 @@ __all__ = [
     "DefaultRuns",
     "JobPast",
     "LatestTry",
-    "PastRun",
     "PlaceSums",
     "Reader",
     "RunCount",
-    "group_runs",
 ]
