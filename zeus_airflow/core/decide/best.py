@@ -12,15 +12,15 @@ class NoFeasibleBatchSizeError(RuntimeError):
     """No batch size is left to try, and the job was asked to fail rather than train anyway."""
 
 
-def best_success_cost(snapshot: JobSnapshot) -> float | None:
+def _best_success_cost(snapshot: JobSnapshot) -> float | None:
     """A robust estimate of the best achievable cost: the lowest per-size *mean* of successful
     runs. Not the lowest single run: one lucky run would early-stop every other size."""
     return min(snapshot.success_mean_cost.values(), default=None)
 
 
 def early_stop_bound(snapshot: JobSnapshot) -> float | None:
-    """Training cost above which a try stops: ``beta x`` :func:`best_success_cost`."""
-    best = best_success_cost(snapshot)
+    """Training cost above which a try stops: ``beta x`` :func:`_best_success_cost`."""
+    best = _best_success_cost(snapshot)
     return None if best is None else snapshot.config.beta * best
 
 
