@@ -23,7 +23,6 @@ from sqlalchemy import (
     ColumnElement,
     Connection,
     Integer,
-    Row,
     Select,
     and_,
     bindparam,
@@ -290,7 +289,7 @@ def read_state(
 
 
 def _walk_steps(
-    rows: Sequence[Row[Any]],
+    rows: Sequence[Any],
 ) -> tuple[tuple[ExplorationStep, ...], tuple[ExplorationStep, ...]]:
     """The pruning walk's steps from the job's exploring tries, in decision order: those the
     walk judged, and those stopped at the budget's cap (deferred: no verdict)."""
