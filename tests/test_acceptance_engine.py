@@ -37,6 +37,7 @@ from acceptance_checks import job_problems, read_jobs, summary
 from sqlalchemy import create_engine, select
 
 from zeus_airflow.core.common.config import JobConfig, ProfilerConfig
+from zeus_airflow.core.common.naming import default_job_id
 from zeus_airflow.core.common.traces import PACKAGED_TRACES, load_workload_trace
 from zeus_airflow.core.devices.simulated import DEFAULT_CURVE_WORKLOAD, SimulatedGPU
 from zeus_airflow.core.domain import RecurrenceKey
@@ -44,7 +45,6 @@ from zeus_airflow.core.store.sql import SQLStore
 from zeus_airflow.core.store.tables import trials
 from zeus_airflow.core.train.engine import Engine
 from zeus_airflow.core.train.run import TrainingRun
-from zeus_airflow.operators.naming import default_job_id
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "acceptance_dags"))
 import regional_workload as workload

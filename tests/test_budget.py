@@ -25,19 +25,15 @@ from zeus_airflow.core.decide.budget import (
     profiling_credit,
     unknown_default_bound,
 )
-from zeus_airflow.core.decide.policy import (
-    DefaultPolicy,
-    NoFeasibleBatchSizeError,
-    ZeusPolicy,
-    earned_another_try,
-    frontier,
-    job_phase,
+from zeus_airflow.core.decide.exploring import (
     may_explore_now,
     needed_cap,
     priced_exploit,
-    pruning_state,
     verdict_cost,
 )
+from zeus_airflow.core.decide.in_play import earned_another_try, frontier, job_phase
+from zeus_airflow.core.decide.policy import DefaultPolicy, NoFeasibleBatchSizeError, ZeusPolicy
+from zeus_airflow.core.decide.walk import pruning_state
 from zeus_airflow.core.devices.replay import ReplayGPU
 from zeus_airflow.core.domain import (
     ArmStats,

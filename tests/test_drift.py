@@ -16,7 +16,7 @@ from usage_errors import assert_usage_error
 from zeus_airflow.cli import main
 from zeus_airflow.core.common.config import ConfigError, JobConfig
 from zeus_airflow.core.common.traces import load_workload_trace
-from zeus_airflow.core.decide.policy import pruning_state
+from zeus_airflow.core.decide.walk import pruning_state
 from zeus_airflow.core.domain import ExplorationStep
 from zeus_airflow.sim.drift import (
     Drift,

@@ -11,13 +11,11 @@ from fixtures_airflow import TRACES
 
 from zeus_airflow.core.common.config import ConfigError, JobConfig
 from zeus_airflow.core.decide.drift import CHANGE_Z, MIN_SEGMENT, arm_view, change_point
-from zeus_airflow.core.decide.policy import (
-    ZeusPolicy,
-    job_phase,
-    pruning_state,
-    stale_neighbour,
-)
+from zeus_airflow.core.decide.in_play import job_phase
+from zeus_airflow.core.decide.policy import ZeusPolicy
 from zeus_airflow.core.decide.posterior import PRIOR_COST_CV
+from zeus_airflow.core.decide.sampling import stale_neighbour
+from zeus_airflow.core.decide.walk import pruning_state
 from zeus_airflow.core.domain import (
     ArmStats,
     DriftFound,

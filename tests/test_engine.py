@@ -11,7 +11,8 @@ from sqlalchemy import select
 from zeus_airflow.core.common.config import JobConfig, ProfilerConfig
 from zeus_airflow.core.common.limit_search import LimitObjective
 from zeus_airflow.core.common.traces import WorkloadTrace, load_workload_trace
-from zeus_airflow.core.decide.policy import ZeusPolicy, job_phase
+from zeus_airflow.core.decide.in_play import job_phase
+from zeus_airflow.core.decide.policy import ZeusPolicy
 from zeus_airflow.core.decide.snapshot import job_snapshot
 from zeus_airflow.core.devices.replay import ReplayGPU
 from zeus_airflow.core.domain import JobSnapshot, PowerProfile, RecurrenceKey

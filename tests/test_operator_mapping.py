@@ -9,9 +9,9 @@ import pytest
 from fixtures_airflow import daily, rendered_fields, sync_dag
 from sqlalchemy import create_engine, select
 
+from zeus_airflow.core.common.naming import default_job_id, map_label
 from zeus_airflow.core.store.tables import jobs, trials
 from zeus_airflow.core.train.run import TrainingRun
-from zeus_airflow.operators.naming import default_job_id, map_label
 from zeus_airflow.operators.replay import replay_job_settings, replay_train
 
 pytestmark = pytest.mark.usefixtures("dag_test")

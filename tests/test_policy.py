@@ -8,27 +8,26 @@ import numpy as np
 import pytest
 
 from zeus_airflow.core.common.config import JobConfig
+from zeus_airflow.core.decide.best import early_stop_bound
+from zeus_airflow.core.decide.in_play import infeasibility_report, job_phase, pruning_reasons
+from zeus_airflow.core.decide.parameters import DEFAULT_PARAMETERS, PolicyParameters
 from zeus_airflow.core.decide.policy import (
-    DEFAULT_PARAMETERS,
     DefaultPolicy,
     GridSearchPolicy,
-    HistoryOutOfOrderError,
     NoFeasibleBatchSizeError,
-    PolicyParameters,
     ZeusPolicy,
-    cannot_win,
-    early_stop_bound,
-    infeasibility_report,
-    is_dominated,
-    job_phase,
-    pruning_reasons,
-    pruning_state,
 )
 from zeus_airflow.core.decide.posterior import (
     PRIOR_COST_CV,
     arm_posterior,
     cost_variance,
     pooled_cost_cv,
+)
+from zeus_airflow.core.decide.walk import (
+    HistoryOutOfOrderError,
+    cannot_win,
+    is_dominated,
+    pruning_state,
 )
 from zeus_airflow.core.domain import (
     ArmStats,

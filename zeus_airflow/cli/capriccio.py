@@ -193,6 +193,18 @@ def _register_run(actions: argparse._SubParsersAction) -> None:
     _corpus_arguments(parser, CorpusSpec())
     _size_arguments(parser)
     parser.add_argument("--slices", type=int, default=38, help="slices to retrain on (paper: 38)")
+    _job_arguments(parser, job)
+    _device_arguments(parser)
+    parser.add_argument(
+        "--store-url", default=None, help="SQLAlchemy URL of the store (default: in memory)"
+    )
+    parser.add_argument("--output-csv", required=True, type=Path)
+    parser.add_argument("--plot", type=Path, default=None)
+    parser.set_defaults(handler=_run)
+
+
+def _job_arguments(parser: argparse.ArgumentParser, job: CapriccioJob) -> None:
+    """The job's settings (``CapriccioJob``'s defaults) and the policy's seed."""
     parser.add_argument(
         "--target",
         type=float,
@@ -209,6 +221,10 @@ def _register_run(actions: argparse._SubParsersAction) -> None:
     parser.add_argument("--beta", type=float, default=job.beta)
     parser.add_argument("--eta", type=float, default=DEFAULT_ETA)
     parser.add_argument("--seed", type=int, default=1)
+
+
+def _device_arguments(parser: argparse.ArgumentParser) -> None:
+    """The simulated GPU, its clock and the CPU threads that train."""
     parser.add_argument("--gpu", default="v100", help="trace GPU of the simulated device")
     parser.add_argument(
         "--curve",
@@ -223,12 +239,6 @@ def _register_run(actions: argparse._SubParsersAction) -> None:
         "on a shared machine) or by the wall clock",
     )
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
-    parser.add_argument(
-        "--store-url", default=None, help="SQLAlchemy URL of the store (default: in memory)"
-    )
-    parser.add_argument("--output-csv", required=True, type=Path)
-    parser.add_argument("--plot", type=Path, default=None)
-    parser.set_defaults(handler=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -245,17 +255,7 @@ def _run(args: argparse.Namespace) -> int:
     from zeus_airflow.core.devices.spec import resolve_traces_dir
     from zeus_airflow.core.store.sql import SQLStore
 
-    # Every argument is checked before the corpus is built or anything trains.
-    sizes = SliceSizes(args.slice_size, args.val_size)
-    job = CapriccioJob(
-        target_metric=args.target,
-        max_epochs=args.max_epochs,
-        window_size=args.window,
-        beta=args.beta,
-    )
-    job.job_config("capriccio", args.eta)
-    if args.threads < 1:
-        raise ConfigError(f"threads={args.threads} is invalid: expected an integer >= 1")
+    sizes, job = _checked_job(args)
     trace = load_workload_trace(resolve_traces_dir(args.traces), args.gpu, args.curve)
     tweets, shift, source = _corpus(args)
     torch.set_num_threads(args.threads)
@@ -282,7 +282,30 @@ def _run(args: argparse.Namespace) -> int:
         split_seed=args.split_seed,
         on_slice=_progress,
     )
-    wall_s = time.perf_counter() - started
+    _report(args, outcomes, time.perf_counter() - started, source)
+    return 0
+
+
+def _checked_job(args: argparse.Namespace) -> tuple[SliceSizes, CapriccioJob]:
+    """The slices' sizes and the job, every argument checked before the corpus is built or
+    anything trains."""
+    sizes = SliceSizes(args.slice_size, args.val_size)
+    job = CapriccioJob(
+        target_metric=args.target,
+        max_epochs=args.max_epochs,
+        window_size=args.window,
+        beta=args.beta,
+    )
+    job.job_config("capriccio", args.eta)
+    if args.threads < 1:
+        raise ConfigError(f"threads={args.threads} is invalid: expected an integer >= 1")
+    return sizes, job
+
+
+def _report(
+    args: argparse.Namespace, outcomes: list[SliceOutcome], wall_s: float, source: str
+) -> None:
+    """The CSV, the summary line and the plot of a finished run."""
     write_csv(args.output_csv, CSV_COLUMNS, map(_row, outcomes))
     failed = sum(not o.reached_target for o in outcomes)
     print(
@@ -295,7 +318,6 @@ def _run(args: argparse.Namespace) -> int:
 
         plot_capriccio(outcomes, args.plot, f"Capriccio ({source})")
         print(f"wrote {args.plot}")
-    return 0
 
 
 def _corpus(args: argparse.Namespace) -> tuple[Tweets, date | None, str]:

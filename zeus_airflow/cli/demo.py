@@ -28,9 +28,9 @@ import zeus_airflow
 from zeus_airflow.cli.demo_runs import DAG_ID, TASK_ID
 from zeus_airflow.cli.options import TRACES_HELP
 from zeus_airflow.core.common.config import ConfigError
+from zeus_airflow.core.common.naming import default_job_id, job_url
 from zeus_airflow.core.common.traces import load_workload_trace
 from zeus_airflow.core.devices.spec import TRACES_ENV, parse_device, resolve_traces_dir
-from zeus_airflow.operators.naming import default_job_id, job_url
 from zeus_airflow.sim.simulator import default_configuration, oracle
 
 DEFAULT_DAYS = 60

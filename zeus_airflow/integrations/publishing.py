@@ -156,6 +156,6 @@ def _try_of(ti: Any) -> tuple[str, str, str, int | None, int]:
 
 def _run_name(ti: Any) -> str:
     """``<dag_id>.<task_id>.<run_id>``, with ``[<map_index>]`` for a mapped task instance."""
-    from zeus_airflow.operators.naming import default_job_id, map_label
+    from zeus_airflow.core.common.naming import default_job_id, map_label
 
     return f"{default_job_id(ti.dag_id, ti.task_id, map_label(ti.map_index))}.{ti.run_id}"

@@ -31,8 +31,8 @@ from zeus_airflow.core.common.config import (
     is_blank,
     plain_numbers,
 )
+from zeus_airflow.core.common.naming import default_job_id
 from zeus_airflow.core.devices.spec import parse_device
-from zeus_airflow.operators.naming import default_job_id
 
 if TYPE_CHECKING:
     from zeus_airflow.core.carbon.options import CarbonOptions

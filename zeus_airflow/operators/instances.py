@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from zeus_airflow.core.common.config import check_job_id
+from zeus_airflow.core.common.naming import UNMAPPED, default_job_id, map_label
 from zeus_airflow.core.domain import RecurrenceKey
-from zeus_airflow.operators.naming import UNMAPPED, default_job_id, map_label
 
 if TYPE_CHECKING:
     from zeus_airflow.core.store.sql import SQLStore

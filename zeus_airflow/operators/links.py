@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from airflow.sdk import BaseOperatorLink
 
-from zeus_airflow.operators.naming import UI_PREFIX, default_job_id, job_url
+from zeus_airflow.core.common.naming import UI_PREFIX, default_job_id, job_url
 
 if TYPE_CHECKING:
     from airflow.sdk import BaseOperator

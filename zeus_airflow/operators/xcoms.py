@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from zeus_airflow.core.common.naming import UNMAPPED
 from zeus_airflow.core.domain import (
     CARBON_XCOM_KEYS,
     XCOM_KEYS,
@@ -17,7 +18,6 @@ from zeus_airflow.core.domain import (
     read_outbox,
 )
 from zeus_airflow.core.domain.finite import finite_or_none
-from zeus_airflow.operators.naming import UNMAPPED
 
 if TYPE_CHECKING:
     from zeus_airflow.core.domain import RunCarbon

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from zeus_airflow.operators.naming import default_job_id
+from zeus_airflow.core.common.naming import default_job_id
 
 
 @dataclass(frozen=True)

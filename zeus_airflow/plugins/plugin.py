@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.plugins_manager import AirflowPlugin
 
 from zeus_airflow import airflow_compat  # noqa: F401  (an unsupported Airflow: a clear error)
-from zeus_airflow.operators.naming import UI_PREFIX
+from zeus_airflow.core.common.naming import UI_PREFIX
 
 if TYPE_CHECKING:
     from starlette.types import Receive, Scope, Send

@@ -11,7 +11,7 @@ from urllib.parse import quote, urlencode
 
 from starlette.requests import HTTPConnection
 
-from zeus_airflow.operators.naming import UI_PREFIX, job_url
+from zeus_airflow.core.common.naming import UI_PREFIX, job_url
 
 
 @dataclass(frozen=True)

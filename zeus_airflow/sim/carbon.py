@@ -33,7 +33,7 @@ import numpy as np
 from zeus_airflow.core.carbon.planner import ExpectedRun
 from zeus_airflow.core.carbon.service import emissions, expected_run, plan_start
 from zeus_airflow.core.carbon.signal import GridPoint
-from zeus_airflow.core.common.traces import load_workload_trace
+from zeus_airflow.core.common.traces import WorkloadTrace, load_workload_trace
 from zeus_airflow.core.common.units import J_PER_KWH
 from zeus_airflow.core.decide.policy import DefaultPolicy, ZeusPolicy
 from zeus_airflow.core.devices.replay import ReplayGPU
@@ -160,30 +160,9 @@ def run_carbon_experiment(
     if grid is None:
         grid = synthetic_intensity(spec.days + 2, spec.seed)
         trace_label = trace_label or "synthetic (see synthetic_intensity)"
-    first = min(p.start for p in grid)
-    day0 = first.replace(hour=spec.schedule_hour, minute=0, second=0, microsecond=0)
-    if day0 < first:
-        day0 += 24 * HOUR
-    quiet = logging.getLogger("zeus_airflow.sim.carbon")
-    quiet.setLevel(logging.ERROR)
+    day0 = _first_schedule(grid, spec.schedule_hour)
     sim = SimulationSpec("zeus", spec.gpu, spec.workload, spec.seed, spec.traces_dir)
-    engines = {}
-    for name, policy in (("default", DefaultPolicy()), ("zeus", ZeusPolicy())):
-        gpu = ReplayGPU(trace)
-        store = SQLStore.in_memory()
-        engines[name] = (
-            Engine(
-                store,
-                gpu,
-                job_config(trace, sim),
-                policy,
-                seed=spec.seed,
-                heartbeat_s=None,
-                log=quiet,
-            ),
-            ReplayTraining(gpu, seed=spec.seed),
-            store,
-        )
+    engines = _engines(spec, trace, sim)
     arms = {arm: ArmResult(arm) for arm in ARMS}
     rng = np.random.default_rng(spec.seed + 1000)
     job_id = job_config(trace, sim).job_id
@@ -205,25 +184,78 @@ def run_carbon_experiment(
             "both": plan_start(scheduled, deadline, learned or guessed, forecast).start_at,
         }
         starts["both_guess"] = starts["carbon"]
-        for arm in ARMS:
-            run = runs["default" if arm in ("default", "carbon") else "zeus"]
-            begin = starts[arm]
-            end = begin + timedelta(seconds=run.time_s)
-            result = arms[arm]
-            result.energy_j.append(run.energy_j)
-            span = emissions(TRACE_ZONE, run.energy_j, begin, end, _window(grid, begin, end))
-            result.emissions_g.append(span.emissions_g)
-            result.delay_s.append((begin - scheduled).total_seconds())
-            if end > deadline:
-                result.late_days.append(day)
+        _account_day(arms, runs, starts, grid, day, scheduled, deadline)
+    return CarbonExperimentResult(spec, trace_label, arms, _hourly_mean(grid))
+
+
+def _first_schedule(grid: Sequence[GridPoint], hour: int) -> datetime:
+    """The first day's scheduled start: ``hour`` UTC on the grid's first day, else the next."""
+    first = min(p.start for p in grid)
+    day0 = first.replace(hour=hour, minute=0, second=0, microsecond=0)
+    if day0 < first:
+        day0 += 24 * HOUR
+    return day0
+
+
+_Engines = dict[str, tuple[Engine, ReplayTraining, SQLStore]]
+
+
+def _engines(spec: CarbonExperimentSpec, trace: WorkloadTrace, sim: SimulationSpec) -> _Engines:
+    """Default's and Zeus's engines, each on its own replay GPU and in-memory store."""
+    quiet = logging.getLogger("zeus_airflow.sim.carbon")
+    quiet.setLevel(logging.ERROR)
+    engines: _Engines = {}
+    for name, policy in (("default", DefaultPolicy()), ("zeus", ZeusPolicy())):
+        gpu = ReplayGPU(trace)
+        store = SQLStore.in_memory()
+        engines[name] = (
+            Engine(
+                store,
+                gpu,
+                job_config(trace, sim),
+                policy,
+                seed=spec.seed,
+                heartbeat_s=None,
+                log=quiet,
+            ),
+            ReplayTraining(gpu, seed=spec.seed),
+            store,
+        )
+    return engines
+
+
+def _account_day(
+    arms: dict[str, ArmResult],
+    runs: dict[str, RecurrenceResult],
+    starts: dict[str, datetime],
+    grid: Sequence[GridPoint],
+    day: int,
+    scheduled: datetime,
+    deadline: datetime,
+) -> None:
+    """Each arm's day: its run (Default's or Zeus's) started at its start, its emissions over
+    the trace's span of it, its delay, and whether it finished past the deadline."""
+    for arm in ARMS:
+        run = runs["default" if arm in ("default", "carbon") else "zeus"]
+        begin = starts[arm]
+        end = begin + timedelta(seconds=run.time_s)
+        result = arms[arm]
+        result.energy_j.append(run.energy_j)
+        span = emissions(TRACE_ZONE, run.energy_j, begin, end, _window(grid, begin, end))
+        result.emissions_g.append(span.emissions_g)
+        result.delay_s.append((begin - scheduled).total_seconds())
+        if end > deadline:
+            result.late_days.append(day)
+
+
+def _hourly_mean(grid: Sequence[GridPoint]) -> list[float]:
+    """The trace's mean intensity per UTC hour, gCO2e/kWh."""
     shape = [0.0] * 24
     counts = [0] * 24
     for p in grid:
         shape[p.start.hour] += p.intensity_g_per_kwh
         counts[p.start.hour] += 1
-    return CarbonExperimentResult(
-        spec, trace_label, arms, [s / max(c, 1) for s, c in zip(shape, counts, strict=True)]
-    )
+    return [s / max(c, 1) for s, c in zip(shape, counts, strict=True)]
 
 
 def table(result: CarbonExperimentResult) -> str:

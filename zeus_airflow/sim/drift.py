@@ -47,7 +47,8 @@ from zeus_airflow.core.common.config import (
     check_int_below,
 )
 from zeus_airflow.core.common.traces import WorkloadTrace, load_workload_trace
-from zeus_airflow.core.decide.policy import ZeusPolicy, pruning_state
+from zeus_airflow.core.decide.policy import ZeusPolicy
+from zeus_airflow.core.decide.walk import pruning_state
 from zeus_airflow.core.devices.replay import ReplayGPU
 from zeus_airflow.core.domain import EXPLORATION_PHASES, ExplorationStep, RecurrenceKey
 from zeus_airflow.core.store.sql import SQLStore

@@ -14,7 +14,7 @@ when waiting would save less than ``min_saving`` of the objective.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal
@@ -144,24 +144,9 @@ def plan_start(
     its mean over the forecast up to the deadline (so the weight does not depend on units).
     """
     duration = timedelta(seconds=expected.time_s)
-    latest = deadline - duration
-    if deadline <= now:
-        return start_now(
-            now, f"the deadline {deadline.isoformat()} has already passed", deadline, expected
-        )
-    if latest <= now:
-        return start_now(
-            now,
-            f"a run is expected to take {expected.time_s:.0f} s "
-            f"({expected.basis}): only starting now can finish by the deadline "
-            f"{deadline.isoformat()}"
-            if latest == now
-            else f"a run is expected to take {expected.time_s:.0f} s "
-            f"({expected.basis}), more than the {(deadline - now).total_seconds():.0f}"
-            f" s left before the deadline {deadline.isoformat()}: starting now",
-            deadline,
-            expected,
-        )
+    no_room = _no_room(now, deadline, expected)
+    if no_room is not None:
+        return start_now(now, no_room, deadline, expected)
     ahead = [p for p in forecast if p.end > now and p.start < deadline]
     if not ahead or covered_s(ahead, now, deadline) <= 0:
         return start_now(
@@ -175,50 +160,17 @@ def plan_start(
             deadline,
             expected,
         )
-    candidates = {now, latest}
-    for p in ahead:
-        for edge in (p.start, p.end):
-            candidates.update((edge, edge - duration))
-    full = duration.total_seconds()
-    scored = sorted(
-        (s, t)
-        for t in candidates
-        if now <= t <= latest
-        and covered_s(ahead, t, t + duration) >= full - 1e-6
-        and (s := score(t)) is not None
-    )
-    baseline = score(now)
+    scored = _scored_starts(ahead, now, deadline - duration, duration, score)
     plan = _plan(now, now, "", deadline, expected, ahead, duration)
-    if not scored:
-        return _replace_reason(
-            plan, "the forecast does not cover a whole run before the deadline: starting now"
-        )
-    best_score, best = scored[0]
-    if baseline is None:
-        return _replace_reason(
-            plan,
-            "the forecast has nothing for starting now, so no start "
-            "can be compared with it: starting now",
-        )
-    saving = 1 - best_score / baseline if baseline > 0 else 0.0
-    if best - now < MIN_DELAY or saving <= ROUNDING:
-        return _replace_reason(
-            plan,
-            f"no start before the deadline is expected to beat "
-            f"starting now on {objective}: starting now",
-        )
-    if saving < min_saving:
-        return _replace_reason(
-            plan,
-            f"waiting would cut the expected {objective} by only "
-            f"{100 * saving:.1f} % (less than {100 * min_saving:g} %): "
-            "starting now",
-        )
-    delay = show_time((best - now).total_seconds())
+    best = _best_start(scored, score(now), now, objective, min_saving)
+    if isinstance(best, str):
+        return _replace_reason(plan, best)
+    start, saving = best
+    delay = show_time((start - now).total_seconds())
     return _plan(
         now,
-        best,
-        f"starting {delay} later, at {best.isoformat(timespec='seconds')}, "
+        start,
+        f"starting {delay} later, at {start.isoformat(timespec='seconds')}, "
         f"is expected to cut {objective} by {100 * saving:.0f} %; expected run: "
         f"{expected.time_s:.0f} s, {expected.basis}",
         deadline,
@@ -226,6 +178,82 @@ def plan_start(
         ahead,
         duration,
     )
+
+
+def _no_room(now: datetime, deadline: datetime, expected: ExpectedRun) -> str | None:
+    """Why the deadline leaves no start but now (the reason, in words); None when it does."""
+    latest = deadline - timedelta(seconds=expected.time_s)
+    if deadline <= now:
+        return f"the deadline {deadline.isoformat()} has already passed"
+    if latest > now:
+        return None
+    if latest == now:
+        return (
+            f"a run is expected to take {expected.time_s:.0f} s "
+            f"({expected.basis}): only starting now can finish by the deadline "
+            f"{deadline.isoformat()}"
+        )
+    return (
+        f"a run is expected to take {expected.time_s:.0f} s "
+        f"({expected.basis}), more than the {(deadline - now).total_seconds():.0f}"
+        f" s left before the deadline {deadline.isoformat()}: starting now"
+    )
+
+
+def _scored_starts(
+    ahead: Sequence[GridPoint],
+    now: datetime,
+    latest: datetime,
+    duration: timedelta,
+    score: Callable[[datetime], float | None],
+) -> list[tuple[float, datetime]]:
+    """The candidate starts in ``[now, latest]`` whose whole run the forecast covers, with
+    their scores, best first. The mean over a run's window is piecewise linear between the
+    instants where its start or end crosses an interval's edge: only those can be best."""
+    candidates = {now, latest}
+    for p in ahead:
+        for edge in (p.start, p.end):
+            candidates.update((edge, edge - duration))
+    full = duration.total_seconds()
+    return sorted(
+        (s, t)
+        for t in candidates
+        if now <= t <= latest
+        and covered_s(ahead, t, t + duration) >= full - 1e-6
+        and (s := score(t)) is not None
+    )
+
+
+def _best_start(
+    scored: Sequence[tuple[float, datetime]],
+    baseline: float | None,
+    now: datetime,
+    objective: Objective,
+    min_saving: float,
+) -> tuple[datetime, float] | str:
+    """The start worth waiting for and the share of the objective it saves against starting
+    now (``baseline``: now's score); or why none is, in words."""
+    if not scored:
+        return "the forecast does not cover a whole run before the deadline: starting now"
+    best_score, best = scored[0]
+    if baseline is None:
+        return (
+            "the forecast has nothing for starting now, so no start "
+            "can be compared with it: starting now"
+        )
+    saving = 1 - best_score / baseline if baseline > 0 else 0.0
+    if best - now < MIN_DELAY or saving <= ROUNDING:
+        return (
+            f"no start before the deadline is expected to beat "
+            f"starting now on {objective}: starting now"
+        )
+    if saving < min_saving:
+        return (
+            f"waiting would cut the expected {objective} by only "
+            f"{100 * saving:.1f} % (less than {100 * min_saving:g} %): "
+            "starting now"
+        )
+    return best, saving
 
 
 def _scorer(

@@ -16,7 +16,7 @@ runs, low (:func:`unknown_default_bound`). What is left of the allowance, in Def
 one figure, the same in the decision log, the summary, the XComs, the store and the UI.
 
 The prices (:func:`cost_range`, :func:`predictive_upper`): how much an explored try may cost
-is the policy's to decide (``core/decide/policy.py``, ``within_budget``); it caps the try at
+is the policy's to decide (``core/decide/exploring.py``, ``within_budget``); it caps the try at
 what the books can pay while keeping room for the run that ends the recurrence, and prices a
 size from its cost per sample, measured a few dozen steps into its first run.
 """
@@ -38,7 +38,7 @@ from zeus_airflow.core.domain import (
 
 CONFIDENCE_Z = 1.0
 """Spreads of a new run above an arm's mean cost at which exploring it is worth a try: the
-cap its try needs (``policy.needed_cap``)."""
+cap its try needs (``exploring.needed_cap``)."""
 RESERVE_Z = 2.0
 """Spreads below or above an estimate that the books hold to where it guards the allowance:
 Default's unknown costs are taken this far low, a known size's run that must end a recurrence
@@ -104,7 +104,7 @@ def budget_after(
     """Where the budget stands after a try decided under ``status`` ended with ``outcome``:
     its cost spent, and, for a judged try of the default batch size that ran to its end,
     its recurrence's Default cost known (the same books the store keeps, updated without a
-    read; ``store/snapshot.py`` reads them the same way)."""
+    read; ``store/state.py`` reads them the same way)."""
     ledger = status.ledger
     known = (
         judged

@@ -15,7 +15,8 @@ one, the job's data has drifted at that point:
   spread: :func:`local_ratio`), so Thompson sampling
   re-checks the arms the drift may have made the cheapest instead of trusting old costs;
 * sizes that pruning dropped as dominated come back into play
-  (:func:`zeus_airflow.core.decide.policy.returned_after_drift`): they were judged on the old data.
+  (:func:`zeus_airflow.core.decide.in_play._returned_after_drift`): they were judged on the
+  old data.
 
 Everything is recomputed from the store's rows at each decision, so concurrent workers agree
 and nothing is stored. Units: costs are the job's cost units (docs/algorithm.md, Cost).

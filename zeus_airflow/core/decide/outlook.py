@@ -4,16 +4,15 @@ reports (the job's phase and best batch size so far). Pure: no store, no randomn
 
 from __future__ import annotations
 
-from zeus_airflow.core.decide.policy import (
-    HistoryOutOfOrderError,
+from zeus_airflow.core.decide.best import (
     NoFeasibleBatchSizeError,
     best_known,
     best_success_size,
     bound_for,
-    job_phase,
-    walk_state,
-    within_budget,
 )
+from zeus_airflow.core.decide.exploring import within_budget
+from zeus_airflow.core.decide.in_play import job_phase
+from zeus_airflow.core.decide.walk import HistoryOutOfOrderError, walk_state
 from zeus_airflow.core.domain import Decision, JobSnapshot
 
 

@@ -85,14 +85,14 @@ class BudgetCap:
     (``core/decide/budget.py``). Costs in the job's cost units."""
 
     verdict_cost: float
-    """The cost at which the size cannot win (``policy.cannot_win``)."""
+    """The cost at which the size cannot win (``walk.cannot_win``)."""
     bound: float | None = None
     """The size's early-stop bound (None: none): a stop at a cap as high is an early stop."""
     best_cost: float = math.inf
     """The best size's mean cost: a size that cannot beat it even at its most favourable
     (``budget.cannot_beat``) stops as ``cannot_win`` once its profile prices it."""
     min_epochs: float | None = None
-    """The fewest epochs the size can be expected to need (``policy.fewest_epochs``): a try
+    """The fewest epochs the size can be expected to need (``exploring._fewest_epochs``): a try
     whose cost over that many epochs passes ``verdict_cost`` stops as ``cannot_win``.
     None: no such prediction, the try runs to the cap."""
     expected_epochs: float | None = None
@@ -185,7 +185,7 @@ class BudgetStatus:
     cost_ratio: float = 1.0
     """How much costs moved since a change drift detection found (new over old)."""
     savings_only: bool = False
-    """The job is too short to price a size (``policy.too_short_to_price``): exploring and
+    """The job is too short to price a size (``exploring._too_short_to_price``): exploring and
     profiling power limits alike spend only what it saved, never the budget."""
 
     @property
@@ -248,7 +248,7 @@ class JobSnapshot:
     exploration: tuple[ExplorationStep, ...] = ()
     deferred: tuple[ExplorationStep, ...] = ()
     """Steps of the walk stopped at the exploration budget's cap (censored), in decision
-    order: the walk deferred their size there (``policy.pruning_state``)."""
+    order: the walk deferred their size there (``walk.pruning_state``)."""
     in_flight: tuple[int, ...] = ()
     """Batch sizes of exploration trials other workers are running now."""
     observations: Mapping[int, ArmStats] = field(default_factory=dict)

@@ -106,7 +106,7 @@ class Figure:
     bounds: tuple[float, float] | None = None
     """A try's plausible values (``low, high``, in ``unit``): outside them a figure is a unit
     error or garbage (1e308 J, a negative cost, NaN). An outbox entry holding one is refused
-    (``core/domain/outbox.py``); a stored one reads as missing (``store/snapshot.py``).
+    (``core/domain/outbox.py``); a stored one reads as missing (``store/state.py``).
     None: no numeric range (a flag, a code, a run's carbon figure)."""
 
 

@@ -23,7 +23,7 @@ holds fewer samples than the batch size with ``drop_last``): the size is unusabl
 job's data, a failure of it whatever metric was reported (``run.TrainingRun``)."""
 
 BUDGET_STOPS: tuple[StopReason, ...] = ("budget_cap", "cannot_win")
-"""Stops the exploration budget decided (``core/decide/policy.py``, ``BudgetCap``): a framework's
+"""Stops the exploration budget decided (``core/decide/exploring.py``, ``BudgetCap``): a framework's
 callback ends training at once, inside an epoch."""
 STOPPED_REASONS: tuple[StopReason, ...] = ("early_stop", *BUDGET_STOPS)
 """Stops the job decided, not the data: the size did not miss its target on this data."""

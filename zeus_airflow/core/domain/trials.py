@@ -194,5 +194,5 @@ class TrialRecord(TrainingFigures):
     error: str | None
     expires_at: datetime | None
     recorded_late_at: datetime | None = None
-    """When its result reached the store from the outbox (``core/outbox.py``): the store
+    """When its result reached the store from the outbox (``core/domain/outbox.py``): the store
     failed at the end of training and a later run recorded it. None: recorded on time."""

@@ -10,9 +10,10 @@ next decision most likely happens.
 from __future__ import annotations
 
 from zeus_airflow.core.decide import outlook
-from zeus_airflow.core.decide.policy import HistoryOutOfOrderError, job_phase, pruning_reasons
+from zeus_airflow.core.decide.in_play import job_phase, pruning_reasons
 from zeus_airflow.core.decide.posterior import arm_posterior, pooled_cost_cv
 from zeus_airflow.core.decide.snapshot import job_snapshot
+from zeus_airflow.core.decide.walk import HistoryOutOfOrderError
 from zeus_airflow.core.domain import ArmStats, DeviceInfo, JobSnapshot, Version
 from zeus_airflow.core.reports.records import Arm, ProfilePoint
 from zeus_airflow.core.store.reads import Reader

@@ -745,17 +745,7 @@ class SQLStore:
                     ),
                 )
             )
-            rows = [
-                dict(
-                    key,
-                    power_limit_w=m.power_limit_w,
-                    avg_power_w=m.avg_power_w,
-                    steps_per_s=m.steps_per_s,
-                    measured_steps=None,
-                    measured_s=None,
-                )
-                for m in profile.measurements.values()
-            ]
+            rows = _measured_rows(key, profile)
             if profile.partial is not None and not _measured_already(conn, this, profile):
                 rows.append(dict(key, **_partial_row(profile.partial)))
             if rows:
@@ -855,6 +845,22 @@ def _slice_in_progress(row: Any) -> SliceInProgress:
     return SliceInProgress(
         row.power_limit_w, row.measured_steps, row.measured_s, row.avg_power_w * row.measured_s
     )
+
+
+def _measured_rows(key: dict[str, Any], profile: PowerProfile) -> list[dict[str, Any]]:
+    """The profile's measured limits as rows of ``zeus_power_profiles`` (``key``: the job,
+    batch size and GPU setup they belong to)."""
+    return [
+        dict(
+            key,
+            power_limit_w=m.power_limit_w,
+            avg_power_w=m.avg_power_w,
+            steps_per_s=m.steps_per_s,
+            measured_steps=None,
+            measured_s=None,
+        )
+        for m in profile.measurements.values()
+    ]
 
 
 def _partial_row(partial: SliceInProgress) -> dict[str, Any]:

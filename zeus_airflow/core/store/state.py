@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
@@ -32,7 +33,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.sql.elements import BindParameter
 
-from zeus_airflow.core.common.config import DRIFT_MEMORY
+from zeus_airflow.core.common.config import DRIFT_MEMORY, JobConfig
 from zeus_airflow.core.common.cost import LimitMeasurement
 from zeus_airflow.core.domain import (
     EXPLORATION_PHASES,
@@ -261,8 +262,37 @@ def read_state(
     """The job's state as one decision on ``device`` reads it (inside its transaction), in
     the recurrence ``key`` (None: a recurrence not begun yet)."""
     config = job.config
-    params = dict(job_key=job.id)
-    rows = sorted(conn.execute(_EXPLORATION, params).all(), key=lambda r: r.decision_seq)
+    rows = sorted(
+        conn.execute(_EXPLORATION, dict(job_key=job.id)).all(), key=lambda r: r.decision_seq
+    )
+    exploration, deferred = _walk_steps(rows)
+    in_flight = tuple(r.batch_size for r in rows if r.status == STARTED)
+    here = dict(job_key=job.id, gpu_model=device.model, gpu_count=device.count)
+    observations, successes, history = _arm_costs(conn, here, config)
+    profiles = _profiles(conn, job.id, FleetKey(device.model, device.count), device)
+    return JobState(
+        job=job,
+        device=device,
+        excluded=excluded,
+        exploration=exploration,
+        deferred=deferred,
+        in_flight=in_flight,
+        observations=observations,
+        successes=successes,
+        evidence=_evidence(conn, job.id, exploration),
+        profiles=profiles,
+        foreign=_foreign(conn, job, device, profiles),
+        history=history,
+        missed=missed,
+        ledger=_ledger(conn, here, config.default_batch_size, key),
+    )
+
+
+def _walk_steps(
+    rows: Sequence[Any],
+) -> tuple[tuple[ExplorationStep, ...], tuple[ExplorationStep, ...]]:
+    """The pruning walk's steps from the job's exploring tries, in decision order: those the
+    walk judged, and those stopped at the budget's cap (deferred: no verdict)."""
     steps = [
         (
             r.stop_reason == "budget_cap",
@@ -282,10 +312,17 @@ def read_state(
     ]
     exploration = tuple(step for capped, step in steps if not capped)
     deferred = tuple(step for capped, step in steps if capped)
-    in_flight = tuple(r.batch_size for r in rows if r.status == STARTED)
-    here = dict(job_key=job.id, gpu_model=device.model, gpu_count=device.count)
+    return exploration, deferred
+
+
+def _arm_costs(
+    conn: Connection, here: dict[str, Any], config: JobConfig
+) -> tuple[dict[int, ArmStats], Successes, dict[int, tuple[Observed, ...]]]:
+    """Each arm's costs on this GPU setup, as the job's settings read them: all of them, its
+    window's, or (with drift detection) one by one, which the history keeps for the
+    engine's detection."""
     history: dict[int, tuple[Observed, ...]] = {}
-    if config.drift_detection:  # each arm's costs one by one, for the engine's detection
+    if config.drift_detection:
         memory = min(config.window_size or DRIFT_MEMORY, DRIFT_MEMORY)
         history = _history(conn, here, config.batch_sizes, memory)
         observations = {b: ArmStats.of([o.cost for o in seen]) for b, seen in history.items()}
@@ -298,23 +335,7 @@ def read_state(
         observations, successes = _totals(conn, here)
     else:
         observations, successes = _windows(conn, here, config.batch_sizes, config.window_size)
-    profiles = _profiles(conn, job.id, FleetKey(device.model, device.count), device)
-    return JobState(
-        job=job,
-        device=device,
-        excluded=excluded,
-        exploration=exploration,
-        deferred=deferred,
-        in_flight=in_flight,
-        observations=observations,
-        successes=successes,
-        evidence=_evidence(conn, job.id, exploration),
-        profiles=profiles,
-        foreign=_foreign(conn, job, device, profiles),
-        history=history,
-        missed=missed,
-        ledger=_ledger(conn, here, config.default_batch_size, key),
-    )
+    return observations, successes, history
 
 
 def _known(cost: float | None) -> bool:

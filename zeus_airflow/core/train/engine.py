@@ -22,6 +22,7 @@ import logging
 import threading
 import traceback
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -183,6 +184,36 @@ def _known(value: T | None) -> T:
     return value
 
 
+@dataclass(frozen=True)
+class _Try:
+    """One try of a recurrence as the engine records it: its trial, its decision, and when it
+    began (the span of a result the store cannot take, for the outbox)."""
+
+    job: JobRef
+    key: RecurrenceKey
+    trial_id: int
+    attempt: int
+    decision: Decision
+    began: datetime
+
+    def pending(
+        self, outcome: RunOutcome, observed: bool, invalid_reason: str | None
+    ) -> PendingResult:
+        """The try's result as the store records it, or the outbox keeps it, finished now."""
+        return PendingResult(
+            self.trial_id,
+            self.job.id,
+            self.key,
+            self.attempt,
+            outcome,
+            observed,
+            datetime.now(UTC),
+            "",
+            invalid_reason,
+            self.began,
+        )
+
+
 class Engine:
     """Runs recurrences of one job on one GPU group, keeping state in a store.
 
@@ -319,6 +350,14 @@ class Engine:
         attempt: int,
         train: TrainFunction,
     ) -> tuple[TrialReport, Any]:
+        self._say_try(attempt, decision)
+        profile = self._profile_for(job, decision)
+        began = datetime.now(UTC)  # the span of a result the store cannot take (outbox)
+        trial = _Try(job, key, trial_id, attempt, decision, began)
+        run, value, outcome = self._train(trial, profile, train)
+        return self._judge(trial, run, value, outcome), value
+
+    def _say_try(self, attempt: int, decision: Decision) -> None:
         self.log.info(
             "try %d: batch size %d (%s)%s",
             attempt,
@@ -328,31 +367,29 @@ class Engine:
             if decision.early_stop_cost
             else "",
         )
+
+    def _profile_for(self, job: JobRef, decision: Decision) -> PowerProfile:
+        """The power profile the try runs with: the stored one of its batch size, or a
+        baseline's fixed limit as a one-limit profile that is never stored."""
         if decision.power_limit_w is None:
-            profile = self.store.load_profile(job, decision.batch_size, self.device_info)
-        else:  # a baseline's fixed limit: a one-limit profile that is never stored
-            profile = PowerProfile(
-                decision.batch_size, self.device.model, self.device.count, (decision.power_limit_w,)
-            )
+            return self.store.load_profile(job, decision.batch_size, self.device_info)
+        return PowerProfile(
+            decision.batch_size, self.device.model, self.device.count, (decision.power_limit_w,)
+        )
+
+    def _train(
+        self, trial: _Try, profile: PowerProfile, train: TrainFunction
+    ) -> tuple[TrainingRun, Any, RunOutcome]:
+        """Run the train function on the GPUs; an exception is recorded (an invalid try, or
+        an error that does not count against its size) and raised. The profile is saved
+        whatever happens, when the try measured some of it."""
+        decision = trial.decision
         profiled_before = (len(profile.measurements), profile.partial)
         measured: RunOutcome | None = None
-        began = datetime.now(UTC)  # the span of a result the store cannot take (outbox)
         try:
-            with open_run(
-                self.config,
-                decision.batch_size,
-                self.device,
-                profile=profile,
-                early_stop_cost=decision.early_stop_cost,
-                budget_cap=decision.budget_cap,
-                keep_power_limit=decision.keep_power_limit,
-                log=self.log,
-                synchronize=self.synchronize,
-                host_energy=self.host_energy,
-                profiling_credit=self._profiling_credit(decision),
-            ) as run:
+            with self._open_run(decision, profile) as run:
                 try:
-                    with _Heartbeat(self.store, trial_id, self.heartbeat_s):
+                    with _Heartbeat(self.store, trial.trial_id, self.heartbeat_s):
                         value = train(run)
                         outcome = run.finish()
                 except TrainContractError:  # e.g. report_metric(nan): invalid, not an error
@@ -364,32 +401,12 @@ class Engine:
         except TrainContractError as err:
             reason = str(err)
             self._record(
-                PendingResult(
-                    trial_id,
-                    job.id,
-                    key,
-                    attempt,
-                    outcome,
-                    False,
-                    datetime.now(UTC),
-                    "",
-                    reason,
-                    began,
-                ),
-                lambda: self.store.invalidate_trial(trial_id, outcome, reason),
+                trial.pending(outcome, False, reason),
+                lambda: self.store.invalidate_trial(trial.trial_id, outcome, reason),
             )
             raise
         except BaseException as err:
-            skipped = isinstance(err, self.skip_errors)
-            self.store.fail_trial(trial_id, traceback.format_exc(), measured, skipped=skipped)
-            if not isinstance(err, KeyboardInterrupt | SystemExit) and not skipped:
-                self.log.error(
-                    "try %d (batch size %d) raised %s: recorded as an error, it does "
-                    "not count against its batch size",
-                    attempt,
-                    decision.batch_size,
-                    type(err).__name__,
-                )
+            self._fail(trial, measured, err)
             raise
         finally:
             # A slice in progress counts as progress too: short runs finish slices over
@@ -398,7 +415,44 @@ class Engine:
                 decision.power_limit_w is None
                 and (len(profile.measurements), profile.partial) != profiled_before
             ):
-                self.store.save_profile(job, profile)
+                self.store.save_profile(trial.job, profile)
+        return run, value, outcome
+
+    def _open_run(
+        self, decision: Decision, profile: PowerProfile
+    ) -> AbstractContextManager[TrainingRun]:
+        return open_run(
+            self.config,
+            decision.batch_size,
+            self.device,
+            profile=profile,
+            early_stop_cost=decision.early_stop_cost,
+            budget_cap=decision.budget_cap,
+            keep_power_limit=decision.keep_power_limit,
+            log=self.log,
+            synchronize=self.synchronize,
+            host_energy=self.host_energy,
+            profiling_credit=self._profiling_credit(decision),
+        )
+
+    def _fail(self, trial: _Try, measured: RunOutcome | None, err: BaseException) -> None:
+        """Record a try the train function (or the scheduler) ended by an exception."""
+        skipped = isinstance(err, self.skip_errors)
+        self.store.fail_trial(trial.trial_id, traceback.format_exc(), measured, skipped=skipped)
+        if not isinstance(err, KeyboardInterrupt | SystemExit) and not skipped:
+            self.log.error(
+                "try %d (batch size %d) raised %s: recorded as an error, it does "
+                "not count against its batch size",
+                trial.attempt,
+                trial.decision.batch_size,
+                type(err).__name__,
+            )
+
+    def _judge(self, trial: _Try, run: TrainingRun, value: Any, outcome: RunOutcome) -> TrialReport:
+        """Record a try that returned: invalid (its return value or its use of the run
+        broke the contract: raised), unjudged (the user's model, but no verdict on the
+        size), or finished."""
+        decision = trial.decision
         violation = unrun_body(value) or run.contract_violation or self._unpublishable(value)
         outcome = self._with_budget(
             decision, outcome, judged=violation is None and run.not_judged_because is None
@@ -408,20 +462,11 @@ class Engine:
             counts_as_observation(decision.phase, outcome.reached_target, outcome.stop_reason)
             and outcome.stop_reason != "no_steps"
         )
-        pending = PendingResult(
-            trial_id,
-            job.id,
-            key,
-            attempt,
-            outcome,
-            observed,
-            datetime.now(UTC),
-            "",
-            violation,
-            began,
-        )
+        pending = trial.pending(outcome, observed, violation)
         if violation is not None:
-            self._record(pending, lambda: self.store.invalidate_trial(trial_id, outcome, violation))
+            self._record(
+                pending, lambda: self.store.invalidate_trial(trial.trial_id, outcome, violation)
+            )
             raise TrainContractError(
                 f"{violation}. The try (batch size {decision.batch_size}) is recorded as "
                 "invalid: it does not count against its batch size, and the job's learning "
@@ -431,19 +476,26 @@ class Engine:
         if unjudged is not None:  # the user's model, but no verdict on the size
             self._record(
                 replace(pending, observed=False, invalid_reason=unjudged),
-                lambda: self.store.invalidate_trial(trial_id, outcome, unjudged),
+                lambda: self.store.invalidate_trial(trial.trial_id, outcome, unjudged),
             )
             self.log.warning(
                 "try %d (batch size %d) is recorded as invalid, not counted: %s",
-                attempt,
+                trial.attempt,
                 decision.batch_size,
                 unjudged,
             )
         else:
-            self._record(pending, lambda: self.store.finish_trial(trial_id, outcome, observed))
+            self._record(
+                pending, lambda: self.store.finish_trial(trial.trial_id, outcome, observed)
+            )
         return TrialReport(
-            trial_id, attempt, decision.phase, outcome, decision.budget, judged=unjudged is None
-        ), value
+            trial.trial_id,
+            trial.attempt,
+            decision.phase,
+            outcome,
+            decision.budget,
+            judged=unjudged is None,
+        )
 
     def _with_budget(self, decision: Decision, outcome: RunOutcome, judged: bool) -> RunOutcome:
         """``outcome`` with the exploration budget left after it (``budget.budget_after``):

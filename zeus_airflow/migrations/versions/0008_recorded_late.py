@@ -6,7 +6,7 @@ Create Date: 2026-11-25
 
 * ``recorded_late_at``: when a result that the store could not take at the end of training
   (an outage, a read-only or full database) reached it from the outbox a later run drains
-  (``core/outbox.py``). NULL: recorded on time, as every trial before this revision was.
+  (``core/domain/outbox.py``). NULL: recorded on time, as every trial before this revision was.
 """
 
 import sqlalchemy as sa

@@ -1,6 +1,7 @@
 """Names the Airflow layer gives out: a job's default id and its page in the Zeus UI.
 
-Airflow-free, so that the CLI and the UI can use them without importing Airflow.
+On the ground floor, Airflow-free: the operator, the UI and the CLI (``zeus-airflow demo``)
+give out the same names without the CLI importing the Airflow layer.
 """
 
 from __future__ import annotations
