@@ -15,12 +15,10 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 
-from sqlalchemy import create_engine, select
-
 from zeus_airflow.core.reports.arms import decision_state
 from zeus_airflow.core.reports.jobs import current
-from zeus_airflow.core.store.reads import Reader
-from zeus_airflow.core.store.tables import jobs, trials
+from zeus_airflow.core.store.admin import list_trials
+from zeus_airflow.core.store.sql import SQLStore
 
 LAST = 5
 COST_BOUND = 1.3
@@ -87,26 +85,21 @@ class Job:
 
 def read_jobs(store_url: str, dag_id: str, run_order: list[str]) -> dict[str, Job]:
     """Every job the DAG's task fed, with its runs in ``run_order`` (logical-date order)."""
-    store = create_engine(store_url)
+    store = SQLStore(store_url)
     try:
-        with store.connect() as conn:
-            rows = conn.execute(
-                select(jobs.c.job_id, trials)
-                .join(jobs, jobs.c.id == trials.c.job_pk)
-                .where(
-                    trials.c.dag_id == dag_id,
-                    trials.c.status.in_(("succeeded", "failed", "expired", "error")),
-                )
-                .order_by(trials.c.decision_seq)
-            ).all()
-            job_ids = sorted({r.job_id for r in rows})
-            reader = Reader(conn)
+        counted = ("succeeded", "failed", "expired", "error")
+        rows = sorted(
+            (t for t in list_trials(store) if t.dag_id == dag_id and t.status in counted),
+            key=lambda t: t.decision_seq,
+        )
+        job_ids = sorted({r.job_id for r in rows})
+        with store.reader() as reader:
             phases = {
                 job_id: decision_state(reader, current(history))[0]
                 for job_id, history in reader.versions(job_ids).items()
             }
     finally:
-        store.dispose()
+        store.engine.dispose()
     found: dict[str, dict[tuple[str, int], Run]] = {}
     for r in rows:
         run = found.setdefault(r.job_id, {}).setdefault(

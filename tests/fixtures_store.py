@@ -1,9 +1,14 @@
-"""Store fixtures (SQLite and PostgreSQL).
+"""Store fixtures (SQLite and PostgreSQL), and the store's test support.
 
 ``db_url`` is an empty database on each backend: a file under ``tmp_path``, or a schema of its
 own in a throwaway PostgreSQL database ``zeus_test_<random>`` on the machine's server (started
 when down), dropped afterwards. ``store_outage`` puts a switchable fault between a store and
 its database.
+
+Tests outside the store's own (``test_store_*.py``) read a store through ``Store``, its
+``reader()`` or the CLI's reads (``stored_trials``, ``stored_leases``), never its tables; the
+rows no Store method writes (fabricated histories, faults) are written here, the one place
+besides the store's tests that knows the tables.
 """
 
 from __future__ import annotations
@@ -23,14 +28,20 @@ from typing import Any
 
 import psycopg
 import pytest
+from sqlalchemy import func, select
 from sqlalchemy.engine import make_url
 
 from zeus_airflow.core.common.config import JobConfig
 from zeus_airflow.core.common.traces import WorkloadTrace, load_workload_trace
 from zeus_airflow.core.devices.spec import resolve_traces_dir
+from zeus_airflow.core.domain import TrialRecord
+from zeus_airflow.core.store.admin import list_trials
+from zeus_airflow.core.store.base import Lease, LeaseRequest
 from zeus_airflow.core.store.location import upgrade_store
 from zeus_airflow.core.store.retry import RetryPolicy
 from zeus_airflow.core.store.sql import SQLStore
+from zeus_airflow.core.store.tables import power_profiles, trials
+from zeus_airflow.core.train.gpu_lease import this_host
 
 PG_SERVER = os.environ.get("ZEUS_TEST_PG", "postgresql://postgres@127.0.0.1:5432")
 """The PostgreSQL server the tests create their throwaway databases on."""
@@ -152,6 +163,46 @@ def sql_store(migrated_url: str) -> Iterator[SQLStore]:
     store.engine.dispose()
 
 
+@contextlib.contextmanager
+def opened(url: str) -> Iterator[SQLStore]:
+    """The store at ``url``, its connections closed afterwards."""
+    store = SQLStore(url)
+    try:
+        yield store
+    finally:
+        store.engine.dispose()
+
+
+def stored_trials(url: str, job_id: str | None = None) -> list[TrialRecord]:
+    """Every trial in the store at ``url`` (of ``job_id`` when given), in the order they began,
+    as the CLI reads them (``store.admin.list_trials``: a run's carbon on its last try)."""
+    with opened(url) as store:
+        return list_trials(store, job_id)
+
+
+def stored_leases(url: str, host: str | None = None) -> list[Lease]:
+    """The GPU leases taken on ``host`` (this one when None), by GPU index."""
+    with opened(url) as store:
+        return store.leases_on_host(host or this_host())
+
+
+def leave_lease(url: str, gpu_uuid: str, original_w: int, pid: int, **where: Any) -> None:
+    """The lease a task (process ``pid``) took on a GPU and left behind: on this host and
+    GPU index 0 unless ``where`` says (``host``, ``gpu_index``)."""
+    request = LeaseRequest(
+        where.get("host") or this_host(), gpu_uuid, where.get("gpu_index", 0), original_w, pid
+    )
+    with opened(url) as store:
+        assert store.acquire_leases([request]) is not None, f"{gpu_uuid} is leased already"
+
+
+def run_carbon(url: str, run_id: str) -> TrialRecord:
+    """The last try of run ``run_id`` (of any try number with carbon figures), which carries
+    the run's carbon figures: the store keeps them once per run (``Store.record_carbon``)."""
+    (last,) = [t for t in stored_trials(url) if t.run_id == run_id and t.carbon_zone is not None]
+    return last
+
+
 # --- workloads ------------------------------------------------------------------------------
 @pytest.fixture(scope="session")
 def cifar_trace() -> WorkloadTrace:
@@ -173,7 +224,43 @@ def job_config(trace: WorkloadTrace, job_id: str = "store.job", **changes: objec
     )
 
 
+# --- rows no Store method writes: fabricated histories --------------------------------------
+def insert_trial(store: SQLStore, job_pk: int, **columns: Any) -> None:
+    """A trial row as given, as the job's next decision: a history at fixed times and of any
+    status, which the reports' tests fabricate (Store.begin_trial stamps the database's
+    clock and starts every trial running)."""
+    with store.transaction() as conn:
+        last = conn.execute(
+            select(func.max(trials.c.decision_seq)).where(trials.c.job_pk == job_pk)
+        ).scalar()
+        conn.execute(trials.insert().values(job_pk=job_pk, decision_seq=(last or 0) + 1, **columns))
+
+
+def insert_profile_point(store: SQLStore, job_pk: int, **columns: Any) -> None:
+    """A measured power-profile row as given (``tables.power_profiles``' columns)."""
+    with store.transaction() as conn:
+        conn.execute(power_profiles.insert().values(job_pk=job_pk, **columns))
+
+
 # --- faults ---------------------------------------------------------------------------------
+def lose_every_trial(url: str) -> None:
+    """The store loses its trials (a restored backup, a hand's DELETE): a fault no Store
+    method makes, so it is written here, with the store's tests."""
+    with opened(url) as store, store.transaction() as conn:
+        conn.execute(trials.delete())
+
+
+def overwrite_trials(store: SQLStore, task_id: str | None, **figures: Any) -> None:
+    """Overwrite the figures of every trial (of task ``task_id`` when given): what reached
+    stores before their checks (a NaN, an infinity, a missing figure), or what a setup the
+    test cannot run would have written (a limit set through zeusd). No Store method does."""
+    chosen = (
+        trials.update() if task_id is None else trials.update().where(trials.c.task_id == task_id)
+    )
+    with store.transaction() as conn:
+        conn.execute(chosen.values(**figures))
+
+
 class TcpProxy:
     """Forwards 127.0.0.1:<port> to a server; ``cut()`` drops every connection and answers
     new ones by closing them at once (the server looks gone), ``restore()`` heals."""

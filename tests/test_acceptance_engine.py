@@ -34,7 +34,7 @@ from typing import Any
 
 import pytest
 from acceptance_checks import job_problems, read_jobs, summary
-from sqlalchemy import create_engine, select
+from fixtures_store import stored_trials
 
 from zeus_airflow.core.common.config import JobConfig, ProfilerConfig
 from zeus_airflow.core.common.naming import default_job_id
@@ -42,7 +42,6 @@ from zeus_airflow.core.common.traces import PACKAGED_TRACES, load_workload_trace
 from zeus_airflow.core.devices.simulated import DEFAULT_CURVE_WORKLOAD, SimulatedGPU
 from zeus_airflow.core.domain import RecurrenceKey
 from zeus_airflow.core.store.sql import SQLStore
-from zeus_airflow.core.store.tables import trials
 from zeus_airflow.core.train.engine import Engine
 from zeus_airflow.core.train.run import TrainingRun
 
@@ -158,13 +157,7 @@ def test_mapped_regions_learn_apart_under_noise_on_a_virtual_clock(
     problems = job_problems(found, workload.DAYS, len(workload.REGIONS))
     assert not problems, "\n".join(problems) + "\n" + report
     # The setup delay was measured apart on every try, and every figure says simulated.
-    engine = create_engine(url)
-    with engine.connect() as conn:
-        rows = conn.execute(
-            select(trials.c.run_id, trials.c.map_index, trials.c.setup_time_s, trials.c.measurement)
-        ).all()
-    engine.dispose()
-    for row in rows:
+    for row in stored_trials(url):
         region, day = workload.REGIONS[row.map_index], row.run_id[11:21].replace("-", "")
         assert row.setup_time_s >= workload.setup_delay_s(region, day) - 1e-9
         assert row.measurement == "simulated"

@@ -22,11 +22,10 @@ from pathlib import Path
 
 import pytest
 from fixtures_airflow import PRISTINE_DB, TRACES
+from fixtures_store import stored_trials
 from scheduler_harness import airflow_home, running_servers, wait_for_runs
-from sqlalchemy import create_engine, select
 
 from zeus_airflow.core.carbon.csvtrace import parse_time
-from zeus_airflow.core.store.tables import trials
 
 DEADLINE_S = 420.0
 CLEAN_FROM_S, CLEAN_UNTIL_S = 40, 270
@@ -140,9 +139,7 @@ def test_the_task_defers_frees_its_slot_and_trains_at_the_chosen_time(
     server_logs = "\n".join(path.read_text() for path in tmp_path.glob("*.log"))
     assert [s for _, s in deferred + late] == ["success", "success"], server_logs[-4000:]
 
-    store = create_engine(f"sqlite:///{home}/zeus_airflow.db")
-    with store.connect() as conn:
-        rows = {r.dag_id: r for r in conn.execute(select(trials))}
+    rows = {r.dag_id: r for r in stored_trials(f"sqlite:///{home}/zeus_airflow.db")}
     task_logs = {path: path.read_text() for path in Path(home, "logs").rglob("*.log")}
 
     # The deferred run: planned from the forecast, woken at the start of the clean window.

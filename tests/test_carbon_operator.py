@@ -10,10 +10,9 @@ from typing import Any
 import pytest
 from fixtures_airflow import daily, rendered_fields, sync_dag, xcoms
 from fixtures_grid import FakeElectricityMaps, Reply, em_forecast, em_history, em_item
-from sqlalchemy import create_engine, select
+from fixtures_store import run_carbon
 
 from zeus_airflow.core.common.config import ConfigError
-from zeus_airflow.core.store.tables import run_carbon
 from zeus_airflow.operators.replay import replay_job_settings, replay_train
 from zeus_airflow.operators.summary import CARBON_XCOM_KEYS
 
@@ -82,8 +81,7 @@ def test_a_run_publishes_its_emissions_and_cost(zeus_store_url: str) -> None:
     assert (
         "gCO2e (fixed, XX)" in rendered_fields("carbon_fixed", run.run_id, "train")["zeus_summary"]
     )
-    with create_engine(zeus_store_url).connect() as conn:  # the run's own row
-        row = conn.execute(select(run_carbon).where(run_carbon.c.run_id == run.run_id)).one()
+    row = run_carbon(zeus_store_url, run.run_id)  # the run's own row
     assert (row.carbon_zone, row.carbon_provenance, row.carbon_intensity_g_per_kwh) == (
         "XX",
         "fixed",
@@ -150,8 +148,7 @@ def test_electricity_maps_through_a_connection_and_its_fallback(
     pushed = xcoms("carbon_em_plan", plan_run, "train")
     assert pushed["start_delay_s"] == 0.0
     assert "beat starting now" in pushed["start_reason"]
-    with create_engine(zeus_store_url).connect() as conn:
-        row = conn.execute(select(run_carbon).where(run_carbon.c.run_id == plan_run)).one()
+    row = run_carbon(zeus_store_url, plan_run)
     assert (row.start_delay_s, row.start_reason, row.carbon_provenance) == (
         0.0,
         pushed["start_reason"],

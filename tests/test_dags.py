@@ -82,9 +82,7 @@ def test_the_hourly_model_really_learns(zeus_store_url: str) -> None:
 
 
 def test_the_regional_dag_trains_a_job_per_region(zeus_store_url: str) -> None:
-    from sqlalchemy import create_engine, select
-
-    from zeus_airflow.core.store.tables import jobs, trials
+    from fixtures_store import stored_trials
 
     dag = sync_dag(load_dag_file(DAGS / "regional_retrain.py", "regional_retrain"))
     dag_run = dag.test(logical_date=daily(0))
@@ -95,20 +93,9 @@ def test_the_regional_dag_trains_a_job_per_region(zeus_store_url: str) -> None:
         (1, "us", "success"),
         (2, "asia", "success"),
     ]
-    with create_engine(zeus_store_url).connect() as conn:
-        fed = {
-            tuple(row)
-            for row in conn.execute(
-                select(jobs.c.job_id, trials.c.map_index, trials.c.measurement).join(
-                    trials, trials.c.job_pk == jobs.c.id
-                )
-            )
-        }
-        reached = (
-            conn.execute(select(trials.c.reached_target).where(trials.c.status == "succeeded"))
-            .scalars()
-            .all()
-        )
+    stored = stored_trials(zeus_store_url)
+    fed = {(t.job_id, t.map_index, t.measurement) for t in stored}
+    reached = [t.reached_target for t in stored if t.status == "succeeded"]
     assert fed == {
         ("regional_retrain.train[eu]", 0, "simulated"),
         ("regional_retrain.train[us]", 1, "simulated"),

@@ -13,10 +13,9 @@ from typing import Any
 import psutil
 import pytest
 from fixtures_airflow import FAKE_ORIGINAL_LIMIT_MW, daily, sync_dag, task_state, xcoms
-from sqlalchemy import create_engine, select
+from fixtures_store import stored_trials
 
 from zeus_airflow.core.common.config import ConfigError
-from zeus_airflow.core.store.tables import trials
 from zeus_airflow.integrations.distributed import DistributedTraining
 from zeus_airflow.testing import FakeNVML
 
@@ -59,11 +58,6 @@ def records(folder: Path) -> dict[int, dict[str, Any]]:
     return {int(p.stem[4:]): json.loads(p.read_text()) for p in folder.glob("rank*.json")}
 
 
-def store_trials(url: str) -> list[Any]:
-    with create_engine(url).connect() as conn:
-        return list(conn.execute(select(trials).order_by(trials.c.id)))
-
-
 def leftover_ranks() -> list[psutil.Process]:
     return [
         child
@@ -88,7 +82,7 @@ def test_two_ranks_train_under_the_operator_and_stop_together_at_the_target(
         assert (rank["epochs"], rank["stop_reason"]) == (2, "target")
         assert rank["has_device"] is False  # a rank holds no device handle
     assert ranks[0]["pid"] != ranks[1]["pid"]
-    (row,) = store_trials(zeus_store_url)
+    (row,) = stored_trials(zeus_store_url)
     assert (row.status, row.batch_size, row.epochs, row.reached_target) == (
         "succeeded",
         32,
@@ -115,7 +109,7 @@ def test_a_crashed_rank_fails_the_try_stops_the_others_and_restores_the_limit(
 
     assert task_state(dag_run, "train")[0] == "failed"
     assert records(tmp_path) == {}  # neither rank finished: rank 0 was stopped mid-epoch
-    (row,) = store_trials(zeus_store_url)
+    (row,) = stored_trials(zeus_store_url)
     assert row.status == "error"
     assert "rank 1 of 2 exited with status 1" in row.error
     assert "rank 1 ran out of memory in epoch 3" in row.error  # the rank's own traceback
@@ -132,7 +126,7 @@ def test_a_rank_cannot_ask_the_task_to_change_a_limit(
     dag_run = dag.test(logical_date=daily(0))
 
     assert task_state(dag_run, "train")[0] == "failed"
-    (row,) = store_trials(zeus_store_url)
+    (row,) = stored_trials(zeus_store_url)
     assert "sent 'set_power_limit_w', which the task does not accept" in row.error
     assert fake_gpus.set_calls == []  # refused before training started: nothing changed
     assert leftover_ranks() == []
@@ -145,7 +139,7 @@ def test_a_batch_size_the_ranks_cannot_share_is_refused_before_anything_starts(
     dag_run = dag.test(logical_date=daily(0))
 
     assert task_state(dag_run, "train")[0] == "failed"
-    (row,) = store_trials(zeus_store_url)
+    (row,) = stored_trials(zeus_store_url)
     assert "batch size 31 is invalid for 2 ranks" in row.error
     assert fake_gpus.set_calls == []
 

@@ -17,11 +17,10 @@ from pathlib import Path
 
 import pytest
 from fixtures_airflow import PRISTINE_DB, TRACES
+from fixtures_store import stored_trials
 from scheduler_harness import airflow_home, running_servers, wait_for_runs
-from sqlalchemy import create_engine, select
 from statsd_listener import StatsDListener
 
-from zeus_airflow.core.store.tables import trials
 from zeus_airflow.operators.metrics import FIGURES
 
 DEADLINE_S = 300.0
@@ -95,9 +94,7 @@ def test_two_ranks_train_in_a_real_task_process_and_its_metrics_reach_statsd(
         (1, 2, 2, "target"),
     ]
     assert all(set(r["batches"]) == {16} for r in ranks)  # b=32 over two ranks
-    store = create_engine(f"sqlite:///{home}/zeus_airflow.db")  # the embedded default
-    with store.connect() as conn:
-        (row,) = conn.execute(select(trials)).all()
+    (row,) = stored_trials(f"sqlite:///{home}/zeus_airflow.db")  # the embedded default
     assert (row.status, row.batch_size, row.epochs, row.measurement) == (
         "succeeded",
         32,

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 from fixtures_airflow import TRACES
 from fixtures_store import replay_missing_at, replay_never_reaching
-from sqlalchemy import select
 
 from zeus_airflow.core.common.config import JobConfig, ProfilerConfig
 from zeus_airflow.core.common.limit_search import LimitObjective
@@ -15,10 +14,9 @@ from zeus_airflow.core.decide.in_play import job_phase
 from zeus_airflow.core.decide.policy import ZeusPolicy
 from zeus_airflow.core.decide.snapshot import job_snapshot
 from zeus_airflow.core.devices.replay import ReplayGPU
-from zeus_airflow.core.domain import JobSnapshot, PowerProfile, RecurrenceKey
+from zeus_airflow.core.domain import JobSnapshot, PowerProfile, RecurrenceKey, TrialRecord
+from zeus_airflow.core.store.admin import list_trials
 from zeus_airflow.core.store.sql import SQLStore
-from zeus_airflow.core.store.state import read_state
-from zeus_airflow.core.store.tables import trials
 from zeus_airflow.core.train.engine import Engine
 from zeus_airflow.core.train.replay_training import ReplayTraining
 from zeus_airflow.core.train.run import TrainingRun, open_run
@@ -44,9 +42,8 @@ def config_for(trace: WorkloadTrace, **kw: object) -> JobConfig:
     )  # type: ignore[arg-type]
 
 
-def trial_rows(store: SQLStore) -> list:  # type: ignore[type-arg]
-    with store.engine.connect() as conn:
-        return list(conn.execute(select(trials).order_by(trials.c.id)))
+def trial_rows(store: SQLStore) -> list[TrialRecord]:
+    return list_trials(store)
 
 
 def test_a_recurrence_profiles_once_and_later_runs_reuse_the_profile(cifar: WorkloadTrace) -> None:
@@ -287,8 +284,10 @@ def test_a_lucky_first_run_does_not_kill_the_job_it_recovers_on_its_own(
     assert not any(r.fell_back for r in results)
     # As b0's mean cost replaces the lucky minimum, the bound grows and both neighbours get
     # another try, reach the target and are back in play.
-    with store.reading() as conn:
-        snapshot = job_snapshot(read_state(conn, results[-1].job, engine.device_info, frozenset()))
+    job = results[-1].job
+    with store.reader() as reader:
+        (version,) = reader.versions([job.job_id])[job.job_id]
+        snapshot = job_snapshot(reader.job_state(version, engine.device_info))
     assert job_phase(snapshot) == ("sampling", (128, 256, 512))
     later = [t for r in tries[3:] for t in r]
     assert (128, "sampling", "target") in later and (512, "sampling", "target") in later

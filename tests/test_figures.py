@@ -1,46 +1,25 @@
-"""The one declaration of a try's and a run's figures (``core/domain/figures.py``): the
-migrated schema has its columns, one rule adds tries up into a run for the engine and the
-reports alike, and what is published comes from it."""
+"""The one declaration of a try's and a run's figures (``core/domain/figures.py``): one rule
+adds tries up into a run for the engine and the reports alike, and what is published comes
+from it. That the migrated schema has their columns is the store's test
+(tests/test_store_schema.py)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 from fixtures_airflow import TRACES
 from fixtures_store import replay_missing_at
-from sqlalchemy import create_engine, inspect, types
 from test_engine import config_for
 
 from zeus_airflow.core.common.traces import load_workload_trace
 from zeus_airflow.core.devices.replay import ReplayGPU
 from zeus_airflow.core.domain import FIGURES, RUN_FACTS, TRY_FIGURES, RecurrenceKey, run_of
 from zeus_airflow.core.reports import runs
-from zeus_airflow.core.store.location import upgrade_store
 from zeus_airflow.core.store.sql import SQLStore
 from zeus_airflow.core.train.engine import Engine
 from zeus_airflow.operators.metrics import FIGURES as METRICS
 from zeus_airflow.operators.summary import CARBON_XCOM_KEYS, XCOM_KEYS, carbon_xcom_values
-
-_SQL = {"float": types.Float, "int": types.Integer, "bool": types.Boolean, "code": types.String}
-
-
-def test_the_migrated_trials_table_has_each_declared_figure_of_a_try(tmp_path: Path) -> None:
-    """On a real SQLite file upgraded by the migrations (not by the tables module), each
-    figure a try measures is a nullable column of its declared type."""
-    url = f"sqlite:///{tmp_path / 'zeus.db'}"
-    upgrade_store(url)
-    engine = create_engine(url)
-    columns = {c["name"]: c for c in inspect(engine).get_columns("zeus_trials")}
-    engine.dispose()
-    assert len(TRY_FIGURES) >= 15
-    for name in TRY_FIGURES:
-        column = columns[name]
-        assert column["nullable"], name  # None until the try ends
-        assert isinstance(column["type"], _SQL[FIGURES[name].sql]), (name, column["type"])
-        if FIGURES[name].sql == "code":
-            assert column["type"].length == 16, name
 
 
 def _try(energy_j: float | None, **figures: object) -> SimpleNamespace:

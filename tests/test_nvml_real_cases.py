@@ -10,7 +10,6 @@ import os
 import subprocess
 import sys
 from dataclasses import replace
-from datetime import UTC, datetime
 from typing import Any
 
 import pynvml
@@ -20,9 +19,8 @@ from zeus_airflow.core.common.config import JobConfig, ProfilerConfig
 from zeus_airflow.core.common.cost import LimitMeasurement
 from zeus_airflow.core.devices.base import DeviceError, PowerLimitUnavailableError
 from zeus_airflow.core.devices.nvml import NVMLGPUs, visible_gpus
-from zeus_airflow.core.store.base import RecurrenceKey
+from zeus_airflow.core.store.base import LeaseRequest, RecurrenceKey
 from zeus_airflow.core.store.sql import SQLStore
-from zeus_airflow.core.store.tables import gpu_leases
 from zeus_airflow.core.train.engine import Engine, RecurrenceResult
 from zeus_airflow.core.train.gpu_lease import GPULeases, PowerLimitGuard
 from zeus_airflow.core.train.monitor import EnergyMonitor
@@ -305,17 +303,7 @@ def test_a_gpu_leased_by_a_live_task_is_measured_and_said_once(
     leases = GPULeases(store)
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        with store.engine.begin() as conn:
-            conn.execute(
-                gpu_leases.insert().values(
-                    host=leases.host,
-                    gpu_uuid=fake.gpu_uuids()[0],
-                    gpu_index=0,
-                    original_limit_w=250,
-                    pid=other.pid,
-                    acquired_at=datetime.now(UTC),
-                )
-            )
+        store.acquire_leases([LeaseRequest(leases.host, fake.gpu_uuids()[0], 0, 250, other.pid)])
         device = NVMLGPUs(nvml=fake, clock=clock)
         with (
             caplog.at_level(logging.WARNING),

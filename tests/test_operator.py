@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -25,9 +24,8 @@ from fixtures_airflow import (
     task_state,
     xcoms,
 )
-from sqlalchemy import create_engine, insert, select
+from fixtures_store import leave_lease, lose_every_trial, stored_leases, stored_trials
 
-from zeus_airflow.core.store.tables import gpu_leases, trials
 from zeus_airflow.core.train.run import TrainingRun
 from zeus_airflow.operators.replay import replay_job_settings, replay_train
 from zeus_airflow.operators.summary import XCOM_KEYS
@@ -78,16 +76,6 @@ def fake_dag(dag_id: str, train: Any, **operator_args: Any) -> Any:
     )
 
 
-def store_trials(url: str) -> list[Any]:
-    with create_engine(url).connect() as conn:
-        return list(conn.execute(select(trials).order_by(trials.c.id)))
-
-
-def lease_rows(url: str) -> list[Any]:
-    with create_engine(url).connect() as conn:
-        return list(conn.execute(select(gpu_leases)))
-
-
 def train_steps(run: TrainingRun, steps: int, then: Any = None) -> str:
     """Train ``steps`` steps of 1 ms in one epoch, call ``then(run)``, report the target."""
     for _ in run.epochs():
@@ -103,7 +91,7 @@ def test_three_runs_leave_three_trials_and_their_xcoms(zeus_store_url: str) -> N
     dag = replay_dag("three_runs")
     runs = [dag.test(logical_date=daily(day)) for day in range(3)]
 
-    rows = store_trials(zeus_store_url)
+    rows = stored_trials(zeus_store_url)
     assert [task_state(run, "train") for run in runs] == [("success", 1)] * 3
     assert sorted(r.run_id for r in rows) == sorted(run.run_id for run in runs)
     assert all(r.status == "succeeded" and r.observed and r.measurement == "replayed" for r in rows)
@@ -157,7 +145,7 @@ def test_an_airflow_retry_replaces_the_failed_try_never_adds(zeus_store_url: str
     dag_run = dag.test(logical_date=daily(0))
 
     assert task_state(dag_run, "train") == ("success", 2)
-    rows = store_trials(zeus_store_url)
+    rows = stored_trials(zeus_store_url)
     assert [r.try_number for r in rows] == [1, 2]
     assert [r.observed for r in rows] == [False, True]
     # Caught before it was recorded as a success: invalid, its measurement kept, not counted.
@@ -187,9 +175,9 @@ def test_a_user_exception_restores_the_limit_and_fails_with_its_traceback(
     log = capfd.readouterr().out
     assert "FloatingPointError: loss is nan at step 10" in log
     assert "in diverged" in log  # the user's own frame, not a wrapper's
-    (row,) = store_trials(zeus_store_url)
+    (row,) = stored_trials(zeus_store_url)
     assert row.status == "error" and "loss is nan" in row.error
-    assert lease_rows(zeus_store_url) == []
+    assert stored_leases(zeus_store_url) == []
 
 
 def test_success_restores_the_original_limit_not_the_maximum(
@@ -204,7 +192,7 @@ def test_success_restores_the_original_limit_not_the_maximum(
     pushed = xcoms("success", dag_run.run_id, "train")
     assert pushed["measurement"] == "measured" and pushed["return_value"] == "model.pt"
     assert "(" not in rendered_fields("success", dag_run.run_id, "train")["zeus_summary"]
-    assert lease_rows(zeus_store_url) == []
+    assert stored_leases(zeus_store_url) == []
 
 
 LIMITS_WHEN_STOPPED: list[tuple[int, ...]] = []
@@ -263,9 +251,9 @@ def test_airflow_stopping_the_task_restores_the_limit(
     assert any(limit < ORIGINAL_MW for _, limit in fake.allowed_sets())
     assert len(LIMITS_WHEN_STOPPED) == 1  # training was interrupted at once
     assert fake.limits_mw() == [ORIGINAL_MW]
-    (row,) = store_trials(zeus_store_url)
+    (row,) = stored_trials(zeus_store_url)
     assert row.status == "error"
-    assert lease_rows(zeus_store_url) == []
+    assert stored_leases(zeus_store_url) == []
 
 
 def dead_pid() -> int:
@@ -276,27 +264,12 @@ def dead_pid() -> int:
     return child.pid
 
 
-def add_lease(url: str, fake: FakeNVML, original_w: int, pid: int) -> None:
-    """The lease a task holding the fake GPU would have recorded."""
-    with create_engine(url).begin() as conn:
-        conn.execute(
-            insert(gpu_leases).values(
-                host=socket.gethostname(),
-                gpu_uuid=fake.gpu_uuids()[0],
-                gpu_index=0,
-                original_limit_w=original_w,
-                pid=pid,
-                acquired_at=datetime.now(UTC),
-            )
-        )
-
-
 def test_a_limit_left_by_a_killed_task_is_restored_by_the_next_one(
     zeus_store_url: str, fake_gpus: FakeNVML
 ) -> None:
     fake = fake_gpus
     seen: list[tuple[int, ...]] = []
-    add_lease(zeus_store_url, fake, ORIGINAL_MW // 1000, dead_pid())
+    leave_lease(zeus_store_url, fake.gpu_uuids()[0], ORIGINAL_MW // 1000, dead_pid())
     fake.nvmlInit()
     fake.nvmlDeviceSetPowerManagementLimit(fake.nvmlDeviceGetHandleByIndex(0), 150_000)
 
@@ -310,7 +283,7 @@ def test_a_limit_left_by_a_killed_task_is_restored_by_the_next_one(
     assert task_state(dag_run, "train") == ("success", 1)
     assert seen == [(ORIGINAL_MW // 1000,)]  # restored before training started
     assert fake.limits_mw() == [ORIGINAL_MW]
-    assert lease_rows(zeus_store_url) == []
+    assert stored_leases(zeus_store_url) == []
 
 
 def test_a_gpu_leased_by_a_live_task_is_measured_without_touching_it(
@@ -319,7 +292,7 @@ def test_a_gpu_leased_by_a_live_task_is_measured_without_touching_it(
     fake = fake_gpus
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        add_lease(zeus_store_url, fake, 300, other.pid)
+        leave_lease(zeus_store_url, fake.gpu_uuids()[0], 300, other.pid)
         dag = fake_dag("shared_gpu", lambda run: train_steps(run, 40))
         dag_run = dag.test(logical_date=daily(0))
     finally:
@@ -328,7 +301,7 @@ def test_a_gpu_leased_by_a_live_task_is_measured_without_touching_it(
 
     assert task_state(dag_run, "train") == ("success", 1)
     assert fake.set_calls == []
-    assert [lease.pid for lease in lease_rows(zeus_store_url)] == [other.pid]
+    assert [lease.pid for lease in stored_leases(zeus_store_url)] == [other.pid]
 
 
 def test_templated_fields_reach_the_train_function_and_the_store(zeus_store_url: str) -> None:
@@ -354,8 +327,7 @@ def test_templated_fields_reach_the_train_function_and_the_store(zeus_store_url:
         xcoms("templated", dag_run.run_id, "train")["_link_ZeusJobLink"]
         == "/zeus/jobs/templated-model"
     )
-    with create_engine(zeus_store_url).connect() as conn:
-        assert conn.execute(select(trials.c.run_id)).scalar() == dag_run.run_id
+    assert [t.run_id for t in stored_trials(zeus_store_url)] == [dag_run.run_id]
 
 
 SYNCHRONIZED: list[int] = []
@@ -410,8 +382,7 @@ def test_a_result_the_store_loses_fails_nothing_and_keeps_its_figures_in_xcom(
 ) -> None:
     def train(run: TrainingRun) -> dict[str, float]:
         value = replay_train(run)
-        with create_engine(zeus_store_url).begin() as conn:  # the store loses the trial
-            conn.execute(trials.delete())
+        lose_every_trial(zeus_store_url)
         return value
 
     dag = replay_dag("lost_result", train)
@@ -432,7 +403,7 @@ def test_observe_mode_publishes_what_the_optimum_would_have_saved(
 ) -> None:
     dag = replay_dag("observing", power_limit_mode="observe")
     run = dag.test(logical_date=daily(0))
-    (row,) = store_trials(zeus_store_url)
+    (row,) = stored_trials(zeus_store_url)
     pushed = xcoms("observing", run.run_id, "train")
     assert (
         (pushed["power_limit_w"], pushed["optimal_power_limit_w"])
@@ -459,6 +430,6 @@ def test_a_train_function_that_skips_its_task_is_recorded_skipped(zeus_store_url
     dag = replay_dag("skips", train=lambda run: train_steps(run, 3, then=no_data_today))
     dag_run = dag.test(logical_date=daily(0))
     assert task_state(dag_run, "train")[0] == "skipped"
-    (row,) = store_trials(zeus_store_url)
+    (row,) = stored_trials(zeus_store_url)
     assert (row.status, row.observed) == ("skipped", False)
     assert "no new data today" in row.error and row.energy_j is not None

@@ -12,13 +12,13 @@ from datetime import UTC, datetime, timedelta
 
 import psutil
 import pytest
+from fixtures_store import leave_lease
 
 from zeus_airflow.cli import main
 from zeus_airflow.core.devices import nvml
 from zeus_airflow.core.devices.nvml import NVMLGPUs
 from zeus_airflow.core.store.base import Lease
 from zeus_airflow.core.store.sql import SQLStore
-from zeus_airflow.core.store.tables import gpu_leases
 from zeus_airflow.core.train.gpu_lease import GPULeases, holder_alive, restore_host_leases
 from zeus_airflow.testing import FakeGPUSpec, FakeNVML
 
@@ -56,44 +56,10 @@ def test_one_lease_per_gpu_and_host(store_url: str, fake_gpus: FakeNVML) -> None
     assert [lease.host for lease in here.on_host()] == [] and len(there.on_host()) == 1
 
 
-def test_lease_writes_fail_as_store_errors_naming_the_store(
-    store_url: str, fake_gpus: FakeNVML
-) -> None:
-    """Leases are the store's: its retries and its errors, not a raw database error."""
-    from sqlalchemy import text
-
-    from zeus_airflow.core.store.base import StoreError
-    from zeus_airflow.core.store.retry import RetryPolicy
-
-    store = SQLStore(store_url, retry=RetryPolicy(attempts=1))
-    with store.engine.begin() as conn:
-        conn.execute(text("DROP TABLE zeus_gpu_leases"))
-    leases = GPULeases(store)
-    with pytest.raises(
-        StoreError,
-        match=r"leasing GPUs' power limits: the zeus-airflow store "
-        r"at sqlite:///",
-    ):
-        leases.acquire(NVMLGPUs((0,), nvml=fake_gpus), (250,))
-    with pytest.raises(StoreError, match="reading the GPU leases of"):
-        leases.on_host()
-
-
 def leave_capped_gpu(url: str, fake: FakeNVML, pid: int, index: int = 0) -> None:
     """What a task killed mid-profiling leaves: a lease at 250 W, the GPU at 150 W."""
     gpus = NVMLGPUs((index,), nvml=fake)
-    leases = GPULeases(SQLStore(url))
-    with leases.store.engine.begin() as conn:  # a lease as that process would have taken it
-        conn.execute(
-            gpu_leases.insert().values(
-                host=leases.host,
-                gpu_uuid=gpus.uuids[0],
-                gpu_index=index,
-                original_limit_w=250,
-                pid=pid,
-                acquired_at=datetime.now(UTC),
-            )
-        )
+    leave_lease(url, gpus.uuids[0], 250, pid, gpu_index=index)  # as that process took it
     gpus.set_power_limits_w([150])
     gpus.close()
 
@@ -131,17 +97,9 @@ def test_gpu_restore_refuses_a_renumbered_gpu(
     store_url: str, fake_gpus: FakeNVML, capsys: pytest.CaptureFixture[str]
 ) -> None:
     leases = GPULeases(SQLStore(store_url))
-    with leases.store.engine.begin() as conn:
-        conn.execute(
-            gpu_leases.insert().values(
-                host=leases.host,
-                gpu_uuid="GPU-gone",
-                gpu_index=0,
-                original_limit_w=250,
-                pid=1,
-                acquired_at=datetime(2020, 1, 1, tzinfo=UTC),
-            )
-        )
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    leave_lease(store_url, "GPU-gone", 250, dead.pid)
 
     assert main(["gpu", "restore", "--db", store_url]) == 1
     assert "not the leased GPU-gone" in capsys.readouterr().err
@@ -160,27 +118,8 @@ def test_a_task_restores_every_dead_lease_of_its_host(
     for index in (0, 1):
         leave_capped_gpu(store_url, fake, dead.pid, index)
     leases = GPULeases(SQLStore(store_url))
-    with leases.store.engine.begin() as conn:
-        conn.execute(
-            gpu_leases.insert().values(
-                host="another-host",
-                gpu_uuid="GPU-elsewhere",
-                gpu_index=0,
-                original_limit_w=1,
-                pid=dead.pid,
-                acquired_at=datetime.now(UTC),
-            )
-        )
-        conn.execute(
-            gpu_leases.insert().values(
-                host=leases.host,
-                gpu_uuid="GPU-gone",
-                gpu_index=1,
-                original_limit_w=1,
-                pid=dead.pid,
-                acquired_at=datetime.now(UTC),
-            )
-        )
+    leave_lease(store_url, "GPU-elsewhere", 1, dead.pid, host="another-host")
+    leave_lease(store_url, "GPU-gone", 1, dead.pid, gpu_index=1)
 
     own = nvml.NVMLGPUs((0,))
     done = restore_host_leases(leases, logging.getLogger("test"), own=own)

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 from fixtures_airflow import daily, rendered_fields, sync_dag
-from sqlalchemy import create_engine, select
+from fixtures_store import stored_trials
+from sqlalchemy import select
 
 from zeus_airflow.core.common.naming import default_job_id, map_label
-from zeus_airflow.core.store.tables import jobs, trials
 from zeus_airflow.core.train.run import TrainingRun
 from zeus_airflow.operators.replay import replay_job_settings, replay_train
 
@@ -40,13 +40,9 @@ def mapped_dag(dag_id: str, **partial_args: Any) -> Any:
 
 
 def jobs_by_map_index(url: str) -> dict[int, set[str]]:
-    with create_engine(url).connect() as conn:
-        rows = conn.execute(
-            select(trials.c.map_index, jobs.c.job_id).join(jobs, jobs.c.id == trials.c.job_pk)
-        )
-        found: dict[int, set[str]] = {}
-        for index, job_id in rows:
-            found.setdefault(index, set()).add(job_id)
+    found: dict[int, set[str]] = {}
+    for trial in stored_trials(url):
+        found.setdefault(trial.map_index, set()).add(trial.job_id)
     return found
 
 

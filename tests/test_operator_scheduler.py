@@ -18,10 +18,8 @@ from pathlib import Path
 
 import pytest
 from fixtures_airflow import PRISTINE_DB, TRACES
+from fixtures_store import stored_trials
 from scheduler_harness import catching_up_home, running_servers, wait_for_runs
-from sqlalchemy import create_engine, select
-
-from zeus_airflow.core.store.tables import jobs, trials
 
 RUNS = 2
 DEADLINE_S = 240.0
@@ -91,9 +89,7 @@ def test_scheduled_runs_in_real_task_processes(
     logs = "\n".join(path.read_text() for path in tmp_path.glob("*.log"))
 
     assert [state for _, state in runs] == ["success"] * RUNS, logs[-4000:]
-    store = create_engine(f"sqlite:///{home}/zeus_airflow.db")  # the embedded default
-    with store.connect() as conn:
-        rows = conn.execute(select(trials).order_by(trials.c.id)).all()
+    rows = stored_trials(f"sqlite:///{home}/zeus_airflow.db")  # the embedded default
     assert [(r.run_id, r.status, r.try_number, r.measurement) for r in rows] == [
         (run_id, "succeeded", 1, "replayed") for run_id, _ in runs
     ]
@@ -118,13 +114,7 @@ def test_a_task_zeus_dag_trains_through_the_scheduler(
     logs = "\n".join(path.read_text() for path in tmp_path.glob("*.log"))
 
     assert [state for _, state in runs] == ["success"] * RUNS, logs[-4000:]
-    store = create_engine(f"sqlite:///{home}/zeus_airflow.db")
-    with store.connect() as conn:
-        rows = conn.execute(
-            select(jobs.c.job_id, trials.c.run_id, trials.c.status, trials.c.batch_size)
-            .join(jobs, jobs.c.id == trials.c.job_pk)
-            .order_by(trials.c.id)
-        ).all()
+    rows = stored_trials(f"sqlite:///{home}/zeus_airflow.db")
     assert [(r.job_id, r.run_id, r.status) for r in rows] == [
         ("zeus_taskflow.train", run_id, "succeeded") for run_id, _ in runs
     ]

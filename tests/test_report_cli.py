@@ -9,16 +9,15 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from fixtures_store import job_config
-from sqlalchemy import select
+from fixtures_store import job_config, overwrite_trials
 
 from zeus_airflow.cli import main
 from zeus_airflow.core import reports
 from zeus_airflow.core.common.traces import WorkloadTrace
 from zeus_airflow.core.devices.replay import ReplayGPU
 from zeus_airflow.core.domain import RecurrenceKey
+from zeus_airflow.core.store.admin import list_trials
 from zeus_airflow.core.store.sql import SQLStore
-from zeus_airflow.core.store.tables import trials
 from zeus_airflow.core.train.engine import Engine
 from zeus_airflow.core.train.replay_training import ReplayTraining
 
@@ -156,12 +155,7 @@ def test_a_job_whose_default_runs_all_missed_the_target_still_has_a_default(
     url = sql_store.engine.url.render_as_string(hide_password=False)
     code, out, _ = run_cli(capsys, "report", "--db", url, "--format", "json")
     (job,) = json.loads(out)["jobs"]
-    with sql_store.reading() as conn:
-        b0_runs = conn.execute(
-            select(trials.c.default_cost, trials.c.stop_reason).where(
-                trials.c.batch_size == config.default_batch_size
-            )
-        ).all()
+    b0_runs = [t for t in list_trials(sql_store) if t.batch_size == config.default_batch_size]
     assert {run.stop_reason for run in b0_runs} == {"max_epochs"}
     assert code == 0 and job["default_cost"] is not None and job["default_energy_j"] > 0
     # Three recurrences, each b0's alone: Default's cost over them is those runs' own figures.
@@ -197,8 +191,6 @@ def store_of_extremes(
 ) -> dict[str, tuple[Engine, ReplayTraining]]:
     """Each case of EXTREMES as jobs ``<case>-<budget>`` of three daily runs whose tries are
     then overwritten with the case's figures; by job id, its engine and train function."""
-    from sqlalchemy import update
-
     engines = {}
     for name, values in EXTREMES.items():
         for budget in budgets:
@@ -209,8 +201,7 @@ def store_of_extremes(
             train = ReplayTraining(gpu, seed=3)
             for day in range(3):
                 engine.run_recurrence(train, RecurrenceKey(f"day-{day}", "dag", job_id))
-            with store.engine.begin() as conn:
-                conn.execute(update(trials).where(trials.c.task_id == job_id).values(**values))
+            overwrite_trials(store, job_id, **values)
             engines[job_id] = (engine, train)
     return engines
 

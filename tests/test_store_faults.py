@@ -12,9 +12,11 @@ from typing import Any
 
 import pytest
 from fixtures_store import FAST_RETRY, StoreOutage, job_config, unreachable_url
+from sqlalchemy import text
 
 from zeus_airflow.cli import main
 from zeus_airflow.core.common.traces import WorkloadTrace
+from zeus_airflow.core.devices.nvml import NVMLGPUs
 from zeus_airflow.core.devices.replay import ReplayGPU
 from zeus_airflow.core.domain import RecurrenceKey, outbox_from_json, outbox_to_json
 from zeus_airflow.core.store.admin import list_trials
@@ -23,8 +25,10 @@ from zeus_airflow.core.store.location import open_store
 from zeus_airflow.core.store.retry import RetryPolicy
 from zeus_airflow.core.store.sql import SQLStore
 from zeus_airflow.core.train.engine import Engine, TrainFunction, record_late
+from zeus_airflow.core.train.gpu_lease import GPULeases
 from zeus_airflow.core.train.replay_training import ReplayTraining
 from zeus_airflow.core.train.run import TrainingRun
+from zeus_airflow.testing import FakeNVML
 
 
 class WatchedGPU(ReplayGPU):
@@ -159,3 +163,24 @@ def test_a_brief_outage_while_recording_is_ridden_out(
     assert (trial.status, trial.cost, trial.observed) == ("succeeded", result.cost, True)
     profile = store.load_profile(result.job, result.batch_size, engine.device_info)
     assert profile.measurements  # saved once the database was back
+
+
+def test_lease_writes_fail_as_store_errors_naming_the_store(
+    tmp_path: Path, fake_gpus: FakeNVML
+) -> None:
+    """Leases are the store's: its retries and its errors, not a raw database error (the
+    lease table is gone: a fault no Store method makes)."""
+    store = SQLStore(
+        f"sqlite:///{tmp_path}/zeus.db", retry=RetryPolicy(attempts=1), create_schema=True
+    )
+    with store.engine.begin() as conn:
+        conn.execute(text("DROP TABLE zeus_gpu_leases"))
+    leases = GPULeases(store)
+    with pytest.raises(
+        StoreError,
+        match=r"leasing GPUs' power limits: the zeus-airflow store "
+        r"at sqlite:///",
+    ):
+        leases.acquire(NVMLGPUs((0,), nvml=fake_gpus), (250,))
+    with pytest.raises(StoreError, match="reading the GPU leases of"):
+        leases.on_host()

@@ -15,10 +15,12 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from fixtures_store import empty_database
-from sqlalchemy import Connection, create_engine, inspect, text
+from sqlalchemy import Connection, create_engine, inspect, text, types
 
 from zeus_airflow.cli import main
-from zeus_airflow.core.store import schema
+from zeus_airflow.core.common.config import HOST_MAX_LENGTH
+from zeus_airflow.core.domain import FIGURES, TRY_FIGURES
+from zeus_airflow.core.store import retry, schema
 from zeus_airflow.core.store.base import StoreError
 from zeus_airflow.core.store.location import open_store, upgrade_store
 from zeus_airflow.core.store.sql import SQLStore
@@ -244,3 +246,58 @@ def test_the_migrations_ship_in_the_wheel(tmp_path: Path) -> None:
         "zeus_airflow/migrations/script.py.mako",
         "zeus_airflow/migrations/versions/0001_initial_schema.py",
     } <= names
+
+
+# --- the declared figures (core/domain/figures.py) have their columns ---------------------
+_SQL = {"float": types.Float, "int": types.Integer, "bool": types.Boolean, "code": types.String}
+
+
+def test_the_migrated_trials_table_has_each_declared_figure_of_a_try(tmp_path: Path) -> None:
+    """On a real SQLite file upgraded by the migrations (not by the tables module), each
+    figure a try measures is a nullable column of its declared type."""
+    url = f"sqlite:///{tmp_path / 'zeus.db'}"
+    upgrade_store(url)
+    engine = create_engine(url)
+    columns = {c["name"]: c for c in inspect(engine).get_columns("zeus_trials")}
+    engine.dispose()
+    assert len(TRY_FIGURES) >= 15
+    for name in TRY_FIGURES:
+        column = columns[name]
+        assert column["nullable"], name  # None until the try ends
+        assert isinstance(column["type"], _SQL[FIGURES[name].sql]), (name, column["type"])
+        if FIGURES[name].sql == "code":
+            assert column["type"].length == 16, name
+
+
+# --- a store missing a table (a fault no Store method makes) ---------------------------------
+@pytest.mark.parametrize("table", ["zeus_trials", "zeus_jobs", "zeus_gpu_leases"])
+def test_a_store_missing_a_table_gets_the_schema_message(
+    migrated_url: str, table: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    waits: list[float] = []  # the waits the store's retry loop asks for, instead of slept
+    monkeypatch.setattr(retry.time, "sleep", waits.append)
+    store = SQLStore(migrated_url)
+    with store.engine.begin() as conn:
+        conn.execute(
+            text(
+                f"DROP TABLE {table} CASCADE"
+                if "postgresql" in migrated_url
+                else f"DROP TABLE {table}"
+            )
+        )
+    store.engine.dispose()
+    with pytest.raises(StoreError) as err:
+        open_store(migrated_url)
+    message = str(err.value)
+    assert f"lacks table(s) {table}" in message and "zeus-airflow db upgrade" in message
+    assert "\n" not in message and waits == []
+    assert upgrade_store(migrated_url).recreated == (table,)  # the fix the message names
+
+
+def test_the_lease_host_column_holds_what_the_node_name_check_allows(migrated_url: str) -> None:
+    """``ZEUS_AIRFLOW_NODE_NAME`` is refused past ``HOST_MAX_LENGTH`` characters, named as
+    the store's lease column (tests/test_bad_inputs.py): the migrated column is that long."""
+    engine = create_engine(migrated_url)
+    columns = {c["name"]: c for c in inspect(engine).get_columns("zeus_gpu_leases")}
+    engine.dispose()
+    assert columns["host"]["type"].length == HOST_MAX_LENGTH == 250

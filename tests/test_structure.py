@@ -323,3 +323,41 @@ def test_the_tools_import_the_airflow_layer_only_where_documented() -> None:
         for target in sorted({module, *targets}):
             path = target.removeprefix("zeus_airflow.").replace(".", "/") + ".py"
             assert f"`{path}`" in documented, path
+
+
+SQL_STORE = "zeus_airflow.core.store.sql"
+BUILDS_THE_SQL_STORE = (
+    "zeus_airflow.cli.capriccio",
+    "zeus_airflow.cli.store",
+    "zeus_airflow.sim.carbon",
+    "zeus_airflow.sim.drift",
+    "zeus_airflow.sim.simulator",
+)
+"""The only modules outside the store that name ``SQLStore``: they build one (the simulators'
+and capriccio's in-memory stores), or hand it to the store's admin functions (the CLI's
+``db``/``jobs``/``reset``). Everything else types against ``Store`` (``store/base.py``) and
+gets its store from ``open_store`` or the hook."""
+
+
+def imports_any(module: str) -> frozenset[str]:
+    """The package's modules ``module`` imports, ``if TYPE_CHECKING:`` blocks included (a type
+    is a dependency on the contract too). ``SQLStore`` taken from the package's re-export
+    counts as importing ``sql``."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(MODULES[module].read_text())):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.update(f"{node.module}.{a.name}" for a in node.names)
+            found.add(node.module)
+            if any(a.name == "SQLStore" for a in node.names):
+                found.add(SQL_STORE)
+    return frozenset(m for m in found if m in MODULES)
+
+
+def test_only_construction_sites_import_the_sql_store() -> None:
+    """Callers use the store through its protocol: every method they call is on ``Store``."""
+    outside = [m for m in MODULES if not within(m, (STORE, "zeus_airflow.migrations"))]
+    importing = sorted(m for m in outside if SQL_STORE in imports_any(m))
+    assert "zeus_airflow.sim.simulator" in importing  # the check sees a construction site
+    assert importing == sorted(BUILDS_THE_SQL_STORE)

@@ -11,13 +11,11 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 from fixtures_airflow import TRACES
-from fixtures_store import StoreOutage
-from sqlalchemy import update
+from fixtures_store import StoreOutage, overwrite_trials
 
 from zeus_airflow.core.common.config import JobConfig
 from zeus_airflow.core.store.base import StoreError
 from zeus_airflow.core.store.sql import SQLStore
-from zeus_airflow.core.store.tables import trials
 from zeus_airflow.plugins import queries
 from zeus_airflow.plugins.access import DagAccess
 
@@ -282,8 +280,7 @@ def test_a_limit_set_through_zeusd_says_so_in_the_runs_table(
     (run,) = client.get("/api/jobs/host/runs").json()["runs"]
     assert run["run"]["power_control"] == "none"
     assert "via zeusd" not in client.get("/jobs/host").text
-    with store.engine.begin() as conn:
-        conn.execute(update(trials).values(power_control="zeusd"))
+    overwrite_trials(store, None, power_control="zeusd")
     assert "via zeusd</span>" in client.get("/jobs/host").text
 
 

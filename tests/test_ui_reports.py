@@ -6,20 +6,18 @@ from __future__ import annotations
 
 import math
 from datetime import UTC, datetime
-from typing import Any
 
 import pytest
-from fixtures_store import job_config
-from sqlalchemy import insert, select
+from fixtures_store import insert_profile_point, insert_trial, job_config
 
 from zeus_airflow.core import reports
 from zeus_airflow.core.common.config import JobConfig
 from zeus_airflow.core.common.traces import load_workload_trace
 from zeus_airflow.core.devices.replay import ReplayGPU
 from zeus_airflow.core.devices.spec import resolve_traces_dir
-from zeus_airflow.core.domain import RecurrenceKey
+from zeus_airflow.core.domain import RecurrenceKey, TrialRecord
+from zeus_airflow.core.store.admin import list_trials
 from zeus_airflow.core.store.sql import SQLStore
-from zeus_airflow.core.store.tables import power_profiles, trials
 from zeus_airflow.core.train.engine import Engine
 from zeus_airflow.core.train.replay_training import ReplayTraining
 
@@ -53,9 +51,8 @@ def summary_of(store: SQLStore, job_id: str = JOB) -> reports.JobSummary:
     return detail_of(store, job_id).summary
 
 
-def trial_rows(store: SQLStore) -> list[Any]:
-    with store.reading() as conn:
-        return list(conn.execute(select(trials).order_by(trials.c.decision_seq)))
+def trial_rows(store: SQLStore) -> list[TrialRecord]:
+    return sorted(list_trials(store), key=lambda t: t.decision_seq)
 
 
 def test_a_run_is_a_task_instance_with_its_tries_summed(replayed: SQLStore) -> None:
@@ -149,12 +146,11 @@ def test_more_observations_narrow_an_arms_spread(replayed: SQLStore) -> None:
 
 def test_profile_points_are_the_stored_profile(replayed: SQLStore) -> None:
     points = detail_of(replayed).profile
-    with replayed.reading() as conn:
-        stored = conn.execute(select(power_profiles)).all()
+    with replayed.reader() as reader:
+        (version,) = reader.versions([JOB])[JOB]
+        stored = reader.profile_points(version.pk)  # (batch size, model, count, limit, ...)
     assert len(points) == len(stored) > 0
-    assert {(p.batch_size, p.power_limit_w) for p in points} == {
-        (r.batch_size, r.power_limit_w) for r in stored
-    }
+    assert {(p.batch_size, p.power_limit_w) for p in points} == {(r[0], r[3]) for r in stored}
     assert all(p.samples_per_s == pytest.approx(p.steps_per_s * p.batch_size) for p in points)
 
 
@@ -192,64 +188,50 @@ def add_trial(
 ) -> None:
     """A try as the engine stores it; one that succeeded stopped at the target, one that
     failed was stopped early unless ``stop_reason`` says otherwise."""
-    with store.transaction() as conn:
-        seq = (
-            conn.execute(
-                select(trials.c.decision_seq)
-                .where(trials.c.job_pk == job_pk)
-                .order_by(trials.c.decision_seq.desc())
-                .limit(1)
-            ).scalar()
-            or 0
-        ) + 1
-        finished = energy_j is not None
-        conn.execute(
-            insert(trials).values(
-                job_pk=job_pk,
-                decision_seq=seq,
-                dag_id=dag_id,
-                task_id="t",
-                run_id=run_id,
-                map_index=-1,
-                try_number=try_number,
-                attempt=attempt,
-                status=status,
-                phase=phase,
-                batch_size=batch_size,
-                power_limit_w=limit_w,
-                energy_j=energy_j,
-                time_s=time_s if finished else None,
-                cost=energy_j,
-                epochs=3 if finished else None,
-                stop_reason=stop_reason or ("target" if status == "succeeded" else None),
-                # a try that raised keeps its figures without a verdict (engine.fail_trial)
-                reached_target=(status == "succeeded") if finished and status != "error" else None,
-                observed=status == "succeeded",
-                measurement="measured",
-                gpu_model="A40",
-                gpu_count=1,
-                started_at=NOW,
-                heartbeat_at=NOW,
-                finished_at=NOW if finished else None,
-            )
-        )
+    finished = energy_j is not None
+    insert_trial(
+        store,
+        job_pk,
+        dag_id=dag_id,
+        task_id="t",
+        run_id=run_id,
+        map_index=-1,
+        try_number=try_number,
+        attempt=attempt,
+        status=status,
+        phase=phase,
+        batch_size=batch_size,
+        power_limit_w=limit_w,
+        energy_j=energy_j,
+        time_s=time_s if finished else None,
+        cost=energy_j,
+        epochs=3 if finished else None,
+        stop_reason=stop_reason or ("target" if status == "succeeded" else None),
+        # a try that raised keeps its figures without a verdict (engine.fail_trial)
+        reached_target=(status == "succeeded") if finished and status != "error" else None,
+        observed=status == "succeeded",
+        measurement="measured",
+        gpu_model="A40",
+        gpu_count=1,
+        started_at=NOW,
+        heartbeat_at=NOW,
+        finished_at=NOW if finished else None,
+    )
 
 
 def add_profile(
     store: SQLStore, job_pk: int, limit_w: int, power_w: float, steps_per_s: float
 ) -> None:
-    with store.transaction() as conn:
-        conn.execute(
-            insert(power_profiles).values(
-                job_pk=job_pk,
-                batch_size=B0,
-                gpu_model="A40",
-                gpu_count=1,
-                power_limit_w=limit_w,
-                avg_power_w=power_w,
-                steps_per_s=steps_per_s,
-            )
-        )
+    insert_profile_point(
+        store,
+        job_pk,
+        batch_size=B0,
+        gpu_model="A40",
+        gpu_count=1,
+        power_limit_w=limit_w,
+        avg_power_w=power_w,
+        steps_per_s=steps_per_s,
+    )
 
 
 def test_default_estimate_scales_b0s_successes_to_the_maximum_limit(store: SQLStore) -> None:

@@ -15,6 +15,7 @@ import httpx
 import pytest
 from fastapi.routing import APIRoute
 from fixtures_airflow import xcoms
+from fixtures_store import stored_trials
 from fixtures_ui import (
     ALPHA_DAG,
     ALPHA_JOB,
@@ -29,9 +30,6 @@ from fixtures_ui import (
     ApiServer,
     UIData,
 )
-from sqlalchemy import create_engine, func, select
-
-from zeus_airflow.core.store.tables import jobs, trials
 
 
 @pytest.fixture(scope="module")
@@ -167,12 +165,7 @@ def test_a_reader_of_every_dag_sees_every_job(
         ["replayed"],
         f"/zeus/jobs/{ALPHA_JOB}",
     )
-    with create_engine(ui_data.store_url).connect() as conn:
-        stored = conn.execute(
-            select(func.sum(trials.c.energy_j))
-            .join(jobs, jobs.c.id == trials.c.job_pk)
-            .where(jobs.c.job_id == ALPHA_JOB)
-        ).scalar()
+    stored = sum(t.energy_j or 0.0 for t in stored_trials(ui_data.store_url, ALPHA_JOB))
     assert alpha["energy_j"] == pytest.approx(stored)
     assert alpha["energy_kwh"] == pytest.approx(stored / 3.6e6)
     assert alpha["default_estimate"]["batch_size"] == alpha["default_batch_size"]

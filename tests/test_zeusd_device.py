@@ -14,7 +14,6 @@ import textwrap
 import types
 from collections.abc import Iterator
 from dataclasses import replace
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +31,8 @@ from zeus_airflow.core.devices.zeusd import ZeusdGPUs, ZeusdHostEnergy
 from zeus_airflow.core.devices.zeusd_client import ZeusdEndpoint, ZeusdError
 from zeus_airflow.core.devices.zeusd_discovery import LocalGPUs, local_gpus
 from zeus_airflow.core.store.admin import list_trials
-from zeus_airflow.core.store.base import RecurrenceKey
+from zeus_airflow.core.store.base import LeaseRequest, RecurrenceKey
 from zeus_airflow.core.store.sql import SQLStore
-from zeus_airflow.core.store.tables import gpu_leases
 from zeus_airflow.core.train.engine import Engine
 from zeus_airflow.core.train.gpu_lease import GPULeases, PowerLimitGuard
 from zeus_airflow.core.train.run import TrainingRun
@@ -377,8 +375,14 @@ def test_a_daemon_gone_mid_run_leaves_the_training_finished_and_the_lease_for_la
     assert capped_mw < 400_000  # the daemon went away while the profiler had the GPU capped
     ended = subprocess.Popen([sys.executable, "-c", "pass"])
     ended.wait()
-    with store.engine.begin() as conn:  # the task's process has ended since, as in Airflow
-        conn.execute(gpu_leases.update().values(pid=ended.pid))
+    store.release_leases([lease.id])  # the task's process has ended since, as in Airflow
+    store.acquire_leases(
+        [
+            LeaseRequest(
+                lease.host, lease.gpu_uuid, lease.gpu_index, lease.original_limit_w, ended.pid
+            )
+        ]
+    )
 
     with (
         FakeZeusd(sock, daemon.nvml) as again,
@@ -399,17 +403,8 @@ def test_the_cli_restores_a_dead_tasks_zeusd_lease_through_the_daemon(
         monkeypatch.setenv("ZEUSD_SOCK_PATH", str(sock))
         gpus = gpus_of(daemon, (1,))
         leases = GPULeases(store)
-        with store.engine.begin() as conn:  # what a task killed on GPU 1 leaves behind
-            conn.execute(
-                gpu_leases.insert().values(
-                    host=leases.host,
-                    gpu_uuid=gpus.uuids[0],
-                    gpu_index=1,
-                    original_limit_w=400,
-                    pid=dead.pid,
-                    acquired_at=datetime.now(UTC),
-                )
-            )
+        # what a task killed on GPU 1 leaves behind
+        store.acquire_leases([LeaseRequest(leases.host, gpus.uuids[0], 1, 400, dead.pid)])
         gpus.set_power_limits_w([150])
 
         assert main(["gpu", "restore", "--db", str(store.engine.url)]) == 0
@@ -431,18 +426,12 @@ def test_on_kubernetes_a_task_restores_only_its_own_gpus_leases(
         leases = GPULeases(store)
         assert leases.host == "gpu-node-7"
         both = gpus_of(daemon)
-        with store.engine.begin() as conn:
-            for index, uuid in zip(both.indices, both.uuids, strict=True):
-                conn.execute(
-                    gpu_leases.insert().values(
-                        host="gpu-node-7",
-                        gpu_uuid=uuid,
-                        gpu_index=index,
-                        original_limit_w=400,
-                        pid=dead.pid,
-                        acquired_at=datetime.now(UTC),
-                    )
-                )
+        store.acquire_leases(
+            [
+                LeaseRequest("gpu-node-7", uuid, index, 400, dead.pid)
+                for index, uuid in zip(both.indices, both.uuids, strict=True)
+            ]
+        )
         both.set_power_limits_w([150, 150])
 
         with PowerLimitGuard(gpus_of(daemon, (1,)), leases, LOG):

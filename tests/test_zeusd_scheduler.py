@@ -19,10 +19,9 @@ from pathlib import Path
 
 import pytest
 from fixtures_airflow import PRISTINE_DB
+from fixtures_store import stored_leases, stored_trials
 from scheduler_harness import catching_up_home, running_servers, wait_for_runs
-from sqlalchemy import create_engine, select
 
-from zeus_airflow.core.store.tables import gpu_leases, trials
 from zeus_airflow.testing import A100_SXM4, FakeNVML, FakeZeusd
 
 RUNS = 2
@@ -90,10 +89,8 @@ def test_scheduled_runs_set_and_restore_limits_through_zeusd(
     assert len(set(limits_set)) >= 3, limits_set  # the profiler walked the A100's range
     assert limits_set[-1] == 400_000 and daemon.nvml.limits_mw() == [400_000]  # put back
 
-    store = create_engine(f"sqlite:///{home}/zeus_airflow.db")
-    with store.connect() as conn:
-        rows = conn.execute(select(trials).order_by(trials.c.id)).all()
-        assert conn.execute(select(gpu_leases)).all() == []  # released after each restore
+    rows = stored_trials(f"sqlite:///{home}/zeus_airflow.db")
+    assert stored_leases(f"sqlite:///{home}/zeus_airflow.db") == []  # released after each restore
     assert [(r.status, r.measurement, r.gpu_model, r.power_control) for r in rows] == [
         ("succeeded", "measured", "NVIDIA A100-SXM4-40GB", "zeusd")
     ] * RUNS

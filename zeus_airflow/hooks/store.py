@@ -16,10 +16,9 @@ from airflow.sdk.exceptions import AirflowNotFoundException
 
 from zeus_airflow import airflow_compat  # noqa: F401  (an unsupported Airflow: a clear error)
 from zeus_airflow.core.common.config import is_blank
-from zeus_airflow.core.store.base import StoreError
+from zeus_airflow.core.store.base import Store, StoreError
 from zeus_airflow.core.store.connect import URL, normalize_url, postgres_url, sqlite_url
 from zeus_airflow.core.store.location import StoreLocation, open_store, resolve_location
-from zeus_airflow.core.store.sql import SQLStore
 
 DEFAULT_CONN_ID = "zeus_default"
 CONN_TYPE = "zeus_store"
@@ -127,9 +126,9 @@ class ZeusStoreHook(BaseHook):
     def location(self) -> StoreLocation:
         return resolve_store_location(self.zeus_conn_id)
 
-    def get_conn(self) -> SQLStore:
+    def get_conn(self) -> Store:
         return self.get_store()
 
-    def get_store(self, **options: Any) -> SQLStore:
+    def get_store(self, **options: Any) -> Store:
         """The store, schema checked (``options`` as for :func:`open_store`)."""
         return open_store(self.location(), **options)

@@ -27,7 +27,7 @@ from zeus_airflow.core.domain.finite import finite_or_none
 if TYPE_CHECKING:
     from zeus_airflow.core.domain import RecurrenceKey, RunCarbon
     from zeus_airflow.core.reports import RunRecord
-    from zeus_airflow.core.store.sql import SQLStore
+    from zeus_airflow.core.store.base import Store
     from zeus_airflow.core.train.engine import RecurrenceResult
 
 JOB_ID = Figure("job_id", "", sql="text", doc="the Zeus job (its page, `zeus-airflow runs --job`)")
@@ -53,7 +53,7 @@ def record(
     result: RecurrenceResult,
     footprint: RunCarbon | None,
     control: str | None,
-    store: SQLStore | None,
+    store: Store | None,
     log: logging.Logger | None = None,
 ) -> dict[str, Any]:
     """A finished run's :data:`PUBLISHED` values, by name. ``store``: where Default's
@@ -70,7 +70,7 @@ def record(
     return _published(values)
 
 
-def stored_record(store: SQLStore, job_id: str, key: RecurrenceKey) -> dict[str, Any] | None:
+def stored_record(store: Store, job_id: str, key: RecurrenceKey) -> dict[str, Any] | None:
     """The :data:`PUBLISHED` values of the run ``key`` as the store holds them (its
     tries' figures by the declaration's rule, its carbon figures): what a run that failed
     before it could publish anything measured. None when the store has no such run."""
@@ -99,7 +99,7 @@ def _fields(run: RunRecord) -> dict[str, Any]:
 
 
 def _savings(
-    store: SQLStore | None,
+    store: Store | None,
     job_pk: int,
     b0: int,
     figures: TrainingFigures,

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from zeus_airflow.core.domain import RunCarbon
-    from zeus_airflow.core.store.sql import SQLStore
+    from zeus_airflow.core.store.base import Store
     from zeus_airflow.core.train.engine import RecurrenceResult
     from zeus_airflow.integrations.mlflow import Tracking
 
@@ -46,7 +46,7 @@ class PublishesFigures:
     _zeus_tracking: Tracking | None = None
 
     @contextmanager
-    def _training_published(self, context: Context, store: SQLStore, job_id: str) -> Iterator[None]:
+    def _training_published(self, context: Context, store: Store, job_id: str) -> Iterator[None]:
         """Around training: the MLflow run of ``mlflow_experiment`` while it trains; when
         training raises, the figures the store holds for the run, for its FAIL event and
         MLflow."""
@@ -72,7 +72,7 @@ class PublishesFigures:
     def _publish_elsewhere(
         self,
         context: Context,
-        store: SQLStore,
+        store: Store,
         result: RecurrenceResult,
         footprint: RunCarbon | None,
         control: str | None,
@@ -139,7 +139,7 @@ def _lineage_on() -> bool:
     return lineage_on()
 
 
-def _stored(store: SQLStore, job_id: str, ti: Any, log: logging.Logger) -> dict[str, Any] | None:
+def _stored(store: Store, job_id: str, ti: Any, log: logging.Logger) -> dict[str, Any] | None:
     from zeus_airflow.integrations.published import stored_record
     from zeus_airflow.operators.instances import recurrence_key
 

@@ -10,7 +10,7 @@ from zeus_airflow.core.common.naming import UNMAPPED, default_job_id, map_label
 from zeus_airflow.core.domain import RecurrenceKey
 
 if TYPE_CHECKING:
-    from zeus_airflow.core.store.sql import SQLStore
+    from zeus_airflow.core.store.base import Store
 
 
 def resolve_job_id(operator: Any, context: Any) -> str:
@@ -48,7 +48,7 @@ def _rendered_map_index(operator: Any, context: Any, map_index: int | None) -> s
 
 
 def warn_if_instances_share_the_job(
-    store: SQLStore, ti: Any, job_id: str, shared_job: bool, log: Any
+    store: Store, ti: Any, job_id: str, shared_job: bool, log: Any
 ) -> None:
     """A mapped task whose instances feed one job (one job_id for all, or a
     map_index_template that renders alike) trains one bandit on every instance's data.

@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from zeus_airflow.core.carbon.planner import StartPlan
     from zeus_airflow.core.carbon.service import CarbonService
     from zeus_airflow.core.domain import RunCarbon
-    from zeus_airflow.core.store.sql import SQLStore
+    from zeus_airflow.core.store.base import Store
     from zeus_airflow.core.train.engine import RecurrenceResult
     from zeus_airflow.core.train.gpu_lease import PowerLimitGuard
     from zeus_airflow.core.train.recording import Backlog
@@ -257,7 +257,7 @@ class ZeusTrainOperator(PublishesFigures, BaseOperator):
         return result.return_value
 
     def _train(
-        self, context: Context, config: JobConfig, store: SQLStore, backlog: Backlog
+        self, context: Context, config: JobConfig, store: Store, backlog: Backlog
     ) -> tuple[RecurrenceResult, str | None]:
         """One recurrence on the task's GPUs, their limits put back whatever happens, and
         how their limits could be changed (``summary.power_control``); the backlog gets the
@@ -328,7 +328,7 @@ class ZeusTrainOperator(PublishesFigures, BaseOperator):
 
         return carbon_service(options, self.carbon_conn_id, cast(logging.Logger, self.log))
 
-    def _open_store(self) -> SQLStore:
+    def _open_store(self) -> Store:
         from zeus_airflow.hooks.store import ZeusStoreHook
 
         return ZeusStoreHook(zeus_conn_id=self.zeus_conn_id).get_store()

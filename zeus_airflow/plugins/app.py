@@ -48,7 +48,7 @@ def create_app() -> FastAPI:
     app.include_router(pages.router)
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(JobNotFoundError, _error(404, "Not found"))
-    # The store cannot be opened, or went down after (``SQLStore.reader`` says so in one
+    # The store cannot be opened, or went down after (``Store.reader`` says so in one
     # readable line): never a 500.
     app.add_exception_handler(StoreError, _error(503, "The zeus-airflow store is unavailable"))
 

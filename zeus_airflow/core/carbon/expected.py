@@ -21,13 +21,13 @@ from zeus_airflow.core.domain import PastRun, energy_with_setup_j, time_with_set
 from zeus_airflow.core.store.reads import JobPast
 
 if TYPE_CHECKING:
-    from zeus_airflow.core.store.sql import SQLStore
+    from zeus_airflow.core.store.base import Store
 
 RECENT_RUNS = 10
 """Runs averaged: recent enough to follow drift, enough to steady the mean."""
 
 
-def expected_run(store: SQLStore, job_id: str, guess_s: float | None) -> ExpectedRun | None:
+def expected_run(store: Store, job_id: str, guess_s: float | None) -> ExpectedRun | None:
     """The expectation for the job's active version; None with neither history nor guess."""
     with store.reader() as reader:
         past = reader.job_past(job_id)

@@ -25,10 +25,9 @@ from zeus_airflow.core.carbon.planner import StartPlan, plan_start, start_now
 from zeus_airflow.core.carbon.recurrence import TrySpan, account, stored
 from zeus_airflow.core.carbon.signal import GridSource, SourceError
 from zeus_airflow.core.domain import RecurrenceKey, RunCarbon, energy_with_setup_j
-from zeus_airflow.core.store.base import StoreError
+from zeus_airflow.core.store.base import Store, StoreError
 
 if TYPE_CHECKING:
-    from zeus_airflow.core.store.sql import SQLStore
     from zeus_airflow.core.train.engine import RecurrenceResult
 
 __all__ = ["CarbonService", "emissions", "expected_run", "plan_start"]
@@ -50,7 +49,7 @@ class CarbonService:
         return self.options.grid_source(self._electricitymaps)
 
     # --- planning ----------------------------------------------------------------------------
-    def plan(self, open_store: Callable[[], SQLStore], job_id: str) -> StartPlan | None:
+    def plan(self, open_store: Callable[[], Store], job_id: str) -> StartPlan | None:
         """When to start, from the job's history and the forecast; None without a
         ``start_deadline``. Any failure here starts the run now, saying why: waiting is an
         optimisation, never a reason not to train."""
@@ -69,7 +68,7 @@ class CarbonService:
             )
 
     def _plan(
-        self, open_store: Callable[[], SQLStore], job_id: str, now: datetime, deadline: datetime
+        self, open_store: Callable[[], Store], job_id: str, now: datetime, deadline: datetime
     ) -> StartPlan:
         expected = expected_run(open_store(), job_id, self.options.expected_duration_s)
         if expected is None:
@@ -109,7 +108,7 @@ class CarbonService:
 
     def account(
         self,
-        store: SQLStore,
+        store: Store,
         key: RecurrenceKey,
         result: RecurrenceResult,
         source: GridSource | SourceError,
@@ -147,7 +146,7 @@ class CarbonService:
             )
         return run
 
-    def _spans(self, store: SQLStore, result: RecurrenceResult) -> list[TrySpan]:
+    def _spans(self, store: Store, result: RecurrenceResult) -> list[TrySpan]:
         """Each finished try's energy (training and setup) and span: the store's, else
         (a try the store could not take) the one the worker saw, by its clock."""
         try:

@@ -33,7 +33,7 @@ the last try's."""
 Stored = Literal["try", "run"]
 """``try``: a column of ``zeus_trials`` that the store writes from the try's ``RunOutcome``
 when it ends; ``run``: a column of ``zeus_run_carbon``, a run's carbon figure, computed by the
-carbon code (``core/carbon/``), not by the engine, and written by ``SQLStore.record_carbon``."""
+carbon code (``core/carbon/``), not by the engine, and written by ``Store.record_carbon``."""
 SQLType = Literal["float", "int", "bool", "code", "zone", "text"]
 """The column's type: REAL, INTEGER, BOOLEAN, a short code (VARCHAR(16)), a grid zone
 (VARCHAR(64)) or a text (TEXT)."""
@@ -422,7 +422,7 @@ TRY_FIGURES: tuple[str, ...] = tuple(n for n, f in FIGURES.items() if f.stored =
 ``RunOutcome`` carries under the same names."""
 
 RUN_FIGURES: tuple[str, ...] = tuple(n for n, f in FIGURES.items() if f.stored == "run")
-"""A run's carbon figures: the ``zeus_run_carbon`` columns ``SQLStore.record_carbon`` writes,
+"""A run's carbon figures: the ``zeus_run_carbon`` columns ``Store.record_carbon`` writes,
 one row per run, which a ``RunCarbon`` carries."""
 
 RUN_FACTS: tuple[Figure, ...] = (

@@ -1,6 +1,6 @@
 """What the store says about a job, for people: runs, arms, power profiles, and the energy
 saved against the Default configuration. Reads only, through the store's read-model
-(``SQLStore.reader()``: it lists jobs, their versions and the DAGs they ran in); no SQL
+(``Store.reader()``: it lists jobs, their versions and the DAGs they ran in); no SQL
 here. Airflow-free (the UI adds Airflow's dates, links and access rules on top).
 
 A *run* is one recurrence: the tries (``attempt`` 1, 2, ...) of one Airflow task instance

@@ -9,6 +9,7 @@ reports, the UI, the CLI) it hands out through :meth:`Store.reader`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
@@ -23,6 +24,7 @@ from zeus_airflow.core.domain import (
     PendingResult,
     PowerProfile,
     RecurrenceKey,
+    RunCarbon,
     RunOutcome,
 )
 
@@ -66,7 +68,7 @@ class Lease:
 
 @dataclass(frozen=True)
 class LeaseRequest:
-    """One GPU to lease: the row :meth:`SQLStore.acquire_leases` inserts."""
+    """One GPU to lease: the row :meth:`Store.acquire_leases` inserts."""
 
     host: str
     gpu_uuid: str
@@ -94,11 +96,36 @@ class TrialStart:
 
 
 class Store(Protocol):
+    """Everything the engine, the operator, the carbon code, the GPU leases and the reports
+    may ask of the store: nothing else of it is theirs (``sql.py`` implements it; the
+    contract tests in ``tests/test_store_contract.py`` hold every implementation to it).
+
+    Every method that touches the database raises :class:`StoreError` when the database
+    cannot be reached or written once retries are spent, unless its docstring says it never
+    raises. Times are aware UTC datetimes, energies J, durations s, power limits W.
+    """
+
     where: str
     """Where the store is, for messages (never with a password)."""
 
+    # --- jobs and trials (core/train/engine.py) ----------------------------------------------
     def register_job(self, config: JobConfig, seed: int | None = None) -> JobRef:
-        """The job's current version; a new version when the configuration changed."""
+        """The job's current version; a new version when the configuration changed.
+
+        Args:
+            config: the job as the DAG declares it. The same settings return the current
+                version; settings that change what a cost means (``config.fingerprint()``)
+                start version + 1, and the old one stays for history but no longer counts;
+                others (``max_tries``...) are taken into the current version.
+            seed: seeds the job's decisions (a random one when None); used by a new version
+                only.
+
+        Returns:
+            The active version (``JobRef.version`` >= 1, ``JobRef.config`` is ``config``).
+
+        Raises:
+            StoreError: the database cannot be read or written.
+        """
         ...
 
     def begin_trial(
@@ -115,28 +142,79 @@ class Store(Protocol):
     ) -> TrialStart:
         """One unit of work: lock the job, read its state for ``device``, let ``decide``
         (the engine's) turn it into a decision, and register the trial as running, all in
-        one transaction. The trial expires after a few missed heartbeats (``heartbeat_s``
-        apart; None: a long flat lease). ``excluded``: sizes that failed in this recurrence;
-        ``missed``: those of them that missed the target within max epochs.
+        one transaction. Trials of the job whose lease ran out expire first, and earlier
+        trials of the same task instance (an earlier try or attempt) are superseded.
 
         ``decide`` gets ``numpy.random.default_rng([job seed, decision number])``, so a seeded
         job decides the same way whichever worker decides. It may be called more than once:
         a transaction that fails transiently is retried whole, decision included (which is
-        why the unit of work takes a function rather than being a ``with`` block)."""
+        why the unit of work takes a function rather than being a ``with`` block).
+
+        Args:
+            job: the job version (from :meth:`register_job`).
+            key: the task instance and try the trial is for.
+            attempt: the attempt within the Airflow try (1 first: a size that failed is
+                retried at another within the same try).
+            decide: turns the job's state and a random generator into a decision.
+            device: the GPUs the trial trains on (its state is read for their model).
+            excluded: batch sizes that failed in this recurrence.
+            heartbeat_s: seconds between the worker's heartbeats; the trial expires after a
+                few missed ones. None: a long flat lease (the simulator).
+            missed: those of ``excluded`` that missed the target within max epochs.
+
+        Returns:
+            The new trial's id and the decision it runs.
+
+        Raises:
+            StoreError: ``job`` is not in the store, or the database cannot be written.
+                Whatever ``decide`` raises propagates as it is, and no trial is registered.
+        """
         ...
 
     def heartbeat(self, trial_id: int, heartbeat_s: float | None = None) -> None:
-        """The trial's worker is alive; the next beat is due within ``heartbeat_s``."""
+        """The trial's worker is alive: push the trial's expiry out. A trial no longer
+        running (finished, expired, gone) is left as it is. Tried once: the next beat
+        comes soon.
+
+        Args:
+            trial_id: the trial (``TrialStart.trial_id``).
+            heartbeat_s: seconds until the next beat is due (None: the store's flat lease).
+
+        Raises:
+            StoreError: the database cannot be written.
+        """
         ...
 
     def finish_trial(self, trial_id: int, outcome: RunOutcome, observed: bool) -> None:
-        """Record a finished trial. Idempotent: recording the same trial again replaces.
-        Raises UnrecordedResultError, carrying the outcome, when it cannot."""
+        """Record a finished trial's result (``succeeded`` or ``failed``, by whether it
+        reached the target). Idempotent: recording the same trial again replaces. A trial
+        that may no longer take a result (``domain.trials.takes_result``: superseded, void,
+        or an exploration step that expired) keeps its status, and its figures are kept for
+        history without counting.
+
+        Args:
+            trial_id: the trial (``TrialStart.trial_id``).
+            outcome: what the try measured (J, s, W).
+            observed: whether the result counts for its batch size.
+
+        Raises:
+            UnrecordedResultError: the trial is no longer in the store, or the database cannot
+                be written; it carries ``outcome``, so that the caller can keep it.
+        """
         ...
 
     def invalidate_trial(self, trial_id: int, outcome: RunOutcome, reason: str) -> None:
-        """The train function returned without keeping its contract: keep the measurement,
-        never count it. Raises UnrecordedResultError when it cannot."""
+        """The train function returned without keeping its contract: keep the measurement
+        and mark the trial ``invalid``, never counted.
+
+        Args:
+            trial_id: the trial (``TrialStart.trial_id``).
+            outcome: what the try measured (J, s, W).
+            reason: why it is invalid (its last 4,000 characters are kept).
+
+        Raises:
+            UnrecordedResultError: the database cannot be written; it carries ``outcome``.
+        """
         ...
 
     def fail_trial(
@@ -148,45 +226,165 @@ class Store(Protocol):
         skipped: bool = False,
     ) -> None:
         """The train function raised: keep the trial for history, with what it measured up
-        to the exception (``measured``; energy spent is never lost), and never count it. Best
-        effort: never raises, so that the train function's exception is the one seen.
-        ``skipped``: the exception skips the task (``skipped``, not ``error``)."""
+        to the exception (energy spent is never lost), and never count it. Best effort: never
+        raises, so that the train function's exception is the one seen (a trial left running
+        expires after its lease).
+
+        Args:
+            trial_id: the trial (``TrialStart.trial_id``).
+            error: the exception as text (its last 4,000 characters are kept).
+            measured: the figures up to the exception, kept without a verdict (no target
+                reached, no stop reason); None: nothing measured.
+            skipped: the exception skips the task (status ``skipped``, not ``error``).
+        """
         ...
 
     def record_late(self, pending: PendingResult) -> LateRecord:
         """Record a result the store could not take when its try finished (the outbox), once:
         only while its trial has no result, and only if it is that trial's (same job
-        version, task instance, attempt and batch size; else ``refused`` says how it
-        differs). Raises StoreError when it cannot be written."""
+        version, task instance, attempt and batch size), marked with when it arrived.
+
+        Args:
+            pending: the result and what identifies its trial.
+
+        Returns:
+            Whether it was recorded, the trial's status now (None: the trial is gone), and
+            why it was refused when it is not the trial's.
+
+        Raises:
+            StoreError: the database cannot be read or written.
+        """
         ...
 
     def awaits_late_results(self, job_id: str, key: RecurrenceKey) -> bool:
         """Whether a trial of ``key``'s task (any run and job version) still waits for a
-        result: only then may an earlier run's outbox hold one."""
+        result: only then may an earlier run's outbox hold one.
+
+        Args:
+            job_id: the job (any of its versions).
+            key: the task instance; its run and try number are not compared.
+
+        Returns:
+            True when a running or expired trial of that task has no result yet.
+
+        Raises:
+            StoreError: the database cannot be read.
+        """
         ...
 
+    # --- power profiles (core/train/profiler.py) ---------------------------------------------
     def load_profile(self, job: JobRef, batch_size: int, device: DeviceInfo) -> PowerProfile:
-        """The (possibly partial or empty) power profile for this batch size and GPU."""
+        """The power profile measured so far for this batch size and GPUs.
+
+        Args:
+            job: the job version.
+            batch_size: the batch size profiled.
+            device: the GPUs (a profile is kept per model and count); only measurements at
+                its candidate limits are returned.
+
+        Returns:
+            A possibly partial or empty profile, with the slice in progress if one was saved.
+
+        Raises:
+            StoreError: the database cannot be read.
+        """
         ...
 
     def save_profile(self, job: JobRef, profile: PowerProfile) -> None:
-        """Best effort: never raises (an unsaved profile is measured again later), so that
-        the trial's result is recorded after it."""
+        """Merge the profile's measurements into the stored ones: a limit measured again
+        replaces its figures, limits measured only by another worker stay, and the profile's
+        slice in progress replaces any other. Best effort: never raises (an unsaved profile
+        is logged and measured again later), so that the trial's result is recorded after it.
+
+        Args:
+            job: the job version.
+            profile: the measurements (W, steps/s) and slice in progress to keep.
+        """
         ...
 
-    # --- power-limit leases (core/train/gpu_lease.py) ---------------------------------------------
+    # --- carbon (core/carbon/service.py) -----------------------------------------------------
+    def trial_spans(self, trial_ids: Sequence[int]) -> dict[int, tuple[datetime, datetime]]:
+        """When each finished trial ran, by the database's clock.
+
+        Args:
+            trial_ids: the trials (no database access when empty).
+
+        Returns:
+            ``{trial id: (started_at, finished_at)}`` in aware UTC, for the finished ones;
+            unfinished and unknown trials are left out.
+
+        Raises:
+            StoreError: the database cannot be read.
+        """
+        ...
+
+    def record_carbon(self, job_pk: int, key: RecurrenceKey, figures: RunCarbon) -> None:
+        """Record a run's carbon figures and its start plan; recording the same run (job
+        version and ``key``, try number included) again replaces them.
+
+        Args:
+            job_pk: the job version's row (``JobRef.id``).
+            key: the task instance and try the run was.
+            figures: gCO2e, energy cost, gCO2e/kWh and the start plan (s); a NaN or an
+                infinity is kept as no figure, a text as its last 4,000 characters.
+
+        Raises:
+            StoreError: the database cannot be written (``job_pk`` unknown included).
+        """
+        ...
+
+    # --- power-limit leases (core/train/gpu_lease.py) ----------------------------------------
     def leases_on_host(self, host: str) -> list[Lease]:
-        """Every lease taken on ``host``, by GPU index."""
+        """Every lease taken on ``host``.
+
+        Args:
+            host: the host's name, as the leases were taken.
+
+        Returns:
+            The leases, by GPU index.
+
+        Raises:
+            StoreError: the database cannot be read.
+        """
         ...
 
     def acquire_leases(self, requests: list[LeaseRequest]) -> list[int] | None:
-        """Lease every GPU at once (their ids, in order); None when one is leased already."""
+        """Lease every GPU at once, or none.
+
+        Args:
+            requests: one per GPU, with the limit (W) to restore and the holder's pid.
+
+        Returns:
+            The leases' ids, in the order of ``requests``; None when one of the GPUs is
+            leased already (nothing is taken then).
+
+        Raises:
+            StoreError: the database cannot be written.
+        """
         ...
 
-    def release_leases(self, lease_ids: list[int]) -> None: ...
+    def release_leases(self, lease_ids: list[int]) -> None:
+        """Give leases back; ids no longer leased are ignored.
+
+        Args:
+            lease_ids: from :meth:`acquire_leases` or :meth:`leases_on_host`.
+
+        Raises:
+            StoreError: the database cannot be written.
+        """
+        ...
 
     # --- reads for people (core/reports, the UI, the CLI) -------------------------------------
     def reader(self) -> AbstractContextManager[Reader]:
-        """The store's read-model on one read-only connection: every read a report makes.
-        A database that fails while read raises StoreError."""
+        """The store's read-model on one read-only connection: every read a report, the UI,
+        the carbon planner or the operator's warnings make.
+
+        Returns:
+            A context manager that yields the :class:`~zeus_airflow.core.store.reads.Reader`;
+            reads are not retried (the caller reads again later).
+
+        Raises:
+            StoreError: the database fails while it is open (down, unreachable), with the
+                driver's first line and never the statement.
+        """
         ...

@@ -16,7 +16,7 @@ from zeus_airflow.core.store.reads.trials import (
 
 
 class Reader(HistoryReads, JobReads, TrialReads, ProfileReads, FleetReads):
-    """What :meth:`SQLStore.reader` hands out: reads only, on one connection."""
+    """What :meth:`Store.reader` hands out: reads only, on one connection."""
 
 
 __all__ = [
