@@ -28,7 +28,7 @@ from zeus_airflow.core.common.units import (
     show_cost,
     show_emissions,
     show_energy,
-    show_share,
+    show_saved_share,
     show_time,
 )
 from zeus_airflow.core.domain.finite import dump_strict_json
@@ -176,7 +176,8 @@ def _fleet_line(fleet: dict[str, Any]) -> str:
 
 
 def _share(fraction: float | None) -> str:
-    return "-" if fraction is None else show_share(fraction)
+    """A fraction saved; ``0 %`` below the resolution (``units.SAVING_RESOLUTION``)."""
+    return "-" if fraction is None else show_saved_share(fraction)
 
 
 def _or_dash(show: Any, value: float | None) -> str:

@@ -17,6 +17,8 @@ from markupsafe import Markup, escape
 Point = tuple[float, float]
 MARGIN = (12, 16, 40, 64)
 """Top, right, bottom, left space around the plot area, in px."""
+LABEL_PX, LABEL_CHAR_PX = 11.0, 6.5
+"""A label's height and (at most) its characters' width, in the viewBox's px (11 px font)."""
 
 
 @dataclass(frozen=True)
@@ -118,8 +120,13 @@ class Plot:
         )
 
     def label(self, x: float, y: float, text: str, dy: float = -8) -> None:
+        """``text`` centred above (x, y), moved inside the chart where it would be clipped:
+        a point at the top of the axis or at either end of it (the arms' "n=" labels)."""
+        half_w = LABEL_CHAR_PX * len(text) / 2
+        cx = min(max(self.px(x), half_w), self.width - half_w)
+        baseline = max(self.py(y) + dy, LABEL_PX)
         self.parts.append(
-            f'<text class="note" x="{self.px(x):.1f}" y="{self.py(y) + dy:.1f}" '
+            f'<text class="note" x="{cx:.1f}" y="{baseline:.1f}" '
             f'text-anchor="middle">{escape(text)}</text>'
         )
 
