@@ -192,7 +192,8 @@ def fit(
     lines = lay_out(columns, rows)
     if max(map(len, lines)) <= WIDTH:
         return Fitted(lines, [])
-    shown, hidden = [c for c in columns if c != key], []
+    shown = [c for c in columns if c != key]
+    hidden: list[str] = []
     while True:
         lines = _grouped(shown, rows, key)
         left = [c for c in spare if c in shown]

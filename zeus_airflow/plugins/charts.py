@@ -122,13 +122,16 @@ class Plot:
     def label(self, x: float, y: float, text: str, dy: float = -8) -> None:
         """``text`` centred above (x, y), moved inside the chart where it would be clipped:
         a point at the top of the axis or at either end of it (the arms' "n=" labels)."""
-        half_w = LABEL_CHAR_PX * len(text) / 2
-        cx = min(max(self.px(x), half_w), self.width - half_w)
         baseline = max(self.py(y) + dy, LABEL_PX)
         self.parts.append(
-            f'<text class="note" x="{cx:.1f}" y="{baseline:.1f}" '
+            f'<text class="note" x="{self._inside(self.px(x), text):.1f}" y="{baseline:.1f}" '
             f'text-anchor="middle">{escape(text)}</text>'
         )
+
+    def _inside(self, cx: float, text: str) -> float:
+        """The x at which ``text``, centred there, stays inside the chart's width."""
+        half_w = LABEL_CHAR_PX * len(text) / 2
+        return min(max(cx, half_w), self.width - half_w)
 
     def legend(self, text: str, cls: str) -> None:
         """A series' key; the page draws the keys under the chart (HTML wraps, SVG does not)."""
@@ -148,10 +151,11 @@ class Plot:
                 f"{escape(self.y.fmt(t))}</text>"
             )
         for t in self.x.ticks:
-            x = round(self.px(t), 1)
+            text = self.x.fmt(t)
+            x = round(self._inside(self.px(t), text), 1)
             out.append(
                 f'<text class="tick" x="{x}" y="{top + h + 16}" text-anchor="middle">'
-                f"{escape(self.x.fmt(t))}</text>"
+                f"{escape(text)}</text>"
             )
         out.append(f'<path class="axis" d="M{left},{top}V{top + h}H{left + w}"/>')
         out.append(
