@@ -26,9 +26,12 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from fastapi.testclient import TestClient
 
 REPO = Path(__file__).resolve().parents[1]
 ARTIFACTS = REPO / "artifacts"
@@ -189,6 +192,22 @@ def _run_outside_airflow(url: str, job_id: str) -> None:
         ReplayTraining(gpu, 1), RecurrenceKey(run_id="cli-1")
     )
     store.engine.dispose()
+
+
+def app_client(store: Any, monkeypatch: pytest.MonkeyPatch) -> TestClient:
+    """The Zeus app in this process over ``store``, as a reader of every DAG: a TestClient
+    (needs the ``airflow_db`` fixture)."""
+    from fastapi.testclient import TestClient
+
+    from zeus_airflow.plugins import queries
+    from zeus_airflow.plugins.access import DagAccess
+    from zeus_airflow.plugins.app import create_app
+    from zeus_airflow.plugins.auth import dag_access
+
+    app = create_app()
+    app.dependency_overrides[dag_access] = lambda: DagAccess(all_dags=True, dag_ids=frozenset())
+    monkeypatch.setattr(queries, "store", lambda: store)
+    return TestClient(app, root_path="/zeus")
 
 
 # --- the api-server ------------------------------------------------------------------------------

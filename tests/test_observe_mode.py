@@ -20,7 +20,13 @@ from zeus_airflow.core.store.admin import list_trials
 from zeus_airflow.core.store.sql import SQLStore
 from zeus_airflow.core.train.engine import Engine, RecurrenceResult
 from zeus_airflow.core.train.replay_training import ReplayTraining
-from zeus_airflow.operators.summary import XCOM_KEYS, summary_line, xcom_values
+from zeus_airflow.operators.summary import (
+    SUMMARY_WIDTH,
+    XCOM_KEYS,
+    summary_line,
+    wrap_summary,
+    xcom_values,
+)
 
 JOB_ID = "observed.train"
 MAX_W = 250
@@ -90,10 +96,15 @@ def test_the_xcoms_and_the_summary_line_say_what_observe_mode_would_have_saved(
     )
     assert pushed["would_save_energy_j"] == outcome.observer.would_save_energy_j > 0
     assert pushed["would_save_time_s"] == outcome.observer.would_save_time_s
-    line = summary_line(result)  # the operator logs this line and shows it as zeus_summary
+    line = summary_line(result)  # the operator logs this line; zeus_summary is it wrapped
     assert f"· {MAX_W} W ·" in line
     assert f"observe: at {outcome.optimal_power_limit_w} W it would have saved " in line
     assert line.endswith("(replayed)")
+    shown = wrap_summary(line)
+    assert len(line) > SUMMARY_WIDTH and "\n" in shown  # too long for one line: wrapped
+    assert max(map(len, shown.splitlines())) <= SUMMARY_WIDTH
+    assert shown.replace("\n", " ") == line  # each break replaced a space
+    assert all(not row.startswith("·") for row in shown.splitlines())
 
 
 def test_the_default_estimate_scales_from_the_limit_trained_at(cifar: WorkloadTrace) -> None:

@@ -119,7 +119,8 @@ def test_three_runs_leave_three_trials_and_their_xcoms(zeus_store_url: str) -> N
         assert set(pushed["return_value"]) == {"epochs_to_target"}
         assert pushed["_link_ZeusJobLink"] == "/zeus/jobs/three_runs.train"
         shown = rendered_fields("three_runs", run.run_id, "train")
-        summary = shown["zeus_summary"]
+        assert max(map(len, shown["zeus_summary"].splitlines())) <= 100  # wrapped for reading
+        summary = shown["zeus_summary"].replace("\n", " ")  # each break replaced a space
         assert f"b={row.batch_size} · {row.power_limit_w} W" in summary
         assert summary.endswith("(replayed)")
         assert ("exploited: exploring was not worth what the budget could pay" in summary) == (
@@ -415,6 +416,7 @@ def test_observe_mode_publishes_what_the_optimum_would_have_saved(
     assert pushed["would_save_time_s"] == pytest.approx(row.would_save_time_s)
     assert row.would_save_energy_j > 0
     summary = rendered_fields("observing", run.run_id, "train")["zeus_summary"]
+    summary = summary.replace("\n", " ")  # wrapped there; the task log has it on one line
     assert f"observe: at {row.optimal_power_limit_w} W it would have saved" in summary
     assert f"Zeus: {summary}" in capfd.readouterr().out  # the task log (dag.test prints it)
 

@@ -12,6 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 from fixtures_airflow import TRACES
 from fixtures_store import StoreOutage, overwrite_trials
+from fixtures_ui import app_client
 
 from zeus_airflow.core.common.config import JobConfig
 from zeus_airflow.core.store.base import StoreError
@@ -29,13 +30,7 @@ def store(tmp_path: Path) -> Iterator[SQLStore]:
 
 @pytest.fixture
 def client(airflow_db: Path, store: SQLStore, monkeypatch: pytest.MonkeyPatch) -> TestClient:
-    from zeus_airflow.plugins.app import create_app
-    from zeus_airflow.plugins.auth import dag_access
-
-    app = create_app()
-    app.dependency_overrides[dag_access] = lambda: DagAccess(all_dags=True, dag_ids=frozenset())
-    monkeypatch.setattr(queries, "store", lambda: store)
-    return TestClient(app, root_path="/zeus")
+    return app_client(store, monkeypatch)
 
 
 def test_an_empty_store_says_so(client: TestClient) -> None:

@@ -158,3 +158,16 @@ def test_the_batch_size_chart_draws_a_run_without_a_verdict_apart_from_its_phase
         "pruning",
         "no verdict (the train function raised or broke its contract)",
     ]
+
+
+def test_a_label_at_the_top_or_an_end_of_its_axes_stays_inside_the_chart() -> None:
+    """The arms chart's "n=" labels sit above each bar: the highest bar reaches the top of the
+    axis, the largest batch size its right end; their labels must not be clipped."""
+    from zeus_airflow.plugins.charts import LABEL_CHAR_PX, LABEL_PX
+
+    plot = Plot("t", linear_axis("x", [1, 10], zero=False), linear_axis("y", [0, 5]))
+    for x in (plot.x.lo, plot.x.hi):
+        plot.label(x, plot.y.hi, "n=123")
+    for x, y in re.findall(r'<text class="note" x="([\d.]+)" y="([\d.]+)"', str(plot.svg())):
+        half = LABEL_CHAR_PX * len("n=123") / 2
+        assert half - 0.1 <= float(x) <= plot.width - half + 0.1 and float(y) >= LABEL_PX

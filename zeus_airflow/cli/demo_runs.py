@@ -100,10 +100,12 @@ def _xcoms(run_id: str) -> dict[str, Any]:
 
 
 def _summary(run_id: str) -> str:
-    """The task's one-line summary, as its Rendered Templates tab shows it."""
+    """The task's summary, as its Rendered Templates tab shows it, on one line again (it is
+    wrapped there: ``summary.wrap_summary``)."""
     from zeus_airflow.airflow_db import rendered_fields
 
-    return str(rendered_fields(DAG_ID, run_id, TASK_ID).get("zeus_summary", "(no summary)"))
+    shown = rendered_fields(DAG_ID, run_id, TASK_ID).get("zeus_summary", "(no summary)")
+    return str(shown).replace("\n", " ")
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import textwrap
 from datetime import datetime
 from typing import Any, TextIO
 
+from zeus_airflow.cli import views
 from zeus_airflow.cli.options import non_blank
 from zeus_airflow.cli.store import (
     FORMATS,
@@ -28,7 +29,7 @@ from zeus_airflow.core.common.units import (
     show_cost,
     show_emissions,
     show_energy,
-    show_share,
+    show_saved_share,
     show_time,
 )
 from zeus_airflow.core.domain.finite import dump_strict_json
@@ -49,6 +50,9 @@ TABLE_COLUMNS = (
 )
 """The table's columns (``emissions`` only when a job has carbon figures); ``saved``: energy
 saved against Default, as a share of Default's."""
+SPARE_COLUMNS = ("next", "time saved", "time")
+"""Left out, in this order, when the table would not fit 120 columns even with each job on a
+line of its own (``views.fit``); ``--wide`` shows every field."""
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -68,6 +72,12 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--format", choices=FORMATS, default="table", help="output format (default: table)"
+    )
+    parser.add_argument(
+        "--wide",
+        action="store_true",
+        help="table: every field of every job, raw SI numbers (default: the columns that "
+        "fit 120 characters, in units that fit)",
     )
     parser.set_defaults(handler=reporting_errors(_report))
 
@@ -100,9 +110,10 @@ def _report(args: argparse.Namespace) -> int:
             default=json_value,
         )
         sys.stdout.write("\n")
-    elif args.format == "csv":
+    elif args.format == "csv" or args.wide:
         columns = [f.name for f in dataclasses.fields(reports.JobReport)]
-        write([{**job, "dags": " ".join(job["dags"])} for job in jobs], columns, "csv", sys.stdout)
+        flat = [{**job, "dags": " ".join(job["dags"])} for job in jobs]
+        write(flat, columns, args.format, sys.stdout)
     else:
         _table(jobs, fleet, sys.stdout)
     return 0
@@ -118,7 +129,7 @@ NOT_MEASURED = (
     "data: replayed (the paper's traces) and simulated (a power model) figures "
     "are not measurements of a GPU."
 )
-WIDTH = 120
+WIDTH = views.WIDTH
 """Columns of the terminal the notes are wrapped to."""
 _SAVINGS = {s.what: s for s in reports.SAVINGS}
 ENERGY, TIME, COST, EMISSIONS = (_SAVINGS[w] for w in ("energy", "time", "cost", "emissions"))
@@ -128,8 +139,10 @@ ENERGY, TIME, COST, EMISSIONS = (_SAVINGS[w] for w in ("energy", "time", "cost",
 def _table(jobs: list[dict[str, Any]], fleet: dict[str, Any], out: TextIO) -> None:
     rows = [dict(zip(TABLE_COLUMNS, _cells(j), strict=True)) for j in jobs]
     carbon = any(j[EMISSIONS.figure] is not None for j in jobs)
-    write(rows, [c for c in TABLE_COLUMNS if carbon or c != "emissions"], "table", out)
-    notes = [_fleet_line(fleet), NOTES]
+    columns = [c for c in TABLE_COLUMNS if carbon or c != "emissions"]
+    table = views.fit(columns, rows, "job", SPARE_COLUMNS)
+    out.write("".join(line + "\n" for line in table.lines))
+    notes = [_fleet_line(fleet), NOTES, *filter(None, [table.note()])]
     if any(j["measurement"] != "measured" for j in jobs if j["measurement"]):
         notes.append(NOT_MEASURED)
     out.write("\n" + "\n".join(textwrap.fill(note, WIDTH) for note in notes) + "\n")
@@ -176,7 +189,8 @@ def _fleet_line(fleet: dict[str, Any]) -> str:
 
 
 def _share(fraction: float | None) -> str:
-    return "-" if fraction is None else show_share(fraction)
+    """A fraction saved; ``0 %`` below the resolution (``units.SAVING_RESOLUTION``)."""
+    return "-" if fraction is None else show_saved_share(fraction)
 
 
 def _or_dash(show: Any, value: float | None) -> str:

@@ -198,14 +198,18 @@ def _runs(args: argparse.Namespace) -> int:
     rows = [dataclasses.asdict(trial) for trial in trials]
     if args.job and not rows:
         print(f"no trials of job {args.job!r}", file=sys.stderr)
+    notes = []
     if args.format == "table" and not args.wide:
         columns = views.run_columns(rows)
-        write(views.cells(rows, columns), [c for c, _ in columns], "table", sys.stdout)
+        table = views.fit(
+            [c for c, _ in columns], views.cells(rows, columns), "job", views.SPARE_RUN_COLUMNS
+        )
+        print("\n".join(table.lines))
+        notes = [views.TRY_NOTE, *filter(None, [table.note()])]
     else:
         write(rows, WIDE_RUN_COLUMNS, args.format, sys.stdout)
     if args.format != "table":
         return 0
-    notes = [] if args.wide else [views.TRY_NOTE]
     observed = [t for t in trials if t.would_save_energy_j is not None]
     if observed:
         # The tries' optima differ: the note says "at the optimum", not one limit.
@@ -260,13 +264,8 @@ def write(rows: Sequence[dict[str, Any]], columns: Sequence[str], fmt: str, out:
         writer.writerow(columns)
         writer.writerows([[_text(row[c], rounded=False) for c in columns] for row in rows])
     else:
-        cells = [list(columns)] + [[_text(row[c]) for c in columns] for row in rows]
-        widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
-        for line in cells:
-            out.write(
-                "  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip()
-                + "\n"
-            )
+        shown = [{c: _text(row[c]) for c in columns} for row in rows]
+        out.write("".join(line + "\n" for line in views.lay_out(columns, shown)))
 
 
 def json_value(value: object) -> str:

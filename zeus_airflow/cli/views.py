@@ -9,6 +9,7 @@ missed its target inside a task that then succeeded must not read as a failed ta
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from zeus_airflow.core.common.units import show_emissions, show_energy, show_time
@@ -18,7 +19,11 @@ Row = Mapping[str, Any]
 Column = tuple[str, Callable[[Row], str]]
 
 WIDTH = 120
-"""The terminal the default tables are made for (job ids up to about 24 characters)."""
+"""The terminal the default tables are made for. A table that would be wider (long job ids:
+mapped instances, carbon columns) names each job on a line of its own above its rows, then
+leaves out its spare columns, saying which (:func:`fit`)."""
+INDENT = "  "
+"""Rows under their job's line, when the job names a line of its own."""
 TRY_NOTE = (
     "outcome: each try's own (target missed: that batch size missed the target, and "
     "the task went on to another; the Airflow task's state is in Airflow). run: the DAG "
@@ -142,6 +147,76 @@ JOB_COLUMNS: tuple[Column, ...] = (
     ("data", lambda r: str(r["measurement"] or "-")),
 )
 """Every version of every job: its tries by outcome, and the energy and time they used."""
+
+
+SPARE_RUN_COLUMNS = ("phase", "budget", "late")
+"""Columns of ``runs`` left out, in this order, when a table still would not fit ``WIDTH``
+(``--wide`` shows them)."""
+
+
+def lay_out(
+    columns: Sequence[str], rows: Sequence[Mapping[str, str]], indent: str = ""
+) -> list[str]:
+    """A header and the rows, each cell padded to its column's width, two spaces apart."""
+    lines = [list(columns)] + [[row[c] for c in columns] for row in rows]
+    widths = [max(len(line[i]) for line in lines) for i in range(len(columns))]
+    return [
+        (indent + "  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True))).rstrip()
+        for line in lines
+    ]
+
+
+@dataclass(frozen=True)
+class Fitted:
+    """A table laid out to fit ``WIDTH`` columns (:func:`fit`)."""
+
+    lines: list[str]
+    hidden: list[str]
+    """The spare columns left out to fit, in the order they were."""
+
+    def note(self) -> str | None:
+        """What was left out to fit, for the notes under the table; None when nothing was."""
+        if not self.hidden:
+            return None
+        return (
+            f"not shown, to fit {WIDTH} columns: {', '.join(self.hidden)} (--wide: every column)."
+        )
+
+
+def fit(
+    columns: Sequence[str], rows: Sequence[Mapping[str, str]], key: str, spare: Sequence[str] = ()
+) -> Fitted:
+    """The table as it is when it fits ``WIDTH``; else ``key`` (the job) on a line of its own
+    above its rows (long ids: mapped instances), then without the ``spare`` columns, one at a
+    time in their order, until it fits."""
+    lines = lay_out(columns, rows)
+    if max(map(len, lines)) <= WIDTH:
+        return Fitted(lines, [])
+    shown = [c for c in columns if c != key]
+    hidden: list[str] = []
+    while True:
+        lines = _grouped(shown, rows, key)
+        left = [c for c in spare if c in shown]
+        if _widest(lines) <= WIDTH or not left:
+            return Fitted(lines, hidden)
+        shown.remove(left[0])
+        hidden.append(left[0])
+
+
+def _grouped(columns: Sequence[str], rows: Sequence[Mapping[str, str]], key: str) -> list[str]:
+    """The rows indented under a line naming their ``key``, a new one where it changes."""
+    header, *body = lay_out(columns, rows, INDENT)
+    lines = [header]
+    for i, (row, line) in enumerate(zip(rows, body, strict=True)):
+        if i == 0 or rows[i - 1][key] != row[key]:
+            lines.append(row[key])
+        lines.append(line)
+    return lines
+
+
+def _widest(grouped: Sequence[str]) -> int:
+    """The longest of a grouped table's lines, its key lines apart (as long as a key is)."""
+    return max(len(line) for line in grouped if line.startswith(INDENT))
 
 
 def cells(rows: Sequence[Row], columns: Sequence[Column]) -> list[dict[str, str]]:

@@ -7,6 +7,7 @@ XComs, a ``(replayed)`` / ``(simulated)`` tag in the summary.
 
 from __future__ import annotations
 
+import textwrap
 from typing import Any
 
 from zeus_airflow.core.common.units import observe_note, show_energy, show_time
@@ -103,6 +104,30 @@ def summary_line(
         parts.append(observed)
     line = " · ".join(parts)
     return line if result.measurement == "measured" else f"{line} ({result.measurement})"
+
+
+SUMMARY_WIDTH = 100
+"""Characters per line of the ``zeus_summary`` field (Airflow's Rendered Templates tab shows
+it as it is: one long line needed scrolling sideways)."""
+SEPARATOR = " · "
+
+
+def wrap_summary(line: str, width: int = SUMMARY_WIDTH) -> str:
+    """The summary line in lines of at most ``width`` characters, broken after a `` ·``
+    between its parts (inside a part only where the part alone is longer, at a space). Each
+    break replaces one space: ``wrapped.replace("\n", " ")`` is the line again."""
+    lines: list[str] = []
+    for part in line.split(SEPARATOR):
+        pieces = textwrap.wrap(part, width - 2, break_long_words=False, break_on_hyphens=False)
+        for i, piece in enumerate(pieces or [part]):
+            joint = SEPARATOR if i == 0 else " "
+            if lines and len(lines[-1]) + len(joint) + len(piece) <= width - 2:
+                lines[-1] += joint + piece
+                continue
+            if lines and i == 0:
+                lines[-1] += " ·"  # the part goes on the next line: 2 characters kept for it
+            lines.append(piece)
+    return "\n".join(lines)
 
 
 def show_budget(result: RecurrenceResult) -> str | None:

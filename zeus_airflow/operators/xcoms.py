@@ -104,9 +104,14 @@ def publish(
     log: Any,
 ) -> str:
     """Pushes the run's XComs, logs its summary line and sends its metrics; returns the
-    summary line."""
+    summary wrapped for reading (``zeus_summary``: lines of at most 100 characters)."""
     from zeus_airflow.operators.metrics import emit_run_metrics
-    from zeus_airflow.operators.summary import carbon_xcom_values, summary_line, xcom_values
+    from zeus_airflow.operators.summary import (
+        carbon_xcom_values,
+        summary_line,
+        wrap_summary,
+        xcom_values,
+    )
 
     values = xcom_values(result, control)
     if footprint is not None:
@@ -118,7 +123,7 @@ def publish(
     summary = summary_line(result, footprint, control)
     log.info("Zeus: %s (job %s, %s phase)", summary, result.job.job_id, result.final.phase)
     emit_run_metrics(result, dag_id=ti.dag_id, task_id=ti.task_id, log=log)
-    return summary
+    return wrap_summary(summary)
 
 
 def xcom_check(value: Any) -> None:

@@ -17,6 +17,8 @@ from markupsafe import Markup, escape
 Point = tuple[float, float]
 MARGIN = (12, 16, 40, 64)
 """Top, right, bottom, left space around the plot area, in px."""
+LABEL_PX, LABEL_CHAR_PX = 11.0, 6.5
+"""A label's height and (at most) its characters' width, in the viewBox's px (11 px font)."""
 
 
 @dataclass(frozen=True)
@@ -118,10 +120,18 @@ class Plot:
         )
 
     def label(self, x: float, y: float, text: str, dy: float = -8) -> None:
+        """``text`` centred above (x, y), moved inside the chart where it would be clipped:
+        a point at the top of the axis or at either end of it (the arms' "n=" labels)."""
+        baseline = max(self.py(y) + dy, LABEL_PX)
         self.parts.append(
-            f'<text class="note" x="{self.px(x):.1f}" y="{self.py(y) + dy:.1f}" '
+            f'<text class="note" x="{self._inside(self.px(x), text):.1f}" y="{baseline:.1f}" '
             f'text-anchor="middle">{escape(text)}</text>'
         )
+
+    def _inside(self, cx: float, text: str) -> float:
+        """The x at which ``text``, centred there, stays inside the chart's width."""
+        half_w = LABEL_CHAR_PX * len(text) / 2
+        return min(max(cx, half_w), self.width - half_w)
 
     def legend(self, text: str, cls: str) -> None:
         """A series' key; the page draws the keys under the chart (HTML wraps, SVG does not)."""
@@ -141,10 +151,11 @@ class Plot:
                 f"{escape(self.y.fmt(t))}</text>"
             )
         for t in self.x.ticks:
-            x = round(self.px(t), 1)
+            text = self.x.fmt(t)
+            x = round(self._inside(self.px(t), text), 1)
             out.append(
                 f'<text class="tick" x="{x}" y="{top + h + 16}" text-anchor="middle">'
-                f"{escape(self.x.fmt(t))}</text>"
+                f"{escape(text)}</text>"
             )
         out.append(f'<path class="axis" d="M{left},{top}V{top + h}H{left + w}"/>')
         out.append(

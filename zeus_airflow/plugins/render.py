@@ -12,14 +12,18 @@ from typing import Any
 
 from fastapi.responses import HTMLResponse
 from jinja2 import Environment, PackageLoader
-from markupsafe import Markup
+from markupsafe import Markup, escape
 from starlette.requests import Request
 
 from zeus_airflow.core.common.units import (
+    negligible_saving,
+    saving_tone,
     show_cost,
     show_emissions,
     show_energy,
     show_kwh,
+    show_saved_share,
+    show_saving,
     show_time,
 )
 from zeus_airflow.core.domain import FIGURES as DECLARED
@@ -57,8 +61,18 @@ def assets() -> Assets:
 
 
 def _share(part: float | None, whole: float | None) -> str:
-    """``part`` as a percentage of ``whole``."""
-    return "—" if part is None or not whole else f"{100 * part / whole:.1f} %"
+    """A saving ``part`` as a percentage of ``whole``: ``0 %`` below the resolution
+    (``units.SAVING_RESOLUTION``)."""
+    if part is None or not whole:
+        return "—"
+    return "0 %" if negligible_saving(part, whole) else show_saved_share(part / whole)
+
+
+def _breakable(run_id: str) -> Markup:
+    """A run id that may wrap after Airflow's ``scheduled__`` and before the time of its
+    date (``<wbr>``), so that the runs table wraps it rather than scroll sideways."""
+    text = str(escape(run_id))
+    return Markup(text.replace("__", "__<wbr>").replace("T", "<wbr>T"))
 
 
 def _when(moment: datetime | None) -> str:
@@ -72,6 +86,13 @@ kinds."""
 
 def _figure(value: float | None, kind: str) -> str:
     return FIGURES[kind](value)
+
+
+def _saving(saved: float | None, reference: float | None, kind: str = "energy") -> str:
+    """The ``saving(reference, kind)`` filter: a saving shown by its kind (or ``kwh``), ``0``
+    below the resolution of ``reference`` (``units.show_saving``)."""
+    show = show_kwh if kind == "kwh" else FIGURES[kind]
+    return show_saving(saved, reference, show)
 
 
 def _emitted(runs: Sequence[RunRecord]) -> float:
@@ -114,10 +135,14 @@ def environment() -> Environment:
         duration=show_time,
         cost=show_cost,
         when=_when,
+        breakable=_breakable,
         share=_share,
         emissions=show_emissions,
         emitted=_emitted,
         figure=_figure,
+        saving=_saving,
+        tone=saving_tone,
+        saved_share=show_saved_share,
     )
     env.globals.update(
         measurement_help=MEASUREMENT_HELP,

@@ -12,9 +12,9 @@ they read (``RunCarbon.describe``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:  # the domain shows its records with these units: it may import this module
     from zeus_airflow.core.domain.figures import TrainingFigures
@@ -83,6 +83,49 @@ def show_share(fraction: float | None) -> str:
     return "—" if fraction is None else f"{100 * fraction:.1f} %"
 
 
+SAVING_RESOLUTION = 0.0005
+"""A saving smaller than this fraction of the figure it is measured against (0.05 %) reads as
+``0``, without a sign or a colour. Savings are shown as percentages with one decimal, so
+anything below half that last digit would read ``0.0 %`` or ``-0.0 %`` anyway: a sign or a
+colour there claims a finding the figure cannot show. It also swallows float noise: a job that
+only ever trained Default's configuration "saves" the rounding error of a sum (about 1e-14 J,
+ten orders below its energy). The Default estimate itself is a mean of a few runs, uncertain
+by far more than 0.05 %, so nothing a reader could act on is hidden."""
+
+SavingTone = Literal["saved", "lost", "even"]
+"""How a saving is coloured: the pages' CSS classes of the same names."""
+
+
+def negligible_saving(saved: float, reference: float | None = 1.0) -> bool:
+    """True when ``saved`` is below :data:`SAVING_RESOLUTION` of ``reference`` (whose unit it
+    shares: J of J, a fraction of 1.0): shown as ``0``, neutral. Without a reference only an
+    exact zero is."""
+    return saved == 0 or abs(saved) < SAVING_RESOLUTION * abs(reference or 0.0)
+
+
+def saving_tone(saved: float | None, reference: float | None = 1.0) -> SavingTone:
+    """``saved`` (positive), ``lost`` (negative) or ``even`` (none, or below the resolution)."""
+    if saved is None or negligible_saving(saved, reference):
+        return "even"
+    return "saved" if saved > 0 else "lost"
+
+
+def show_saving(
+    saved: float | None, reference: float | None, show: Callable[[float], str] = show_energy
+) -> str:
+    """A saving in its unit (``show``), ``0 J`` below the resolution: no sign, no noise."""
+    if saved is None:
+        return "—"
+    return show(0.0) if negligible_saving(saved, reference) else show(saved)
+
+
+def show_saved_share(fraction: float | None) -> str:
+    """A fraction saved as a percentage with one decimal, ``0 %`` below the resolution."""
+    if fraction is None:
+        return "—"
+    return "0 %" if negligible_saving(fraction) else show_share(fraction)
+
+
 def observe_note(figures: TrainingFigures) -> str | None:
     """Observe mode's finding, e.g. ``observe: at 175 W it would have saved 97 kJ (12%),
     taking 3.2 min longer``; None outside observe mode (no estimate)."""
@@ -91,16 +134,16 @@ def observe_note(figures: TrainingFigures) -> str | None:
         return None
     energy_j = figures.energy_j or 0.0
     share = f" ({saved_j / energy_j:.0%})" if energy_j > 0 else ""
-    energy = (
-        f"saved {show_energy(saved_j)}{share}"
-        if saved_j >= 0
-        else f"spent {show_energy(-saved_j)} more"
-    )
-    time = (
-        f"finishing {show_time(saved_s)} sooner"
-        if saved_s >= 0
-        else f"taking {show_time(-saved_s)} longer"
-    )
+    energy = {
+        "saved": f"saved {show_energy(saved_j)}{share}",
+        "lost": f"spent {show_energy(-saved_j)} more",
+        "even": "saved nothing",
+    }[saving_tone(saved_j, energy_j)]
+    time = {
+        "saved": f"finishing {show_time(saved_s)} sooner",
+        "lost": f"taking {show_time(-saved_s)} longer",
+        "even": "taking as long",
+    }[saving_tone(saved_s, figures.time_s)]
     optimal_w = figures.optimal_power_limit_w
     at = f"at {optimal_w} W" if optimal_w is not None else "at the optimum"
     return f"observe: {at} it would have {energy}, {time}"
