@@ -169,7 +169,7 @@ def _slice(args: argparse.Namespace) -> int:
 
 # --- run -------------------------------------------------------------------------------------
 def _register_run(actions: argparse._SubParsersAction) -> None:
-    job = CapriccioJob()
+    job = CapriccioJob().parameters
     parser = actions.add_parser(
         "run",
         help="retrain on each daily slice through the engine (real CPU training)",
@@ -196,17 +196,17 @@ def _register_run(actions: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--target",
         type=float,
-        default=job.target_metric,
+        default=job["target_metric"],
         help="validation accuracy a run must reach",
     )
-    parser.add_argument("--max-epochs", type=int, default=job.max_epochs)
+    parser.add_argument("--max-epochs", type=int, default=job["max_epochs"])
     parser.add_argument(
         "--window",
         type=_window,
-        default=job.window_size,
-        help=f"posterior window, or 'none' (default {job.window_size})",
+        default=job["window_size"],
+        help=f"posterior window, or 'none' (default {job['window_size']})",
     )
-    parser.add_argument("--beta", type=float, default=job.beta)
+    parser.add_argument("--beta", type=float, default=job["beta"])
     parser.add_argument("--eta", type=float, default=DEFAULT_ETA)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--gpu", default="v100", help="trace GPU of the simulated device")
@@ -248,10 +248,12 @@ def _run(args: argparse.Namespace) -> int:
     # Every argument is checked before the corpus is built or anything trains.
     sizes = SliceSizes(args.slice_size, args.val_size)
     job = CapriccioJob(
-        target_metric=args.target,
-        max_epochs=args.max_epochs,
-        window_size=args.window,
-        beta=args.beta,
+        {
+            "target_metric": args.target,
+            "max_epochs": args.max_epochs,
+            "window_size": args.window,
+            "beta": args.beta,
+        }
     )
     job.job_config("capriccio", args.eta)
     if args.threads < 1:

@@ -16,7 +16,7 @@ import math
 import os
 import typing
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from zeus_airflow.airflow_compat import OperatorPartial, ResolveMixin
 from zeus_airflow.core.common.config import (
@@ -26,9 +26,9 @@ from zeus_airflow.core.common.config import (
     ConfigError,
     JobConfig,
     check_bool,
-    config_from_parameters,
     check_job_id,
     check_kwargs,
+    config_from_parameters,
     is_blank,
     plain_numbers,
 )
@@ -221,11 +221,25 @@ def _check_call(train: Callable[..., Any], train_kwargs: Mapping[str, Any]) -> N
         ) from None
 
 
-@functools.cache
-def own_parameters(operator_class: type) -> tuple[str, ...]:
-    """The names of an operator's own parameters: its constructor's keyword-only ones."""
-    parameters = inspect.signature(vars(operator_class)["__init__"]).parameters.values()
-    return tuple(p.name for p in parameters if p.kind is inspect.Parameter.KEYWORD_ONLY)
+_Init = TypeVar("_Init", bound=Callable[..., None])
+
+
+def keeps_own_arguments(init: _Init) -> _Init:
+    """An operator's ``__init__`` that first keeps its own arguments (its keyword-only
+    parameters, defaults applied) as the operator's attributes of the same names, for its
+    body to check: the call bound to the signature, as Airflow binds ``default_args``."""
+    signature = inspect.signature(init)
+    own = [p.name for p in signature.parameters.values() if p.kind is p.KEYWORD_ONLY]
+
+    @functools.wraps(init)
+    def keeping(self: Any, **kwargs: Any) -> None:
+        bound = signature.bind(self, **kwargs)
+        bound.apply_defaults()
+        for name in own:
+            setattr(self, name, bound.arguments[name])
+        init(self, **kwargs)
+
+    return cast(_Init, keeping)  # the same signature: mypy checks a DAG's call against it
 
 
 @functools.cache

@@ -703,9 +703,7 @@ JOB_PARAMETERS: dict[str, Field[Any]] = {
 JobConfig or ProfilerConfig that declares its type, default and meaning: derived from the
 two, which are the only declaration. The operator's signature, ``checks.job_config``, the
 simulator's specs and the Capriccio job all take their names and defaults from here."""
-REQUIRED_JOB_PARAMETERS = tuple(
-    name for name, f in JOB_PARAMETERS.items() if f.default is MISSING
-)
+REQUIRED_JOB_PARAMETERS = tuple(name for name, f in JOB_PARAMETERS.items() if f.default is MISSING)
 """The job parameters without a default: with all of them known, a job can be checked whole."""
 
 
