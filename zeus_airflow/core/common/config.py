@@ -701,8 +701,10 @@ JOB_PARAMETERS: dict[str, Field[Any]] = {
 }
 """Every job parameter, by the name users write (the operator's keyword), and the field of
 JobConfig or ProfilerConfig that declares its type, default and meaning: derived from the
-two, which are the only declaration. The operator's signature, ``checks.job_config``, the
-simulator's specs and the Capriccio job all take their names and defaults from here."""
+two, which are the only declaration. ``config_from_parameters`` builds a job from these
+names (for the operator's checks, the simulator's and drift runs' specs and the Capriccio
+job); the operator's typed keywords match them one to one, defaults included
+(tests/test_job_parameters.py)."""
 REQUIRED_JOB_PARAMETERS = tuple(name for name, f in JOB_PARAMETERS.items() if f.default is MISSING)
 """The job parameters without a default: with all of them known, a job can be checked whole."""
 
