@@ -147,15 +147,14 @@ def separation(cell: Cell) -> str:
         gpu,
         workload,
         str(resolve_traces_dir(None)),
-        1,
-        None,
-        SWITCH_AT,
-        RECURRENCES,
-        Drift(scale, difficulty),
+        seed=1,
+        switch_at=SWITCH_AT,
+        recurrences=RECURRENCES,
+        drift=Drift(scale, difficulty),
     )
     found = optima(spec)
     drifted = spec.drift.apply(load_workload_trace(spec.traces_dir, gpu, workload))
-    runs = runs_to_tell_apart(drifted, found.after, spec.eta)
+    runs = runs_to_tell_apart(drifted, found.after, spec.parameter("eta"))
     return "; ".join(
         f"{found.after.batch_size} vs {b}: {runs[b]:.0f} runs"
         for b in found.indistinguishable_after

@@ -151,7 +151,7 @@ def run_cell(
             seed,
             traces,
             recurrences=recurrences,
-            exploration_budget=exploration_budget,
+            job={"exploration_budget": exploration_budget},
         )
         with first_week(week):
             rows.append(Path_(arm, simulate(spec), default).row())

@@ -394,7 +394,9 @@ def paired_costs(budget: float | None, recurrences: int) -> tuple[list[float], l
     costs = []
     for policy in (ZeusPolicy(), DefaultPolicy()):
         gpu = ReplayGPU(trace)
-        spec = SimulationSpec("zeus", "v100", "imagenet", 1, str(TRACES), exploration_budget=budget)
+        spec = SimulationSpec(
+            "zeus", "v100", "imagenet", 1, str(TRACES), job={"exploration_budget": budget}
+        )
         engine = Engine(
             SQLStore.in_memory(), gpu, job_config(trace, spec), policy, seed=1, heartbeat_s=None
         )

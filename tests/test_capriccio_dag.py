@@ -41,7 +41,7 @@ def test_the_dag_parses_without_pytorch_and_wires_the_slice_into_training() -> N
     assert [a.name for a in prepare.outlets] == ["capriccio_slices"]
     assert train.window_size == 10
     assert train.device.startswith("simulated:")
-    assert list(train.batch_sizes) == list(CapriccioJob().batch_sizes)
+    assert list(train.batch_sizes) == list(CapriccioJob().parameters["batch_sizes"])
     assert "prepare_slice" in train.train_kwargs["slice_dir"]
 
 
@@ -62,9 +62,11 @@ def test_one_day_prepares_its_slice_and_retrains_on_it(zeus_store_url: str) -> N
     )
     published = xcoms(DAG_ID, run.run_id, "train")
     assert published["measurement"] == "simulated"
-    assert published["batch_size"] == CapriccioJob().default_batch_size  # pruning starts at b0
+    assert (
+        published["batch_size"] == CapriccioJob().parameters["default_batch_size"]
+    )  # pruning starts at b0
     assert published["reached_target"] is True and published["energy_j"] > 0
-    assert published["return_value"]["val_accuracy"] >= CapriccioJob().target_metric
+    assert published["return_value"]["val_accuracy"] >= CapriccioJob().parameters["target_metric"]
 
 
 @pytest.mark.usefixtures("dag_test")

@@ -31,7 +31,12 @@ from zeus_airflow.core.train.engine import Engine
 SIZES = SliceSizes(slice_size=3000, val_size=600)
 CORPUS = CorpusSpec(days=12, tweets_per_day=1000, shift_day=4, seed=2)
 JOB = CapriccioJob(
-    batch_sizes=(64, 128, 256), default_batch_size=128, target_metric=0.85, exploration_budget=None
+    {
+        "batch_sizes": (64, 128, 256),
+        "default_batch_size": 128,
+        "target_metric": 0.85,
+        "exploration_budget": None,
+    }
 )  # the walk's order is what these tests check
 
 

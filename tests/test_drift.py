@@ -28,16 +28,15 @@ from zeus_airflow.sim.drift import (
 )
 
 
-def spec(**changes: object) -> DriftSpec:
+def spec(window: int | None = 10, **changes: object) -> DriftSpec:
     values: dict[str, object] = dict(
         gpu="v100",
         workload="cifar100",
         traces_dir=str(TRACES),
         seed=1,
-        window=10,
         switch_at=40,
         recurrences=80,
-        exploration_budget=None,
+        job={"window_size": window, "exploration_budget": None},
     )
     values.update(changes)
     return DriftSpec(**values)  # type: ignore[arg-type]

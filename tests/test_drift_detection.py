@@ -242,14 +242,13 @@ def test_drift_detection_adapts_where_no_window_does_not() -> None:
         "cifar100",
         str(TRACES),
         seed=1,
-        window=None,
         switch_at=80,
         recurrences=150,
         drift=Drift(2.0, 1.5),
-        exploration_budget=None,
+        job={"window_size": None, "exploration_budget": None},
     )
     plain = run_drift(spec)
-    detected = run_drift(dataclasses.replace(spec, drift_detection=True))
+    detected = run_drift(dataclasses.replace(spec, job={**spec.job, "drift_detection": True}))
     assert detected.can_adapt
     assert detected.adaptation_delay is not None and plain.adaptation_delay is not None
     assert detected.adaptation_delay < plain.adaptation_delay

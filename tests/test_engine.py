@@ -201,14 +201,26 @@ def test_simulation_is_reproducible_per_seed() -> None:
     from zeus_airflow.sim.simulator import SimulationSpec, simulate
 
     spec = SimulationSpec(
-        "zeus", "v100", "sentiment140", 4, str(TRACES), recurrences=25, exploration_budget=None
+        "zeus",
+        "v100",
+        "sentiment140",
+        4,
+        str(TRACES),
+        recurrences=25,
+        job={"exploration_budget": None},
     )
     first, second = simulate(spec), simulate(spec)
     assert first.batch_size == second.batch_size
     assert first.cost == pytest.approx(second.cost)
     other = simulate(
         SimulationSpec(
-            "zeus", "v100", "sentiment140", 5, str(TRACES), exploration_budget=None, recurrences=25
+            "zeus",
+            "v100",
+            "sentiment140",
+            5,
+            str(TRACES),
+            job={"exploration_budget": None},
+            recurrences=25,
         )
     )
     assert other.cost != first.cost or other.batch_size != first.batch_size

@@ -11,9 +11,10 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Mapping
 from datetime import date
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from zeus_airflow.capriccio.corpus import Tweets, read_tweets
 from zeus_airflow.capriccio.generator import CorpusSpec, generate, write_corpus
@@ -169,7 +170,7 @@ def _slice(args: argparse.Namespace) -> int:
 
 # --- run -------------------------------------------------------------------------------------
 def _register_run(actions: argparse._SubParsersAction) -> None:
-    job = CapriccioJob()
+    job = CapriccioJob().parameters
     parser = actions.add_parser(
         "run",
         help="retrain on each daily slice through the engine (real CPU training)",
@@ -203,22 +204,22 @@ def _register_run(actions: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=_run)
 
 
-def _job_arguments(parser: argparse.ArgumentParser, job: CapriccioJob) -> None:
+def _job_arguments(parser: argparse.ArgumentParser, job: Mapping[str, Any]) -> None:
     """The job's settings (``CapriccioJob``'s defaults) and the policy's seed."""
     parser.add_argument(
         "--target",
         type=float,
-        default=job.target_metric,
+        default=job["target_metric"],
         help="validation accuracy a run must reach",
     )
-    parser.add_argument("--max-epochs", type=int, default=job.max_epochs)
+    parser.add_argument("--max-epochs", type=int, default=job["max_epochs"])
     parser.add_argument(
         "--window",
         type=_window,
-        default=job.window_size,
-        help=f"posterior window, or 'none' (default {job.window_size})",
+        default=job["window_size"],
+        help=f"posterior window, or 'none' (default {job['window_size']})",
     )
-    parser.add_argument("--beta", type=float, default=job.beta)
+    parser.add_argument("--beta", type=float, default=job["beta"])
     parser.add_argument("--eta", type=float, default=DEFAULT_ETA)
     parser.add_argument("--seed", type=int, default=1)
 
@@ -291,10 +292,12 @@ def _checked_job(args: argparse.Namespace) -> tuple[SliceSizes, CapriccioJob]:
     anything trains."""
     sizes = SliceSizes(args.slice_size, args.val_size)
     job = CapriccioJob(
-        target_metric=args.target,
-        max_epochs=args.max_epochs,
-        window_size=args.window,
-        beta=args.beta,
+        {
+            "target_metric": args.target,
+            "max_epochs": args.max_epochs,
+            "window_size": args.window,
+            "beta": args.beta,
+        }
     )
     job.job_config("capriccio", args.eta)
     if args.threads < 1:

@@ -143,17 +143,19 @@ def build_specs(args: argparse.Namespace) -> list[DriftSpec]:
     drift = Drift(args.batch_scale, args.difficulty)
     specs = [
         DriftSpec(
-            args.gpu,
-            args.workload,
-            str(traces),
-            seed,
-            window,
-            args.switch_at,
-            args.recurrences,
-            drift,
-            args.eta,
-            args.beta,
-            detect,
+            gpu=args.gpu,
+            workload=args.workload,
+            traces_dir=str(traces),
+            seed=seed,
+            switch_at=args.switch_at,
+            recurrences=args.recurrences,
+            drift=drift,
+            job={
+                "window_size": window,
+                "eta": args.eta,
+                "beta": args.beta,
+                "drift_detection": detect,
+            },
         )
         for window, detect in modes
         for seed in dict.fromkeys(args.seeds)
@@ -180,9 +182,10 @@ def _mode(text: str) -> tuple[int | None, bool]:
 
 def mode_name(spec: DriftSpec) -> str:
     """The ``--windows`` entry that gives this spec: its CSV ``window`` column."""
-    if spec.drift_detection:
-        return "detect" if spec.window is None else f"detect-{spec.window}"
-    return "none" if spec.window is None else str(spec.window)
+    window = spec.parameter("window_size")
+    if spec.parameter("drift_detection"):
+        return "detect" if window is None else f"detect-{window}"
+    return "none" if window is None else str(window)
 
 
 def summary_row(result: DriftResult) -> dict[str, object]:

@@ -153,6 +153,13 @@ def build_specs(args: argparse.Namespace) -> list[SimulationSpec]:
         check_int("seeds", seed, minimum=0)
     policies = list(POLICIES) if args.policy == "all" else [args.policy]
     traces = resolve_traces_dir(args.traces)
+    job = {
+        "eta": args.eta,
+        "beta": args.beta,
+        "window_size": args.window,
+        "drift_detection": args.drift_detection == "on",
+        "exploration_budget": args.exploration_budget,
+    }
     specs = []
     for gpu in dict.fromkeys(args.gpu):
         for workload in dict.fromkeys(args.workload):
@@ -165,14 +172,10 @@ def build_specs(args: argparse.Namespace) -> list[SimulationSpec]:
                         workload,
                         seed,
                         str(traces),
-                        args.eta,
-                        args.beta,
-                        args.window,
-                        args.recurrences,
-                        args.drift_detection == "on",
-                        args.exploration_budget,
+                        recurrences=args.recurrences,
+                        job=job,
                     )
-                    job_config(trace, spec)  # raises naming eta/beta/window
+                    job_config(trace, spec)  # raises naming eta/beta/window_size
                     specs.append(spec)
     return specs
 

@@ -16,18 +16,19 @@ import math
 import os
 import typing
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from zeus_airflow.airflow_compat import OperatorPartial, ResolveMixin
 from zeus_airflow.core.common.config import (
+    JOB_PARAMETERS,
     PARAMETER_CHECKS,
+    REQUIRED_JOB_PARAMETERS,
     ConfigError,
     JobConfig,
-    PowerLimitMode,
-    ProfilerConfig,
     check_bool,
     check_job_id,
     check_kwargs,
+    config_from_parameters,
     is_blank,
     plain_numbers,
 )
@@ -39,8 +40,6 @@ if TYPE_CHECKING:
 
 PLACEHOLDER_JOB_ID = "templated-job-id"
 """Stands for a templated job_id in the checks across parameters (rendered only at run time)."""
-_JOB_FIELDS = ("batch_sizes", "default_batch_size", "target_metric", "max_epochs")
-"""The required job parameters: with all of them known, the whole configuration is checked."""
 _MAX_EXPANSIONS_CHECKED = 256
 """expand() of literal lists checks each combination as a whole job up to this many."""
 
@@ -222,11 +221,25 @@ def _check_call(train: Callable[..., Any], train_kwargs: Mapping[str, Any]) -> N
         ) from None
 
 
-@functools.cache
-def own_parameters(operator_class: type) -> tuple[str, ...]:
-    """The names of an operator's own parameters: its constructor's keyword-only ones."""
-    parameters = inspect.signature(vars(operator_class)["__init__"]).parameters.values()
-    return tuple(p.name for p in parameters if p.kind is inspect.Parameter.KEYWORD_ONLY)
+_Init = TypeVar("_Init", bound=Callable[..., None])
+
+
+def keeps_own_arguments(init: _Init) -> _Init:
+    """An operator's ``__init__`` that first keeps its own arguments (its keyword-only
+    parameters, defaults applied) as the operator's attributes of the same names, for its
+    body to check: the call bound to the signature, as Airflow binds ``default_args``."""
+    signature = inspect.signature(init)
+    own = [p.name for p in signature.parameters.values() if p.kind is p.KEYWORD_ONLY]
+
+    @functools.wraps(init)
+    def keeping(self: Any, **kwargs: Any) -> None:
+        bound = signature.bind(self, **kwargs)
+        bound.apply_defaults()
+        for name in own:
+            setattr(self, name, bound.arguments[name])
+        init(self, **kwargs)
+
+    return cast(_Init, keeping)  # the same signature: mypy checks a DAG's call against it
 
 
 @functools.cache
@@ -249,7 +262,7 @@ def _defaults(operator_class: type) -> dict[str, Any]:
 
 def check_job(operator_class: type, given: Mapping[str, Any]) -> None:
     """The checks across parameters, once every required job field is known."""
-    if not all(name in given for name in _JOB_FIELDS):
+    if not all(name in given for name in REQUIRED_JOB_PARAMETERS):
         return
     values = {**_defaults(operator_class), **given}
     if any(isinstance(values[name], ResolveMixin) for name in OPERATOR_CHECKS if name in values):
@@ -349,30 +362,7 @@ class CheckedPartial(OperatorPartial):
 
 def job_config(values: Mapping[str, Any], job_id: str) -> JobConfig:
     """The core configuration from the operator's parameters (attributes or arguments)."""
-    return JobConfig(
-        job_id=job_id,
-        batch_sizes=values["batch_sizes"],
-        default_batch_size=values["default_batch_size"],
-        target_metric=values["target_metric"],
-        max_epochs=values["max_epochs"],
-        higher_is_better=values["higher_is_better"],
-        eta=values["eta"],
-        beta=values["beta"],
-        window_size=values["window_size"],
-        drift_detection=values["drift_detection"],
-        max_tries=values["max_tries"],
-        exploration_budget=values["exploration_budget"],
-        cost_includes_cpu=values["cost_includes_cpu"],
-        profiler=ProfilerConfig(
-            warmup_steps=values["warmup_steps"],
-            profile_steps=values["profile_steps"],
-            warmup_s=values["warmup_s"],
-            profile_s=values["profile_s"],
-            mode=cast(PowerLimitMode, values["power_limit_mode"]),
-            selector=values["power_limit_selector"],
-            max_slowdown=values["max_slowdown"],
-        ),
-    )
+    return config_from_parameters(job_id, {name: values[name] for name in JOB_PARAMETERS})
 
 
 def carbon_options(values: Mapping[str, Any]) -> CarbonOptions | None:

@@ -96,6 +96,7 @@ class ZeusTrainOperator(PublishesFigures, BaseOperator):
     shared_job: bool
     synchronize: Callable[[], Any] | None
 
+    @checks.keeps_own_arguments
     def __init__(
         self,
         *,
@@ -142,9 +143,6 @@ class ZeusTrainOperator(PublishesFigures, BaseOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        given = locals()
-        for name in checks.own_parameters(ZeusTrainOperator):
-            setattr(self, name, given[name])
         self.train_kwargs = check_kwargs("train_kwargs", train_kwargs)
         self.zeus_summary = PENDING_SUMMARY
         self._guard: PowerLimitGuard | None = None

@@ -35,16 +35,16 @@ import logging
 import math
 import statistics
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from zeus_airflow.core.common.config import (
-    DEFAULT_BETA,
-    DEFAULT_ETA,
-    DEFAULT_EXPLORATION_BUDGET,
     ConfigError,
     check_int,
     check_int_below,
+    declared_default,
 )
 from zeus_airflow.core.common.traces import WorkloadTrace, load_workload_trace
 from zeus_airflow.core.decide.policy import ZeusPolicy
@@ -107,17 +107,15 @@ class DriftSpec:
     workload: str
     traces_dir: str
     seed: int
-    window: int | None
     switch_at: int
     """Index of the first recurrence after the drift (0-based)."""
     recurrences: int
     drift: Drift = field(default_factory=Drift)
-    eta: float = DEFAULT_ETA
-    beta: float = DEFAULT_BETA
-    drift_detection: bool = False
-    exploration_budget: float | None = DEFAULT_EXPLORATION_BUDGET
-    """The operator's by default; None explores as the paper does (the tests of the windows'
-    adaptation use None, so that the budget's pace does not mix in)."""
+    job: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    """Job parameters by the operator's names (``config.JOB_PARAMETERS``): above all
+    ``window_size`` and ``drift_detection``, which is off here unless set (the runs compare
+    posterior windows); ``exploration_budget=None`` explores as the paper does (the tests of
+    the windows' adaptation use it, so that the budget's pace does not mix in)."""
 
     def __post_init__(self) -> None:
         check_int("recurrences", self.recurrences, minimum=2)
@@ -126,25 +124,31 @@ class DriftSpec:
         )
 
     @property
+    def parameters(self) -> dict[str, Any]:
+        """The job parameters the run sets: ``job``, drift detection off unless set there."""
+        return {"drift_detection": False, **self.job}
+
+    def parameter(self, name: str) -> Any:
+        """Job parameter ``name`` as the run sets it, else the declared default."""
+        return self.parameters.get(name, declared_default(name))
+
+    @property
     def label(self) -> str:
-        window = "no window" if self.window is None else f"window {self.window}"
-        if not self.drift_detection:
+        size = self.parameter("window_size")
+        window = "no window" if size is None else f"window {size}"
+        if not self.parameter("drift_detection"):
             return window
-        return "detection" if self.window is None else f"detection, {window}"
+        return "detection" if size is None else f"detection, {window}"
 
     def simulation_spec(self) -> SimulationSpec:
         return SimulationSpec(
-            "zeus",
-            self.gpu,
-            self.workload,
-            self.seed,
-            self.traces_dir,
-            self.eta,
-            self.beta,
-            self.window,
-            self.recurrences,
-            self.drift_detection,
-            self.exploration_budget,
+            policy="zeus",
+            gpu=self.gpu,
+            workload=self.workload,
+            seed=self.seed,
+            traces_dir=self.traces_dir,
+            recurrences=self.recurrences,
+            job=self.parameters,
         )
 
 
@@ -206,7 +210,8 @@ def optima(spec: DriftSpec) -> Optima:
             f"no batch size would reach the target within max_epochs="
             f"{trace.workload.max_epochs}; expected a smaller difficulty"
         )
-    before, after = oracle(trace, spec.eta), oracle(drifted, spec.eta)
+    eta = spec.parameter("eta")
+    before, after = oracle(trace, eta), oracle(drifted, eta)
     if after.batch_size == before.batch_size:
         raise ConfigError(
             f"batch_scale={spec.drift.batch_scale}, difficulty={spec.drift.difficulty} is "
@@ -216,7 +221,7 @@ def optima(spec: DriftSpec) -> Optima:
     return Optima(
         before,
         after,
-        indistinguishable(drifted, after, spec.eta, spec.recurrences - spec.switch_at),
+        indistinguishable(drifted, after, eta, spec.recurrences - spec.switch_at),
     )
 
 

@@ -12,16 +12,12 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from zeus_airflow.core.common.config import (
-    DEFAULT_BETA,
-    DEFAULT_DRIFT_DETECTION,
-    DEFAULT_ETA,
-    DEFAULT_EXPLORATION_BUDGET,
-    JobConfig,
-)
+from zeus_airflow.core.common.config import JobConfig, config_from_parameters
 from zeus_airflow.core.common.cost import zeus_cost
 from zeus_airflow.core.common.traces import WorkloadTrace, load_workload_trace
 from zeus_airflow.core.decide.policy import POLICIES
@@ -41,14 +37,12 @@ class SimulationSpec:
     workload: str
     seed: int
     traces_dir: str
-    eta: float = DEFAULT_ETA
-    beta: float = DEFAULT_BETA
-    window: int | None = None
     recurrences: int | None = None
     """None: 2 x |batch sizes| x |power limits|, as in the paper."""
-    drift_detection: bool = DEFAULT_DRIFT_DETECTION
-    exploration_budget: float | None = DEFAULT_EXPLORATION_BUDGET
-    """None: explore as the paper does, without a budget."""
+    job: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    """Job parameters by the operator's names (``config.JOB_PARAMETERS``, e.g. ``eta``,
+    ``window_size``, ``exploration_budget=None`` to explore as the paper does); the trace
+    gives the workload's (batch sizes, target, epochs), the others keep their defaults."""
 
 
 @dataclass(frozen=True)
@@ -154,19 +148,18 @@ def default_configuration(trace: WorkloadTrace, eta: float) -> Expected:
 
 
 def job_config(trace: WorkloadTrace, spec: SimulationSpec) -> JobConfig:
+    """The simulated job: the trace's workload with the spec's job parameters."""
     workload = trace.workload
-    return JobConfig(
-        job_id=f"sim.{spec.gpu}.{spec.workload}.{spec.policy}.{spec.seed}",
-        batch_sizes=trace.batch_sizes,
-        default_batch_size=trace.default_batch_size,
-        target_metric=workload.target_metric,
-        max_epochs=workload.max_epochs,
-        higher_is_better=workload.higher_is_better,
-        eta=spec.eta,
-        beta=spec.beta,
-        window_size=spec.window,
-        drift_detection=spec.drift_detection,
-        exploration_budget=spec.exploration_budget,
+    return config_from_parameters(
+        f"sim.{spec.gpu}.{spec.workload}.{spec.policy}.{spec.seed}",
+        {
+            "batch_sizes": trace.batch_sizes,
+            "default_batch_size": trace.default_batch_size,
+            "target_metric": workload.target_metric,
+            "max_epochs": workload.max_epochs,
+            "higher_is_better": workload.higher_is_better,
+            **spec.job,
+        },
     )
 
 
@@ -185,10 +178,11 @@ def simulate(spec: SimulationSpec) -> SimulationResult:
     gpu = ReplayGPU(trace)
     quiet = logging.getLogger(f"zeus_airflow.sim.{spec.policy}")
     quiet.setLevel(logging.ERROR)
+    config = job_config(trace, spec)
     engine = Engine(
         SQLStore.in_memory(),
         gpu,
-        job_config(trace, spec),
+        config,
         POLICIES[spec.policy](),
         seed=spec.seed,
         heartbeat_s=None,
@@ -196,7 +190,7 @@ def simulate(spec: SimulationSpec) -> SimulationResult:
     )
     train = ReplayTraining(gpu, seed=spec.seed)
     result = SimulationResult(
-        spec, recurrences, default_configuration(trace, spec.eta), oracle(trace, spec.eta)
+        spec, recurrences, default_configuration(trace, config.eta), oracle(trace, config.eta)
     )
     started = time.perf_counter()
     for index in range(recurrences):

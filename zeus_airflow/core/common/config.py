@@ -14,7 +14,7 @@ import math
 import numbers
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, Field, asdict, dataclass, field, fields
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any, Literal
@@ -142,7 +142,11 @@ class ProfilerConfig:
     profile_steps: int = DEFAULT_PROFILE_STEPS
     """At least this many steps measured per limit."""
     mode: PowerLimitMode = "optimize"
+    """``power_limit_mode``: what the profiler may do to the GPUs' power limits
+    (:data:`PowerLimitMode`)."""
     selector: str = "zeus"
+    """``power_limit_selector``: which profiled limit is optimal (:data:`SELECTORS`;
+    ``core/common/cost.py``)."""
     max_slowdown: float = DEFAULT_MAX_SLOWDOWN
     """Only for ``min-energy-within-slowdown``: allowed time per step over the fastest limit."""
     warmup_s: float = DEFAULT_WARMUP_S
@@ -165,13 +169,22 @@ class JobConfig:
     """
 
     job_id: str
+    """The job's name in the store (at most JOB_ID_MAX_LENGTH characters)."""
     batch_sizes: tuple[int, ...]
+    """Candidate batch sizes, strictly increasing."""
     default_batch_size: int
+    """b0, what the job would use without Zeus: one of ``batch_sizes``."""
     target_metric: float
+    """The validation metric a try must reach (``run.report_metric``)."""
     max_epochs: int
+    """Epochs one try may train at most."""
     higher_is_better: bool = True
+    """False for losses and error rates."""
     eta: float = DEFAULT_ETA
+    """Weight of energy against time in the cost, in [0, 1]."""
     beta: float = DEFAULT_BETA
+    """Early stop: a try stops once its cost would exceed ``beta`` x the best batch size's mean
+    successful cost."""
     window_size: int | None = None
     """Each arm's posterior uses only its N most recent observations (data drift)."""
     drift_detection: bool = DEFAULT_DRIFT_DETECTION
@@ -674,28 +687,47 @@ PARAMETER_CHECKS: dict[str, Callable[[Any], object]] = {
 raises ConfigError naming it. JobConfig, ProfilerConfig and the operator (constructor and
 ``partial()``) all check through this table, so a value gets the same answer everywhere."""
 
-_JOB_PARAMETERS = (
-    "job_id",
-    "batch_sizes",
-    "default_batch_size",
-    "target_metric",
-    "max_epochs",
-    "higher_is_better",
-    "eta",
-    "beta",
-    "window_size",
-    "drift_detection",
-    "max_tries",
-    "exploration_budget",
-    "cost_includes_cpu",
-)
-_PROFILER_PARAMETERS = {
-    "warmup_steps": "warmup_steps",
-    "profile_steps": "profile_steps",
-    "mode": "power_limit_mode",
-    "selector": "power_limit_selector",
-    "max_slowdown": "max_slowdown",
-    "warmup_s": "warmup_s",
-    "profile_s": "profile_s",
-}
+_USER_NAMES = {"mode": "power_limit_mode", "selector": "power_limit_selector"}
+"""ProfilerConfig's fields that users know by another name (the operator's keyword); every
+other field of JobConfig and ProfilerConfig is known by its own name."""
+_JOB_PARAMETERS = tuple(f.name for f in fields(JobConfig) if f.name != "profiler")
+"""JobConfig's own checked fields, in the order they are checked."""
+_PROFILER_PARAMETERS = {f.name: _USER_NAMES.get(f.name, f.name) for f in fields(ProfilerConfig)}
 """ProfilerConfig's fields, and the parameter names users know them by."""
+
+JOB_PARAMETERS: dict[str, Field[Any]] = {
+    **{f.name: f for f in fields(JobConfig) if f.name not in ("job_id", "profiler")},
+    **{_PROFILER_PARAMETERS[f.name]: f for f in fields(ProfilerConfig)},
+}
+"""Every job parameter, by the name users write (the operator's keyword), and the field of
+JobConfig or ProfilerConfig that declares its type, default and meaning: derived from the
+two, which are the only declaration. ``config_from_parameters`` builds a job from these
+names (for the operator's checks, the simulator's and drift runs' specs and the Capriccio
+job); the operator's typed keywords match them one to one, defaults included
+(tests/test_job_parameters.py)."""
+REQUIRED_JOB_PARAMETERS = tuple(name for name, f in JOB_PARAMETERS.items() if f.default is MISSING)
+"""The job parameters without a default: with all of them known, a job can be checked whole."""
+
+
+def declared_default(name: str) -> Any:
+    """The default the declaration gives job parameter ``name`` (KeyError: not a job
+    parameter, or one without a default)."""
+    default = JOB_PARAMETERS[name].default
+    if default is MISSING:
+        raise KeyError(name)
+    return default
+
+
+def config_from_parameters(job_id: str, parameters: Mapping[str, Any]) -> JobConfig:
+    """The job named ``job_id`` with ``parameters`` by the names users write (the others at
+    their defaults); raises ConfigError naming the first bad one, or one that is no job
+    parameter."""
+    unknown = [name for name in parameters if name not in JOB_PARAMETERS]
+    if unknown:
+        raise ConfigError(
+            f"{unknown[0]}={parameters[unknown[0]]!r} is invalid: it is not a job parameter; "
+            f"expected one of {', '.join(JOB_PARAMETERS)}"
+        )
+    profiler = {f: parameters[p] for f, p in _PROFILER_PARAMETERS.items() if p in parameters}
+    own = {name: parameters[name] for name in _JOB_PARAMETERS if name in parameters}
+    return JobConfig(job_id=job_id, **own, profiler=ProfilerConfig(**profiler))
