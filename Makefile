@@ -15,19 +15,20 @@ CONSTRAINTS32 := constraints/airflow-3.2.txt
 # triggering_asset_events, MLflow in a task (both extras resolve with the 3.2 constraints).
 # Left to the 3.3 run: the Airflow-free CLI, reports, charts and access rules, and the store's
 # concurrency (the databases' locking, not SQLAlchemy's version); the extras' absence.
-TESTS32 := tests/test_airflow_compat.py tests/test_operator*.py tests/test_bad_inputs.py \
-           tests/test_metrics_statsd.py tests/test_dags.py tests/test_store_location.py \
-           tests/test_store_trials.py tests/test_store_schema.py tests/test_store_faults.py \
-           tests/test_ui_app.py tests/test_ui_server.py tests/test_ui_browser.py \
-           tests/test_celery_topology.py tests/test_faults.py \
-           tests/test_integration_openlineage.py tests/test_integration_assets.py \
-           tests/test_integration_mlflow.py
+TESTS32 := tests/test_airflow_compat.py tests/test_dags.py tests/operators/test_operator*.py \
+           tests/operators/test_bad_inputs.py tests/operators/test_metrics_statsd.py \
+           tests/operators/test_celery_topology.py tests/operators/test_faults.py \
+           tests/core/store/test_store_location.py tests/core/store/test_store_trials.py \
+           tests/core/store/test_store_schema.py tests/core/store/test_store_faults.py \
+           tests/plugins/test_ui_app.py tests/plugins/test_ui_server.py \
+           tests/plugins/test_ui_browser.py tests/integrations/test_integration_openlineage.py \
+           tests/integrations/test_integration_assets.py tests/integrations/test_integration_mlflow.py
 # Left to the 3.3 run as well, each for a faster test on 3.2 that proves its Airflow-facing part:
 # the demo as a subprocess (its Airflow side, demo_runs: db.initdb and dag.test of the replay
 # DAG, runs in-process in test_a_second_demo_goes_on_from_the_day_after), and the DDP example
 # DAG's run (the ranks are Airflow-free; the operator's dag.test path runs for the other DAGs).
 DESELECT32 := \
-	--deselect tests/test_operator_demo.py::test_the_demo_runs_days_through_airflow_and_reports \
+	--deselect tests/operators/test_operator_demo.py::test_the_demo_runs_days_through_airflow_and_reports \
 	--deselect "tests/test_dags.py::test_a_run_of_each_dag_succeeds_and_labels_its_figures[ddp_retrain-simulated]"
 
 .PHONY: setup demo test suite test-fast acceptance lint clean setup-airflow32 test-airflow32
@@ -98,7 +99,7 @@ test-fast: setup
 # change to the policy. Not part of `make test` or CI (docs/algorithm.md, "The first rule").
 acceptance: setup
 	bash scripts/test-services.sh
-	$(PY) -m pytest -q -m acceptance tests/test_acceptance_noise.py
+	$(PY) -m pytest -q -m acceptance tests/operators/test_acceptance_noise.py
 
 # The operator, store, UI and scheduler tests on Airflow 3.2 (`make test` runs all on 3.3).
 test-airflow32: setup-airflow32

@@ -1,7 +1,8 @@
 """What the noise acceptance test asserts about the jobs (issue 11, "Do no harm"), read from
 the store: shared by the full 20-day run through the real scheduler
-(tests/test_acceptance_noise.py) and the same criteria through the real engine on a virtual
-clock (tests/test_acceptance_engine.py).
+(tests/operators/test_acceptance_noise.py) and the same criteria through the real engine on a
+virtual
+clock (tests/core/train/test_acceptance_engine.py).
 
 * each region has its own job, fed by one map index, on every day;
 * no job ends infeasible (the phase the UI and ``zeus-airflow jobs`` show);

@@ -20,6 +20,12 @@ for _threads in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
 for _module in filter(None, os.environ.get("ZEUS_TEST_WITHOUT", "").split(",")):
     sys.modules[_module.strip()] = None  # type: ignore[assignment]
 
+# The tests mirror the package's folders (tests/core/decide/ for zeus_airflow/core/decide/...);
+# a module may take a helper from another's (``from test_engine import config_for``), by its
+# name as before the split: every folder of tests is importable, as pytest makes this one.
+_TESTS = os.path.dirname(os.path.abspath(__file__))
+sys.path[1:1] = sorted(root for root, _dirs, _files in os.walk(_TESTS) if "__pycache__" not in root)
+
 pytest_plugins = ["fixtures_airflow", "fixtures_grid", "fixtures_store", "fixtures_ui"]
 
 

@@ -1,8 +1,9 @@
 """Airflow's real servers for a test: api-server, dag-processor and scheduler (LocalExecutor).
 
 Shared by the tests that go through the real scheduler rather than ``dag.test()``
-(tests/test_operator_scheduler.py, tests/test_carbon_deferral.py,
-tests/test_acceptance_noise.py, tests/test_zeusd_scheduler.py). Everything listens on
+(tests/operators/test_operator_scheduler.py, tests/operators/test_carbon_deferral.py,
+tests/operators/test_acceptance_noise.py, tests/operators/test_zeusd_scheduler.py). Everything
+listens on
 127.0.0.1 only, the scheduler runs with ``--skip-serve-logs``, every wait is bounded, and
 every process started here (with its task processes and executor workers) is stopped at the
 end, by pid.

@@ -361,3 +361,13 @@ def test_only_construction_sites_import_the_sql_store() -> None:
     importing = sorted(m for m in outside if SQL_STORE in imports_any(m))
     assert "zeus_airflow.sim.simulator" in importing  # the check sees a construction site
     assert importing == sorted(BUILDS_THE_SQL_STORE)
+
+
+def test_the_tests_mirror_the_package_folders() -> None:
+    """A folder of tests is named as the package's folder its tests are about
+    (tests/core/decide/ for zeus_airflow/core/decide/); tests of the whole project (its
+    structure, DAGs, deployment, bench scripts) stay at the top of tests/."""
+    tests = ROOT.parent / "tests"
+    folders = {p.parent.relative_to(tests) for p in tests.rglob("test_*.py")} - {Path(".")}
+    assert len(folders) >= 10  # the walk found the test folders
+    assert sorted(str(f) for f in folders if not (ROOT / f).is_dir()) == []

@@ -1,4 +1,5 @@
-"""The DAG of the noise acceptance test (tests/test_acceptance_noise.py): one region's model
+"""The DAG of the noise acceptance test (tests/operators/test_acceptance_noise.py): one region's
+model
 retrained per mapped task instance, every day, caught up over the past days.
 
 Written as a new user would: the operator's defaults (job id, seed, beta, eta), three regions
@@ -36,7 +37,7 @@ with DAG(
         profile_steps=10,
         # What this test proves is that the walk converges under noise within its 20 days;
         # with the budget, exploration would wait for the budget's room and the last runs
-        # would prove nothing (tests/test_budget.py covers the budget).
+        # would prove nothing (tests/core/decide/test_budget.py covers the budget).
         exploration_budget=None,
         map_index_template="{{ task.train_kwargs['region'] }}",
     ).expand(

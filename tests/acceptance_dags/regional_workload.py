@@ -1,4 +1,5 @@
-"""The workload of the noise acceptance test (tests/test_acceptance_noise.py): a small PyTorch
+"""The workload of the noise acceptance test (tests/operators/test_acceptance_noise.py): a small
+PyTorch
 MLP retrained daily per region on the CPU, with an injected setup delay before training.
 
 Each region has its own data: 8 classes of Gaussian clusters in 32 dimensions whose centres

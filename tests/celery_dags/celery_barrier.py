@@ -1,4 +1,4 @@
-"""What tests/test_celery_topology.py and its DAG file share: names, and a file barrier.
+"""What tests/operators/test_celery_topology.py and its DAG file share: names, and a file barrier.
 
 The barrier makes the test's DAG runs overlap for certain: each run's train function marks
 its run as training, then waits until every expected run is. A worker that ran the tasks one

@@ -1,4 +1,4 @@
-"""The DAG tests/test_celery_topology.py runs on a real Celery worker: a replayed paper
+"""The DAG tests/operators/test_celery_topology.py runs on a real Celery worker: a replayed paper
 workload through ZeusTrainOperator, each run waiting at a barrier until the others train too."""
 
 from __future__ import annotations

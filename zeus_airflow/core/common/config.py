@@ -704,7 +704,7 @@ JobConfig or ProfilerConfig that declares its type, default and meaning: derived
 two, which are the only declaration. ``config_from_parameters`` builds a job from these
 names (for the operator's checks, the simulator's and drift runs' specs and the Capriccio
 job); the operator's typed keywords match them one to one, defaults included
-(tests/test_job_parameters.py)."""
+(tests/core/common/test_job_parameters.py)."""
 REQUIRED_JOB_PARAMETERS = tuple(name for name, f in JOB_PARAMETERS.items() if f.default is MISSING)
 """The job parameters without a default: with all of them known, a job can be checked whole."""
 

@@ -98,7 +98,7 @@ class TrialStart:
 class Store(Protocol):
     """Everything the engine, the operator, the carbon code, the GPU leases and the reports
     may ask of the store: nothing else of it is theirs (``sql.py`` implements it; the
-    contract tests in ``tests/test_store_contract.py`` hold every implementation to it).
+    contract tests in ``tests/core/store/test_store_contract.py`` hold every implementation to it).
 
     Every method that touches the database raises :class:`StoreError` when the database
     cannot be reached or written once retries are spent, unless its docstring says it never

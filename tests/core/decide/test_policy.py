@@ -41,7 +41,8 @@ LIBRISPEECH_V100 = (2, 4, 8, 12, 16, 24, 32, 48, 56, 64, 72, 96, 128, 156, 192)
 
 
 def config(sizes: tuple[int, ...] = LIBRISPEECH_V100, b0: int = 192, **kw: object) -> JobConfig:
-    """The paper's policy, without the exploration budget (tests/test_budget.py has it)."""
+    """The paper's policy, without the exploration budget (tests/core/decide/test_budget.py has
+    it)."""
     kw.setdefault("exploration_budget", None)
     return JobConfig(
         "job", sizes, b0, target_metric=40.0, max_epochs=16, higher_is_better=False, **kw

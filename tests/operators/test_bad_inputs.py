@@ -5,7 +5,7 @@ naming the parameter (or the problem) in one line, and nothing done meanwhile. O
 parameters go through the constructor and through ``.partial(...).expand(...)``; device strings
 through ``parse_device``; store URLs through the store's resolution chain (explicit URL,
 ``$ZEUS_AIRFLOW_DB_URL``, SQLStore); CLI arguments through ``zeus-airflow``'s entry point.
-Train-function contract breaches are in tests/test_first_rule.py.
+Train-function contract breaches are in tests/core/train/test_first_rule.py.
 """
 
 from __future__ import annotations

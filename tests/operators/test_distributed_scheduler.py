@@ -18,13 +18,14 @@ from pathlib import Path
 import pytest
 from fixtures_airflow import PRISTINE_DB, TRACES
 from fixtures_store import stored_trials
+from paths import TESTS
 from scheduler_harness import airflow_home, running_servers, wait_for_runs
 from statsd_listener import StatsDListener
 
 from zeus_airflow.operators.metrics import FIGURES
 
 DEADLINE_S = 300.0
-TARGET = Path(__file__).with_name("ddp_ranks.py")
+TARGET = TESTS / "ddp_ranks.py"
 
 DAG_FILE = """
 import pendulum

@@ -14,6 +14,7 @@ import psutil
 import pytest
 from fixtures_airflow import FAKE_ORIGINAL_LIMIT_MW, daily, sync_dag, task_state, xcoms
 from fixtures_store import stored_trials
+from paths import TESTS
 
 from zeus_airflow.core.common.config import ConfigError
 from zeus_airflow.integrations.distributed import DistributedTraining
@@ -21,7 +22,7 @@ from zeus_airflow.testing import FakeNVML
 
 pytestmark = pytest.mark.usefixtures("dag_test")
 
-RANKS_FILE = Path(__file__).with_name("ddp_ranks.py")
+RANKS_FILE = TESTS / "ddp_ranks.py"
 TARGET = f"{RANKS_FILE}:train_rank"
 
 

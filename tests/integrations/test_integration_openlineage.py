@@ -1,6 +1,7 @@
 """The ``zeus`` run facet through Airflow's real OpenLineage provider, in a fresh Airflow
 process whose ``[openlineage]`` transport writes events to a file (the scheduler's side, a
-real task process, is in tests/test_integration_assets.py): COMPLETE events of the operator
+real task process, is in tests/integrations/test_integration_assets.py): COMPLETE events of the
+operator
 and of ``@task.zeus``, FAIL events (a training that raised; a missed target with
 ``fail_on_missed_target``, after it published), and a misconfigured transport
 that leaves the task's success alone. Each facet equals the figures the store holds."""

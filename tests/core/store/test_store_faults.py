@@ -1,7 +1,7 @@
 """Faults between the store and its database, on SQLite and PostgreSQL: unreachable at the
 start (a clear error before any GPU change), lost while a result is recorded (bounded retries,
 then the result kept in the outbox and recorded late, once), and a brief outage ridden out.
-The whole fault suite, through Airflow, is tests/test_faults.py."""
+The whole fault suite, through Airflow, is tests/operators/test_faults.py."""
 
 from __future__ import annotations
 

@@ -2,7 +2,8 @@
 engine, profiler and SQLite store, in seconds: three regions, 20 days, setup noise and a
 competing load, on a simulated V100 whose clock is virtual.
 
-The full run (tests/test_acceptance_noise.py, ``make acceptance``) trains a real PyTorch MLP
+The full run (tests/operators/test_acceptance_noise.py, ``make acceptance``) trains a real PyTorch
+MLP
 through the real scheduler for 10 minutes; this one keeps what it proves about the policy and
 replaces the training by a model of it, taken from that workload's calibration
 (bench/acceptance_calibration.md):
@@ -35,6 +36,7 @@ from typing import Any
 import pytest
 from acceptance_checks import job_problems, read_jobs, summary
 from fixtures_store import stored_trials
+from paths import TESTS
 
 from zeus_airflow.core.common.config import JobConfig, ProfilerConfig
 from zeus_airflow.core.common.naming import default_job_id
@@ -45,7 +47,7 @@ from zeus_airflow.core.store.sql import SQLStore
 from zeus_airflow.core.train.engine import Engine
 from zeus_airflow.core.train.run import TrainingRun
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "acceptance_dags"))
+sys.path.insert(0, str(TESTS / "acceptance_dags"))
 import regional_workload as workload
 
 B64_EPOCHS = {

@@ -1,7 +1,7 @@
 """The one declaration of a try's and a run's figures (``core/domain/figures.py``): one rule
 adds tries up into a run for the engine and the reports alike, and what is published comes
 from it. That the migrated schema has their columns is the store's test
-(tests/test_store_schema.py)."""
+(tests/core/store/test_store_schema.py)."""
 
 from __future__ import annotations
 

@@ -35,13 +35,13 @@ import psycopg
 import pytest
 import redis
 from fixtures_airflow import TRACES
+from paths import TESTS
 
 from zeus_airflow.core.domain import TrialRecord
 from zeus_airflow.core.store.admin import list_trials
 from zeus_airflow.core.store.location import open_store, upgrade_store
 
-REPO = Path(__file__).resolve().parents[1]
-DAGS = Path(__file__).resolve().parent / "celery_dags"
+DAGS = TESTS / "celery_dags"
 sys.path.insert(0, str(DAGS))
 from celery_barrier import BARRIER_ENV, DAG_ID, PARTIES_ENV  # noqa: E402
 

@@ -18,7 +18,7 @@ Two tests:
 * the smoke run, 2 days (about a minute): the same DAG, load and setup noise through the real
   scheduler; every task instance succeeds, is named by its region, and feeds its own job. The
   convergence over 20 days under the same kinds of noise is asserted in seconds through the
-  real engine on a virtual clock (tests/test_acceptance_engine.py).
+  real engine on a virtual clock (tests/core/train/test_acceptance_engine.py).
 
 A per-job table of every run (tries, batch sizes, costs) is printed, so that a failure can be
 read from pytest's output.
@@ -38,9 +38,10 @@ from pathlib import Path
 import pytest
 from acceptance_checks import Job, job_problems, layout_problems, read_jobs, summary
 from fixtures_airflow import PRISTINE_DB, TRACES
+from paths import TESTS
 from scheduler_harness import airflow_home, running_servers, wait_for_runs
 
-DAGS = Path(__file__).resolve().parent / "acceptance_dags"
+DAGS = TESTS / "acceptance_dags"
 sys.path.insert(0, str(DAGS))
 import regional_workload as workload  # noqa: E402
 

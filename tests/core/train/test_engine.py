@@ -28,7 +28,8 @@ def cifar() -> WorkloadTrace:
 
 
 def config_for(trace: WorkloadTrace, **kw: object) -> JobConfig:
-    """The paper's policy, without the exploration budget (tests/test_budget.py has it)."""
+    """The paper's policy, without the exploration budget (tests/core/decide/test_budget.py has
+    it)."""
     kw.setdefault("exploration_budget", None)
     w = trace.workload
     return JobConfig(

@@ -1,7 +1,7 @@
 """The first rule in the engine: setup is not training, a broken train function judges no batch
 size, and a lost worker stalls its job for a few heartbeats only.
 
-The GPU is the fake NVML on a manual clock (tests/test_profiler.py's rig), so every setup
+The GPU is the fake NVML on a manual clock (tests/core/train/test_profiler.py's rig), so every setup
 second and every joule is known in advance.
 """
 

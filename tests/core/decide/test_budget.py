@@ -7,11 +7,11 @@ import dataclasses
 import math
 from dataclasses import replace
 from itertools import accumulate
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from paths import REPO
 
 from zeus_airflow.core.common.config import ConfigError, JobConfig
 from zeus_airflow.core.common.cost import zeus_cost
@@ -56,7 +56,7 @@ from zeus_airflow.core.train.run import open_run
 from zeus_airflow.operators.summary import summary_line
 from zeus_airflow.sim.simulator import SimulationSpec, job_config
 
-TRACES = Path(__file__).resolve().parents[1] / "zeus_airflow" / "data" / "traces"
+TRACES = REPO / "zeus_airflow" / "data" / "traces"
 RNG = np.random.default_rng(0)
 
 

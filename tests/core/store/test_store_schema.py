@@ -15,6 +15,7 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from fixtures_store import empty_database
+from paths import REPO
 from sqlalchemy import Connection, create_engine, inspect, text, types
 
 from zeus_airflow.cli import main
@@ -216,7 +217,7 @@ def test_the_embedded_default_upgrades_itself_on_first_use(
 
 def test_the_migrations_ship_in_the_wheel(tmp_path: Path) -> None:
     # Built from a copy: building in place would leave build/ in everyone's checkout.
-    repo, source = Path(__file__).resolve().parents[1], tmp_path / "src"
+    repo, source = REPO, tmp_path / "src"
     source.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(repo / name, source / name)
@@ -296,7 +297,8 @@ def test_a_store_missing_a_table_gets_the_schema_message(
 
 def test_the_lease_host_column_holds_what_the_node_name_check_allows(migrated_url: str) -> None:
     """``ZEUS_AIRFLOW_NODE_NAME`` is refused past ``HOST_MAX_LENGTH`` characters, named as
-    the store's lease column (tests/test_bad_inputs.py): the migrated column is that long."""
+    the store's lease column (tests/operators/test_bad_inputs.py): the migrated column is that
+    long."""
     engine = create_engine(migrated_url)
     columns = {c["name"]: c for c in inspect(engine).get_columns("zeus_gpu_leases")}
     engine.dispose()

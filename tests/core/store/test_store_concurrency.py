@@ -10,9 +10,9 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 from fixtures_store import STORE_TRACES, job_config
+from paths import REPO, TESTS
 
 from zeus_airflow.core.common.traces import WorkloadTrace
 from zeus_airflow.core.decide.policy import ZeusPolicy
@@ -21,8 +21,6 @@ from zeus_airflow.core.store.admin import list_trials
 from zeus_airflow.core.store.base import TrialStart
 from zeus_airflow.core.store.sql import SQLStore
 from zeus_airflow.core.train.engine import decided_by
-
-REPO = Path(__file__).resolve().parents[1]
 
 # A worker that starts one recurrence of the job, then trains forever (heartbeat every 0.1 s).
 WORKER = """
@@ -59,7 +57,7 @@ def test_a_killed_workers_trial_expires_and_stops_blocking_the_job(
     migrated_url: str, cifar_trace: WorkloadTrace
 ) -> None:
     worker = subprocess.Popen(
-        [sys.executable, "-c", WORKER, migrated_url, str(STORE_TRACES), str(Path(__file__).parent)],
+        [sys.executable, "-c", WORKER, migrated_url, str(STORE_TRACES), str(TESTS)],
         stdout=subprocess.PIPE,
         text=True,
     )
