@@ -277,7 +277,7 @@ TOOLS = (
     "zeus_airflow.testing",
 )
 TOOLS_INTO_AIRFLOW = {
-    "zeus_airflow.cli.store": {"zeus_airflow.hooks.store"},
+    "zeus_airflow.cli.store": {"zeus_airflow.hooks.store", "zeus_airflow.airflow_db"},
     "zeus_airflow.cli.demo_runs": {"zeus_airflow.airflow_db"},
     "zeus_airflow.integrations.published": {"zeus_airflow.operators.summary"},
     "zeus_airflow.integrations.publishing": {"zeus_airflow.operators.instances"},

@@ -52,7 +52,7 @@ def test_the_runs_table_keeps_its_figures_and_says_what_it_left_out(
     header, *lines = output(capsys, "runs", "--db", url, "--job", CARBON_JOB).splitlines()
     figures = ["id", "run", "try", "outcome", "batch", "limit", "energy", "time", "CO2e"]
     assert set(figures) | {"phase", "budget", "data"} == set(header.split())
-    assert lines[0] == CARBON_JOB and lines[1].startswith("  17  2026-11-01T00:00:00…")
+    assert lines[0] == CARBON_JOB and lines[1].startswith("  17  2026-11-01 00:00 (id)  1.1")
     assert "not shown" not in "\n".join(lines)
     header, *lines = output(capsys, "runs", "--db", url).splitlines()
     assert set(figures) | {"data", "would", "save"} == set(header.split())

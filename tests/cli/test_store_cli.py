@@ -66,7 +66,8 @@ def test_runs_in_every_format(filled_url: str, capsys: pytest.CaptureFixture[str
     code, out, _ = run_cli(capsys, "runs", "--db", filled_url, "--format", "json")
     runs = json.loads(out)
     assert code == 0 and [r["job_id"] for r in runs] == ["cli.job"] * 3 + ["other.job"]
-    assert set(runs[0]) == {f.name for f in dataclasses.fields(TrialRecord)}
+    assert set(runs[0]) == {f.name for f in dataclasses.fields(TrialRecord)} | {"logical_date"}
+    assert runs[0]["logical_date"] is None  # --db: no Airflow database read
     assert all(r["status"] == "succeeded" and r["energy_j"] > 0 for r in runs)
     _, out, _ = run_cli(capsys, "runs", "--db", filled_url, "--format", "csv")
     rows = list(csv.DictReader(io.StringIO(out)))
@@ -76,7 +77,7 @@ def test_runs_in_every_format(filled_url: str, capsys: pytest.CaptureFixture[str
     columns = header.split()
     assert columns == ["id", "job_id", "version"] + [
         f.name for f in dataclasses.fields(TrialRecord) if f.name not in ("id", "job_id", "version")
-    ]  # every column
+    ] + ["logical_date"]  # every column
     shown = table_row(header, lines[0])
     assert (
         shown["job_id"],

@@ -41,8 +41,10 @@ _WHICH = ("id", "job_id", "version")
 WIDE_RUN_COLUMNS = (
     *_WHICH,
     *(f.name for f in dataclasses.fields(TrialRecord) if f.name not in _WHICH),
+    "logical_date",
 )
-"""Every field of a trial, which trial first (``--wide``, json, csv)."""
+"""Every field of a trial, which trial first (``--wide``, json, csv), then its DAG run's
+logical date (None where Airflow's database did not give it: :func:`logical_dates`)."""
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -193,9 +195,34 @@ def _measurements(trials: list[TrialRecord]) -> dict[tuple[str, int], str]:
     return {key: "+".join(sorted(found)) for key, found in kinds.items()}
 
 
+def logical_dates(
+    args: argparse.Namespace, trials: Sequence[TrialRecord]
+) -> dict[tuple[str, str], datetime]:
+    """The tries' DAG runs' logical dates, from Airflow's database as the UI reads them,
+    when the store was found as a task finds it (no ``--db``: Airflow is there); else none,
+    and the runs are named by their run ids' dates."""
+    if args.db is not None:
+        return {}
+    try:
+        # Imported only here, as for --conn-id: Airflow takes seconds to import.
+        from zeus_airflow.airflow_db import logical_dates as of_dag_runs
+
+        return of_dag_runs((t.dag_id, t.run_id) for t in trials if t.dag_id)
+    except Exception as err:  # Airflow missing, or its database unreadable: no dates
+        print(
+            f"zeus-airflow runs: no logical dates from Airflow's database ({err}); "
+            "runs are named by their run ids' dates",
+            file=sys.stderr,
+        )
+        return {}
+
+
 def _runs(args: argparse.Namespace) -> int:
     trials = list_trials(store_from_args(args), args.job)
-    rows = [dataclasses.asdict(trial) for trial in trials]
+    dates = logical_dates(args, trials) if trials else {}
+    rows = [
+        {**dataclasses.asdict(t), "logical_date": dates.get((t.dag_id, t.run_id))} for t in trials
+    ]
     if args.job and not rows:
         print(f"no trials of job {args.job!r}", file=sys.stderr)
     notes = []

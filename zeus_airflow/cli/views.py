@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from zeus_airflow.core.common.naming import run_date
 from zeus_airflow.core.common.units import show_emissions, show_energy, show_time
 from zeus_airflow.core.domain import FIGURES, STATUS_SHOWN, Shown
 
@@ -27,7 +28,10 @@ INDENT = "  "
 TRY_NOTE = (
     "outcome: each try's own (target missed: that batch size missed the target, and "
     "the task went on to another; the Airflow task's state is in Airflow). run: the DAG "
-    "run's date or id [map index]. try: Airflow's try number.Zeus's attempt within it. "
+    "run's logical date in UTC (from Airflow's database), or the date in its run id marked "
+    "(id), which Airflow sets to when the run was due (its logical date with a cron "
+    "schedule, its interval's end with a data-interval one), or its id; [map index]. "
+    "try: Airflow's try number.Zeus's attempt within it. "
     "--wide: every column, in SI units."
 )
 JOB_NOTE = (
@@ -52,19 +56,20 @@ def outcome(row: Row) -> str:
 _FAILED_HOW = {"early_stop": "early-stopped", "no_steps": "no step trained"}
 
 
-_RUN_TYPES = ("scheduled__", "manual__", "backfill__", "asset_triggered__")
-"""Airflow's run id prefixes (what started the DAG run); the run column shows the date."""
-RUN_ID_CHARS = 20
+RUN_ID_CHARS = 21
+"""The run column's width: a date and its ``(id)`` mark (``naming.run_date``)."""
 
 
-def short_run_id(run_id: str) -> str:
-    """Airflow's ``manual__2025-01-01T00:00:00+00:00`` as ``2025-01-01T00:00``; other ids
-    as they are, cut to ``RUN_ID_CHARS`` (``--wide`` shows them whole)."""
-    for prefix in _RUN_TYPES:
-        if run_id.startswith(prefix):
-            run_id = run_id.removeprefix(prefix).removesuffix("+00:00").removesuffix(":00")
-            break
-    return run_id if len(run_id) <= RUN_ID_CHARS else run_id[: RUN_ID_CHARS - 1] + "…"
+def run_label(row: Row) -> str:
+    """A try's DAG run as the default table names it: its date as every surface names it
+    (``naming.run_date``: the logical date, else the run id's date marked ``(id)``), else
+    its run id cut to ``RUN_ID_CHARS`` (``--wide`` shows it whole); its map index when
+    mapped."""
+    run_id = str(row["run_id"])
+    shown = run_date(run_id, row.get("logical_date"))
+    if shown is None:
+        shown = run_id if len(run_id) <= RUN_ID_CHARS else run_id[: RUN_ID_CHARS - 1] + "…"
+    return shown + ("" if row["map_index"] < 0 else f"[{row['map_index']}]")
 
 
 SHOW: Mapping[str, Callable[[Any], str]] = {
@@ -78,10 +83,7 @@ SHOW: Mapping[str, Callable[[Any], str]] = {
 WHICH_COLUMNS: tuple[Column, ...] = (
     ("id", lambda r: str(r["id"])),
     ("job", lambda r: str(r["job_id"])),
-    (
-        "run",
-        lambda r: short_run_id(r["run_id"]) + ("" if r["map_index"] < 0 else f"[{r['map_index']}]"),
-    ),
+    ("run", run_label),
     ("try", lambda r: f"{r['try_number']}.{r['attempt']}"),
     ("outcome", outcome),
     ("phase", lambda r: str(r["phase"])),

@@ -16,6 +16,7 @@ from datetime import datetime
 
 from zeus_airflow.core import reports
 from zeus_airflow.core.common.config import JOB_ID_MAX_LENGTH, is_blank
+from zeus_airflow.core.common.naming import run_date
 from zeus_airflow.core.reports import JobDetail, JobSummary, RunRecord
 from zeus_airflow.core.reports.fleet import Fleet, FleetJob
 from zeus_airflow.core.reports.fleet import fleet as fleet_rows
@@ -166,6 +167,11 @@ class RunRow:
     logical_date: datetime | None
     """The DAG run's logical date (its run-after date when it has none); None outside
     Airflow or when the DAG run has been deleted."""
+
+    @property
+    def date(self) -> str | None:
+        """The run's date as every surface names it (``naming.run_date``)."""
+        return run_date(self.run.run_id, self.logical_date)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""Names the Airflow layer gives out: a job's default id and its page in the Zeus UI.
+"""Names the Airflow layer gives out: a job's default id, its page in the Zeus UI and a run's
+date.
 
 On the ground floor, Airflow-free: the operator, the UI and the CLI (``zeus-airflow demo``)
 give out the same names without the CLI importing the Airflow layer.
@@ -6,6 +7,7 @@ give out the same names without the CLI importing the Airflow layer.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from urllib.parse import quote
 
 UI_PREFIX = "/zeus"
@@ -37,3 +39,39 @@ def map_label(map_index: int | None, rendered_map_index: str | None = None) -> s
 def job_url(job_id: str) -> str:
     """Path of a job's page in the Zeus UI."""
     return f"{UI_PREFIX}/jobs/{quote(job_id, safe='')}"
+
+
+RUN_TYPES = ("scheduled__", "manual__", "backfill__", "asset_triggered__")
+"""The prefixes of the run ids Airflow generates (what started the DAG run)."""
+RUN_ID_DATE_MARK = " (id)"
+"""After a run's date read from its run id rather than Airflow's database."""
+
+
+def run_id_date(run_id: str) -> datetime | None:
+    """The date in a run id Airflow generated (``manual__2025-01-02T00:00:00+00:00``, with
+    ``_<random>`` after it when the run has no logical date), in UTC; None for other ids.
+
+    Airflow 3 writes the run's *run-after* date there (``DagRun.generate_run_id``), which is
+    its logical date only where the timetable makes them one (a cron trigger, ``dag.test``
+    with both given); a data-interval timetable's run is named after its interval's end."""
+    for prefix in RUN_TYPES:
+        if run_id.startswith(prefix):
+            stamp = run_id.removeprefix(prefix).split("_", 1)[0]
+            try:
+                moment = datetime.fromisoformat(stamp)
+            except ValueError:
+                return None
+            return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    return None
+
+
+def run_date(run_id: str, logical_date: datetime | None) -> str | None:
+    """How every surface (``zeus-airflow runs``, the job page) names a run's date, in UTC to
+    the minute: its DAG run's logical date, as Airflow's UI shows it, when Airflow's database
+    gave it; else the run id's date marked ``(id)`` (it may be the run-after date, not the
+    logical date: :func:`run_id_date`); None when neither is known."""
+    if logical_date is not None:
+        moment = logical_date if logical_date.tzinfo else logical_date.replace(tzinfo=UTC)
+        return f"{moment.astimezone(UTC):%Y-%m-%d %H:%M}"
+    in_id = run_id_date(run_id)
+    return None if in_id is None else f"{in_id:%Y-%m-%d %H:%M}{RUN_ID_DATE_MARK}"
