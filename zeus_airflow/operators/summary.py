@@ -15,6 +15,7 @@ from zeus_airflow.core.devices.base import GPUGroup
 from zeus_airflow.core.devices.base import power_control as core_power_control
 from zeus_airflow.core.domain import CARBON_XCOM_KEYS, TRY_FIGURES, XCOM_KEYS, RunCarbon
 from zeus_airflow.core.train.engine import RecurrenceResult
+from zeus_airflow.core.train.profile_notice import so_far
 
 
 def run_values(result: RecurrenceResult) -> dict[str, Any]:
@@ -90,9 +91,11 @@ def summary_line(
     if not result.reached_target:
         parts.append("target not reached")
     if result.profile_unfinished:
+        progress = result.profile_progress
+        measured = "" if progress is None else f"{so_far(progress)}; "
         parts.append(
-            f"power profile unfinished: trained at the limits being profiled, "
-            f"{result.power_limit_w} W last; it goes on next run"
+            f"power profile continues next run ({measured}trained at the limits being "
+            f"profiled, {result.power_limit_w} W last)"
         )
     if result.unrecorded:
         parts.append(

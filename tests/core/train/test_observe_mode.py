@@ -171,12 +171,14 @@ def test_a_try_shorter_than_its_profile_says_so_instead_of_a_saving(cifar: Workl
     assert xcom_values(first)["power_limit_w"] == first.power_limit_w
     line = summary_line(first)
     assert "optim" not in line
+    assert first.profile_progress is not None
     assert (
-        f"power profile unfinished: trained at the limits being profiled, "
-        f"{first.power_limit_w} W last; it goes on next run" in line
+        f"power profile continues next run ({first.profile_progress.measured} of up to "
+        f"{first.profile_progress.at_most} limits measured; trained at the limits being "
+        f"profiled, {first.power_limit_w} W last)" in line
     )
     assert "observe:" not in line
     complete = observe_job(SQLStore.in_memory(), cifar, recurrences=1)[0]
     assert not complete.profile_unfinished
-    assert "profile unfinished" not in summary_line(complete)
+    assert "power profile" not in summary_line(complete)
     assert second.profile_unfinished or second.figures.would_save_energy_j is not None

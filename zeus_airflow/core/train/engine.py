@@ -58,6 +58,8 @@ from zeus_airflow.core.domain import (
 )
 from zeus_airflow.core.store.base import LateRecord, Store, StoreError, UnrecordedResultError
 from zeus_airflow.core.train.monitor import HostEnergyMeter
+from zeus_airflow.core.train.profile_notice import profile_notice, step_s
+from zeus_airflow.core.train.profiler import ProfileProgress
 from zeus_airflow.core.train.run import (
     CONTRACT,
     TrainContractError,
@@ -96,6 +98,8 @@ class TrialReport:
     judged: bool = True
     """False: recorded ``invalid`` without failing the task (``TrainingRun.not_judged_because``:
     too few steps, or the user's own cap)."""
+    profile_progress: ProfileProgress | None = None
+    """How far the size's power profile got, when the try ended before it was complete."""
 
 
 @dataclass(frozen=True)
@@ -136,6 +140,11 @@ class RecurrenceResult:
     def profile_unfinished(self) -> bool:
         """The last try trained at the limits being profiled (see ``RunOutcome``)."""
         return self.final.outcome.profile_unfinished
+
+    @property
+    def profile_progress(self) -> ProfileProgress | None:
+        """How far the last try's unfinished profile got (None: complete, or not profiled)."""
+        return self.final.profile_progress
 
     @functools.cached_property
     def figures(self) -> TrainingFigures:
@@ -352,10 +361,26 @@ class Engine:
     ) -> tuple[TrialReport, Any]:
         self._say_try(attempt, decision)
         profile = self._profile_for(job, decision)
+        # Read before training moves it on: what the store held of this profile.
+        stored = (len(profile.measurements), profile.partial)
         began = datetime.now(UTC)  # the span of a result the store cannot take (outbox)
         trial = _Try(job, key, trial_id, attempt, decision, began)
         run, value, outcome = self._train(trial, profile, train)
-        return self._judge(trial, run, value, outcome), value
+        report = self._judge(trial, run, value, outcome)
+        if decision.power_limit_w is not None:  # a baseline's fixed limit: no profile
+            return report, value
+        progress = run.profiler.progress(step_s(outcome))
+        if progress is not None:
+            self.log.log(
+                *profile_notice(
+                    outcome,
+                    progress,
+                    self.config.profiler,
+                    first=stored == (0, None),
+                    progressed=stored != (len(profile.measurements), profile.partial),
+                )
+            )
+        return replace(report, profile_progress=progress), value
 
     def _say_try(self, attempt: int, decision: Decision) -> None:
         self.log.info(

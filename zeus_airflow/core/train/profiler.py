@@ -58,6 +58,29 @@ _SLICE_WINDOW = "zeus.profiler.slice"
 _TRAIN_WINDOW = "zeus.profiler.after"
 
 
+@dataclass(frozen=True)
+class ProfileProgress:
+    """How far a batch size's unfinished power profile got by the end of a try (over every
+    run of the size so far), and what each limit it measures takes."""
+
+    measured: int
+    """Limits measured so far."""
+    at_most: int
+    """Limits the search may measure (its candidates); a converging search measures fewer."""
+    limit_s: float
+    """Seconds (device clock) a limit takes at least: its warm-up and its measured slice,
+    each the longer of its seconds' floor (``warmup_s``; ``profile_s`` or the energy
+    counter's updates) and its steps' floor (``warmup_steps``, ``profile_steps``) at the
+    try's time per step."""
+    waiting_for_budget: bool
+    """Profiling paused: the exploration budget could not pay for the next slice."""
+
+    @property
+    def need_s(self) -> float:
+        """Seconds the whole search may take, at most, in one run."""
+        return self.at_most * self.limit_s
+
+
 @dataclass
 class _Phase:
     """A warm-up or a measured slice: over once at least ``min_steps`` steps and ``min_s``
@@ -174,6 +197,20 @@ class PowerLimitProfiler:
         """Whether training has so far run at the limits being profiled, no optimum found
         yet: the try ended before its size's profile was complete (never in measure mode)."""
         return self.mode != "measure" and self.optimal_power_limit_w is None
+
+    def progress(self, step_s: float) -> ProfileProgress | None:
+        """How far the profile got, with training at ``step_s`` seconds a step; None once it
+        is complete (or never profiled: measure mode)."""
+        if not self.profile_unfinished:
+            return None
+        warmup_s = max(self.config.warmup_s, self.config.warmup_steps * step_s)
+        slice_s = max(self._measure_s(), self.config.profile_steps * step_s)
+        return ProfileProgress(
+            len(self.profile.measurements),
+            len(self.profile.candidates_w),
+            warmup_s + slice_s,
+            self._waiting,
+        )
 
     @property
     def power_limit_w(self) -> int:
