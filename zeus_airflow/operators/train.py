@@ -171,7 +171,7 @@ class ZeusTrainOperator(PublishesFigures, BaseOperator):
         carbon = self._carbon_service()
         plan = None if carbon is None else carbon.plan(self._open_store, config.job_id)
         if plan is not None and plan.delay_s > 0:
-            from airflow.providers.standard.triggers.temporal import DateTimeTrigger
+            from zeus_airflow.operators.start_trigger import PlannedStartTrigger
 
             self.log.info(
                 "Zeus: deferring the start until %s, the worker slot free meanwhile: %s",
@@ -179,7 +179,7 @@ class ZeusTrainOperator(PublishesFigures, BaseOperator):
                 plan.reason,
             )
             self.defer(
-                trigger=DateTimeTrigger(moment=plan.start_at),
+                trigger=PlannedStartTrigger(plan.start_at, plan.to_json()),
                 method_name="execute_planned",
                 kwargs={"plan": plan.to_json()},
             )
@@ -188,10 +188,12 @@ class ZeusTrainOperator(PublishesFigures, BaseOperator):
         return self._train_and_publish(context, config, carbon, plan)
 
     def execute_planned(self, context: Context, event: Any = None, plan: str | None = None) -> Any:
-        """Resumed by the triggerer at the chosen start: train now."""
+        """Resumed by the triggerer at the chosen start: train now. The plan comes back in the
+        deferral's kwargs or, where those were replaced, in the trigger's event."""
         from zeus_airflow.core.carbon.planner import StartPlan
 
-        chosen = StartPlan.from_json(plan) if plan else None
+        sent = plan or (event if isinstance(event, str) else None)
+        chosen = StartPlan.from_json(sent) if sent else None
         config = self._rendered_config(context)
         if chosen is not None:
             self.log.info(
