@@ -90,6 +90,13 @@ def test_a_run_publishes_its_emissions_and_cost(zeus_store_url: str) -> None:
     assert row.emissions_g == pytest.approx(pushed["emissions_g"])
     assert row.energy_cost == pytest.approx(pushed["energy_cost"])
     assert row.start_delay_s is None and row.start_reason is None
+    assert rendered_fields("carbon_fixed", run.run_id, "train")["carbon_source"] == "fixed:250:80"
+
+
+def test_without_a_zone_no_carbon_source_is_shown_as_used(zeus_store_url: str) -> None:
+    """Issue 37: the Rendered Templates said ``electricitymaps`` for a job with no zone."""
+    run = carbon_dag("carbon_none").test(logical_date=daily(1))
+    assert rendered_fields("carbon_none", run.run_id, "train")["carbon_source"] is None
 
 
 def test_electricity_maps_through_a_connection_and_its_fallback(

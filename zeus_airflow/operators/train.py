@@ -22,7 +22,6 @@ from airflow.sdk import BaseOperator
 from zeus_airflow.airflow_compat import AirflowSkipException, AirflowTaskTerminated, OperatorPartial
 from zeus_airflow.core.common.config import (
     DEFAULT_BETA,
-    DEFAULT_CARBON_SOURCE,
     DEFAULT_CARBON_WEIGHT,
     DEFAULT_DRIFT_DETECTION,
     DEFAULT_ETA,
@@ -130,7 +129,7 @@ class ZeusTrainOperator(PublishesFigures, BaseOperator):
         fail_when_infeasible: bool = False,
         shared_job: bool = False,
         carbon_zone: str | None = None,
-        carbon_source: str = DEFAULT_CARBON_SOURCE,
+        carbon_source: str | None = None,
         carbon_conn_id: str = DEFAULT_CARBON_CONN_ID,
         carbon_fallback_g_per_kwh: float | None = DEFAULT_FALLBACK_G_PER_KWH,
         start_deadline: str | float | timedelta | datetime | None = None,
@@ -211,6 +210,7 @@ class ZeusTrainOperator(PublishesFigures, BaseOperator):
         checks.check_arguments({name: getattr(self, name) for name in checks.TEMPLATED_STRINGS})
         config = self.job_config(resolve_job_id(self, context))
         self.job_id = config.job_id  # shown resolved in the Rendered Templates tab
+        self.carbon_source = checks.carbon_source_of(vars(self))  # None: no zone, none used
         return config
 
     def _train_and_publish(
