@@ -47,7 +47,16 @@ def test_the_arms_share_runs_and_differ_only_where_they_should() -> None:
     assert sum(arms["zeus"].energy_j) < sum(arms["default"].energy_j)
     for shifted, on_time in (("carbon", "default"), ("both", "zeus")):
         assert sum(arms[shifted].emissions_g) < 0.85 * sum(arms[on_time].emissions_g)
-    assert "replayed" in table(result)
+        # Issue 37: what shifting saved is the same run's emissions on schedule minus its own
+        # (accounting.shift_saving), day by day; on schedule, nothing.
+        assert arms[shifted].shift_saved_g == pytest.approx(
+            [
+                a - b
+                for a, b in zip(arms[on_time].emissions_g, arms[shifted].emissions_g, strict=True)
+            ]
+        )
+        assert set(arms[on_time].shift_saved_g) == {0.0}
+    assert "replayed" in table(result) and "saved by shifting" in table(result)
 
 
 def test_a_tight_deadline_is_kept_by_the_learned_duration_not_the_guess() -> None:
