@@ -155,3 +155,23 @@ def test_without_a_budget_the_expected_run_is_pruning_s_next_size() -> None:
     assert phase == "pruning" and upcoming is not None and upcoming < first.batch_size
     assert early is not None and "has no run yet" in early.basis
     assert job.run(1).tries[0].outcome.batch_size == upcoming
+
+
+def test_runs_too_short_to_expect_a_span_by_give_way_to_the_guess_or_say_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 37: "expected run: 0 s" is no expectation. (Every replayed run is under the
+    threshold here, raised for the test.)"""
+    from zeus_airflow.core.carbon import planner
+    from zeus_airflow.core.carbon.expected import expected_run
+
+    job = ReplayedJob()
+    job.run(0)
+    monkeypatch.setattr(planner, "MIN_EXPECTED_S", 1e9)
+    guessed = expected_run(job.store, job.config.job_id, 7200.0)
+    assert guessed is not None and guessed.time_s == 7200.0
+    assert "expected_duration given by the DAG (mean of the job's last 1 run(s)" in guessed.basis
+    alone = expected_run(job.store, job.config.job_id, None)
+    assert alone is not None and alone.instant
+    assert alone.describe().startswith("no expected run yet (mean of the job's last 1 run(s)")
+    assert alone.describe().endswith("planning on the intensity alone")
