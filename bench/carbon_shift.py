@@ -95,13 +95,22 @@ def write_csv(results: list[CarbonExperimentResult], path: Path) -> None:
     with open(path, "w", newline="") as f:
         out = csv.writer(f)
         out.writerow(
-            ["deadline_h", "arm", "day", "emissions_g", "energy_j", "start_delay_s", "measurement"]
+            [
+                "deadline_h",
+                "arm",
+                "day",
+                "emissions_g",
+                "energy_j",
+                "start_delay_s",
+                "measurement",
+                "shift_saved_g",
+            ]
         )
         for result in results:
             for arm in ARMS:
                 r = result.arms[arm]
-                for day, (g, e, d) in enumerate(
-                    zip(r.emissions_g, r.energy_j, r.delay_s, strict=True)
+                for day, (g, e, d, shifted) in enumerate(
+                    zip(r.emissions_g, r.energy_j, r.delay_s, r.shift_saved_g, strict=True)
                 ):
                     out.writerow(
                         [
@@ -112,6 +121,7 @@ def write_csv(results: list[CarbonExperimentResult], path: Path) -> None:
                             round(e, 1),
                             round(d),
                             "replayed",
+                            round(shifted, 2),
                         ]
                     )
 

@@ -7,6 +7,7 @@ import io
 import json
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from fixtures_store import job_config, overwrite_trials
@@ -230,3 +231,28 @@ def test_a_store_holding_extreme_figures_reads_them_as_missing_and_prints_strict
         assert energy is None or 0 <= energy < 1e15, (job_id, energy)
     for argv in (("report",), ("runs",), ("jobs",)):  # the tables print too
         assert run_cli(capsys, *argv, "--db", url)[0] == 0
+
+
+def test_time_shift_savings_are_reported_apart_from_default(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 37: a deferred start's saving against starting at once, per job and for the
+    fleet, in the JSON and on the table's fleet line (fixtures_fleet: every other day
+    deferred from a 400 g slot into an 80 g one)."""
+    from fixtures_fleet import CARBON_JOB, fleet_url
+
+    url = fleet_url(tmp_path)
+    code, out, _ = run_cli(capsys, "report", "--db", url, "--format", "json")
+    assert code == 0
+    found = json.loads(out)
+    job = next(j for j in found["jobs"] if j["job_id"] == CARBON_JOB)
+    assert job["shift_saved_emissions_g"] > 0
+    # 80 g against 400 g: 80 % saved, less the setup energy the fixture's 80 g leaves out.
+    assert 0.75 < job["shift_saved_emissions_fraction"] <= 0.8 + 1e-9
+    fleet = found["fleet"]
+    shifted = [j for j in found["jobs"] if j["shift_saved_emissions_g"] is not None]
+    assert fleet["shift_saved_emissions_g"] == pytest.approx(
+        sum(j["shift_saved_emissions_g"] for j in shifted)
+    )
+    _, table, _ = run_cli(capsys, "report", "--db", url)
+    assert "shifting starts saved" in table

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from fixtures_airflow import daily, rendered_fields, sync_dag, xcoms
 from fixtures_grid import FakeElectricityMaps, Reply, em_forecast, em_history, em_item
-from fixtures_store import run_carbon
+from fixtures_store import run_carbon, stored_trials
 
 from zeus_airflow.core.common.config import ConfigError
 from zeus_airflow.operators.replay import replay_job_settings, replay_train
@@ -90,6 +90,13 @@ def test_a_run_publishes_its_emissions_and_cost(zeus_store_url: str) -> None:
     assert row.emissions_g == pytest.approx(pushed["emissions_g"])
     assert row.energy_cost == pytest.approx(pushed["energy_cost"])
     assert row.start_delay_s is None and row.start_reason is None
+    assert rendered_fields("carbon_fixed", run.run_id, "train")["carbon_source"] == "fixed:250:80"
+
+
+def test_without_a_zone_no_carbon_source_is_shown_as_used(zeus_store_url: str) -> None:
+    """Issue 37: the Rendered Templates said ``electricitymaps`` for a job with no zone."""
+    run = carbon_dag("carbon_none").test(logical_date=daily(1))
+    assert rendered_fields("carbon_none", run.run_id, "train")["carbon_source"] is None
 
 
 def test_electricity_maps_through_a_connection_and_its_fallback(
@@ -189,3 +196,68 @@ def test_planning_that_fails_starts_now_and_the_run_still_trains(
     pushed = xcoms("carbon_broken_plan", dag.test(logical_date=daily(1)).run_id, "train")
     assert pushed["start_delay_s"] == 0.0 and pushed["emissions_g"] > 0
     assert "could not be planned (RuntimeError: the history reader broke)" in pushed["start_reason"]
+
+
+def write_clean_soon_trace(path: str, zones: list[str]) -> None:
+    """A forecast every 5 s for each zone: 800 g now, 80 g from 10 s to 300 s ahead."""
+    from datetime import UTC, datetime, timedelta
+    from pathlib import Path
+
+    now = datetime.now(UTC)
+    rows = ["datetime,zone,carbon_intensity_g_per_kwh"]
+    for zone in zones:
+        for i in range(-12, 120):
+            grams = 80 if 10 <= 5 * i < 300 else 800
+            rows.append(f"{(now + timedelta(seconds=5 * i)).isoformat()},{zone},{grams}")
+    Path(path).write_text("\n".join(rows) + "\n")
+
+
+def test_a_mapped_deferred_start_records_its_delay(zeus_store_url: str, tmp_path: Any) -> None:
+    """Issue 37: a mapped instance deferred into a clean slot keeps its delay in its XComs
+    and the store (the forecast is written by an upstream task, just before the plan)."""
+    from airflow.models.xcom import XComModel
+    from airflow.providers.standard.operators.python import PythonOperator
+    from airflow.sdk import DAG
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    from zeus_airflow import ZeusTrainOperator
+
+    zones, trace = ["AA", "BB"], str(tmp_path / "forecast.csv")
+    with DAG("carbon_mapped_defer", schedule="@daily", start_date=daily(0), catchup=False) as dag:
+        forecast = PythonOperator(
+            task_id="forecast", python_callable=write_clean_soon_trace, op_args=[trace, zones]
+        )
+        forecast >> ZeusTrainOperator.partial(
+            task_id="train",
+            heartbeat_s=5,
+            train=replay_train,
+            device="replay:v100:cifar100",
+            carbon_source="csv:" + trace,
+            start_deadline="5min",
+            expected_duration="5s",
+            **replay_job_settings("v100", "cifar100"),
+        ).expand(carbon_zone=zones)
+    run = sync_dag(dag).test(logical_date=daily(1))
+    with create_session() as session:
+        rows = session.execute(
+            select(XComModel.map_index, XComModel.value).where(
+                XComModel.dag_id == "carbon_mapped_defer",
+                XComModel.run_id == run.run_id,
+                XComModel.key == "start_delay_s",
+            )
+        ).all()
+    delays = {i: XComModel.deserialize_value(_Value(v)) for i, v in rows}
+    assert set(delays) == {0, 1}
+    # The instances run one after the other: the first waits for the clean slot, the
+    # second starts in it.
+    assert None not in delays.values() and max(delays.values()) >= 5, delays
+    stored = {t.map_index: t for t in stored_trials(zeus_store_url)}
+    assert {i: t.start_delay_s for i, t in stored.items()} == delays
+    waited = max(delays, key=lambda i: delays[i])
+    assert stored[waited].unshifted_intensity_g_per_kwh == pytest.approx(800.0)
+
+
+class _Value:
+    def __init__(self, value: Any) -> None:
+        self.value = value

@@ -218,6 +218,19 @@ def test_a_job_with_carbon_figures_shows_them_per_run_and_against_default(
     assert default[0] == pytest.approx(d.energy_j / 3.6e6 * 400)
     assert default[2] == pytest.approx(d.energy_j / 3.6e6 * 475)
 
+    # Issue 37: what waiting saved, against starting at once, apart from Default: run 1's
+    # energy at the 400 it would have met minus what it emitted at 100.
+    from zeus_airflow.core.carbon.accounting import shift_savings
+    from zeus_airflow.core.domain import energy_with_setup_j
+
+    shift = shift_savings(detail.runs)
+    unshifted = energy_with_setup_j(detail.runs[1]) / 3.6e6 * 400
+    assert shift is not None and shift.unshifted_emissions_g == pytest.approx(unshifted)
+    assert shift.saved_g == pytest.approx(unshifted - kwh[1] * 100)
+    assert 'id="shift-saved"' in page and "saved against starting each carbon-aware" in page
+    fleet = client.get("/jobs").text
+    assert 'id="shift-saved"' in fleet and "Emissions saved by shifting starts" in fleet
+
 
 def test_an_observe_mode_job_shows_what_the_optimum_would_have_saved(
     client: TestClient, store: SQLStore

@@ -47,7 +47,16 @@ def test_the_arms_share_runs_and_differ_only_where_they_should() -> None:
     assert sum(arms["zeus"].energy_j) < sum(arms["default"].energy_j)
     for shifted, on_time in (("carbon", "default"), ("both", "zeus")):
         assert sum(arms[shifted].emissions_g) < 0.85 * sum(arms[on_time].emissions_g)
-    assert "replayed" in table(result)
+        # Issue 37: what shifting saved is the same run's emissions on schedule minus its own
+        # (accounting.shift_saving), day by day; on schedule, nothing.
+        assert arms[shifted].shift_saved_g == pytest.approx(
+            [
+                a - b
+                for a, b in zip(arms[on_time].emissions_g, arms[shifted].emissions_g, strict=True)
+            ]
+        )
+        assert set(arms[on_time].shift_saved_g) == {0.0}
+    assert "replayed" in table(result) and "saved by shifting" in table(result)
 
 
 def test_a_tight_deadline_is_kept_by_the_learned_duration_not_the_guess() -> None:
@@ -146,3 +155,23 @@ def test_without_a_budget_the_expected_run_is_pruning_s_next_size() -> None:
     assert phase == "pruning" and upcoming is not None and upcoming < first.batch_size
     assert early is not None and "has no run yet" in early.basis
     assert job.run(1).tries[0].outcome.batch_size == upcoming
+
+
+def test_runs_too_short_to_expect_a_span_by_give_way_to_the_guess_or_say_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 37: "expected run: 0 s" is no expectation. (Every replayed run is under the
+    threshold here, raised for the test.)"""
+    from zeus_airflow.core.carbon import planner
+    from zeus_airflow.core.carbon.expected import expected_run
+
+    job = ReplayedJob()
+    job.run(0)
+    monkeypatch.setattr(planner, "MIN_EXPECTED_S", 1e9)
+    guessed = expected_run(job.store, job.config.job_id, 7200.0)
+    assert guessed is not None and guessed.time_s == 7200.0
+    assert "expected_duration given by the DAG (mean of the job's last 1 run(s)" in guessed.basis
+    alone = expected_run(job.store, job.config.job_id, None)
+    assert alone is not None and alone.instant
+    assert alone.describe().startswith("no expected run yet (mean of the job's last 1 run(s)")
+    assert alone.describe().endswith("planning on the intensity alone")

@@ -180,11 +180,25 @@ def _fleet_line(fleet: dict[str, Any]) -> str:
     )
     emitted = fleet[EMISSIONS.figure]
     emissions = "" if emitted is None else f"; emitted {show_emissions(emitted)}"
+    emissions += _shift_note(fleet)
     return (
         f"fleet: {fleet['jobs']} jobs, {fleet['runs']} runs, "
         f"{show_energy(fleet[ENERGY.figure])} over {show_time(fleet[TIME.figure])}; {saved}"
         f"{emissions}; {fleet['learning_jobs']} still pruning, "
         f"{fleet['falling_back_jobs']} falling back ({fleet['measurement'] or 'no runs'})"
+    )
+
+
+def _shift_note(fleet: dict[str, Any]) -> str:
+    """What carbon-aware starts saved by shifting, apart from the configuration's savings
+    against Default ("" without such a start)."""
+    unshifted = fleet["unshifted_emissions_g"]
+    if unshifted is None:
+        return ""
+    return (
+        f"; shifting starts saved {show_emissions(fleet['shift_saved_emissions_g'])} "
+        f"({_share(fleet['shift_saved_emissions_fraction'])} of the "
+        f"{show_emissions(unshifted)} starting at once would have emitted)"
     )
 
 

@@ -20,12 +20,14 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from zeus_airflow.airflow_compat import OperatorPartial, ResolveMixin
 from zeus_airflow.core.common.config import (
+    DEFAULT_CARBON_SOURCE,
     JOB_PARAMETERS,
     PARAMETER_CHECKS,
     REQUIRED_JOB_PARAMETERS,
     ConfigError,
     JobConfig,
     check_bool,
+    check_carbon_source,
     check_job_id,
     check_kwargs,
     config_from_parameters,
@@ -160,6 +162,8 @@ OPERATOR_CHECKS: dict[str, Callable[[Any], object]] = {
     "fail_when_infeasible": lambda v: check_bool("fail_when_infeasible", v),
     "shared_job": lambda v: check_bool("shared_job", v),
     "mlflow_experiment": _check_mlflow_experiment,
+    # None: not used without carbon_zone, Electricity Maps with one (``carbon_source_of``).
+    "carbon_source": lambda v: None if v is None else check_carbon_source(v),
 }
 """A check for each of the operator's own parameters (Airflow checks BaseOperator's)."""
 
@@ -365,6 +369,15 @@ def job_config(values: Mapping[str, Any], job_id: str) -> JobConfig:
     return config_from_parameters(job_id, {name: values[name] for name in JOB_PARAMETERS})
 
 
+def carbon_source_of(values: Mapping[str, Any]) -> str | None:
+    """The grid source a task reads: None without ``carbon_zone`` (none is used), else the
+    one given or ``electricitymaps``."""
+    if values["carbon_zone"] is None:
+        return None
+    given = values["carbon_source"]
+    return DEFAULT_CARBON_SOURCE if given is None else given
+
+
 def carbon_options(values: Mapping[str, Any]) -> CarbonOptions | None:
     """The rendered carbon options (checked again: templates are rendered by now); None
     without ``carbon_zone``."""
@@ -375,7 +388,7 @@ def carbon_options(values: Mapping[str, Any]) -> CarbonOptions | None:
 
     return CarbonOptions(
         values["carbon_zone"],
-        values["carbon_source"],
+        carbon_source_of(values) or DEFAULT_CARBON_SOURCE,  # a zone: never None
         values["carbon_fallback_g_per_kwh"],
         values["carbon_objective"],
         values["carbon_weight"],

@@ -22,7 +22,6 @@ from airflow.sdk import BaseOperator
 from zeus_airflow.airflow_compat import AirflowSkipException, AirflowTaskTerminated, OperatorPartial
 from zeus_airflow.core.common.config import (
     DEFAULT_BETA,
-    DEFAULT_CARBON_SOURCE,
     DEFAULT_CARBON_WEIGHT,
     DEFAULT_DRIFT_DETECTION,
     DEFAULT_ETA,
@@ -130,7 +129,7 @@ class ZeusTrainOperator(PublishesFigures, BaseOperator):
         fail_when_infeasible: bool = False,
         shared_job: bool = False,
         carbon_zone: str | None = None,
-        carbon_source: str = DEFAULT_CARBON_SOURCE,
+        carbon_source: str | None = None,
         carbon_conn_id: str = DEFAULT_CARBON_CONN_ID,
         carbon_fallback_g_per_kwh: float | None = DEFAULT_FALLBACK_G_PER_KWH,
         start_deadline: str | float | timedelta | datetime | None = None,
@@ -171,7 +170,7 @@ class ZeusTrainOperator(PublishesFigures, BaseOperator):
         carbon = self._carbon_service()
         plan = None if carbon is None else carbon.plan(self._open_store, config.job_id)
         if plan is not None and plan.delay_s > 0:
-            from airflow.providers.standard.triggers.temporal import DateTimeTrigger
+            from zeus_airflow.operators.start_trigger import PlannedStartTrigger
 
             self.log.info(
                 "Zeus: deferring the start until %s, the worker slot free meanwhile: %s",
@@ -179,7 +178,7 @@ class ZeusTrainOperator(PublishesFigures, BaseOperator):
                 plan.reason,
             )
             self.defer(
-                trigger=DateTimeTrigger(moment=plan.start_at),
+                trigger=PlannedStartTrigger(plan.start_at, plan.to_json()),
                 method_name="execute_planned",
                 kwargs={"plan": plan.to_json()},
             )
@@ -188,10 +187,12 @@ class ZeusTrainOperator(PublishesFigures, BaseOperator):
         return self._train_and_publish(context, config, carbon, plan)
 
     def execute_planned(self, context: Context, event: Any = None, plan: str | None = None) -> Any:
-        """Resumed by the triggerer at the chosen start: train now."""
+        """Resumed by the triggerer at the chosen start: train now. The plan comes back in the
+        deferral's kwargs or, where those were replaced, in the trigger's event."""
         from zeus_airflow.core.carbon.planner import StartPlan
 
-        chosen = StartPlan.from_json(plan) if plan else None
+        sent = plan or (event if isinstance(event, str) else None)
+        chosen = StartPlan.from_json(sent) if sent else None
         config = self._rendered_config(context)
         if chosen is not None:
             self.log.info(
@@ -209,6 +210,7 @@ class ZeusTrainOperator(PublishesFigures, BaseOperator):
         checks.check_arguments({name: getattr(self, name) for name in checks.TEMPLATED_STRINGS})
         config = self.job_config(resolve_job_id(self, context))
         self.job_id = config.job_id  # shown resolved in the Rendered Templates tab
+        self.carbon_source = checks.carbon_source_of(vars(self))  # None: no zone, none used
         return config
 
     def _train_and_publish(

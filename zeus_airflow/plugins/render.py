@@ -15,6 +15,7 @@ from jinja2 import Environment, PackageLoader
 from markupsafe import Markup, escape
 from starlette.requests import Request
 
+from zeus_airflow.core.carbon.accounting import shift_savings
 from zeus_airflow.core.common.units import (
     negligible_saving,
     saving_tone,
@@ -139,6 +140,7 @@ def environment() -> Environment:
         share=_share,
         emissions=show_emissions,
         emitted=_emitted,
+        shift_saving=shift_savings,
         figure=_figure,
         saving=_saving,
         tone=saving_tone,

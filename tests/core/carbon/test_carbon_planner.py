@@ -259,3 +259,17 @@ def test_a_recurrence_sums_its_tries_each_over_its_own_span() -> None:
     assert "no such Airflow connection" in broken.carbon_note
     nothing, none = account(SourceError("down"), "DE", tries, None, None)
     assert nothing.emissions_g is None and none == {} and nothing.carbon_note == "down"
+
+
+def test_an_expected_run_of_0_s_is_no_expectation_and_the_plan_says_so() -> None:
+    """Issue 37: "expected run: 0 s" is not an expectation; the plan weighs the intensity
+    at the start alone, and its reason says that instead."""
+    instant = ExpectedRun(0.2, KWH, "mean of the job's last 1 run(s) at any batch size")
+    assert instant.instant and not ExpectedRun(1.0, KWH, "x").instant
+    plan = plan_start(T0, T0 + 3 * HOUR, instant, hourly([900, 100, 900]))
+    assert plan.start_at == T0 + HOUR
+    assert "0 s" not in plan.reason
+    assert "no expected run yet (mean of the job's last 1 run(s) at any batch size): " in (
+        plan.reason
+    )
+    assert "planning on the intensity alone" in plan.reason

@@ -4,6 +4,7 @@ as the run's own row, shown by the runs table and on the run's last try in the t
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 import pytest
 from fixtures_store import job_config
@@ -62,3 +63,32 @@ def test_a_run_of_several_tries_is_accounted_and_recorded_as_one() -> None:
     assert len(tries) == len(result.tries) > 1
     assert [t.emissions_g is None for t in tries] == [True] * (len(tries) - 1) + [False]
     assert tries[-1].emissions_g == run.emissions_g and tries[-1].carbon_zone == "XX"
+
+
+def test_time_shift_savings_are_the_runs_energy_at_the_planned_slot_minus_its_emissions() -> None:
+    """Issue 37: one formula (``accounting.shift_saving``) from a run's stored figures."""
+    from zeus_airflow.core.carbon.accounting import ShiftSaving, shift_saving, shift_savings
+    from zeus_airflow.core.domain import TrainingFigures
+
+    kwh = 2.0  # 1.5 kWh of training, 0.5 of setup
+    waited = TrainingFigures(
+        energy_j=1.5 * 3.6e6,
+        setup_energy_j=0.5 * 3.6e6,
+        emissions_g=kwh * 80,
+        start_delay_s=40.0,
+        unshifted_intensity_g_per_kwh=400.0,
+    )
+    saving = shift_saving(waited)
+    assert saving is not None
+    assert (saving.unshifted_emissions_g, saving.saved_g) == (
+        pytest.approx(800),
+        pytest.approx(640),
+    )
+    assert saving.saved_fraction == pytest.approx(0.8)
+    # A plan that started at once saved nothing by shifting; no plan, nothing to say.
+    at_once = TrainingFigures(energy_j=3.6e6, emissions_g=300.0, start_delay_s=0.0)
+    assert shift_saving(at_once) == ShiftSaving(300.0, 0.0)
+    assert shift_saving(TrainingFigures(energy_j=3.6e6, emissions_g=300.0)) is None
+    assert shift_saving(replace(waited, unshifted_intensity_g_per_kwh=None)) is None
+    total = shift_savings([waited, at_once, TrainingFigures()])
+    assert total == ShiftSaving(pytest.approx(1100), pytest.approx(640))

@@ -24,7 +24,7 @@ from zeus_airflow.core.carbon.signal import (
     worst_provenance,
 )
 from zeus_airflow.core.common.units import J_PER_KWH
-from zeus_airflow.core.domain import RunCarbon
+from zeus_airflow.core.domain import RunCarbon, TrainingFigures, energy_with_setup_j
 
 INSTANT = timedelta(milliseconds=1)
 """A span shorter than this (an empty one) is priced over this much before its end: never
@@ -194,3 +194,42 @@ def run_footprint(
         if plan is None
         else (plan.delay_s, plan.expected_emissions_g, plan.now_intensity_g_per_kwh, plan.reason),
     )
+
+
+@dataclass(frozen=True)
+class ShiftSaving:
+    """What a carbon-aware start saved by shifting in time, against starting at once: gCO2e
+    the run would have emitted at the intensity forecast for its planned slot (its measured
+    energy, training and setup) and gCO2e saved (that minus what it emitted; negative: the
+    shift cost more). Separate from what its configuration saved against Default."""
+
+    unshifted_emissions_g: float
+    saved_g: float
+
+    @property
+    def saved_fraction(self) -> float | None:
+        """The share of the unshifted emissions saved; None when those are 0."""
+        return self.saved_g / self.unshifted_emissions_g if self.unshifted_emissions_g else None
+
+
+def shift_saving(run: TrainingFigures) -> ShiftSaving | None:
+    """The one formula for time-shift savings, from a run's stored figures: None without a
+    carbon-aware start or its emissions; nothing saved when it started at once (a plan that
+    did not wait); otherwise its energy at ``unshifted_intensity_g_per_kwh`` minus
+    ``emissions_g`` (None when the planned slot had no forecast)."""
+    if run.start_delay_s is None or run.emissions_g is None:
+        return None
+    if run.start_delay_s <= 0:
+        return ShiftSaving(run.emissions_g, 0.0)
+    if run.unshifted_intensity_g_per_kwh is None:
+        return None
+    unshifted = energy_with_setup_j(run) / J_PER_KWH * run.unshifted_intensity_g_per_kwh
+    return ShiftSaving(unshifted, unshifted - run.emissions_g)
+
+
+def shift_savings(runs: Sequence[TrainingFigures]) -> ShiftSaving | None:
+    """:func:`shift_saving` summed over the runs that have one; None when none has."""
+    known = [s for s in map(shift_saving, runs) if s is not None]
+    if not known:
+        return None
+    return ShiftSaving(sum(s.unshifted_emissions_g for s in known), sum(s.saved_g for s in known))

@@ -6,15 +6,17 @@ it prunes, else its best known one (Thompson sampling exploits it most often; se
 mean of the job's recent finished runs that began with that size: whole runs, so failed
 tries, later sizes and profiling count, as they will again. Setup before training is added in
 (it is wall time and energy too). Without such runs (a size the walk has not tried yet), the
-mean of its recent finished runs; without any, the DAG's own guess (``expected_duration``),
-with no energy.
+mean of its recent finished runs; without any, or when they took under a second (no
+expectation of a span: ``ExpectedRun.instant``), the DAG's own guess (``expected_duration``),
+with no energy; without a guess, the short expectation, on which the plan weighs the
+intensity alone and says so.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from zeus_airflow.core.carbon.planner import ExpectedRun
+from zeus_airflow.core.carbon.planner import MIN_EXPECTED_S, ExpectedRun
 from zeus_airflow.core.decide import outlook
 from zeus_airflow.core.decide.snapshot import job_snapshot
 from zeus_airflow.core.domain import PastRun, energy_with_setup_j, time_with_setup_s
@@ -32,11 +34,12 @@ def expected_run(store: Store, job_id: str, guess_s: float | None) -> ExpectedRu
     with store.reader() as reader:
         past = reader.job_past(job_id)
     learned = None if past is None else _learned(past)
-    if learned is not None:
+    if learned is not None and not learned.instant:
         return learned
-    if guess_s is None:
-        return None
-    return ExpectedRun(guess_s, None, "expected_duration given by the DAG (no runs yet)")
+    if guess_s is None:  # a run too short to expect one by: the plan says so (``instant``)
+        return learned
+    why = "no runs yet" if learned is None else f"{learned.basis}, under {MIN_EXPECTED_S:g} s"
+    return ExpectedRun(guess_s, None, f"expected_duration given by the DAG ({why})")
 
 
 def _learned(past: JobPast) -> ExpectedRun | None:

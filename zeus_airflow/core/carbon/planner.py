@@ -29,6 +29,9 @@ MIN_SAVING = 0.02
 """Wait only for at least 2 % less of the objective: forecasts are not that precise."""
 MIN_DELAY = timedelta(seconds=5)
 """A shorter wait starts now (deferring costs a trip through the triggerer)."""
+MIN_EXPECTED_S = 1.0
+"""A shorter expected run is no expectation of how long a run takes (a past run recorded at
+0 s): the plan then weighs the intensity at the start alone, and says so."""
 ROUNDING = 1e-9
 """A smaller relative saving is no saving: equal intensities averaged over differently cut
 spans (a live point beside the forecast's hours) differ in the last bits of a float."""
@@ -42,6 +45,19 @@ class ExpectedRun:
     time_s: float
     energy_j: float | None
     basis: str
+
+    @property
+    def instant(self) -> bool:
+        """Too short to be a span (under :data:`MIN_EXPECTED_S`): the plan weighs the
+        intensity at the start alone."""
+        return self.time_s < MIN_EXPECTED_S
+
+    def describe(self) -> str:
+        """E.g. ``expected run: 1200 s, mean of the job's last 3 run(s) at b=64``; never a
+        0 s expectation: ``no expected run yet, ...: planning on the intensity alone``."""
+        if self.instant:
+            return f"no expected run yet ({self.basis}): planning on the intensity alone"
+        return f"expected run: {self.time_s:.0f} s, {self.basis}"
 
 
 @dataclass(frozen=True)
@@ -143,7 +159,8 @@ def plan_start(
     ``mix`` weighs emissions by ``emissions_weight`` and cost by the rest, each relative to
     its mean over the forecast up to the deadline (so the weight does not depend on units).
     """
-    duration = timedelta(seconds=expected.time_s)
+    # An instant expectation weighs the intensity over the start's first moment.
+    duration = timedelta(seconds=max(expected.time_s, MIN_EXPECTED_S))
     no_room = _no_room(now, deadline, expected)
     if no_room is not None:
         return start_now(now, no_room, deadline, expected)
@@ -171,8 +188,7 @@ def plan_start(
         now,
         start,
         f"starting {delay} later, at {start.isoformat(timespec='seconds')}, "
-        f"is expected to cut {objective} by {100 * saving:.0f} %; expected run: "
-        f"{expected.time_s:.0f} s, {expected.basis}",
+        f"is expected to cut {objective} by {100 * saving:.0f} %; {expected.describe()}",
         deadline,
         expected,
         ahead,

@@ -16,7 +16,7 @@ from typing import Any
 
 from zeus_airflow.core.reports.jobs import totals
 from zeus_airflow.core.reports.records import JobTotals, Version
-from zeus_airflow.core.reports.report import Emissions, measurement_label
+from zeus_airflow.core.reports.report import SHIFT_FIGURES, Emissions, measurement_label, shifted
 from zeus_airflow.core.reports.runs import runs
 from zeus_airflow.core.store.reads import LatestTry, Reader
 
@@ -51,10 +51,12 @@ class FleetJob:
         return measurement_label(self.totals.measurements)
 
     def __getattr__(self, name: str) -> Any:
-        """Its emissions' figures (gCO2e, Default's) and the totals' (``energy_j``,
-        ``default_cost``, ``saved_energy_fraction``...) are the row's."""
+        """Its emissions' figures (gCO2e, Default's, the time shift's) and the totals'
+        (``energy_j``, ``default_cost``, ``saved_energy_fraction``...) are the row's."""
         if name.startswith("__") or name in ("totals", "emissions"):
             raise AttributeError(name)
+        if name in SHIFT_FIGURES:
+            return shifted(self.emissions.shift)[name]
         if name in _EMISSIONS:
             return getattr(self.emissions, name)
         return getattr(self.totals, name)

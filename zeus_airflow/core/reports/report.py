@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Protocol
 
+from zeus_airflow.core.carbon.accounting import ShiftSaving, shift_savings
 from zeus_airflow.core.reports.arms import upcoming_batch_size
 from zeus_airflow.core.reports.default import default_emissions_g
 from zeus_airflow.core.reports.jobs import current, summaries
@@ -31,10 +32,12 @@ from zeus_airflow.core.store.reads import Reader
 @dataclass(frozen=True)
 class Emissions:
     """gCO2e of the runs with carbon figures, and of Default over the same runs (None
-    where there is no Default estimate yet)."""
+    where there is no Default estimate yet); what their carbon-aware starts saved by
+    shifting (None without one)."""
 
     emissions_g: float | None
     default_emissions_g: float | None
+    shift: ShiftSaving | None = None
 
     @classmethod
     def of(cls, default: DefaultEstimate | None, shown: Sequence[RunRecord]) -> Emissions:
@@ -42,7 +45,11 @@ class Emissions:
         if not pairs:
             return cls(None, None)
         known = [d for _, d in pairs if d is not None]
-        return cls(sum(e for e, _ in pairs), sum(known) if len(known) == len(pairs) else None)
+        return cls(
+            sum(e for e, _ in pairs),
+            sum(known) if len(known) == len(pairs) else None,
+            shift_savings(shown),
+        )
 
 
 def emitted(
@@ -105,8 +112,16 @@ class JobReport:
     emissions_g: float | None
     """The runs with carbon figures; None when none has them (no carbon_zone)."""
     default_emissions_g: float | None
-    """Default over the same runs, started on schedule."""
+    """Default over the same runs, started on schedule: against it, a run saves by its
+    configuration and by shifting its start together."""
     saved_emissions_fraction: float | None
+    unshifted_emissions_g: float | None
+    """The runs with a carbon-aware start, had each started at once (its energy at the
+    intensity forecast for its planned slot); None without such a run."""
+    shift_saved_emissions_g: float | None
+    """gCO2e their starts saved by shifting: ``unshifted_emissions_g`` minus what they
+    emitted (``core/carbon/accounting.shift_saving``)."""
+    shift_saved_emissions_fraction: float | None
     budget_left_runs: float | None
     """The exploration budget left after the latest run, in Default runs' worth (the
     figure of its summary and XComs); None without a budget."""
@@ -144,6 +159,7 @@ class JobReport:
             emissions_g=e.emissions_g,
             default_emissions_g=e.default_emissions_g,
             saved_emissions_fraction=saved_fraction(e.emissions_g, e.default_emissions_g),
+            **shifted(e.shift),
             budget_left_runs=last.budget_left_runs if last else None,
             measurement=measurement_label(s.measurements),
         )
@@ -180,6 +196,28 @@ class FleetTotals:
     compared_emissions_g: float | None
     default_emissions_g: float | None
     saved_emissions_fraction: float | None
+    unshifted_emissions_g: float | None
+    """Over the jobs' runs with a carbon-aware start (``JobReport``'s)."""
+    shift_saved_emissions_g: float | None
+    shift_saved_emissions_fraction: float | None
+
+
+SHIFT_FIGURES = (
+    "unshifted_emissions_g",
+    "shift_saved_emissions_g",
+    "shift_saved_emissions_fraction",
+)
+"""The time-shift figures of a report (``JobReport``, ``FleetTotals``, a fleet page's row)."""
+
+
+def shifted(shift: ShiftSaving | None) -> dict[str, Any]:
+    """The time-shift figures (``SHIFT_FIGURES``), by name; None without a shift."""
+    values = (
+        (None, None, None)
+        if shift is None
+        else (shift.unshifted_emissions_g, shift.saved_g, shift.saved_fraction)
+    )
+    return dict(zip(SHIFT_FIGURES, values, strict=True))
 
 
 def measurement_label(kinds: Sequence[str]) -> str:
@@ -256,7 +294,18 @@ def fleet_totals(jobs: Sequence[Compared]) -> FleetTotals:
         falling_back_jobs=sum(j.fallback for j in jobs),
         measurement=measurement_label([k for j in jobs for k in j.measurement.split("+") if k]),
         **figures,
+        **shifted(_shift_total(jobs)),
     )
+
+
+def _shift_total(jobs: Sequence[Compared]) -> ShiftSaving | None:
+    """The jobs' time-shift savings summed (of the jobs that report one: a fleet page's row
+    that does not reads as none); None when no job has one."""
+    unshifted, saved = "unshifted_emissions_g", "shift_saved_emissions_g"
+    known = [j for j in jobs if getattr(j, unshifted, None) is not None]
+    if not known:
+        return None
+    return ShiftSaving(sum(getattr(j, unshifted) for j in known), _total(known, saved))
 
 
 def _total(jobs: Sequence[Compared], figure: str) -> Any:
