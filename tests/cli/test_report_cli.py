@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from fixtures_cli import run_cli
 from fixtures_store import job_config, overwrite_trials
 
 from zeus_airflow.cli import main
@@ -49,12 +50,6 @@ def filled_url(sql_store: SQLStore, cifar_trace: WorkloadTrace) -> str:
         for day in range(days):
             engine.run_recurrence(train, RecurrenceKey(f"day-{day}", "dag", f"{job_id}-task"))
     return sql_store.engine.url.render_as_string(hide_password=False)
-
-
-def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def test_json_has_every_job_and_the_fleet(

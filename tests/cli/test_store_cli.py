@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fixtures_cli import run_cli
 from fixtures_store import job_config, replay_never_reaching, unreachable_url
 from sqlalchemy import select
 
-from zeus_airflow.cli import main
 from zeus_airflow.core.common.traces import WorkloadTrace
 from zeus_airflow.core.devices.replay import ReplayGPU
 from zeus_airflow.core.domain import RecurrenceKey, TrialRecord
@@ -40,12 +40,6 @@ def filled_url(sql_store: SQLStore, cifar_trace: WorkloadTrace) -> str:
                 train, RecurrenceKey(f"run-{i}", "dag", f"{job_id}-task", map_index)
             )
     return sql_store.engine.url.render_as_string(hide_password=False)
-
-
-def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def table_row(header: str, line: str) -> dict[str, str]:

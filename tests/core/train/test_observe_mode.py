@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from fixtures_airflow import TRACES
-from test_store_cli import run_cli
+from fixtures_cli import run_cli
 
 from zeus_airflow.core.common.config import JobConfig, ProfilerConfig
 from zeus_airflow.core.common.traces import WorkloadTrace, load_workload_trace
