@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 from fixtures_cli import run_cli
-from fixtures_store import job_config, overwrite_trials
+from fixtures_jobs import store_of_extremes
+from fixtures_store import job_config
 
 from zeus_airflow.cli import main
 from zeus_airflow.core import reports
@@ -167,39 +168,6 @@ def _refuse_constant(name: str) -> float:
 def strict_json(text: str) -> object:
     """``json.loads`` as jq and JavaScript's JSON.parse read: no NaN, Infinity or -Infinity."""
     return json.loads(text, parse_constant=_refuse_constant)
-
-
-EXTREMES: dict[str, dict[str, float | None]] = {
-    "null-energy": {"energy_j": None},  # an outbox entry of energy_j=nan, before issue 35
-    "null-cost": {"cost": None},
-    "null-time": {"time_s": None},
-    "huge": {"energy_j": 1e308, "time_s": 1e308, "cost": 1.7e308, "default_cost": 1.7e308},
-    "negative-cost": {"cost": -1e9},  # an outbox entry of cost=-1e9, before issue 35
-    "infinite-budget": {"budget_left_runs": float("inf"), "early_stop_cost": float("inf")},
-    "nan": {"energy_j": float("nan"), "cost": float("nan"), "default_cost": float("nan")},
-}
-"""Figures that reached stores before their checks (SQLite turns a NaN into NULL,
-PostgreSQL keeps it)."""
-
-
-def store_of_extremes(
-    store: SQLStore, trace: WorkloadTrace, budgets: tuple[float | None, ...] = (None, 0.1)
-) -> dict[str, tuple[Engine, ReplayTraining]]:
-    """Each case of EXTREMES as jobs ``<case>-<budget>`` of three daily runs whose tries are
-    then overwritten with the case's figures; by job id, its engine and train function."""
-    engines = {}
-    for name, values in EXTREMES.items():
-        for budget in budgets:
-            job_id = f"{name}-{budget}"
-            gpu = ReplayGPU(trace)
-            config = job_config(trace, job_id, exploration_budget=budget)
-            engine = Engine(store, gpu, config, seed=3, heartbeat_s=None)
-            train = ReplayTraining(gpu, seed=3)
-            for day in range(3):
-                engine.run_recurrence(train, RecurrenceKey(f"day-{day}", "dag", job_id))
-            overwrite_trials(store, job_id, **values)
-            engines[job_id] = (engine, train)
-    return engines
 
 
 def test_a_store_holding_extreme_figures_reads_them_as_missing_and_prints_strict_json(

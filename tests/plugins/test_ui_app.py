@@ -235,7 +235,7 @@ def test_a_job_with_carbon_figures_shows_them_per_run_and_against_default(
 def test_an_observe_mode_job_shows_what_the_optimum_would_have_saved(
     client: TestClient, store: SQLStore
 ) -> None:
-    from test_observe_mode import JOB_ID, MAX_W, observe_job
+    from fixtures_jobs import JOB_ID, MAX_W, observe_job
 
     from zeus_airflow.core.common.traces import load_workload_trace
     from zeus_airflow.core.common.units import show_energy, show_time
@@ -265,7 +265,7 @@ def test_an_observe_mode_job_shows_what_the_optimum_would_have_saved(
 def test_the_runs_table_shows_cpu_and_dram_beside_the_gpus(
     client: TestClient, store: SQLStore, tmp_path: Path
 ) -> None:
-    from test_host_energy import run_job
+    from fixtures_jobs import run_job
 
     result, _ = run_job(tmp_path)  # the same store file as the app's
     page = client.get("/jobs/host")
@@ -282,7 +282,7 @@ def test_the_runs_table_shows_cpu_and_dram_beside_the_gpus(
 def test_a_limit_set_through_zeusd_says_so_in_the_runs_table(
     client: TestClient, store: SQLStore, tmp_path: Path
 ) -> None:
-    from test_host_energy import run_job
+    from fixtures_jobs import run_job
 
     run_job(tmp_path)  # real GPUs (the fake NVML) in measure mode: no limit changed
     (run,) = client.get("/api/jobs/host/runs").json()["runs"]
@@ -412,8 +412,8 @@ def test_the_pages_read_a_store_of_extreme_figures_as_missing(
 ) -> None:
     """NULL, NaN, 1e308 or negative figures from before issue 35's checks: every page and
     API answer renders (no OverflowError drawing a chart's axis, no 500)."""
+    from fixtures_jobs import store_of_extremes
     from fixtures_store import STORE_TRACES
-    from test_report_cli import store_of_extremes
 
     from zeus_airflow.core.common.traces import load_workload_trace
 

@@ -7,58 +7,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from fixtures_jobs import CPU_W, DRAM_W, GPU_W, STEP_S, STEPS, run_job
 
-from zeus_airflow.core.common.config import JobConfig, ProfilerConfig
-from zeus_airflow.core.devices.nvml import NVMLGPUs
-from zeus_airflow.core.devices.rapl import RAPLReader
-from zeus_airflow.core.domain import RecurrenceKey
 from zeus_airflow.core.reports import runs
 from zeus_airflow.core.store.admin import list_trials
-from zeus_airflow.core.store.sql import SQLStore
-from zeus_airflow.core.train.engine import Engine, RecurrenceResult
-from zeus_airflow.core.train.run import TrainingRun
 from zeus_airflow.operators.summary import XCOM_KEYS, summary_line, xcom_values
-from zeus_airflow.testing import FakeNVML, ManualClock
-from zeus_airflow.testing.fake_sysfs import FakePowercap
 
-STEPS, STEP_S = 30, 0.1
-GPU_W, CPU_W, DRAM_W = 270.0, 50.0, 10.0
-"""The fake A40 at its 300 W limit draws 90 %; the host draws what the train function adds."""
 MAX_POWER_W = 300.0
-
-
-def run_job(
-    tmp_path: Path, *, cost_includes_cpu: bool = False, with_rapl: bool = True
-) -> tuple[RecurrenceResult, SQLStore]:
-    clock = ManualClock()
-    gpus = NVMLGPUs(nvml=FakeNVML(clock=clock), clock=clock)
-    tree = FakePowercap(tmp_path / "powercap")
-    if with_rapl:
-        tree.zone("intel-rapl:0", "package-0", 262_143_328_850)
-        tree.zone("intel-rapl:0:1", "dram", 65_712_999_613)
-    reader = RAPLReader(tree.root, poll_interval_s=0)
-
-    def train(run: TrainingRun) -> None:
-        for _ in run.epochs():
-            for _ in run.steps(range(STEPS)):
-                clock.advance(STEP_S)
-                if with_rapl:
-                    tree.add("intel-rapl:0", round(CPU_W * STEP_S * 1e6))
-                    tree.add("intel-rapl:0:1", round(DRAM_W * STEP_S * 1e6))
-            run.report_metric(1.0)
-
-    config = JobConfig(
-        "host",
-        (32,),
-        32,
-        target_metric=1.0,
-        max_epochs=1,
-        cost_includes_cpu=cost_includes_cpu,
-        profiler=ProfilerConfig(mode="measure"),
-    )
-    store = SQLStore(f"sqlite:///{tmp_path}/zeus.db", create_schema=True)
-    engine = Engine(store, gpus, config, seed=1, heartbeat_s=None, host_energy=reader)
-    return engine.run_recurrence(train, RecurrenceKey("r1")), store
 
 
 def test_cpu_and_dram_energy_are_reported_beside_the_gpus_and_kept_out_of_the_cost(

@@ -10,16 +10,13 @@ from pathlib import Path
 import pytest
 from fixtures_airflow import TRACES
 from fixtures_cli import run_cli
+from fixtures_jobs import JOB_ID, MAX_W, observe_job
 
-from zeus_airflow.core.common.config import JobConfig, ProfilerConfig
+from zeus_airflow.core.common.config import ProfilerConfig
 from zeus_airflow.core.common.traces import WorkloadTrace, load_workload_trace
-from zeus_airflow.core.devices.replay import ReplayGPU
-from zeus_airflow.core.domain import RecurrenceKey
 from zeus_airflow.core.reports import current, default_estimate, runs, summaries
 from zeus_airflow.core.store.admin import list_trials
 from zeus_airflow.core.store.sql import SQLStore
-from zeus_airflow.core.train.engine import Engine, RecurrenceResult
-from zeus_airflow.core.train.replay_training import ReplayTraining
 from zeus_airflow.operators.summary import (
     SUMMARY_WIDTH,
     XCOM_KEYS,
@@ -28,36 +25,10 @@ from zeus_airflow.operators.summary import (
     xcom_values,
 )
 
-JOB_ID = "observed.train"
-MAX_W = 250
-
 
 @pytest.fixture(scope="module")
 def cifar() -> WorkloadTrace:
     return load_workload_trace(TRACES, "v100", "cifar100")
-
-
-def observe_job(
-    store: SQLStore,
-    trace: WorkloadTrace,
-    recurrences: int = 3,
-    profiler: ProfilerConfig | None = None,
-) -> list[RecurrenceResult]:
-    """``recurrences`` of a replayed job in observe mode, its batch size fixed at b0."""
-    w = trace.workload
-    config = JobConfig(
-        JOB_ID,
-        (trace.default_batch_size,),
-        trace.default_batch_size,
-        w.target_metric,
-        w.max_epochs,
-        w.higher_is_better,
-        profiler=profiler or ProfilerConfig(mode="observe"),
-    )
-    gpu = ReplayGPU(trace)
-    engine = Engine(store, gpu, config, seed=1, heartbeat_s=None)
-    train = ReplayTraining(gpu, seed=1)
-    return [engine.run_recurrence(train, RecurrenceKey(f"r{i}")) for i in range(recurrences)]
 
 
 def test_a_try_trains_at_the_maximum_and_records_the_optimum_and_the_savings(
