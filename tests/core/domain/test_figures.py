@@ -9,8 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 from fixtures_airflow import TRACES
-from fixtures_store import replay_missing_at
-from test_engine import config_for
+from fixtures_store import job_config, replay_missing_at
 
 from zeus_airflow.core.common.traces import load_workload_trace
 from zeus_airflow.core.devices.replay import ReplayGPU
@@ -45,7 +44,7 @@ def test_the_engine_and_the_reports_add_a_runs_tries_up_alike() -> None:
     the run the reports read back from the store (the UI, the API) agree on every figure."""
     trace = load_workload_trace(TRACES, "v100", "cifar100")
     store, gpu = SQLStore.in_memory(), ReplayGPU(trace)
-    engine = Engine(store, gpu, config_for(trace), seed=3, heartbeat_s=None)
+    engine = Engine(store, gpu, job_config(trace, "test.job"), seed=3, heartbeat_s=None)
     misses_at_512 = replay_missing_at(gpu, 512, seed=3)
     results = [engine.run_recurrence(misses_at_512, RecurrenceKey(f"r{i}")) for i in range(2)]
     result = results[1]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from fixtures_airflow import TRACES
-from fixtures_store import replay_missing_at, replay_never_reaching
+from fixtures_store import job_config, replay_missing_at, replay_never_reaching
 
 from zeus_airflow.core.common.config import JobConfig, ProfilerConfig
 from zeus_airflow.core.common.limit_search import LimitObjective
@@ -30,17 +30,7 @@ def cifar() -> WorkloadTrace:
 def config_for(trace: WorkloadTrace, **kw: object) -> JobConfig:
     """The paper's policy, without the exploration budget (tests/core/decide/test_budget.py has
     it)."""
-    kw.setdefault("exploration_budget", None)
-    w = trace.workload
-    return JobConfig(
-        "test.job",
-        trace.batch_sizes,
-        trace.default_batch_size,
-        w.target_metric,
-        w.max_epochs,
-        w.higher_is_better,
-        **kw,
-    )  # type: ignore[arg-type]
+    return job_config(trace, "test.job", **kw)
 
 
 def trial_rows(store: SQLStore) -> list[TrialRecord]:
