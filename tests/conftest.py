@@ -20,12 +20,11 @@ for _threads in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
 for _module in filter(None, os.environ.get("ZEUS_TEST_WITHOUT", "").split(",")):
     sys.modules[_module.strip()] = None  # type: ignore[assignment]
 
-# The tests mirror the package's folders (tests/core/decide/ for zeus_airflow/core/decide/...);
-# a module may take a helper from another's (``from test_engine import config_for``), by its
-# name as before the split: every folder of tests is importable, as pytest makes this one.
-_TESTS = os.path.dirname(os.path.abspath(__file__))
-sys.path[1:1] = sorted(root for root, _dirs, _files in os.walk(_TESTS) if "__pycache__" not in root)
-
+# The tests mirror the package's folders (tests/core/decide/ for zeus_airflow/core/decide/...).
+# pytest's default import mode (prepend; tests/ has no __init__.py) puts this folder and each
+# test module's own folder on sys.path: a module may import a helper module from tests/ (the
+# fixtures_*.py, paths, ...) or a test module of its own folder; what tests of more than one
+# folder share lives in a fixtures_*.py here.
 pytest_plugins = ["fixtures_airflow", "fixtures_grid", "fixtures_store", "fixtures_ui"]
 
 
