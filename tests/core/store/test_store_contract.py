@@ -323,6 +323,41 @@ def test_finishing_raises_with_its_outcome_when_the_database_is_gone(gone: Gone)
     assert raised.value.outcome == measured
 
 
+# --- record_job_phase -------------------------------------------------------------------------
+def test_the_job_phase_after_a_try_is_what_the_reader_shows(
+    store: Store, config: JobConfig
+) -> None:
+    job = store.register_job(config)
+    first = begin(store, job, ti("r1"), decide=deciding(phase="pruning"))
+    store.finish_trial(first, outcome(), observed=True)
+    store.record_job_phase(first, "sampling")
+    running = begin(store, job, ti("r2"), decide=deciding(phase="exploit"))
+    with store.reader() as reader:
+        latest = reader.latest_tries([job.id])[job.id]
+    # The try in flight has no phase yet: the job's is the one recorded after the first.
+    assert (latest.phase, latest.job_phase, latest.shown_phase) == (
+        "exploit",
+        "sampling",
+        "sampling",
+    )
+    store.record_job_phase(running, "infeasible")
+    with store.reader() as reader:
+        latest = reader.latest_tries([job.id])[job.id]
+    assert (latest.shown_phase, latest.falls_back) == ("infeasible", True)
+
+
+def test_the_job_phase_of_an_unknown_trial_writes_nothing(store: Store, config: JobConfig) -> None:
+    job = store.register_job(config)
+    store.record_job_phase(987654, "pruning")
+    with store.reader() as reader:
+        assert reader.latest_tries([job.id]) == {}
+
+
+def test_recording_the_job_phase_raises_when_the_database_is_gone(gone: Gone) -> None:
+    with pytest.raises(StoreError):
+        gone.store.record_job_phase(gone.trial_id, "pruning")
+
+
 # --- invalidate_trial -------------------------------------------------------------------------
 def test_an_invalid_trial_keeps_its_measurement_and_never_counts(
     store: Store, config: JobConfig

@@ -85,6 +85,9 @@ class Fixed:
     def decide(self, snapshot: JobSnapshot, rng: np.random.Generator) -> Decision:
         return self.decision
 
+    def job_phase(self, snapshot: JobSnapshot) -> str | None:
+        return None
+
 
 @pytest.fixture
 def config(cifar_trace: WorkloadTrace) -> JobConfig:

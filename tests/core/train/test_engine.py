@@ -11,7 +11,7 @@ from zeus_airflow.core.common.config import JobConfig, ProfilerConfig
 from zeus_airflow.core.common.limit_search import LimitObjective
 from zeus_airflow.core.common.traces import WorkloadTrace, load_workload_trace
 from zeus_airflow.core.decide.in_play import job_phase
-from zeus_airflow.core.decide.policy import ZeusPolicy
+from zeus_airflow.core.decide.policy import DefaultPolicy, ZeusPolicy
 from zeus_airflow.core.decide.snapshot import job_snapshot
 from zeus_airflow.core.devices.replay import ReplayGPU
 from zeus_airflow.core.domain import JobSnapshot, PowerProfile, RecurrenceKey, TrialRecord
@@ -294,3 +294,34 @@ def test_a_lucky_first_run_does_not_kill_the_job_it_recovers_on_its_own(
     assert job_phase(snapshot) == ("sampling", (128, 256, 512))
     later = [t for r in tries[3:] for t in r]
     assert (128, "sampling", "target") in later and (512, "sampling", "target") in later
+
+
+def test_each_try_records_the_phase_the_policy_reckons_after_it(cifar: WorkloadTrace) -> None:
+    """The phase every surface shows is written after each try; it is the policy's own view
+    of the job at that moment, through the walk and into sampling."""
+    store, gpu = SQLStore.in_memory(), ReplayGPU(cifar)
+    engine = Engine(store, gpu, config_for(cifar), seed=2, heartbeat_s=None)
+    train = ReplayTraining(gpu, seed=2)
+    seen = []
+    for day in range(12):
+        result = engine.run_recurrence(train, RecurrenceKey(f"day{day}"))
+        with store.reader() as reader:
+            (version,) = reader.versions([result.job.job_id])[result.job.job_id]
+            live = job_phase(job_snapshot(reader.job_state(version, engine.device_info)))[0]
+            shown = reader.latest_tries([version.pk])[version.pk].shown_phase
+        assert result.job_phase == live == shown, day
+        assert all(t.job_phase for t in result.tries)
+        seen.append(live)
+    assert seen[0] == "pruning" and seen[-1] == "sampling"
+    recorded = [t.job_phase for t in list_trials(store)]
+    assert None not in recorded and recorded[-1] == "sampling"
+
+
+def test_a_baseline_records_no_job_phase(cifar: WorkloadTrace) -> None:
+    store, gpu = SQLStore.in_memory(), ReplayGPU(cifar)
+    engine = Engine(store, gpu, config_for(cifar), DefaultPolicy(), seed=2, heartbeat_s=None)
+    result = engine.run_recurrence(ReplayTraining(gpu, seed=2), RecurrenceKey("day0"))
+    assert result.job_phase is None
+    with store.reader() as reader:
+        latest = reader.latest_tries([result.job.id])[result.job.id]
+    assert (latest.job_phase, latest.shown_phase) == (None, "default")

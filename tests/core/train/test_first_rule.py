@@ -322,6 +322,9 @@ class Pinned:
     def decide(self, snapshot: Any, rng: Any) -> Decision:
         return Decision(BATCH_SIZE, "sampling")
 
+    def job_phase(self, snapshot: Any) -> str | None:
+        return None
+
 
 PINNED = decided_by(Pinned())
 

@@ -18,6 +18,7 @@ from typing import Protocol
 
 import numpy as np
 
+from zeus_airflow.core.decide import in_play as play
 from zeus_airflow.core.decide.best import (
     NoFeasibleBatchSizeError,
     best_known,
@@ -30,7 +31,7 @@ from zeus_airflow.core.decide.exploring import within_budget
 from zeus_airflow.core.decide.in_play import infeasibility_report, sizes_in_play
 from zeus_airflow.core.decide.parameters import DEFAULT_PARAMETERS, PolicyParameters
 from zeus_airflow.core.decide.sampling import thompson_sample
-from zeus_airflow.core.decide.walk import walk_order, walk_state
+from zeus_airflow.core.decide.walk import HistoryOutOfOrderError, walk_order, walk_state
 from zeus_airflow.core.domain import ArmStats, Decision, JobSnapshot, Phase
 
 
@@ -38,6 +39,11 @@ class Policy(Protocol):
     name: str
 
     def decide(self, snapshot: JobSnapshot, rng: np.random.Generator) -> Decision: ...
+
+    def job_phase(self, snapshot: JobSnapshot) -> str | None:
+        """Where the job stands, for people (None: the policy has no phase beyond its
+        decisions'); the engine records it after each try."""
+        ...
 
 
 class ZeusPolicy:
@@ -58,6 +64,14 @@ class ZeusPolicy:
 
     def decide(self, snapshot: JobSnapshot, rng: np.random.Generator) -> Decision:
         return within_budget(snapshot, self._explore(snapshot, rng))
+
+    def job_phase(self, snapshot: JobSnapshot) -> str | None:
+        """``pruning``, ``sampling`` or ``infeasible`` (no size in play: runs fall back);
+        None on a history another policy wrote (the simulator's baselines)."""
+        try:
+            return play.job_phase(snapshot, self.params)[0]
+        except HistoryOutOfOrderError:
+            return None
 
     def _explore(self, snapshot: JobSnapshot, rng: np.random.Generator) -> Decision:
         """What the paper's policy, with our edge cases, would run next, budget aside."""
@@ -134,6 +148,9 @@ class DefaultPolicy:
             snapshot.config.default_batch_size, "default", power_limit_w=limit, final=True
         )
 
+    def job_phase(self, snapshot: JobSnapshot) -> str | None:
+        return None  # a baseline has no phase beyond its decisions'
+
 
 class GridSearchPolicy:
     """Baseline: one (batch size, power limit) per recurrence, batch sizes in the pruning walk
@@ -167,6 +184,9 @@ class GridSearchPolicy:
         return Decision(
             best.batch_size, "exploit", power_limit_w=best.power_limit_w, early_stop_cost=bound
         )
+
+    def job_phase(self, snapshot: JobSnapshot) -> str | None:
+        return None  # a baseline has no phase beyond its decisions'
 
 
 POLICIES: dict[str, type[ZeusPolicy] | type[DefaultPolicy] | type[GridSearchPolicy]] = {

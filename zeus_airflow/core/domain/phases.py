@@ -33,3 +33,18 @@ def counts_as_observation(phase: str, reached_target: bool, stop_reason: str | N
     if stop_reason == "budget_cap":
         return False
     return reached_target or phase not in EXPLORATION_PHASES
+
+
+def shown_job_phase(job_phase: str | None, decision_phase: str | None) -> str:
+    """The job's phase as the fleet page, the job page, ``report`` and ``runs`` show it: the
+    one its policy recorded after its latest try that has one (``Policy.job_phase``:
+    ``pruning``, ``sampling`` or ``infeasible``, no size in play); else (a store from before
+    revision 0013, a baseline's history) its latest decision's phase; ``pruning`` before any
+    try (the walk has not begun)."""
+    return job_phase or decision_phase or "pruning"
+
+
+def falls_back(job_phase: str | None, decision_phase: str | None) -> bool:
+    """Whether the job's runs fall back to the best known size: no size is in play, or its
+    latest decision fell back."""
+    return job_phase == "infeasible" or decision_phase == "fallback"

@@ -182,6 +182,7 @@ class TrialRecord(TrainingFigures):
     """Try of a batch size within the recurrence (1, 2, ... after a failed size)."""
     status: TrialStatus
     phase: str
+    """Why it ran: its decision's phase (``domain.phases.Phase``)."""
     batch_size: int
     observed: bool
     """Whether its cost feeds the arm's posterior."""
@@ -193,6 +194,10 @@ class TrialRecord(TrainingFigures):
     finished_at: datetime | None
     error: str | None
     expires_at: datetime | None
+    job_phase: str | None = None
+    """Where the job stood once it was recorded, as its policy reckons it (``pruning``,
+    ``sampling`` or ``infeasible``; ``Policy.job_phase``); None before revision 0013, for
+    other policies, and for tries the store took late or failed."""
     recorded_late_at: datetime | None = None
     """When its result reached the store from the outbox (``core/domain/outbox.py``): the store
     failed at the end of training and a later run recorded it. None: recorded on time."""

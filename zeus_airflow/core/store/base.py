@@ -239,6 +239,19 @@ class Store(Protocol):
         """
         ...
 
+    def record_job_phase(self, trial_id: int, job_phase: str) -> None:
+        """Record where the job stood once the trial's result was recorded, as its policy
+        reckons it: the one phase every surface shows (``tables.trials.job_phase``).
+
+        Args:
+            trial_id: the trial (``TrialStart.trial_id``).
+            job_phase: ``pruning``, ``sampling`` or ``infeasible``.
+
+        Raises:
+            StoreError: the database cannot be written (an unknown trial writes nothing).
+        """
+        ...
+
     def record_late(self, pending: PendingResult) -> LateRecord:
         """Record a result the store could not take when its try finished (the outbox), once:
         only while its trial has no result, and only if it is that trial's (same job

@@ -538,6 +538,15 @@ class SQLStore:
         except StoreError as err:
             raise UnrecordedResultError(trial_id, outcome, str(err)) from err
 
+    def record_job_phase(self, trial_id: int, job_phase: str) -> None:
+        self._write(
+            f"recording the job's phase after trial {trial_id}",
+            lambda conn: conn.execute(
+                update(trials).where(trials.c.id == trial_id).values(job_phase=job_phase)
+            ),
+            single_statement=True,
+        )
+
     def fail_trial(
         self,
         trial_id: int,

@@ -27,7 +27,7 @@ from zeus_airflow.core.common.config import HOST_MAX_LENGTH, JOB_ID_MAX_LENGTH
 from zeus_airflow.core.domain.figures import FIGURES, RUN_FIGURES, TRY_FIGURES, SQLType
 from zeus_airflow.core.domain.trials import LIVE_STATUSES
 
-SCHEMA_VERSION = "0012"
+SCHEMA_VERSION = "0013"
 """Alembic revision the code expects; bump it with every migration."""
 
 metadata = MetaData()
@@ -120,6 +120,11 @@ trials = Table(
     Column("attempt", Integer, nullable=False, comment="try of a batch size within the run"),
     Column("status", String(16), nullable=False),
     Column("phase", String(16), nullable=False),
+    Column(
+        "job_phase",
+        String(16),
+        comment="the job's phase after the try (pruning, sampling or infeasible)",
+    ),
     Column("batch_size", Integer, nullable=False),
     *_figure_columns(TRY_FIGURES),
     Column(

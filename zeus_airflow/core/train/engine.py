@@ -100,6 +100,9 @@ class TrialReport:
     too few steps, or the user's own cap)."""
     profile_progress: ProfileProgress | None = None
     """How far the size's power profile got, when the try ended before it was complete."""
+    job_phase: str | None = None
+    """Where the job stood once the try was recorded (``Policy.job_phase``); None when the
+    policy has none, or the store did not take the try or the phase."""
 
 
 @dataclass(frozen=True)
@@ -174,6 +177,12 @@ class RecurrenceResult:
         """The exploration budget left after this recurrence, in Default runs' worth
         (negative: over budget); None without a budget or an estimate of Default's cost."""
         return self.figures.budget_left_runs
+
+    @property
+    def job_phase(self) -> str | None:
+        """Where the job stands after this recurrence, as its policy reckons it (its latest
+        try's ``TrialReport.job_phase``): ``pruning``, ``sampling`` or ``infeasible``."""
+        return next((t.job_phase for t in reversed(self.tries) if t.job_phase), None)
 
     @property
     def exploited_for_budget(self) -> bool:
@@ -306,6 +315,7 @@ class Engine:
                 decision = replace(decision, early_stop_cost=None, budget_cap=None, final=True)
             self._say_why(decision)
             report, value = self._run_trial(job, key, start.trial_id, decision, attempt, train)
+            report = self._with_job_phase(job, report)
             reports.append(report)
             trained = report.outcome.stop_reason != "no_steps"  # a final try too: no model
             if report.outcome.reached_target or (decision.final and trained) or not report.judged:
@@ -317,6 +327,25 @@ class Engine:
         return RecurrenceResult(
             job, tuple(reports), self.device.measurement, value, tuple(self.unrecorded)
         )
+
+    def _with_job_phase(self, job: JobRef, report: TrialReport) -> TrialReport:
+        """``report`` with where the job stands now that its try is recorded, as the policy
+        reckons it, written beside the try: the fleet page, the job page, the report and the
+        XComs all show this one figure, and none of them replays the job's history to get
+        it. Best effort, as the try's own result: a store that fails leaves the job's
+        earlier phase shown, and fails nothing."""
+        if any(p.trial_id == report.trial_id for p in self.unrecorded):
+            return report  # in the outbox: the store does not hold the try yet
+        try:
+            with self.store.reader() as reader:
+                state = reader.job_state(job, self.device_info)
+            phase = self.policy.job_phase(job_snapshot(state))
+            if phase is not None:
+                self.store.record_job_phase(report.trial_id, phase)
+        except StoreError as err:
+            self.log.warning("could not record the job's phase after this try: %s", err)
+            return report
+        return replace(report, job_phase=phase)
 
     def _say_failed(self, outcome: RunOutcome) -> None:
         """The log line of a try that failed its batch size."""

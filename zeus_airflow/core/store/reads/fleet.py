@@ -8,21 +8,35 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
-from sqlalchemy import ColumnElement, Float, and_, func, literal_column, select
+from sqlalchemy import ColumnElement, Float, ScalarSelect, and_, func, literal_column, select
 
 from zeus_airflow.core.domain import ACCOUNTED
+from zeus_airflow.core.domain.phases import falls_back, shown_job_phase
 from zeus_airflow.core.store.clock import as_utc
 from zeus_airflow.core.store.reads.base import SHOWN, Reads, run_figures
 from zeus_airflow.core.store.tables import RUN_KEY, run_carbon, trials
 
 
 class LatestTry(NamedTuple):
-    """A version's latest shown try: when it started (UTC), how it ended, its decision."""
+    """A version's latest shown try: when it started (UTC), how it ended, its decision; and
+    the job's phase its policy recorded after the latest try that has one (``job_phase``:
+    the try in flight has none yet)."""
 
     started_at: datetime
     status: str
     phase: str
     budget_left_runs: float | None
+    job_phase: str | None = None
+
+    @property
+    def shown_phase(self) -> str:
+        """The job's phase as every surface shows it (``domain.phases.shown_job_phase``)."""
+        return shown_job_phase(self.job_phase, self.phase)
+
+    @property
+    def falls_back(self) -> bool:
+        """Whether the job's runs fall back (``domain.phases.falls_back``)."""
+        return falls_back(self.job_phase, self.phase)
 
 
 PERIODS = (
@@ -47,12 +61,6 @@ class FleetReads(Reads):
         (the decision and the insert share a transaction under the job's lock), so the
         latest has the highest id: a key lookup, where the highest decision_seq would be a
         scan."""
-        latest = (
-            select(func.max(trials.c.id))
-            .where(trials.c.job_pk.in_(pks), SHOWN)
-            .group_by(trials.c.job_pk)
-            .scalar_subquery()
-        )
         rows = self.conn.execute(
             select(
                 trials.c.job_pk,
@@ -60,12 +68,23 @@ class FleetReads(Reads):
                 trials.c.status,
                 trials.c.phase,
                 trials.c.budget_left_runs,
-            ).where(trials.c.id.in_(latest))
+            ).where(trials.c.id.in_(_latest_ids(pks, SHOWN)))
         )
+        phases = self._job_phases(pks)
         return {
-            r.job_pk: LatestTry(as_utc(r.started_at), r.status, r.phase, r.budget_left_runs)
+            r.job_pk: LatestTry(
+                as_utc(r.started_at), r.status, r.phase, r.budget_left_runs, phases.get(r.job_pk)
+            )
             for r in rows
         }
+
+    def _job_phases(self, pks: list[int]) -> dict[int, str]:
+        """Each version's latest recorded job phase (``tables.trials.job_phase``)."""
+        recorded = _latest_ids(pks, SHOWN, trials.c.job_phase.is_not(None))
+        rows = self.conn.execute(
+            select(trials.c.job_pk, trials.c.job_phase).where(trials.c.id.in_(recorded))
+        )
+        return {r.job_pk: r.job_phase for r in rows}
 
     def with_emissions(self, pks: list[int]) -> list[int]:
         """The versions with a shown run that has carbon figures (``tables.run_carbon``;
@@ -118,6 +137,17 @@ class FleetReads(Reads):
         if self.conn.dialect.name == "sqlite":
             return func.strftime(sqlite, moment)
         return func.to_char(func.timezone("UTC", moment), postgres)
+
+
+def _latest_ids(pks: list[int], *where: ColumnElement[bool]) -> ScalarSelect[int]:
+    """The id of each version's latest trial among those ``where`` picks (trials are inserted
+    in decision order: ``FleetReads.latest_tries``)."""
+    return (
+        select(func.max(trials.c.id))
+        .where(trials.c.job_pk.in_(pks), *where)
+        .group_by(trials.c.job_pk)
+        .scalar_subquery()
+    )
 
 
 def _per_job(job_pk: ColumnElement[int], values: Mapping[int, float]) -> ColumnElement[float]:

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 from sqlalchemy import func, select
 
-from zeus_airflow.core.domain import DeviceInfo, JobState, Version
+from zeus_airflow.core.domain import DeviceInfo, JobRef, JobState, Version
 from zeus_airflow.core.store.clock import as_utc
 from zeus_airflow.core.store.reads.base import Reads
 from zeus_airflow.core.store.state import read_state
@@ -137,9 +137,10 @@ class JobReads(Reads):
             else None
         )
 
-    def job_state(self, version: Version, device: DeviceInfo) -> JobState:
+    def job_state(self, version: Version | JobRef, device: DeviceInfo) -> JobState:
         """What a decision for this version on ``device`` would read (``read_state``)."""
-        return read_state(self.conn, version.ref, device, frozenset())
+        ref = version if isinstance(version, JobRef) else version.ref
+        return read_state(self.conn, ref, device, frozenset())
 
     def last_phase(self, job_pk: int) -> str | None:
         """The phase of the version's latest decision; None before any."""
