@@ -16,7 +16,6 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 
-from zeus_airflow.core.reports.arms import decision_state
 from zeus_airflow.core.reports.jobs import current
 from zeus_airflow.core.store.admin import list_trials
 from zeus_airflow.core.store.sql import SQLStore
@@ -95,10 +94,12 @@ def read_jobs(store_url: str, dag_id: str, run_order: list[str]) -> dict[str, Jo
         )
         job_ids = sorted({r.job_id for r in rows})
         with store.reader() as reader:
-            phases = {
-                job_id: decision_state(reader, current(history))[0]
-                for job_id, history in reader.versions(job_ids).items()
+            latest = {
+                job_id: current(history).pk for job_id, history in reader.versions(job_ids).items()
             }
+            tries = reader.latest_tries(list(latest.values()))
+            # The phase every surface shows: the one recorded after the latest try.
+            phases = {job_id: tries[pk].shown_phase for job_id, pk in latest.items()}
     finally:
         store.engine.dispose()
     found: dict[str, dict[tuple[str, int], Run]] = {}

@@ -76,15 +76,25 @@ def _run_days(
     return [engine.run_recurrence(train, key) for key in keys]
 
 
+Published = dict[str, list[tuple[RecurrenceResult, RunCarbon | None]]]
+"""Each job's runs as the engine returned them, with the carbon figures recorded for them:
+what the operator publishes as XComs (``operators/summary.py``)."""
+
+
 def _record_carbon(
     store: SQLStore, keys: list[RecurrenceKey], results: list[RecurrenceResult]
-) -> None:
+) -> list[tuple[RecurrenceResult, RunCarbon | None]]:
+    published: list[tuple[RecurrenceResult, RunCarbon | None]] = []
     for day, (key, result) in enumerate(zip(keys, results, strict=True)):
-        store.record_carbon(result.job.id, key, _carbon(result.energy_j, day))
+        figures = _carbon(result.energy_j, day)
+        store.record_carbon(result.job.id, key, figures)
+        published.append((result, figures))
+    return published
 
 
-def fill_fleet(url: str) -> None:
-    """Fill a new store at ``url`` with the fleet's jobs (see the module's docstring)."""
+def fill_fleet(url: str) -> Published:
+    """Fill a new store at ``url`` with the fleet's jobs (see the module's docstring); the
+    runs, by job, of those whose published figures a test compares."""
     store = SQLStore(url, create_schema=True)
     traces = resolve_traces_dir()
     cifar = load_workload_trace(traces, "v100", "cifar100")
@@ -99,12 +109,18 @@ def fill_fleet(url: str) -> None:
         )
         return JobConfig(job_id, **{**settings, **changes})  # type: ignore[arg-type]
 
+    published: Published = {}
     for index, job_id in enumerate(MAPPED_JOBS):
         keys = [RecurrenceKey(run_id(d), MAPPED_DAG, "train", index) for d in range(DAYS)]
-        _record_carbon(store, keys, _run_days(store, cifar, config(cifar, job_id), keys))
+        results = _run_days(store, cifar, config(cifar, job_id), keys)
+        published[job_id] = _record_carbon(store, keys, results)
     keys = [RecurrenceKey(run_id(d, "manual"), CARBON_DAG, "train") for d in range(DAYS)]
-    _record_carbon(store, keys, _run_days(store, cifar, config(cifar, CARBON_JOB), keys))
-    _run_days(store, cifar, config(cifar, SHORT_JOB), [RecurrenceKey(run_id(0), SHORT_DAG, "t")])
+    results = _run_days(store, cifar, config(cifar, CARBON_JOB), keys)
+    published[CARBON_JOB] = _record_carbon(store, keys, results)
+    short = [RecurrenceKey(run_id(0), SHORT_DAG, "t")]
+    published[SHORT_JOB] = [
+        (r, None) for r in _run_days(store, cifar, config(cifar, SHORT_JOB), short)
+    ]
     w = cifar.workload  # observe mode: b0 at the maximum limit, every run, as Default would
     only_b0 = JobConfig(
         EVEN_JOB,
@@ -117,6 +133,7 @@ def fill_fleet(url: str) -> None:
     keys = [RecurrenceKey(run_id(d), EVEN_DAG, "train") for d in range(3)]
     _run_days(store, cifar, only_b0, keys)
     set_trial_energies(store, EVEN_DAG, EVEN_ENERGY_J)
+    return published
 
 
 def fleet_url(folder: Path) -> str:

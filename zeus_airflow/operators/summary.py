@@ -26,6 +26,7 @@ def run_values(result: RecurrenceResult) -> dict[str, Any]:
         "batch_size": result.batch_size,
         "tries": len(result.tries),
         "phase": result.final.phase,
+        "job_phase": result.job_phase,
         "measurement": result.measurement,
         "budget_left_runs": result.budget_left_runs,
     }

@@ -34,10 +34,13 @@ from zeus_airflow.plugins.urls import Urls
 
 DEFAULT_METHOD = (
     "Default trains at the default batch size b0 at the maximum power limit every run. Its "
-    "energy and time per run are the mean over this job's runs of b0 that reached the target, "
+    "energy and time per run are the mean over this job's runs of b0 that ran to their end "
+    "(reached the target, or trained max_epochs on a day Default would have missed it too), "
     "each scaled from the limit it trained at to the maximum limit by b0's power profile "
-    "(energy and time per step at both limits). Runs of b0 that missed the target are left "
-    "out, which can only make Default look cheaper: the savings are a conservative estimate."
+    "(energy and time per step at both limits). Runs of b0 stopped early (at the early-stop "
+    "bound or the exploration budget's cap) are left out: they stopped because they cost "
+    "more, so leaving them out can only make Default look cheaper, and the savings are a "
+    "conservative estimate."
 )
 MEASUREMENT_HELP = {
     "measured": "measured on real GPUs through NVML",

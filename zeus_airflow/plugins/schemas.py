@@ -39,7 +39,8 @@ class JobOut(BaseModel):
     finished_runs: int
     phase: str = Field(
         description="pruning or sampling (infeasible: no batch size left in "
-        "play; runs fall back to the best known size)"
+        "play; runs fall back to the best known size), as the policy recorded it after the "
+        "latest try: the fleet page, the report and the job_phase XCom show the same"
     )
     best_batch_size: int | None = Field(
         description="lowest mean observed cost among the batch sizes still in play"

@@ -236,7 +236,11 @@ class TrainingFigures:
         xcom=True,
     )
     """What its training steps (a run's: every try's) would have cost at the maximum power
-    limit (cost units): for a run of the default batch size, its cost without Zeus."""
+    limit (cost units): for a run of the default batch size that ran to its end, its cost
+    without Zeus. For any other try it prices that try's own steps, not a Default run: an
+    early-stopped try's few steps, another batch size's steps. Summed over a job's tries it is
+    therefore not Default's cost; ``report``'s ``default_cost`` is (the mean of this figure
+    over the b0 runs that ran to their end, times the finished runs)."""
     budget_left_runs: float | None = _figure(
         "",
         bounds=(-MAX_RUNS, MAX_RUNS),
@@ -451,6 +455,15 @@ RUN_FACTS: tuple[Figure, ...] = (
         "fallback",
     ),
     Figure(
+        "job_phase",
+        "",
+        sql="code",
+        xcom=True,
+        doc="where the job stands after the run, as its policy reckons it: pruning, sampling "
+        "or infeasible (no batch size in play: runs fall back); the phase the fleet page, the "
+        "job page and `zeus-airflow report` show; null for a policy without one",
+    ),
+    Figure(
         "measurement",
         "",
         sql="code",
@@ -460,8 +473,8 @@ RUN_FACTS: tuple[Figure, ...] = (
     ),
 )
 """What a run publishes besides its figures: its last try's batch size, how many tries it
-made, its last decision's phase and where its figures come from (measured, replayed,
-simulated)."""
+made, its last decision's phase, the job's phase after it and where its figures come from
+(measured, replayed, simulated)."""
 
 
 XCOM_KEYS: tuple[str, ...] = tuple(

@@ -27,13 +27,13 @@ def _snapshot(reader: Reader, v: Version) -> JobSnapshot:
     return job_snapshot(reader.job_state(v, reader.latest_device(v.pk) or _NO_DEVICE))
 
 
-def decision_state(reader: Reader, v: Version) -> tuple[str, int | None]:
-    """The job's phase and its best batch size so far, as the Zeus policy reckons them
-    (``infeasible``: no size in play, runs fall back to the best known one)."""
+def best_batch_size(reader: Reader, v: Version) -> int | None:
+    """The job's best batch size so far, as the Zeus policy reckons it (None before any
+    observation, and on a history another policy, the simulator's baselines, wrote)."""
     try:
-        return outlook.standing(_snapshot(reader, v))
-    except outlook.OutOfOrder:  # a history another policy (the simulator's baselines) wrote
-        return str(reader.last_phase(v.pk) or "none"), None
+        return outlook.standing(_snapshot(reader, v))[1]
+    except outlook.OutOfOrder:
+        return None
 
 
 def upcoming_batch_size(reader: Reader, v: Version) -> tuple[str, int | None]:

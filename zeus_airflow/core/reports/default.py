@@ -65,7 +65,8 @@ def _estimate(
     successes: list[DefaultRuns],
     profiles: dict[tuple[str, int], dict[int, LimitMeasurement]],
 ) -> DefaultEstimate | None:
-    """From b0's successful runs added up per GPU setup and limit (``runs`` each)."""
+    """From b0's runs that ran to their end, added up per GPU setup and limit (``runs``
+    each)."""
     if not successes:
         return None
     energy, time, scaled, top = 0.0, 0.0, 0, None

@@ -2,9 +2,9 @@
 fleet's energy day by day, in a fixed number of reads however many jobs there are.
 
 The figures are the job totals' (``jobs.totals``, the Default estimate of
-``default.default_estimates``): the job pages and ``zeus-airflow report`` show the same. What
-the fleet page does not read is the policy's own view of each job (its phase and next size
-take a dozen reads per job): a row shows the phase of the job's latest decision instead.
+``default.default_estimates``) and the job's phase its policy recorded after its latest try
+(``LatestTry.shown_phase``): the job pages and ``zeus-airflow report`` show the same. What the
+fleet page does not read is the policy's next size (a dozen reads per job).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
+from zeus_airflow.core.domain.phases import shown_job_phase
 from zeus_airflow.core.reports.jobs import totals
 from zeus_airflow.core.reports.records import JobTotals, Version
 from zeus_airflow.core.reports.report import SHIFT_FIGURES, Emissions, measurement_label, shifted
@@ -39,12 +40,12 @@ class FleetJob:
 
     @property
     def phase(self) -> str:
-        """The latest decision's phase ("" before any)."""
-        return self.last.phase if self.last else ""
+        """The job's phase (``domain.phases.shown_job_phase``)."""
+        return self.last.shown_phase if self.last else shown_job_phase(None, None)
 
     @property
     def fallback(self) -> bool:
-        return self.phase == "fallback"
+        return bool(self.last and self.last.falls_back)
 
     @property
     def measurement(self) -> str:

@@ -8,7 +8,8 @@ from dataclasses import fields
 from datetime import datetime
 
 from zeus_airflow.core.devices.base import MeasurementKind
-from zeus_airflow.core.reports.arms import arms, decision_state, profile_points
+from zeus_airflow.core.domain.phases import shown_job_phase
+from zeus_airflow.core.reports.arms import arms, best_batch_size, profile_points
 from zeus_airflow.core.reports.default import default_estimates
 from zeus_airflow.core.reports.records import JobDetail, JobSummary, JobTotals, Version
 from zeus_airflow.core.reports.runs import runs
@@ -64,14 +65,15 @@ def summaries(
     """One summary per chosen version, in the order given (``since``: as :func:`totals`)."""
     observed = reader.observe_sums([v.pk for v in chosen], since)
     summed = totals(reader, chosen, since)
+    latest = reader.latest_tries([v.pk for v in chosen])
     result = []
     for v in chosen:
-        phase, best = decision_state(reader, v)
+        last, best = latest.get(v.pk), best_batch_size(reader, v)
         result.append(
             JobSummary(
                 **{f.name: getattr(summed[v.pk], f.name) for f in fields(JobTotals)},
                 versions=tuple(h.version for h in history[v.job_id]),
-                phase=phase,
+                phase=last.shown_phase if last else shown_job_phase(None, None),
                 best_batch_size=best,
                 best_power_limit_w=reader.last_limit(v.pk, best),
                 observed=observed.get(v.pk),

@@ -53,7 +53,8 @@ import) documents their fields from the attribute docstrings."""
 @dataclass(frozen=True)
 class DefaultEstimate:
     """What one run of the Default configuration (b0 at the maximum power limit) costs,
-    estimated from this job's successful runs of b0, scaled to the maximum limit with b0's
+    estimated from this job's runs of b0 that ran to their end (``store.state.RAN_TO_ITS_END``:
+    the target, or max_epochs), scaled to the maximum limit with b0's
     power profile where it has both limits (``scaled_runs`` of ``runs``)."""
 
     __pydantic_config__: ClassVar[dict[str, Any]] = DOCUMENTED
@@ -66,7 +67,7 @@ class DefaultEstimate:
     time_s: float
     """Per run."""
     runs: int
-    """Successful runs of b0 averaged."""
+    """Runs of b0 averaged: those that ran to their end."""
     scaled_runs: int
     """Of those, the runs scaled to the maximum limit (the others count as measured)."""
     cost: float | None = None
@@ -142,7 +143,8 @@ class JobSummary(JobTotals):
     versions: tuple[int, ...]
     phase: str
     """pruning, sampling, infeasible (no size left in play: runs fall back to the best known
-    size, as without Zeus), or the last decision's phase for other policies."""
+    size, as without Zeus), as the policy recorded it after the latest try; the last
+    decision's phase for other policies and older stores (``LatestTry.shown_phase``)."""
     best_batch_size: int | None
     best_power_limit_w: int | None
     observed: TrainingFigures | None = None
@@ -187,6 +189,10 @@ class RunRecord(TrainingFigures):
     (a size's first run on another GPU model), exploit (exploring would have gone over the
     exploration budget: the best known size ran) or fallback (no size left in play: trained
     as without Zeus)."""
+    job_phase: str | None = None
+    """Where the job stood after the run, as its policy reckons it: pruning, sampling or
+    infeasible (``domain.phases.shown_job_phase``: the latest run's is the job's phase on
+    every surface); None for other policies, older stores, and a try taken late."""
     measurement: MeasurementKind
     """measured (a real GPU), replayed (the paper's traces) or simulated (a power model)."""
     gpu_model: str

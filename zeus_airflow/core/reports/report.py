@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar, Protocol
 
 from zeus_airflow.core.carbon.accounting import ShiftSaving, shift_savings
+from zeus_airflow.core.domain.phases import falls_back
 from zeus_airflow.core.reports.arms import upcoming_batch_size
 from zeus_airflow.core.reports.default import default_emissions_g
 from zeus_airflow.core.reports.jobs import current, summaries
@@ -81,8 +82,10 @@ class JobReport:
     finished_runs: int
     """Runs with a finished try: the runs Default is counted for."""
     phase: str
-    """pruning, sampling, infeasible (no size left in play: runs fall back to the best
-    known size), or the last decision's phase for other policies."""
+    """pruning, sampling or infeasible (no size left in play: runs fall back to the best
+    known size), as the policy recorded it after the latest try (``domain.phases.
+    shown_job_phase``: the fleet page and the job page show the same); the last decision's
+    phase for other policies and older stores; pruning before any try."""
     next_phase: str
     """What the next run most likely does: pruning (the walk's next size), exploit (the
     best known size, as that step would not fit in the exploration budget), sampling, or
@@ -106,8 +109,9 @@ class JobReport:
     saved_time_fraction: float | None
     cost: float
     default_cost: float | None
-    """The mean of what the default batch size's successful runs' steps would have cost at
-    the maximum limit, times ``finished_runs``."""
+    """The mean of what the default batch size's runs that ran to their end reckoned their
+    steps would have cost at the maximum limit, times ``finished_runs``: Default's cost. Not
+    the sum of the tries' ``default_cost`` (``runs``), which prices each try's own steps."""
     saved_cost_fraction: float | None
     emissions_g: float | None
     """The runs with carbon figures; None when none has them (no carbon_zone)."""
@@ -146,7 +150,7 @@ class JobReport:
             best_power_limit_w=s.best_power_limit_w,
             last_run_at=last.started_at if last else None,
             last_status=last.status if last else None,
-            fallback=s.phase == "infeasible" or bool(last and last.phase == "fallback"),
+            fallback=falls_back(s.phase, last.phase if last else None),
             energy_j=s.energy_j,
             default_energy_j=s.default_energy_j,
             saved_energy_fraction=s.saved_energy_fraction,

@@ -45,7 +45,7 @@ class RunCount(NamedTuple):
 
 
 class DefaultRuns(NamedTuple):
-    """A version's successful runs of b0 at one GPU setup and limit, added up."""
+    """A version's runs of b0 that ran to their end at one GPU setup and limit, added up."""
 
     job_pk: int
     power_limit_w: int
