@@ -94,6 +94,14 @@ def test_the_saving_is_measured_energy_against_defaults_expectation() -> None:
     assert f"b={default.batch_size} at {default.power_limit_w} W" in report
 
 
+def test_a_demo_whose_runs_all_failed_says_so_rather_than_divide_by_zero() -> None:
+    failed = [{"energy_j": None}] * 2
+    report = energy_report(
+        {"device": "replay:v100:librispeech", "eta": 0.5, "runs": failed}, TRACES
+    )
+    assert "No run of librispeech finished" in report
+
+
 @pytest.mark.parametrize(
     ("args", "named"),
     [

@@ -141,6 +141,8 @@ def energy_report(results: dict[str, Any], traces: Path) -> str:
     default = default_configuration(trace, results["eta"])
     best = oracle(trace, results["eta"])
     energies = [run["energy_j"] for run in results["runs"] if run["energy_j"] is not None]
+    if not energies:  # every run failed: their errors are above, there is nothing to compare
+        return f"\nNo run of {spec.workload} finished: no energy to compare with Default."
     whole = Saving(len(energies), sum(energies), len(energies) * default.energy_j)
     last = Saving(
         min(LAST_RUNS, len(energies)),
