@@ -103,6 +103,20 @@ def test_equal_intensities_cut_at_odd_edges_are_no_saving(
     assert plan.delay_s == 0 and "beat starting now" in plan.reason, plan.reason
 
 
+def test_a_forecast_one_value_over_a_span_plans_with_that_value_exactly() -> None:
+    """Issue 37: a forecast every 10 s, 800 g until a clean slot; a plan made at an odd
+    instant stored 800.0000000000002 g/kWh as the intensity of starting at once, which a
+    run's time-shift saving is reckoned from."""
+    points = [
+        GridPoint(T0 + i * timedelta(seconds=10), T0 + (i + 1) * timedelta(seconds=10), g, "file")
+        for i, g in enumerate([800.0] * 9 + [100.0] * 51)
+    ]
+    now = T0 + timedelta(microseconds=15838)
+    plan = plan_start(now, now + timedelta(minutes=10), ExpectedRun(20.0, None, "x"), points)
+    assert plan.delay_s > 0
+    assert (plan.now_intensity_g_per_kwh, plan.intensity_g_per_kwh) == (800.0, 100.0)
+
+
 def test_cost_and_mix_objectives_use_the_price() -> None:
     forecast = hourly([100, 500, 500], prices=[90.0, 10.0, 90.0])
     run = ExpectedRun(3600.0, KWH, "x")

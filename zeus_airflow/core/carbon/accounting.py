@@ -21,6 +21,7 @@ from zeus_airflow.core.carbon.signal import (
     Provenance,
     SourceError,
     clip,
+    weighted_mean,
     worst_provenance,
 )
 from zeus_airflow.core.common.units import J_PER_KWH
@@ -110,11 +111,11 @@ def span_emissions(
     total_s = sum(w for _, w in weights)
     if total_s <= 0:
         raise SourceError(f"no carbon intensity covers {start.isoformat()}..{end.isoformat()}")
-    intensity = _weighted_mean([(p.intensity_g_per_kwh, w) for p, w in weights])
+    intensity = weighted_mean([(p.intensity_g_per_kwh, w) for p, w in weights])
     kwh = energy_j / J_PER_KWH
     priced = all(p.price_per_mwh is not None for p, _ in weights)
     cost = (
-        kwh / 1000.0 * _weighted_mean([(p.price_per_mwh or 0.0, w) for p, w in weights])
+        kwh / 1000.0 * weighted_mean([(p.price_per_mwh or 0.0, w) for p, w in weights])
         if priced
         else None
     )
@@ -123,15 +124,6 @@ def span_emissions(
     return Emissions(
         zone, energy_j, start, end, kwh * intensity, intensity, cost, provenance, "; ".join(notes)
     )
-
-
-def _weighted_mean(values: Sequence[tuple[float, float]]) -> float:
-    """Mean of (value, weight) pairs; a value all of them share, exactly (a fixed 250 g/kWh
-    over a span of odd length must read 250, not 249.99999999999997)."""
-    distinct = {value for value, _ in values}
-    if len(distinct) == 1:
-        return distinct.pop()
-    return sum(value * weight for value, weight in values) / sum(w for _, w in values)
 
 
 def run_emissions(

@@ -20,7 +20,12 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from zeus_airflow.core.carbon.csvtrace import parse_time
-from zeus_airflow.core.carbon.signal import GridPoint, covered_s, worst_provenance
+from zeus_airflow.core.carbon.signal import (
+    GridPoint,
+    covered_s,
+    weighted_mean,
+    worst_provenance,
+)
 from zeus_airflow.core.common.units import J_PER_KWH, show_time
 
 Objective = Literal["emissions", "cost", "mix"]
@@ -130,9 +135,10 @@ def start_now(
 
 
 def _mean(points: Sequence[GridPoint], start: datetime, end: datetime, field: str) -> float | None:
-    """Time-weighted mean of a field over ``[start, end)``, over the covered part only;
-    None if nothing covers it or a covering point lacks the field."""
-    total, weight = 0.0, 0.0
+    """Time-weighted mean of a field over ``[start, end)``, over the covered part only (a
+    value every covering point shares, exactly: ``signal.weighted_mean``); None if nothing
+    covers it or a covering point lacks the field."""
+    values: list[tuple[float, float]] = []
     for p in points:
         w = p.overlap_s(start, end)
         if w <= 0:
@@ -140,9 +146,8 @@ def _mean(points: Sequence[GridPoint], start: datetime, end: datetime, field: st
         value = getattr(p, field)
         if value is None:
             return None
-        total += value * w
-        weight += w
-    return total / weight if weight > 0 else None
+        values.append((value, w))
+    return weighted_mean(values) if values else None
 
 
 def plan_start(

@@ -69,6 +69,16 @@ def covered_s(points: Sequence[GridPoint], start: datetime, end: datetime) -> fl
     return sum(p.overlap_s(start, end) for p in points)
 
 
+def weighted_mean(values: Sequence[tuple[float, float]]) -> float:
+    """Mean of (value, weight) pairs, weights positive; a value all of them share, exactly (a
+    fixed 250 g/kWh over a span of odd length must read 250, not 249.99999999999997): the
+    accounting's and the planner's means alike."""
+    distinct = {value for value, _ in values}
+    if len(distinct) == 1:
+        return distinct.pop()
+    return sum(value * weight for value, weight in values) / sum(w for _, w in values)
+
+
 def clip(points: Sequence[GridPoint], start: datetime, end: datetime) -> list[GridPoint]:
     """The points that overlap ``[start, end)``, sorted, later sources never overlapping
     earlier ones (the first answer for an instant wins)."""
