@@ -84,9 +84,18 @@ def test_phase_savings_budget_and_start_delay_agree_on_every_surface(
     client: TestClient, filled: tuple[str, Published], capsys: pytest.CaptureFixture[str]
 ) -> None:
     url, published = filled
-    report = {j["job_id"]: j for j in _cli_json(capsys, "report", "--db", url)["jobs"]}
+    reported_fleet = _cli_json(capsys, "report", "--db", url)
+    report = {j["job_id"]: j for j in reported_fleet["jobs"]}
     tries = _cli_json(capsys, "runs", "--db", url)
-    fleet = _fleet_rows(client.get("/jobs").text)
+    fleet_page = client.get("/jobs").text
+    fleet = _fleet_rows(fleet_page)
+    totals = reported_fleet["fleet"]
+    # The Jobs card counts the jobs the report counts as still pruning and falling back.
+    assert (
+        f"{totals['learning_jobs']} pruning · {totals['falling_back_jobs']} falling back"
+        in html.unescape(fleet_page)
+    )
+    assert totals["learning_jobs"] == sum(j["phase"] == "pruning" for j in report.values())
     header = ["Job", "DAG / task", "Figures", "Runs", "Phase", "Last run", "Budget left"]
     phases_seen: set[str] = set()
     budgets_seen: list[float | None] = []
