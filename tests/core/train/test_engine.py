@@ -325,3 +325,21 @@ def test_a_baseline_records_no_job_phase(cifar: WorkloadTrace) -> None:
     with store.reader() as reader:
         latest = reader.latest_tries([result.job.id])[result.job.id]
     assert (latest.job_phase, latest.shown_phase) == (None, "default")
+
+
+def test_a_phase_that_cannot_be_had_fails_no_run(
+    cifar: WorkloadTrace, caplog: pytest.LogCaptureFixture
+) -> None:
+    class Mute(ZeusPolicy):
+        def job_phase(self, snapshot: JobSnapshot) -> str | None:
+            raise RuntimeError("no phase today")
+
+    store, gpu = SQLStore.in_memory(), ReplayGPU(cifar)
+    engine = Engine(store, gpu, config_for(cifar), Mute(), seed=2, heartbeat_s=None)
+    result = engine.run_recurrence(ReplayTraining(gpu, seed=2), RecurrenceKey("day0"))
+    assert result.reached_target and result.job_phase is None
+    assert "could not record the job's phase after this try (RuntimeError: no phase today)" in (
+        caplog.text
+    )
+    [trial] = list_trials(store)
+    assert (trial.status, trial.job_phase) == ("succeeded", None)

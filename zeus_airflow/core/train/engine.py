@@ -332,8 +332,9 @@ class Engine:
         """``report`` with where the job stands now that its try is recorded, as the policy
         reckons it, written beside the try: the fleet page, the job page, the report and the
         XComs all show this one figure, and none of them replays the job's history to get
-        it. Best effort, as the try's own result: a store that fails leaves the job's
-        earlier phase shown, and fails nothing."""
+        it. Best effort: the run has trained its model, and a figure for people never fails
+        it (a store that fails, or a policy that cannot say, leaves the job's earlier phase
+        shown, with a warning)."""
         if any(p.trial_id == report.trial_id for p in self.unrecorded):
             return report  # in the outbox: the store does not hold the try yet
         try:
@@ -342,8 +343,13 @@ class Engine:
             phase = self.policy.job_phase(job_snapshot(state))
             if phase is not None:
                 self.store.record_job_phase(report.trial_id, phase)
-        except StoreError as err:
-            self.log.warning("could not record the job's phase after this try: %s", err)
+        except Exception as err:  # StoreError most often; never the run's failure
+            self.log.warning(
+                "could not record the job's phase after this try (%s: %s); the job's pages "
+                "show its earlier one until a later try records it",
+                type(err).__name__,
+                err,
+            )
             return report
         return replace(report, job_phase=phase)
 
