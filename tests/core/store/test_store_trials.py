@@ -78,6 +78,7 @@ class Fixed:
     """A policy that always decides the same (phase and batch size chosen by the test)."""
 
     name = "fixed"
+    has_job_phase = False
 
     def __init__(self, batch_size: int, phase: str) -> None:
         self.decision = Decision(batch_size, phase)  # type: ignore[arg-type]

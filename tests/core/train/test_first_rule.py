@@ -318,6 +318,7 @@ def test_a_missed_target_trains_a_model_and_is_no_error() -> None:
 # --- leases follow heartbeats -------------------------------------------------------------------
 class Pinned:
     name = "pinned"
+    has_job_phase = False
 
     def decide(self, snapshot: Any, rng: Any) -> Decision:
         return Decision(BATCH_SIZE, "sampling")

@@ -29,7 +29,6 @@ from zeus_airflow.core.carbon.signal import (
 from zeus_airflow.core.common.units import J_PER_KWH, show_time
 
 Objective = Literal["emissions", "cost", "mix"]
-OBJECTIVES: tuple[str, ...] = ("emissions", "cost", "mix")
 MIN_SAVING = 0.02
 """Wait only for at least 2 % less of the objective: forecasts are not that precise."""
 MIN_DELAY = timedelta(seconds=5)

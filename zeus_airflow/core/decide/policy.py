@@ -18,7 +18,6 @@ from typing import Protocol
 
 import numpy as np
 
-from zeus_airflow.core.decide import in_play as play
 from zeus_airflow.core.decide.best import (
     NoFeasibleBatchSizeError,
     best_known,
@@ -29,6 +28,7 @@ from zeus_airflow.core.decide.best import (
 )
 from zeus_airflow.core.decide.exploring import within_budget
 from zeus_airflow.core.decide.in_play import infeasibility_report, sizes_in_play
+from zeus_airflow.core.decide.in_play import job_phase as zeus_job_phase
 from zeus_airflow.core.decide.parameters import DEFAULT_PARAMETERS, PolicyParameters
 from zeus_airflow.core.decide.sampling import thompson_sample
 from zeus_airflow.core.decide.walk import HistoryOutOfOrderError, walk_order, walk_state
@@ -37,6 +37,9 @@ from zeus_airflow.core.domain import ArmStats, Decision, JobSnapshot, Phase
 
 class Policy(Protocol):
     name: str
+    has_job_phase: bool
+    """Whether :meth:`job_phase` says anything: only then does the engine read the job's
+    state after each try to record it."""
 
     def decide(self, snapshot: JobSnapshot, rng: np.random.Generator) -> Decision: ...
 
@@ -55,6 +58,7 @@ class ZeusPolicy:
     """
 
     name = "zeus"
+    has_job_phase = True
 
     def __init__(
         self, fallback: bool = True, params: PolicyParameters = DEFAULT_PARAMETERS
@@ -69,7 +73,7 @@ class ZeusPolicy:
         """``pruning``, ``sampling`` or ``infeasible`` (no size in play: runs fall back);
         None on a history another policy wrote (the simulator's baselines)."""
         try:
-            return play.job_phase(snapshot, self.params)[0]
+            return zeus_job_phase(snapshot, self.params)[0]
         except HistoryOutOfOrderError:
             return None
 
@@ -140,6 +144,7 @@ class DefaultPolicy:
     """Baseline: the default batch size at the maximum power limit, every time."""
 
     name = "default"
+    has_job_phase = False
 
     def decide(self, snapshot: JobSnapshot, rng: np.random.Generator) -> Decision:
         limit = max(snapshot.power_limits_w) if snapshot.power_limits_w else None
@@ -157,6 +162,7 @@ class GridSearchPolicy:
     order (a size that fails ends its direction), then the cheapest pair seen, for good."""
 
     name = "grid"
+    has_job_phase = False
 
     def decide(self, snapshot: JobSnapshot, rng: np.random.Generator) -> Decision:
         config, limits = snapshot.config, snapshot.power_limits_w

@@ -7,7 +7,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from zeus_airflow.core.common.config import JobConfig
 from zeus_airflow.core.decide.exploring import estimated_cost
@@ -81,8 +81,6 @@ class _Replay:
     """A held size's cost at its most favourable: the walk comes back to the lowest first."""
     at: int = 0
     """Steps of ``history`` replayed so far."""
-    costs: dict[int, list[float]] = field(default_factory=dict)
-    """The successful steps' costs so far, per size."""
 
     def take(self, batch_size: int) -> ExplorationStep | None:
         """The history's next step, which must be ``batch_size``'s; None past its end."""
@@ -142,7 +140,7 @@ def pruning_state(
     sizes, start = config.batch_sizes, config.default_batch_size
     judge = config.window_size is None  # see cannot_win
     replay = _Replay(history, deferred, order)
-    costs = replay.costs
+    costs: dict[int, list[float]] = {}  # the successful steps' costs so far, per size
     for round_number in range(1, params.pruning_rounds + 1):
         outcome: dict[int, bool] = {}
         admit = (

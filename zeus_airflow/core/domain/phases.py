@@ -44,7 +44,7 @@ def shown_job_phase(job_phase: str | None, decision_phase: str | None) -> str:
     return job_phase or decision_phase or "pruning"
 
 
-def falls_back(job_phase: str | None, decision_phase: str | None) -> bool:
-    """Whether the job's runs fall back to the best known size: no size is in play, or its
-    latest decision fell back."""
-    return job_phase == "infeasible" or decision_phase == "fallback"
+def falls_back(shown_phase: str, decision_phase: str | None) -> bool:
+    """Whether the job's runs fall back to the best known size: its phase
+    (:func:`shown_job_phase`) says no size is in play, or its latest decision fell back."""
+    return shown_phase == "infeasible" or decision_phase == "fallback"

@@ -14,8 +14,7 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
-from zeus_airflow.core.domain.phases import shown_job_phase
-from zeus_airflow.core.reports.jobs import totals
+from zeus_airflow.core.reports.jobs import job_phase_of, totals
 from zeus_airflow.core.reports.records import JobTotals, Version
 from zeus_airflow.core.reports.report import SHIFT_FIGURES, Emissions, measurement_label, shifted
 from zeus_airflow.core.reports.runs import runs
@@ -41,7 +40,7 @@ class FleetJob:
     @property
     def phase(self) -> str:
         """The job's phase (``domain.phases.shown_job_phase``)."""
-        return self.last.shown_phase if self.last else shown_job_phase(None, None)
+        return job_phase_of(self.last)
 
     @property
     def fallback(self) -> bool:

@@ -13,7 +13,7 @@ from zeus_airflow.core.reports.arms import arms, best_batch_size, profile_points
 from zeus_airflow.core.reports.default import default_estimates
 from zeus_airflow.core.reports.records import JobDetail, JobSummary, JobTotals, Version
 from zeus_airflow.core.reports.runs import runs
-from zeus_airflow.core.store.reads import Reader
+from zeus_airflow.core.store.reads import LatestTry, Reader
 
 
 def current(history: Sequence[Version]) -> Version:
@@ -56,6 +56,12 @@ def totals(
     return result
 
 
+def job_phase_of(last: LatestTry | None) -> str:
+    """The phase every surface shows for a version whose latest try is ``last``
+    (``domain.phases.shown_job_phase``; None: no try yet)."""
+    return last.shown_phase if last else shown_job_phase(None, None)
+
+
 def summaries(
     reader: Reader,
     chosen: Sequence[Version],
@@ -73,7 +79,7 @@ def summaries(
             JobSummary(
                 **{f.name: getattr(summed[v.pk], f.name) for f in fields(JobTotals)},
                 versions=tuple(h.version for h in history[v.job_id]),
-                phase=last.shown_phase if last else shown_job_phase(None, None),
+                phase=job_phase_of(last),
                 best_batch_size=best,
                 best_power_limit_w=reader.last_limit(v.pk, best),
                 observed=observed.get(v.pk),

@@ -49,6 +49,7 @@ from zeus_airflow.core.domain import (
     RecurrenceKey,
     RefusedResult,
     RunOutcome,
+    SliceInProgress,
     TrainingFigures,
     counts_as_observation,
     outcome_problem,
@@ -335,6 +336,8 @@ class Engine:
         it. Best effort: the run has trained its model, and a figure for people never fails
         it (a store that fails, or a policy that cannot say, leaves the job's earlier phase
         shown, with a warning)."""
+        if not self.policy.has_job_phase:
+            return report  # a baseline: nothing to read the job's state for
         if any(p.trial_id == report.trial_id for p in self.unrecorded):
             return report  # in the outbox: the store does not hold the try yet
         try:
@@ -397,10 +400,10 @@ class Engine:
         self._say_try(attempt, decision)
         profile = self._profile_for(job, decision)
         # Read before training moves it on: what the store held of this profile.
-        stored = (len(profile.measurements), profile.partial)
+        stored = _profile_mark(profile)
         began = datetime.now(UTC)  # the span of a result the store cannot take (outbox)
         trial = _Try(job, key, trial_id, attempt, decision, began)
-        run, value, outcome = self._train(trial, profile, train)
+        run, value, outcome = self._train(trial, profile, stored, train)
         report = self._judge(trial, run, value, outcome)
         if decision.power_limit_w is not None:  # a baseline's fixed limit: no profile
             return report, value
@@ -412,7 +415,7 @@ class Engine:
                     progress,
                     self.config.profiler,
                     first=stored == (0, None),
-                    progressed=stored != (len(profile.measurements), profile.partial),
+                    progressed=stored != _profile_mark(profile),
                 )
             )
         return replace(report, profile_progress=progress), value
@@ -438,13 +441,13 @@ class Engine:
         )
 
     def _train(
-        self, trial: _Try, profile: PowerProfile, train: TrainFunction
+        self, trial: _Try, profile: PowerProfile, stored: ProfileMark, train: TrainFunction
     ) -> tuple[TrainingRun, Any, RunOutcome]:
         """Run the train function on the GPUs; an exception is recorded (an invalid try, or
         an error that does not count against its size) and raised. The profile is saved
-        whatever happens, when the try measured some of it."""
+        whatever happens, when the try measured some of it (``stored``: what the store held
+        of it before)."""
         decision = trial.decision
-        profiled_before = (len(profile.measurements), profile.partial)
         measured: RunOutcome | None = None
         try:
             with self._open_run(decision, profile) as run:
@@ -471,10 +474,7 @@ class Engine:
         finally:
             # A slice in progress counts as progress too: short runs finish slices over
             # several runs only if each keeps what it measured.
-            if (
-                decision.power_limit_w is None
-                and (len(profile.measurements), profile.partial) != profiled_before
-            ):
+            if decision.power_limit_w is None and _profile_mark(profile) != stored:
                 self.store.save_profile(trial.job, profile)
         return run, value, outcome
 
@@ -689,6 +689,14 @@ def _say_late(result: PendingResult, done: LateRecord, log: logging.Logger) -> N
         )
     else:  # drained before: recorded once at most
         log.info("trial %d has its result already (%s)", result.trial_id, done.status)
+
+
+ProfileMark = tuple[int, SliceInProgress | None]
+"""How far a power profile is: limits measured, and the slice in progress."""
+
+
+def _profile_mark(profile: PowerProfile) -> ProfileMark:
+    return len(profile.measurements), profile.partial
 
 
 def _implausible(outcome: RunOutcome) -> str | None:

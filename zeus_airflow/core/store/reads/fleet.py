@@ -36,7 +36,7 @@ class LatestTry(NamedTuple):
     @property
     def falls_back(self) -> bool:
         """Whether the job's runs fall back (``domain.phases.falls_back``)."""
-        return falls_back(self.job_phase, self.phase)
+        return falls_back(self.shown_phase, self.phase)
 
 
 PERIODS = (

@@ -63,7 +63,7 @@ class DefaultRuns(NamedTuple):
 
 def _read_as(name: str) -> Any:
     """A column as the reports read it: a try figure outside its declared bounds (NULL, NaN,
-    1e308, a negative cost) as NULL, missing (``snapshot.known``); others as stored."""
+    1e308, a negative cost) as NULL, missing (``store.state.known``); others as stored."""
     figure = FIGURES.get(name)
     if figure is None or figure.bounds is None:
         return trials.c[name]
