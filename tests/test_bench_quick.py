@@ -56,6 +56,7 @@ QUICK: dict[str, Quick] = {
         ("--quick", "--output", "{out}"), "| v100 | cifar100 |", (".md", ".csv")
     ),
     # Through Airflow's real servers: two daily runs, a few minutes on two busy cores.
+    "savings_intervals.py": Quick(("--quick",), "observe-mode job within noise: True"),
     "short_dag.py": Quick(
         ("--quick", "--output", "{out}"), "zeus-airflow report", (".md", ".csv"), timeout_s=600
     ),

@@ -23,7 +23,11 @@ from fixtures_fleet import CARBON_JOB, MAPPED_JOBS, SHORT_JOB, Published, fill_f
 from fixtures_ui import app_client
 
 from zeus_airflow.cli import main
-from zeus_airflow.core.common.units import show_emissions, show_saved_share
+from zeus_airflow.core.common.units import (
+    show_emissions,
+    show_saved_interval,
+    show_saved_share,
+)
 from zeus_airflow.core.store.sql import SQLStore
 from zeus_airflow.operators.summary import carbon_xcom_values, xcom_values
 
@@ -134,8 +138,9 @@ def test_phase_savings_budget_and_start_delay_agree_on_every_surface(
         if saved is None:
             assert "no estimate yet" in row.get("Energy", "") + fleet[job_id][8]
         else:
-            shown = show_saved_share(saved)
-            assert f"({shown})" in fleet[job_id][8], (job_id, fleet[job_id])
+            # With its 95 % interval from the runs' own spread, the same on both pages.
+            shown = show_saved_interval(saved, reported["saved_energy_margin"], say_noise=False)
+            assert f"({shown}" in fleet[job_id][8], (job_id, fleet[job_id])
             assert shown in _text(page[page.index('id="saved"') :][:600])
             assert api["job"]["energy_j"] == pytest.approx(reported["energy_j"])
 
@@ -167,3 +172,68 @@ def test_time_shift_savings_agree_between_the_report_and_the_job_page(
         f"shifting starts saved {show_emissions(reported['shift_saved_emissions_g'])} ({shown}"
         in (capsys.readouterr().out)
     )
+
+
+def test_every_saving_and_every_published_record_compares_with_one_default(
+    client: TestClient, filled: tuple[str, Published], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One Default estimate per job (``reports.default``): the report's energy, time and
+    cost against Default are that estimate times the finished runs; its cost is the job's
+    cost formula on its energy and time (issue 47: the short job's Default said 379 J and
+    2.04 s but cost 260.9, where the formula gives 445); each run's published record
+    (OpenLineage's facet, MLflow's metrics, an Asset event's extra: one record) saves against
+    the same estimate, and the runs' savings add up to the report's (issue 47: MLflow's
+    ``saved_energy_j`` 167.7 where the report said 0 %)."""
+    from zeus_airflow.core.common.cost import zeus_cost
+    from zeus_airflow.core.domain import RecurrenceKey
+    from zeus_airflow.integrations.mlflow import PREFIX, split
+    from zeus_airflow.integrations.openlineage import FACET_NAME, run_facets
+    from zeus_airflow.integrations.published import record, stored_record
+
+    url, published = filled
+    reported = {j["job_id"]: j for j in _cli_json(capsys, "report", "--db", url)["jobs"]}
+    store = SQLStore(url)
+    compared = 0
+    for job_id in JOBS:
+        job = reported[job_id]
+        estimate = client.get(f"/api/jobs/{quote(job_id)}").json()["job"]["default_estimate"]
+        n = job["finished_runs"]
+        assert estimate is not None and n > 0, job_id
+        # The report's Default figures: the estimate per run, times the finished runs.
+        for figure in ("energy_j", "time_s", "cost"):
+            assert job[f"default_{figure}"] == pytest.approx(estimate[figure] * n), figure
+        # Its cost: the job's formula on its energy and time (V100: 250 W; eta 0.5).
+        (result, _), *_ = published[job_id]
+        config = result.job.config
+        assert estimate["cost"] == pytest.approx(
+            zeus_cost(estimate["energy_j"], estimate["time_s"], config.eta, 250.0)
+        )
+        # Each run's record, as the store holds it now: the same Default.
+        saved = {"saved_energy_j": 0.0, "saved_time_s": 0.0, "saved_cost": 0.0}
+        shown = client.get(f"/api/jobs/{quote(job_id)}/runs?per_page=50").json()["runs"]
+        assert len(shown) == len(published[job_id])
+        for run in (r["run"] for r in shown):
+            key = RecurrenceKey(
+                run["run_id"], run["dag_id"], run["task_id"], run["map_index"], run["try_number"]
+            )
+            values = stored_record(store, job_id, key)
+            assert values is not None
+            for name, total in saved.items():
+                figure = name.removeprefix("saved_")
+                assert values[name] == pytest.approx(estimate[figure] - values[figure])
+                saved[name] = total + values[name]
+        assert saved["saved_energy_j"] == pytest.approx(job["default_energy_j"] - job["energy_j"])
+        assert saved["saved_time_s"] == pytest.approx(job["default_time_s"] - job["time_s"])
+        assert saved["saved_cost"] == pytest.approx(job["default_cost"] - job["cost"])
+        # The latest run's record as the operator publishes it: the facet, MLflow, the Asset.
+        result, carbon = published[job_id][-1]
+        values = record(result, carbon, None, store)
+        assert values["saved_energy_j"] == pytest.approx(estimate["energy_j"] - result.energy_j)
+        assert values["saved_cost"] == pytest.approx(estimate["cost"] - result.cost)
+        facet = run_facets(values).run_facets[FACET_NAME]
+        metrics, _, _ = split(values)
+        for name in saved:
+            assert getattr(facet, name) == metrics[PREFIX + name] == values[name]
+        compared += 1
+    store.engine.dispose()
+    assert compared == len(JOBS)

@@ -16,6 +16,7 @@ from fixtures_store import job_config
 
 from zeus_airflow.cli import main
 from zeus_airflow.core import reports
+from zeus_airflow.core.common.cost import zeus_cost
 from zeus_airflow.core.common.traces import WorkloadTrace
 from zeus_airflow.core.devices.replay import ReplayGPU
 from zeus_airflow.core.domain import RecurrenceKey
@@ -155,9 +156,14 @@ def test_a_job_whose_default_runs_all_missed_the_target_still_has_a_default(
     b0_runs = [t for t in list_trials(sql_store) if t.batch_size == config.default_batch_size]
     assert {run.stop_reason for run in b0_runs} == {"max_epochs"}
     assert code == 0 and job["default_cost"] is not None and job["default_energy_j"] > 0
-    # Three recurrences, each b0's alone: Default's cost over them is those runs' own figures.
+    # Three recurrences, each b0's alone: Default's cost over them is the cost formula on
+    # Default's energy and time (one Default: V100, 250 W, eta 0.5), close to what the
+    # budget's books reckoned those runs would have cost at the maximum limit.
     assert job["runs"] == len(b0_runs) == 3
-    assert job["default_cost"] == pytest.approx(sum(run.default_cost for run in b0_runs))
+    assert job["default_cost"] == pytest.approx(
+        zeus_cost(job["default_energy_j"], job["default_time_s"], config.eta, 250.0)
+    )
+    assert job["default_cost"] == pytest.approx(sum(run.default_cost for run in b0_runs), rel=1e-3)
 
 
 # --- a store holding extreme figures (issue 35) ---------------------------------------------

@@ -75,6 +75,8 @@ def airflow_env(tmp_path: Path, airflow_db: Path, days: int, parallelism: int) -
             "ZEUS_TRACES_DIR": str(TRACES),
             "PYTHONPATH": path,
             "ZEUS_ACCEPTANCE_DAYS": str(days),
+            # The load and the setup delay must reach the measurements: the wall clock.
+            "ZEUS_SIMULATED_CLOCK": "wall",
         },
     )
 

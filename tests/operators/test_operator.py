@@ -114,8 +114,8 @@ def test_three_runs_leave_three_trials_and_their_xcoms(zeus_store_url: str) -> N
         )
         assert pushed["phase"] == ("pruning" if run is runs[0] else "exploit")
         assert pushed["default_cost"] > 0
-        # No reference before b0's first run has ended; a figure after it.
-        assert (pushed["budget_left_runs"] is None) == (run is runs[0])
+        # The first run, of b0 to its end, prices Default: a figure from it on (issue 47).
+        assert pushed["budget_left_runs"] is not None
         assert set(pushed["return_value"]) == {"epochs_to_target"}
         assert pushed["_link_ZeusJobLink"] == "/zeus/jobs/three_runs.train"
         shown = rendered_fields("three_runs", run.run_id, "train")
@@ -126,8 +126,8 @@ def test_three_runs_leave_three_trials_and_their_xcoms(zeus_store_url: str) -> N
         assert ("exploited: exploring was not worth what the budget could pay" in summary) == (
             run is not runs[0]
         )
-        if run is not runs[0]:  # the same figure as the XCom's
-            assert f"budget {pushed['budget_left_runs']:.1f} Default runs' worth left" in summary
+        # The same figure as the XCom's.
+        assert f"budget {pushed['budget_left_runs']:.1f} Default runs' worth left" in summary
         assert shown["job_id"] == "three_runs.train"
     # The walk starts at b0; each run saw the ones before it, and the budget keeps the next
     # ones at b0 until it can afford a new size's worst case.

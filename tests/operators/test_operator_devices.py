@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import time
 from pathlib import Path
 
 import pynvml
@@ -107,6 +108,32 @@ def test_simulated_time_and_energy_follow_the_power_curve(cifar: WorkloadTrace) 
     )
     assert slowdown > 1.4  # the curve has a real trade-off
     assert gpu.source == "summary_power_v100.csv, cifar100 at batch size 1024"
+
+
+def test_simulated_time_is_the_processs_own_work_not_the_hosts_wall_clock(
+    cifar: WorkloadTrace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Waiting (another process's load, a sleep) is no GPU time; work is. The wall clock,
+    with its noise, is an explicit choice."""
+    gpu = SimulatedGPU(cifar)
+    start = gpu.now_s()
+    time.sleep(0.3)
+    waited = gpu.now_s() - start
+    busy_until = time.process_time() + 0.2
+    while time.process_time() < busy_until:
+        pass
+    worked = gpu.now_s() - start - waited
+    assert waited < 0.05 and worked >= 0.2
+    monkeypatch.setenv("ZEUS_SIMULATED_CLOCK", "wall")
+    for wall in (SimulatedGPU(cifar, clock=time.monotonic), SimulatedGPU(cifar)):
+        start = wall.now_s()
+        time.sleep(0.3)
+        assert wall.now_s() - start >= 0.3
+    monkeypatch.setenv("ZEUS_SIMULATED_CLOCK", "gpu")
+    with pytest.raises(
+        DeviceError, match="ZEUS_SIMULATED_CLOCK='gpu' is invalid: expected one of cpu, wall"
+    ):
+        SimulatedGPU(cifar)
 
 
 def test_simulated_limits_are_checked(cifar: WorkloadTrace) -> None:

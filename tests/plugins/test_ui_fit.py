@@ -51,14 +51,16 @@ def test_a_saving_below_the_resolution_reads_as_zero_in_neutral_colour(
     others keep their sign and colour."""
     fleet = client.get("/jobs").text
     row = _row(fleet, EVEN_JOB)
-    assert '<span class="even">0 J</span> <span class="muted">(0 %)</span>' in row
-    assert '<span class="even">0 %</span>' in row  # the cost saved
+    # With its 95 % interval, and said to be within it.
+    assert '<span class="even">0 J</span> <span class="muted">(0 % ± ' in row and "≈0" in row
+    assert '<span class="even">0 % ± ' in row  # the cost saved
     assert not re.search(r"\de-1\d", fleet)  # float noise (1e-14 J)
     assert "-0.0 %" not in fleet and "0.0 %" not in row
     assert '<span class="saved">' in _row(fleet, CARBON_JOB)
     job = client.get(f"/jobs/{EVEN_JOB}").text
     card = job.split('id="saved"', 1)[1].split("</div></div>", 1)[0]
-    assert '<div class="value even">0 J</div>' in card and "0 kWh · 0 % of Default" in card
+    assert '<div class="value even">0 J</div>' in card and "0 kWh · 0 % ± " in card
+    assert "of Default (not distinguishable from 0)" in card
     assert not re.search(r"\de-1\d", job)
 
 

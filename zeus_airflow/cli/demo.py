@@ -4,12 +4,11 @@
 2. the DAG ``zeus_replay_daily`` run for ``--days`` consecutive daily logical dates, one
    ``dag.test()`` per day (see ``demo_runs.py`` and docs/operator.md for why not a backfill);
 3. the store's per-try table (``zeus-airflow runs``) and the job's report against Default's
-   estimate (``zeus-airflow report``), then the energy saved against the Default
-   configuration's expectation from the traces, and how to open the UI.
+   estimate (``zeus-airflow report``), then the report's headline (what the job saved, with
+   each saving's 95 % interval), and how to open the UI.
 
-Default's energy is the traces' expectation for b0 at the maximum limit (mean epochs to
-target over the traced seeds x energy per epoch), the same figure ``zeus-airflow simulate``
-compares against; Zeus's is what the runs used on the replay GPU (replayed, not measured).
+One Default for every saving: the job's own estimate, the one every surface compares with
+(``core/reports/default.py``); the figures are replayed, not measured.
 """
 
 from __future__ import annotations
@@ -20,35 +19,18 @@ import os
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
+import textwrap
 from pathlib import Path
-from typing import Any
 
 import zeus_airflow
 from zeus_airflow.cli.demo_runs import DAG_ID, TASK_ID
 from zeus_airflow.cli.options import TRACES_HELP
 from zeus_airflow.core.common.config import ConfigError
 from zeus_airflow.core.common.naming import default_job_id, job_url
-from zeus_airflow.core.common.traces import load_workload_trace
-from zeus_airflow.core.devices.spec import TRACES_ENV, parse_device, resolve_traces_dir
-from zeus_airflow.sim.simulator import default_configuration, oracle
+from zeus_airflow.core.devices.spec import TRACES_ENV, resolve_traces_dir
 
 DEFAULT_DAYS = 60
 LOCAL_HOME = ".airflow"
-LAST_RUNS = 10
-
-
-@dataclass(frozen=True)
-class Saving:
-    """Zeus's replayed energy over some runs against Default's expected energy, in J."""
-
-    runs: int
-    zeus_energy_j: float
-    default_energy_j: float
-
-    @property
-    def fraction(self) -> float:
-        return 1.0 - self.zeus_energy_j / self.default_energy_j
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -105,14 +87,13 @@ def _demo(args: argparse.Namespace) -> int:
         )
         if not results_file.exists():
             return done.returncode or 1
-        results = json.loads(results_file.read_text())
     job_id = default_job_id(DAG_ID, TASK_ID)
     for command in (["runs", "--job", job_id], ["report", "--job", job_id]):
         print(f"\n$ zeus-airflow {' '.join(command)}", flush=True)
         subprocess.run(
             [sys.executable, "-P", "-m", "zeus_airflow.cli", *command], env=env, check=False
         )
-    print(energy_report(results, traces))
+    print(report_headline(env, job_id))
     print(ui_instructions(home, dags, traces, job_id))
     return done.returncode
 
@@ -134,36 +115,33 @@ def demo_environment(home: Path, dags: Path, traces: Path) -> dict[str, str]:
     return env
 
 
-def energy_report(results: dict[str, Any], traces: Path) -> str:
-    """What Zeus saved against Default over the runs made, and over the last ones."""
-    spec = parse_device(results["device"])
-    trace = load_workload_trace(traces, spec.gpu, spec.workload)
-    default = default_configuration(trace, results["eta"])
-    best = oracle(trace, results["eta"])
-    energies = [run["energy_j"] for run in results["runs"] if run["energy_j"] is not None]
-    if not energies:  # every run failed: their errors are above, there is nothing to compare
-        return f"\nNo run of {spec.workload} finished: no energy to compare with Default."
-    whole = Saving(len(energies), sum(energies), len(energies) * default.energy_j)
-    last = Saving(
-        min(LAST_RUNS, len(energies)),
-        sum(energies[-LAST_RUNS:]),
-        min(LAST_RUNS, len(energies)) * default.energy_j,
-    )
-    best_saves = 1 - best.energy_j / default.energy_j
-    return "\n".join(
+def report_headline(env: dict[str, str], job_id: str) -> str:
+    """The report's headline for the demo's job (``report.headline``): the one saving the
+    demo states, and the one the README quotes."""
+    from zeus_airflow.cli.report import WIDTH, headline
+
+    done = subprocess.run(
         [
-            "",
-            f"Energy of {whole.runs} runs of {spec.workload} on a {spec.gpu.upper()}, "
-            "replayed from the paper's traces:",
-            f"  Zeus:     {whole.zeus_energy_j / 1e6:10.1f} MJ used by the runs on the replay GPU",
-            f"  Default:  {whole.default_energy_j / 1e6:10.1f} MJ expected (b={default.batch_size} "
-            f"at {default.power_limit_w} W every run: {default.energy_j / 1e6:.2f} MJ a run, "
-            "from the traces' mean epochs to target)",
-            f"  Saved:    {whole.fraction:10.1%} over the {whole.runs} runs; "
-            f"{last.fraction:.1%} over the last {last.runs} (the best fixed configuration, "
-            f"b={best.batch_size} at {best.power_limit_w} W, would save {best_saves:.1%})",
-        ]
+            sys.executable,
+            "-P",
+            "-m",
+            "zeus_airflow.cli",
+            "report",
+            "--job",
+            job_id,
+            "--format",
+            "json",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
     )
+    if done.returncode != 0:
+        return f"\nNo report: {done.stderr.strip()}"
+    fleet = json.loads(done.stdout)["fleet"]
+    said = f"Zeus over the {fleet['runs']} runs ({fleet['measurement']}): {headline(fleet)}."
+    return "\n" + textwrap.fill(said, WIDTH)
 
 
 UI_PORT = 8080

@@ -26,11 +26,15 @@ from zeus_airflow.cli.store import (
 )
 from zeus_airflow.core import reports
 from zeus_airflow.core.common.units import (
+    NOT_DISTINGUISHABLE,
+    show_budget_left,
     show_cost,
     show_emissions,
     show_energy,
+    show_saved_interval,
     show_saved_share,
     show_time,
+    within_noise,
 )
 from zeus_airflow.core.domain.finite import dump_strict_json
 
@@ -121,8 +125,10 @@ def _report(args: argparse.Namespace) -> int:
 
 NOTES = (
     "saved: the share of Default's estimate (the default batch size at the maximum power "
-    "limit) saved; negative: spent more. budget: the exploration budget left after the "
-    "last run, in Default runs' worth (the figure of its summary and XComs). next: what the "
+    "limit) saved; negative: spent more; ± its 95 % interval from the runs' own spread "
+    "(*: within it, not distinguishable from 0). budget: the exploration budget left after the "
+    'last run, in Default runs\' worth (the figure of its summary and XComs; "over by": '
+    "over budget), and the runs after which the job was over it. next: what the "
     "next run most likely does."
 )
 NOT_MEASURED = (
@@ -142,7 +148,13 @@ def _table(jobs: list[dict[str, Any]], fleet: dict[str, Any], out: TextIO) -> No
     columns = [c for c in TABLE_COLUMNS if carbon or c != "emissions"]
     table = views.fit(columns, rows, "job", SPARE_COLUMNS)
     out.write("".join(line + "\n" for line in table.lines))
-    notes = [_fleet_line(fleet), NOTES, *filter(None, [table.note()])]
+    notes = [
+        _fleet_line(fleet),
+        *_overrun_notes(jobs),
+        *_untrusted_notes(jobs),
+        NOTES,
+        *filter(None, [table.note()]),
+    ]
     if any(j["measurement"] != "measured" for j in jobs if j["measurement"]):
         notes.append(NOT_MEASURED)
     out.write("\n" + "\n".join(textwrap.fill(note, WIDTH) for note in notes) + "\n")
@@ -151,33 +163,74 @@ def _table(jobs: list[dict[str, Any]], fleet: dict[str, Any], out: TextIO) -> No
 def _cells(j: dict[str, Any]) -> tuple[str, ...]:
     size = j["next_batch_size"]
     next_run = "-" if size is None else f"{j['next_phase']} b={size}"
-    budget = "-" if j["budget_left_runs"] is None else f"{j['budget_left_runs']:.1f}"
+    budget = _budget(j)
     return (
         j["job_id"],
         str(j["runs"]),
         j["phase"],
         next_run,
         show_energy(j[ENERGY.figure]),
-        _share(j[ENERGY.saved]),
-        _share(j[COST.saved]),
+        _interval(j, ENERGY),
+        _interval(j, COST),
         show_time(j[TIME.figure]),
-        _share(j[TIME.saved]),
+        _interval(j, TIME),
         _or_dash(show_emissions, j[EMISSIONS.figure]),
         budget,
         j["measurement"] or "-",
     )
 
 
-def _fleet_line(fleet: dict[str, Any]) -> str:
-    saved = (
-        "no Default estimate yet"
-        if fleet[ENERGY.default] is None
-        else f"saved {_share(fleet[ENERGY.saved])} of Default's energy "
-        f"({show_energy(fleet[ENERGY.compared])} against "
-        f"{show_energy(fleet[ENERGY.default])}), "
-        f"{_share(fleet[COST.saved])} of its cost "
-        f"({show_cost(fleet[COST.compared])} against {show_cost(fleet[COST.default])})"
+def _budget(j: dict[str, Any]) -> str:
+    """The budget left after the last run, and the runs after which the job was over it
+    (an overrun stays visible once the budget has recovered)."""
+    left, over = j["budget_left_runs"], j["over_budget_runs"]
+    shown = "-" if left is None else show_budget_left(left)
+    if not over or (left is not None and left < 0 and len(over) == 1):
+        return shown
+    runs = f"run {over[0]}" if len(over) == 1 else f"{len(over)} runs"
+    return f"{shown} (over after {runs})"
+
+
+def _overrun_notes(jobs: list[dict[str, Any]]) -> list[str]:
+    """A line per job that was ever over its exploration budget: after which runs, and by
+    how much at most."""
+    return [
+        f"{j['job_id']}: over its exploration budget after run"
+        f"{'s' if len(j['over_budget_runs']) > 1 else ''} "
+        f"{', '.join(map(str, j['over_budget_runs']))} "
+        f"(at most by {-j['lowest_budget_left_runs']:.2g} Default runs' worth)."
+        for j in jobs
+        if j["over_budget_runs"]
+    ]
+
+
+def _untrusted_notes(jobs: list[dict[str, Any]]) -> list[str]:
+    """A line per job whose Default was not scaled by b0's power profile: it contradicts
+    physics."""
+    return [
+        f"{j['job_id']}: the default batch size's power profile contradicts physics "
+        f"({j['untrusted_profile']}): Default is its runs as measured, and no saving is "
+        "claimed from the profile."
+        for j in jobs
+        if j["untrusted_profile"]
+    ]
+
+
+def headline(fleet: dict[str, Any]) -> str:
+    """What the jobs saved against Default, each saving with its 95 % interval: the
+    report's headline (``zeus-airflow demo`` prints it too)."""
+    if fleet[ENERGY.default] is None:
+        return "no Default estimate yet"
+    energy = f"{show_energy(fleet[ENERGY.compared])} against {show_energy(fleet[ENERGY.default])}"
+    cost = f"{show_cost(fleet[COST.compared])} against {show_cost(fleet[COST.default])}"
+    return (
+        f"saved {_headline(fleet, ENERGY, 'of Default', energy)}, "
+        f"{_headline(fleet, COST, 'of its', cost)}, {_headline(fleet, TIME, 'of its')}"
     )
+
+
+def _fleet_line(fleet: dict[str, Any]) -> str:
+    saved = headline(fleet)
     emitted = fleet[EMISSIONS.figure]
     emissions = "" if emitted is None else f"; emitted {show_emissions(emitted)}"
     emissions += _shift_note(fleet)
@@ -200,6 +253,28 @@ def _shift_note(fleet: dict[str, Any]) -> str:
         f"({_share(fleet['shift_saved_emissions_fraction'])} of the "
         f"{show_emissions(unshifted)} starting at once would have emitted)"
     )
+
+
+def _interval(figures: dict[str, Any], s: reports.Saving) -> str:
+    """A fraction saved with its 95 % interval, short for a table cell: ``39.2±6.1 %``;
+    ``*`` after it within the interval: not distinguishable from 0 (the notes say so)."""
+    fraction, margin = figures[s.saved], figures[s.margin]
+    if fraction is None or margin is None:
+        return _share(fraction)
+    share = show_saved_share(fraction).removesuffix(" %")
+    shown = f"{share}±{100 * margin:.1f} %"
+    return f"{shown}*" if within_noise(fraction, margin) else shown
+
+
+def _headline(fleet: dict[str, Any], s: reports.Saving, of: str, detail: str = "") -> str:
+    """E.g. ``39.2 % ± 6.1 % of its cost (812 kJ-eq. against 1.34 MJ-eq.)``, saying
+    ``not distinguishable from 0`` first in the brackets when it is within its noise."""
+    fraction, margin = fleet[s.saved], fleet[s.margin]
+    said = [NOT_DISTINGUISHABLE] if within_noise(fraction, margin) else []
+    said += [detail] if detail else []
+    brackets = f" ({': '.join(said)})" if said else ""
+    what = f"{of}'s {s.what}" if of == "of Default" else f"{of} {s.what}"
+    return f"{show_saved_interval(fraction, margin, say_noise=False)} {what}{brackets}"
 
 
 def _share(fraction: float | None) -> str:

@@ -13,7 +13,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from zeus_airflow.core.common.naming import run_date
-from zeus_airflow.core.common.units import show_emissions, show_energy, show_time
+from zeus_airflow.core.common.units import (
+    show_budget_left,
+    show_emissions,
+    show_energy,
+    show_time,
+)
 from zeus_airflow.core.domain import FIGURES, STATUS_SHOWN, Shown
 
 Row = Mapping[str, Any]
@@ -94,9 +99,10 @@ figures (those with a ``cli`` column in ``core/domain/figures.py``: the limit, w
 its emissions once a listed try has them)."""
 DATA_COLUMN: Column = ("data", lambda r: str(r["measurement"]))
 """Where the figures come from (measured, replayed, simulated)."""
-BUDGET_COLUMN: Column = ("budget", lambda r: _or_dash("{:.1f}".format, r["budget_left_runs"]))
+BUDGET_COLUMN: Column = ("budget", lambda r: _or_dash(show_budget_left, r["budget_left_runs"]))
 """After the figures once a listed try ran under an exploration budget: the budget left after
-it, in Default runs' worth (the figure of the run's summary and XComs)."""
+it, in Default runs' worth (the figure of the run's summary and XComs; ``over by 0.18`` where
+the try took the job over its budget)."""
 LATE_COLUMN: Column = (
     "late",
     lambda r: (

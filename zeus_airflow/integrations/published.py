@@ -65,8 +65,9 @@ def record(
     if footprint is not None:
         values.update(carbon_xcom_values(footprint))
         figures = replace(figures, **footprint.figures())
-    b0 = result.job.config.default_batch_size
-    values.update(_savings(store, result.job.id, b0, figures, log))
+    config = result.job.config
+    default = (config.default_batch_size, config.eta)
+    values.update(_savings(store, result.job.id, default, figures, log))
     return _published(values)
 
 
@@ -80,9 +81,10 @@ def stored_record(store: Store, job_id: str, key: RecurrenceKey) -> dict[str, An
         found = run_of_task(reader, job_id, key)
     if found is None:
         return None
-    run, job_pk, b0 = found
+    run, version = found
     values = {"job_id": job_id, "tries": len(run.batch_sizes), **_fields(run)}
-    values.update(_savings(store, job_pk, b0, run, None))
+    default = (version.default_batch_size, version.eta)
+    values.update(_savings(store, version.pk, default, run, None))
     return _published(values)
 
 
@@ -101,19 +103,21 @@ def _fields(run: RunRecord) -> dict[str, Any]:
 def _savings(
     store: Store | None,
     job_pk: int,
-    b0: int,
+    default: tuple[int, float],
     figures: TrainingFigures,
     log: logging.Logger | None,
 ) -> dict[str, float | None]:
-    """The run's savings against the job's Default estimate; None each when the store
+    """The run's savings against the job's Default estimate (``default``: b0 and eta; the
+    estimate every report compares with, ``reports.default``); None each when the store
     cannot say (``log`` set: said there, and the rest of the record stands)."""
-    from zeus_airflow.core.reports.default import estimates_of, savings
+    from zeus_airflow.core.reports.default import DefaultOf, estimates_of, savings
 
     if store is None:
         return savings(None, figures)
     try:
         with store.reader() as reader:
-            return savings(estimates_of(reader, {job_pk: b0})[job_pk], figures)
+            estimate = estimates_of(reader, {job_pk: DefaultOf(*default)})[job_pk]
+            return savings(estimate, figures)
     except Exception as err:
         if log is None:
             raise

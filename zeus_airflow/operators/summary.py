@@ -10,7 +10,12 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
-from zeus_airflow.core.common.units import observe_note, show_energy, show_time
+from zeus_airflow.core.common.units import (
+    observe_note,
+    show_budget_left,
+    show_energy,
+    show_time,
+)
 from zeus_airflow.core.devices.base import GPUGroup
 from zeus_airflow.core.devices.base import power_control as core_power_control
 from zeus_airflow.core.domain import CARBON_XCOM_KEYS, TRY_FIGURES, XCOM_KEYS, RunCarbon
@@ -136,14 +141,18 @@ def wrap_summary(line: str, width: int = SUMMARY_WIDTH) -> str:
 
 def show_budget(result: RecurrenceResult) -> str | None:
     """E.g. ``exploration budget 1.8 Default runs' worth left``, after the run (the figure
-    of the XComs, the store and the UI), with why the best known size ran when it did;
-    None without a budget."""
+    of the XComs, the store and the UI), or ``exploration budget over by 0.18 Default runs'
+    worth`` when the run took the job over it (its first run too: Default's cost is known
+    from it); with why the best known size ran when it did; None without a budget."""
     left = result.budget_left_runs
     if left is None:
         return None
+    budget = f"exploration budget {show_budget_left(left, BUDGET_UNIT)}"
+    budget += " left" if left >= 0 else ""
     if result.exploited_for_budget:
-        return (
-            f"exploited: exploring was not worth what the budget could pay "
-            f"(exploration budget {left:.1f} Default runs' worth left)"
-        )
-    return f"exploration budget {left:.1f} Default runs' worth left"
+        return f"exploited: exploring was not worth what the budget could pay ({budget})"
+    return budget
+
+
+BUDGET_UNIT = "Default runs' worth"
+"""The budget's unit as the summary line says it."""

@@ -17,15 +17,19 @@ from starlette.requests import Request
 
 from zeus_airflow.core.carbon.accounting import shift_savings
 from zeus_airflow.core.common.units import (
+    interval_tone,
     negligible_saving,
     saving_tone,
+    show_budget_left,
     show_cost,
     show_emissions,
     show_energy,
     show_kwh,
+    show_saved_interval,
     show_saved_share,
     show_saving,
     show_time,
+    within_noise,
 )
 from zeus_airflow.core.domain import FIGURES as DECLARED
 from zeus_airflow.core.domain import STATUS_SHOWN, Shown
@@ -37,10 +41,15 @@ DEFAULT_METHOD = (
     "energy and time per run are the mean over this job's runs of b0 that ran to their end "
     "(reached the target, or trained max_epochs on a day Default would have missed it too), "
     "each scaled from the limit it trained at to the maximum limit by b0's power profile "
-    "(energy and time per step at both limits). Runs of b0 stopped early (at the early-stop "
+    "(energy and time per step at both limits), unless the profile contradicts physics (a "
+    "lower limit measured faster than a higher one): then they are taken as measured. Its "
+    "cost is the job's cost formula on that energy and time: one Default for every saving "
+    "and every published record. Runs of b0 stopped early (at the early-stop "
     "bound or the exploration budget's cap) are left out: they stopped because they cost "
     "more, so leaving them out can only make Default look cheaper, and the savings are a "
-    "conservative estimate."
+    "conservative estimate. Each saving's ± is its 95 % interval from the runs' own spread "
+    "(runs alike: one batch size, limit and GPU setup); within it, a saving is not "
+    "distinguishable from 0."
 )
 MEASUREMENT_HELP = {
     "measured": "measured on real GPUs through NVML",
@@ -99,6 +108,10 @@ def _saving(saved: float | None, reference: float | None, kind: str = "energy") 
     return show_saving(saved, reference, show)
 
 
+def _within_noise(fraction: float | None, margin: float | None) -> bool:
+    return fraction is not None and within_noise(fraction, margin)
+
+
 def _emitted(runs: Sequence[RunRecord]) -> float:
     """gCO2e of the runs with carbon figures, together (``reports.emitted``)."""
     return sum(grams for _, grams, _ in emitted(None, runs))
@@ -148,6 +161,10 @@ def environment() -> Environment:
         saving=_saving,
         tone=saving_tone,
         saved_share=show_saved_share,
+        budget_left=show_budget_left,
+        saved_interval=show_saved_interval,
+        interval_tone=interval_tone,
+        within_noise=_within_noise,
     )
     env.globals.update(
         measurement_help=MEASUREMENT_HELP,

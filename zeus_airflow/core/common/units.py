@@ -126,6 +126,49 @@ def show_saved_share(fraction: float | None) -> str:
     return "0 %" if negligible_saving(fraction) else show_share(fraction)
 
 
+NOT_DISTINGUISHABLE = "not distinguishable from 0"
+"""What a saving within its own noise is called, wherever it shows."""
+
+
+def within_noise(fraction: float, margin: float | None) -> bool:
+    """Whether a saved ``fraction``'s 95 % interval (``± margin``, from the runs' own spread:
+    ``reports.records.saved_margin``) holds 0: then it is not distinguishable from 0. Without
+    a margin, nothing says so."""
+    return margin is not None and abs(fraction) <= margin
+
+
+def show_saved_interval(
+    fraction: float | None, margin: float | None, say_noise: bool = True
+) -> str:
+    """A fraction saved with its 95 % interval, e.g. ``39.2 % ± 6.1 %``; within noise,
+    ``2.1 % ± 6.1 %, not distinguishable from 0`` (``say_noise``: else the caller marks it);
+    the share alone without a margin; ``—`` without a fraction."""
+    if fraction is None:
+        return "—"
+    if margin is None:
+        return show_saved_share(fraction)
+    shown = f"{show_saved_share(fraction)} ± {show_share(margin)}"
+    return (
+        f"{shown}, {NOT_DISTINGUISHABLE}" if say_noise and within_noise(fraction, margin) else shown
+    )
+
+
+def interval_tone(fraction: float | None, margin: float | None) -> SavingTone:
+    """:func:`saving_tone` of a fraction saved, ``even`` within its own noise."""
+    if fraction is not None and within_noise(fraction, margin):
+        return "even"
+    return saving_tone(fraction)
+
+
+def show_budget_left(left_runs: float, unit: str = "") -> str:
+    """The exploration budget left after a run, in Default runs' worth: ``1.8 runs``; an
+    overrun says so in words, ``over by 0.18 runs`` (two significant digits: it never reads
+    as 0, and never as a minus sign a reader might miss). Every surface shows it so: the
+    summary line, ``zeus-airflow runs`` and ``report``, the job and fleet pages."""
+    shown = f"{left_runs + 0.0:.1f}" if left_runs >= 0 else f"over by {-left_runs:.2g}"
+    return f"{shown} {unit}".rstrip()
+
+
 def observe_note(figures: TrainingFigures) -> str | None:
     """Observe mode's finding, e.g. ``observe: at 175 W it would have saved 97 kJ (12%),
     taking 3.2 min longer``; None outside observe mode (no estimate)."""

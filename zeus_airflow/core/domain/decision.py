@@ -77,6 +77,17 @@ class CostReference:
     mean_spread: float = 0.0
     """The relative standard error of ``mean_cost`` (its runs' spread over the root of
     their number)."""
+    cv: float = 0.0
+    """The job's run-to-run spread of cost (relative, pooled over its sizes): the noise of
+    this size's mean (over the root of ``runs``) and how far a size's epochs may lie off the
+    scaling law between sizes, which holds on average, not for every size."""
+    runs: int = 1
+    """Runs of this size that reached the target: what its mean is the mean of."""
+    epoch_exponent: tuple[float, float] | None = None
+    """How the epochs to target may scale from this size's to the priced size's: as
+    ``batch_size ** k`` for ``k`` in this range (0: as many epochs, as many samples; 1: as
+    many steps), as the job's own sizes measured it (``budget.epoch_exponent``); None before
+    they did (the prior, ``budget.EPOCH_PRIOR_SHAPE``)."""
 
 
 @dataclass(frozen=True)
@@ -110,6 +121,17 @@ class BudgetCap:
     lowest_cost: float | None = None
     """What the size costs at its most favourable, from an earlier try stopped at the cap
     (its cost per epoch): one that cannot beat the best size stops at its first step."""
+    horizon_runs: int | None = None
+    """Runs over which the try must be expected to pay back once priced
+    (``budget.priced_cap``): one that cannot stops (``cannot_win``), one that can only under
+    a higher cap than the books pay stops too (``budget_cap``), and the rest run under the
+    cap that pays back most. None: no such test."""
+    cost_margin: float = 1.0
+    """A run's own noise, as a factor over a cost (one run-to-run spread above 1): the
+    margin a priced cap leaves a cost it lets finish."""
+    cap_growth: float = 0.0
+    """How much the books' cap grows a run (``budget.bet_now``): a priced try waits for a
+    cap that pays back more when that pays."""
 
 
 @dataclass(frozen=True)
@@ -274,8 +296,12 @@ class JobSnapshot:
     ledger: BudgetLedger = field(default_factory=BudgetLedger)
     """The exploration budget's books (``config.exploration_budget``)."""
     sample_costs: Mapping[int, float] = field(default_factory=dict)
-    """Per batch size whose power profile on this GPU setup measured the highest limit: its
-    cost per training sample there (job cost units)."""
+    """Per batch size whose power profile on this GPU setup measured the limit sizes are
+    priced at (``translation.pricing_cost_per_step``): its cost per training sample there
+    (job cost units)."""
+    run_since_walk: frozenset[int] = frozenset()
+    """With drift detection: the sizes with a cost observed after the pruning walk's last
+    step (sampled, or run as the best known size, once the walk was over)."""
 
 
 @dataclass(frozen=True)
@@ -297,3 +323,8 @@ class Decision:
     budget: BudgetStatus | None = field(default=None, compare=False)
     """The exploration budget when it was decided (None: the job has no budget, or no
     estimate of the Default configuration's cost yet)."""
+    books: BudgetLedger | None = field(default=None, compare=False, repr=False)
+    """The budget's books the decision read, when the job has a budget but ``budget`` is
+    None (before Default's cost is known: the job's first run). The try opens them: a run of
+    the default size that ran to its end prices Default, and the budget left after it is
+    known, as the next decision reads it (issue 47)."""

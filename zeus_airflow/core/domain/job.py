@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from zeus_airflow.core.common.config import JobConfig
+from zeus_airflow.core.common.config import DEFAULT_ETA, JobConfig
 from zeus_airflow.core.devices.base import MeasurementKind
 from zeus_airflow.core.domain.decision import (
     ArmStats,
@@ -62,6 +62,11 @@ class Version:
     def default_batch_size(self) -> int:
         """b0, read without checking the whole configuration."""
         return int(json.loads(self.config_json)["default_batch_size"])
+
+    @functools.cached_property
+    def eta(self) -> float:
+        """The cost's weight of energy, read without checking the whole configuration."""
+        return float(json.loads(self.config_json).get("eta", DEFAULT_ETA))
 
     @property
     def ref(self) -> JobRef:

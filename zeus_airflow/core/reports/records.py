@@ -6,7 +6,9 @@ from __future__ import annotations
 import ast
 import inspect
 import itertools
+import math
 import textwrap
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar
@@ -71,8 +73,21 @@ class DefaultEstimate:
     scaled_runs: int
     """Of those, the runs scaled to the maximum limit (the others count as measured)."""
     cost: float | None = None
-    """Per run, in cost units: the mean of what those runs' steps would have cost at the
-    maximum limit; None when none of them said."""
+    """Per run, in cost units: the job's cost formula on this energy and time
+    (``eta * energy_j + (1 - eta) * max_power_w * time_s``, the host's energy too where the
+    job counts it): the same Default as the energy and the time."""
+    untrusted_profile: str | None = None
+    """Why b0's power profile was not used to scale (its runs are then taken as measured):
+    it contradicts physics, a lower limit measured faster than a higher one
+    (``domain.physics``); None when it was trusted, or there is none."""
+    energy_cv: float | None = None
+    """The runs' own spread: the coefficient of variation of the energy of runs alike (one
+    batch size, limit and GPU setup, each run to its end), pooled over the job's sets of such
+    runs; None without two runs alike. What the savings' intervals are worked out from."""
+    time_cv: float | None = None
+    """As ``energy_cv``, of the time."""
+    cost_cv: float | None = None
+    """As ``energy_cv``, of the cost."""
 
 
 @dataclass(frozen=True)
@@ -135,6 +150,24 @@ class JobTotals:
     def saved_cost_fraction(self) -> float | None:
         return saved_fraction(self.cost, self.default_cost)
 
+    @property
+    def saved_energy_margin(self) -> float | None:
+        return self._margin(self.saved_energy_fraction, "energy_cv")
+
+    @property
+    def saved_time_margin(self) -> float | None:
+        return self._margin(self.saved_time_fraction, "time_cv")
+
+    @property
+    def saved_cost_margin(self) -> float | None:
+        return self._margin(self.saved_cost_fraction, "cost_cv")
+
+    def _margin(self, fraction: float | None, spread: str) -> float | None:
+        default = self.default
+        if default is None:
+            return None
+        return saved_margin(fraction, getattr(default, spread), self.finished_runs, default.runs)
+
 
 @dataclass(frozen=True)
 class JobSummary(JobTotals):
@@ -151,6 +184,25 @@ class JobSummary(JobTotals):
     """Observe mode: the figures of the tries that trained in it, summed (what training at
     the optimum would have saved, and their energy, what that is a share of); None when
     none did."""
+
+
+Z_95 = 1.96
+"""Standard deviations either side of a saving that hold 95 % of its noise."""
+
+
+def saved_margin(
+    fraction: float | None, cv: float | None, runs: int, default_runs: int
+) -> float | None:
+    """The half-width of the 95 % interval of a saved ``fraction`` of Default's figure over
+    ``runs`` runs, from the runs' own spread (``cv``, the coefficient of variation of runs
+    alike): what the job used is measured; Default's figure for those runs is estimated from
+    ``default_runs`` runs of b0, so it is uncertain twice over: each of its runs would have
+    drawn its own figure, and the mean it is estimated by is itself uncertain (the spread of
+    its total is ``cv * mean * sqrt(runs + runs**2 / default_runs)``, as the exploration
+    budget reckons Default's unknown days). None without a spread or a fraction."""
+    if fraction is None or cv is None or runs <= 0 or default_runs <= 0:
+        return None
+    return Z_95 * abs(1.0 - fraction) * cv * math.sqrt(1.0 / runs + 1.0 / default_runs)
 
 
 def saved_fraction(used: float | None, default: float | None) -> float | None:
@@ -213,6 +265,30 @@ class RunRecord(TrainingFigures):
 
 
 @dataclass(frozen=True)
+class BudgetBooks:
+    """The exploration budget as a job's runs left it, in Default runs' worth (each run's
+    figure, its summary line's and XComs': ``RunRecord.budget_left_runs``)."""
+
+    left_runs: float | None
+    """After the latest run (negative: over budget); None without a budget, or before a run
+    of the default size ran to its end (Default's cost is not known yet)."""
+    over_after: tuple[int, ...]
+    """The runs (``RunRecord.index``) after which the job was over its budget, its first
+    included: an overrun stays in the books after the budget has recovered."""
+    lowest_left_runs: float | None
+    """The least the budget held after any run."""
+
+    @classmethod
+    def of(cls, runs: Sequence[RunRecord]) -> BudgetBooks:
+        known = [(r.index, r.budget_left_runs) for r in runs if r.budget_left_runs is not None]
+        return cls(
+            runs[-1].budget_left_runs if runs else None,
+            tuple(index for index, left in known if left < 0),
+            min((left for _, left in known), default=None),
+        )
+
+
+@dataclass(frozen=True)
 class Arm:
     """One batch size as the policy sees it: its windowed observations and the posterior of
     its mean cost (``posterior_sd`` is the spread Thompson sampling draws from)."""
@@ -258,3 +334,8 @@ class JobDetail:
     runs: tuple[RunRecord, ...]
     arms: tuple[Arm, ...]
     profile: tuple[ProfilePoint, ...]
+
+    @property
+    def budget(self) -> BudgetBooks:
+        """The job page's budget card."""
+        return BudgetBooks.of(self.runs)

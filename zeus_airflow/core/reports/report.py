@@ -8,6 +8,7 @@ Default) comes from the job's runs.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -20,6 +21,8 @@ from zeus_airflow.core.reports.default import default_emissions_g
 from zeus_airflow.core.reports.jobs import current, summaries
 from zeus_airflow.core.reports.records import (
     DOCUMENTED,
+    Z_95,
+    BudgetBooks,
     DefaultEstimate,
     JobSummary,
     RunRecord,
@@ -104,15 +107,23 @@ class JobReport:
     default_energy_j: float | None
     """Default's estimate per run times ``finished_runs``."""
     saved_energy_fraction: float | None
+    saved_energy_margin: float | None
+    """The half-width of the 95 % interval of ``saved_energy_fraction``, from the runs' own
+    spread (``records.saved_margin``): a saving within it is not distinguishable from 0. None
+    without two runs alike to measure the spread by."""
     time_s: float
     default_time_s: float | None
     saved_time_fraction: float | None
+    saved_time_margin: float | None
+    """As ``saved_energy_margin``, of ``saved_time_fraction``."""
     cost: float
     default_cost: float | None
-    """The mean of what the default batch size's runs that ran to their end reckoned their
-    steps would have cost at the maximum limit, times ``finished_runs``: Default's cost. Not
-    the sum of the tries' ``default_cost`` (``runs``), which prices each try's own steps."""
+    """Default's cost per run, the job's cost formula on Default's energy and time (one
+    Default for every figure), times ``finished_runs``. Not the sum of the tries'
+    ``default_cost`` (``runs``), which prices each try's own steps for the budget's books."""
     saved_cost_fraction: float | None
+    saved_cost_margin: float | None
+    """As ``saved_energy_margin``, of ``saved_cost_fraction``."""
     emissions_g: float | None
     """The runs with carbon figures; None when none has them (no carbon_zone)."""
     default_emissions_g: float | None
@@ -128,15 +139,30 @@ class JobReport:
     shift_saved_emissions_fraction: float | None
     budget_left_runs: float | None
     """The exploration budget left after the latest run, in Default runs' worth (the
-    figure of its summary and XComs); None without a budget."""
+    figure of its summary and XComs; negative: over budget); None without a budget."""
+    over_budget_runs: tuple[int, ...]
+    """The runs (1-based, in decision order) after which the job was over its exploration
+    budget, its first run included; empty when it never was."""
+    lowest_budget_left_runs: float | None
+    """The least the budget held after any run, in Default runs' worth."""
     measurement: str
     """measured (a real GPU), replayed (the paper's traces) or simulated (a power model),
     ``+``-joined when mixed: a replayed or simulated figure is not a measurement."""
+    untrusted_profile: str | None
+    """Why b0's power profile was not used to scale Default (it contradicts physics: a lower
+    limit measured faster than a higher one; ``DefaultEstimate.untrusted_profile``); no
+    saving is claimed from its ratios. None when it was trusted, or there is none."""
 
     @classmethod
     def of(
-        cls, s: JobSummary, upcoming: tuple[str, int | None], last: RunRecord | None, e: Emissions
+        cls,
+        s: JobSummary,
+        upcoming: tuple[str, int | None],
+        every: Sequence[RunRecord],
+        e: Emissions,
     ) -> JobReport:
+        last = every[-1] if every else None
+        books = BudgetBooks.of(every)
         return cls(
             job_id=s.job_id,
             version=s.version.version,
@@ -154,18 +180,24 @@ class JobReport:
             energy_j=s.energy_j,
             default_energy_j=s.default_energy_j,
             saved_energy_fraction=s.saved_energy_fraction,
+            saved_energy_margin=s.saved_energy_margin,
             time_s=s.time_s,
             default_time_s=s.default_time_s,
             saved_time_fraction=s.saved_time_fraction,
+            saved_time_margin=s.saved_time_margin,
             cost=s.cost,
             default_cost=s.default_cost,
             saved_cost_fraction=s.saved_cost_fraction,
+            saved_cost_margin=s.saved_cost_margin,
             emissions_g=e.emissions_g,
             default_emissions_g=e.default_emissions_g,
             saved_emissions_fraction=saved_fraction(e.emissions_g, e.default_emissions_g),
             **shifted(e.shift),
-            budget_left_runs=last.budget_left_runs if last else None,
+            budget_left_runs=books.left_runs,
+            over_budget_runs=books.over_after,
+            lowest_budget_left_runs=books.lowest_left_runs,
             measurement=measurement_label(s.measurements),
+            untrusted_profile=s.default.untrusted_profile if s.default else None,
         )
 
 
@@ -187,14 +219,20 @@ class FleetTotals:
     compared_energy_j: float | None
     default_energy_j: float | None
     saved_energy_fraction: float | None
+    saved_energy_margin: float | None
+    """The half-width of the 95 % interval of ``saved_energy_fraction``: the jobs' Default
+    figures' uncertainties added (``JobReport.saved_energy_margin``); None when a compared
+    job has none."""
     time_s: float
     compared_time_s: float | None
     default_time_s: float | None
     saved_time_fraction: float | None
+    saved_time_margin: float | None
     cost: float
     compared_cost: float | None
     default_cost: float | None
     saved_cost_fraction: float | None
+    saved_cost_margin: float | None
     emissions_g: float | None
     """None when no job has carbon figures."""
     compared_emissions_g: float | None
@@ -252,6 +290,11 @@ class Saving:
     def compared(self) -> str:
         return f"compared_{self.figure}"
 
+    @property
+    def margin(self) -> str:
+        """The half-width of the saved fraction's 95 % interval (energy, time and cost)."""
+        return f"saved_{self.what}_margin"
+
 
 SAVINGS = (
     Saving("energy", "energy_j"),
@@ -291,6 +334,8 @@ def fleet_totals(jobs: Sequence[Compared]) -> FleetTotals:
             }
         )
         figures[s.saved] = saved_fraction(used, figures[s.default])
+        if s.what != "emissions":
+            figures[s.margin] = _fleet_margin(compared, s, figures[s.saved])
     return FleetTotals(
         jobs=len(jobs),
         runs=sum(j.runs for j in jobs),
@@ -300,6 +345,26 @@ def fleet_totals(jobs: Sequence[Compared]) -> FleetTotals:
         **figures,
         **shifted(_shift_total(jobs)),
     )
+
+
+def _fleet_margin(jobs: Sequence[Compared], s: Saving, fraction: float | None) -> float | None:
+    """The fleet's margin for ``s``: each job's Default total is uncertain by its own
+    spread (``margin / Z_95`` of its fraction, times its Default figure squared over its
+    own), independently of the others'; their uncertainties add in quadrature."""
+    if fraction is None or not jobs:
+        return None
+    variance = 0.0
+    for j in jobs:
+        margin, used, default = (
+            getattr(j, s.margin, None),
+            getattr(j, s.figure),
+            getattr(j, s.default),
+        )
+        if margin is None or not used:
+            return None
+        variance += (margin / Z_95 * default * default / used) ** 2
+    default_total = sum(getattr(j, s.default) for j in jobs)
+    return Z_95 * abs(1.0 - fraction) * math.sqrt(variance) / default_total
 
 
 def _shift_total(jobs: Sequence[Compared]) -> ShiftSaving | None:
@@ -335,11 +400,6 @@ def report(
         shown = [r for r in every if since is None or r.started_at >= since]
         phase, size = upcoming_batch_size(reader, summary.version)
         result.append(
-            JobReport.of(
-                summary,
-                (phase, size),
-                every[-1] if every else None,
-                Emissions.of(summary.default, shown),
-            )
+            JobReport.of(summary, (phase, size), every, Emissions.of(summary.default, shown))
         )
     return result

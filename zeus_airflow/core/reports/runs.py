@@ -20,7 +20,7 @@ from zeus_airflow.core.domain import (
     group_runs,
     run_of,
 )
-from zeus_airflow.core.reports.records import RunRecord
+from zeus_airflow.core.reports.records import RunRecord, Version
 from zeus_airflow.core.store.clock import as_utc as utc
 from zeus_airflow.core.store.reads import Reader
 
@@ -46,10 +46,9 @@ def runs(reader: Reader, job_pk: int) -> tuple[RunRecord, ...]:
 
 def run_of_task(
     reader: Reader, job_id: str, key: RecurrenceKey
-) -> tuple[RunRecord, int, int] | None:
-    """The run ``key`` of the job's current version, with the version's key and default batch
-    size; None when the store has no try of it (``index`` is 0: not counted among the
-    version's runs)."""
+) -> tuple[RunRecord, Version] | None:
+    """The run ``key`` of the job's current version, with the version; None when the store
+    has no try of it (``index`` is 0: not counted among the version's runs)."""
     versions = reader.versions([job_id]).get(job_id)
     if not versions:
         return None
@@ -57,7 +56,7 @@ def run_of_task(
     tries = reader.run_tries(version.pk, key, _COLUMNS)
     if not tries:
         return None
-    return _run(0, tries, reader.run_carbon(version.pk)), version.pk, version.default_batch_size
+    return _run(0, tries, reader.run_carbon(version.pk)), version
 
 
 def _run(index: int, tries: list[Any], carbon: dict[tuple[Any, ...], Any]) -> RunRecord:

@@ -38,6 +38,7 @@ from zeus_airflow.core.devices.sync import Synchronize
 from zeus_airflow.core.domain import (
     STOPPED_REASONS,
     TRY_FIGURES,
+    BudgetLedger,
     BudgetStatus,
     Decide,
     Decision,
@@ -75,13 +76,38 @@ ReturnCheck = Callable[[Any], None]
 """Raises when the train function's return value cannot be published (e.g. as an XCom)."""
 
 
+def _keeps_books(policy: Policy, config: JobConfig) -> bool:
+    """Whether the job's tries are priced against an exploration budget (Zeus's policy)."""
+    return config.exploration_budget is not None and isinstance(policy, ZeusPolicy)
+
+
+def _opening(config: JobConfig, books: BudgetLedger | None) -> BudgetStatus | None:
+    """The budget before Default's cost is known (``Decision.books``): only its books count
+    (``budget.budget_after`` carries the try into them and reckons the budget from them; the
+    totals here are none yet). None without books."""
+    if books is None or config.exploration_budget is None:
+        return None
+    return BudgetStatus(
+        default_total=0.0,
+        default_total_before=0.0,
+        spent=books.spent_cost,
+        default_cost=float("nan"),
+        fraction=config.exploration_budget,
+        exploring_fraction=0.0,
+        ledger=books,
+    )
+
+
 def decided_by(policy: Policy) -> Decide:
     """The engine's part of a decision, for the store's unit of work
     (:meth:`~zeus_airflow.core.store.base.Store.begin_trial`): the stored state, with runs
     on other GPU setups translated (``core/decide/translation.py``), decided by ``policy``."""
 
     def decide(state: JobState, rng: np.random.Generator) -> Decision:
-        return policy.decide(job_snapshot(state), rng)
+        decision = policy.decide(job_snapshot(state), rng)
+        if decision.budget is None and _keeps_books(policy, state.job.config):
+            return replace(decision, books=state.ledger)  # run 1's figure: _with_budget
+        return decision
 
     return decide
 
@@ -560,9 +586,10 @@ class Engine:
     def _with_budget(self, decision: Decision, outcome: RunOutcome, judged: bool) -> RunOutcome:
         """``outcome`` with the exploration budget left after it (``budget.budget_after``):
         the one figure the summary, the XComs, the store and the UI show."""
-        if decision.budget is None:
+        status = decision.budget or _opening(self.config, decision.books)
+        if status is None:
             return outcome
-        after = budget_after(self.config, decision.budget, outcome, judged)
+        after = budget_after(self.config, status, outcome, judged)
         return replace(outcome, budget_left_runs=None if after is None else after.left_runs())
 
     def _profiling_credit(self, decision: Decision) -> ProfilingCredit | None:

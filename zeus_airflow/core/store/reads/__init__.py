@@ -8,7 +8,7 @@ from zeus_airflow.core.store.reads.history import HistoryReads, JobPast
 from zeus_airflow.core.store.reads.jobs import JobReads
 from zeus_airflow.core.store.reads.profiles import ProfileReads
 from zeus_airflow.core.store.reads.trials import (
-    DefaultRuns,
+    Alike,
     PlaceSums,
     RunCount,
     TrialReads,
@@ -20,7 +20,7 @@ class Reader(HistoryReads, JobReads, TrialReads, ProfileReads, FleetReads):
 
 
 __all__ = [
-    "DefaultRuns",
+    "Alike",
     "JobPast",
     "LatestTry",
     "PlaceSums",

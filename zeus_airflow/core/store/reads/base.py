@@ -22,17 +22,19 @@ def shown(since: datetime | None = None) -> tuple[ColumnElement[bool], ...]:
 
 
 def run_figures(pks: list[int], where: tuple[ColumnElement[bool], ...]) -> Select[Any]:
-    """One row per run: its job, first start, energy and whether it is finished. A run is
-    finished once one of its tries has figures and none is still training: the Default
-    estimate counts one Default run per finished run."""
+    """One row per run: its job, first start, energy and whether it is finished (1, else 0).
+    A run is finished once one of its tries has figures and none is still training: the
+    Default estimate counts one Default run per finished run. A run whose only try is in
+    flight has no figures yet: it is a run, with no energy, not finished."""
     return (
         select(
             trials.c.job_pk,
             func.min(trials.c.started_at).label("started_at"),
             func.coalesce(func.sum(known("energy_j")), 0.0).label("energy"),
-            (
+            func.coalesce(
                 func.max(plausible("energy_j").cast(Integer))
-                * func.min((trials.c.status != "running").cast(Integer))
+                * func.min((trials.c.status != "running").cast(Integer)),
+                0,
             ).label("done"),
         )
         .where(trials.c.job_pk.in_(pks), *where)

@@ -121,7 +121,11 @@ class FleetReads(Reads):
         period = self._period(per_run.c.started_at, unit)
         default = _per_job(per_run.c.job_pk, default_energy_j) * per_run.c.done
         rows = self.conn.execute(
-            select(period.label("period"), func.sum(per_run.c.energy), func.sum(default))
+            select(
+                period.label("period"),
+                func.coalesce(func.sum(per_run.c.energy), 0.0),
+                func.coalesce(func.sum(default), 0.0),
+            )
             .group_by(period)
             .order_by(period)
         )

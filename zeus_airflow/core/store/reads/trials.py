@@ -3,7 +3,7 @@ sums over many versions in a fixed number of reads however many there are."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from datetime import datetime
 from functools import cache
 from typing import Any, NamedTuple
@@ -19,7 +19,7 @@ from zeus_airflow.core.domain import (
     TrainingFigures,
 )
 from zeus_airflow.core.store.reads.base import Reads, run_figures, shown
-from zeus_airflow.core.store.state import DEFAULT_COST, RAN_TO_ITS_END, known
+from zeus_airflow.core.store.state import RAN_TO_ITS_END, known
 from zeus_airflow.core.store.tables import RUN_KEY, run_carbon, trials
 
 _SUMMED = tuple(name for name in TRY_FIGURES if FIGURES[name].adds != "last")
@@ -44,21 +44,27 @@ class RunCount(NamedTuple):
     """Runs with figures and no try still training (``run_figures``)."""
 
 
-class DefaultRuns(NamedTuple):
-    """A version's runs of b0 that ran to their end at one GPU setup and limit, added up."""
+class Alike(NamedTuple):
+    """A version's runs alike, added up: the tries of one batch size at one limit and GPU
+    setup that ran to their end (``store.state.RAN_TO_ITS_END``, the runs the budget's books
+    count). Those of the default batch size are what the Default estimate scales; all of
+    them, how much runs that should cost the same vary (their spread)."""
 
     job_pk: int
+    batch_size: int
     power_limit_w: int
     gpu_model: str
     gpu_count: int
-    energy_j: float
-    time_s: float
     runs: int
-    default_cost: float | None
-    """The sum of what the runs that said reckoned Default would have cost (cost units)."""
-    costed: int
-    """Runs that said."""
-    batch_size: int
+    energy_j: float
+    energy_j_sq: float
+    """The sum of the squares (J²); the others likewise."""
+    time_s: float
+    time_s_sq: float
+    cost: float
+    """Cost units: what is not energy in it (time at MAXPOWER, the host's energy where it
+    counts) scales with time."""
+    cost_sq: float
 
 
 def _read_as(name: str) -> Any:
@@ -151,28 +157,20 @@ class TrialReads(Reads):
         ).mappings()
         return {r["job_pk"]: TrainingFigures(**{name: r[name] for name in _SUMMED}) for r in rows}
 
-    def default_runs(self, b0: Mapping[int, int]) -> dict[int, list[DefaultRuns]]:
-        """Each version's runs of its default batch size that ran to their end (version key
-        -> b0; the runs the budget's books count), added up per GPU setup and limit (each
-        scales by the same factor): a row per limit trained at, not per run."""
-        found: dict[int, list[DefaultRuns]] = {}
+    def alike_runs(self, pks: list[int]) -> list[Alike]:
+        """Each version's runs alike (:class:`Alike`), a row per batch size, limit and GPU
+        setup that ran to its end: the Default estimate and the runs' own spread, in one
+        read however many versions (a row per limit trained at, not per run)."""
         t = trials.c
-        for row in self.conn.execute(
+        figures = (t.energy_j, t.time_s, t.cost)
+        key = (t.job_pk, t.batch_size, t.power_limit_w, t.gpu_model, t.gpu_count)
+        rows = self.conn.execute(
             select(
-                t.job_pk,
-                t.power_limit_w,
-                t.gpu_model,
-                t.gpu_count,
-                func.sum(t.energy_j).label("energy_j"),
-                func.sum(t.time_s).label("time_s"),
-                func.count().label("runs"),
-                func.sum(known("default_cost", DEFAULT_COST)).label("default_cost"),
-                func.count(known("default_cost", DEFAULT_COST)).label("costed"),
+                *key,
+                func.count(),
+                *(f(c) for c in figures for f in (func.sum, lambda c: func.sum(c * c))),
             )
-            .where(t.job_pk.in_(list(b0)), t.batch_size.in_(set(b0.values())), *RAN_TO_ITS_END)
-            .group_by(t.job_pk, t.batch_size, t.power_limit_w, t.gpu_model, t.gpu_count)
-            .add_columns(t.batch_size)
-        ):
-            if row.batch_size == b0[row.job_pk]:  # (job, b0) pairs: cheaper to sift than bind
-                found.setdefault(row.job_pk, []).append(DefaultRuns._make(row))
-        return found
+            .where(t.job_pk.in_(pks), *RAN_TO_ITS_END)
+            .group_by(*key)
+        )
+        return [Alike._make(r) for r in rows]
