@@ -19,8 +19,10 @@ from zeus_airflow.core.common.config import (
     DEFAULT_DRIFT_DETECTION,
     DEFAULT_ETA,
     DEFAULT_EXPLORATION_BUDGET,
+    POWER_LIMIT_MODES,
     ConfigError,
     check_int,
+    declared_default,
 )
 from zeus_airflow.core.common.extras import check_installed
 from zeus_airflow.core.common.traces import WORKLOADS, load_workload_trace
@@ -93,6 +95,14 @@ def register(commands: argparse._SubParsersAction) -> None:
         f"operator's, {DEFAULT_EXPLORATION_BUDGET})",
     )
     parser.add_argument(
+        "--power-limit-mode",
+        choices=POWER_LIMIT_MODES,
+        default=declared_default("power_limit_mode"),
+        help="optimize: profile and train at the best limit; observe: profile, train at the "
+        "maximum; measure: never change a limit, as where limits cannot move (no root, MIG, "
+        f"a shared GPU; default: the operator's, {declared_default('power_limit_mode')})",
+    )
+    parser.add_argument(
         "--recurrences",
         type=int,
         default=None,
@@ -159,6 +169,7 @@ def build_specs(args: argparse.Namespace) -> list[SimulationSpec]:
         "window_size": args.window,
         "drift_detection": args.drift_detection == "on",
         "exploration_budget": args.exploration_budget,
+        "power_limit_mode": args.power_limit_mode,
     }
     specs = []
     for gpu in dict.fromkeys(args.gpu):

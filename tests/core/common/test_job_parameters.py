@@ -37,6 +37,7 @@ CHANGED = {
     "drift_detection": False,
     "max_tries": 2,
     "exploration_budget": None,
+    "payback_horizon": 28,
     "cost_includes_cpu": True,
     "warmup_steps": 1,
     "profile_steps": 9,

@@ -15,7 +15,7 @@ from paths import REPO
 
 from zeus_airflow.core.common.config import ConfigError, JobConfig
 from zeus_airflow.core.common.cost import zeus_cost
-from zeus_airflow.core.common.traces import load_workload_trace
+from zeus_airflow.core.common.traces import WorkloadTrace, load_workload_trace
 from zeus_airflow.core.decide.budget import (
     ProfilingCredit,
     budget_after,
@@ -380,22 +380,27 @@ def test_before_defaults_first_complete_run_only_the_default_size_runs() -> None
     assert (decision.batch_size, decision.phase) == (32, "pruning")  # b0 is Default's choice
 
 
-def paired_costs(budget: float | None, recurrences: int) -> tuple[list[float], list[float]]:
-    """Zeus and Default on the same days of a job where every size but b0 misses the target:
-    each exploration is the worst case, stopped at its bound and then retried with b0."""
-    base = load_workload_trace(TRACES, "v100", "imagenet")
-    b0 = base.default_batch_size
-    trace = dataclasses.replace(
-        base,
-        target_epochs={
-            b: runs if b == b0 else (math.inf,) for b, runs in base.target_epochs.items()
-        },
-    )
+def paired_costs(
+    budget: float | None,
+    recurrences: int,
+    trace: WorkloadTrace | None = None,
+    mode: str = "optimize",
+) -> tuple[list[float], list[float]]:
+    """Zeus and Default on the same days of ``trace``'s job in power-limit ``mode``; by
+    default one where every size but b0 misses the target: each exploration is the worst
+    case, stopped at its bound and then retried with b0."""
+    if trace is None:
+        trace = deceptive(load_workload_trace(TRACES, "v100", "imagenet"), math.inf)
     costs = []
     for policy in (ZeusPolicy(), DefaultPolicy()):
         gpu = ReplayGPU(trace)
         spec = SimulationSpec(
-            "zeus", "v100", "imagenet", 1, str(TRACES), job={"exploration_budget": budget}
+            "zeus",
+            "v100",
+            trace.workload.name,
+            1,
+            str(TRACES),
+            job={"exploration_budget": budget, "power_limit_mode": mode},
         )
         engine = Engine(
             SQLStore.in_memory(), gpu, job_config(trace, spec), policy, seed=1, heartbeat_s=None
@@ -412,12 +417,37 @@ def paired_costs(budget: float | None, recurrences: int) -> tuple[list[float], l
     return costs[0], costs[1]
 
 
-def test_the_budget_holds_at_every_run_when_every_exploration_is_the_worst_case() -> None:
-    def worst_ratio(zeus: list[float], default: list[float]) -> float:
-        return max(z / d for z, d in zip(accumulate(zeus), accumulate(default), strict=True))
+def deceptive(trace: WorkloadTrace, factor: float) -> WorkloadTrace:
+    """``trace`` where every size but b0 needs ``factor`` times b0's epochs (inf: it never
+    reaches the target): priced from their traced steps, the others look as cheap per sample
+    as they are, and every one turns out dearer, as far beyond any belief as ``factor``
+    takes it."""
+    b0 = trace.default_batch_size
+    needs = tuple(factor * e for e in trace.target_epochs[b0])
+    return dataclasses.replace(
+        trace,
+        target_epochs={b: runs if b == b0 else needs for b, runs in trace.target_epochs.items()},
+    )
 
+
+def worst_ratio(zeus: list[float], default: list[float]) -> float:
+    return max(z / d for z, d in zip(accumulate(zeus), accumulate(default), strict=True))
+
+
+def test_the_budget_holds_at_every_run_when_every_exploration_is_the_worst_case() -> None:
     assert worst_ratio(*paired_costs(0.1, 40)) <= 1.1
     assert worst_ratio(*paired_costs(None, 40)) > 1.5  # the scripted case breaks an unbounded job
+
+
+@pytest.mark.parametrize("factor", [1.5, 3.0, math.inf])
+def test_a_scripted_worst_case_in_measure_mode_never_breaks_the_bound(factor: float) -> None:
+    # Where no limit can move, movielens-1m's larger sizes are a third cheaper per sample and
+    # every price says try them; here each needs more epochs than any belief allows.
+    trace = deceptive(load_workload_trace(TRACES, "v100", "movielens-1m"), factor)
+    zeus, default = paired_costs(0.1, 40, trace, mode="measure")
+    assert worst_ratio(zeus, default) <= 1.1 + 1e-9
+    week = sum(zeus[:7]) / sum(default[:7])
+    assert week <= 1.0 + 1e-9  # the first week spends nothing it did not save
 
 
 # --- no deterministic retries ------------------------------------------------------------------

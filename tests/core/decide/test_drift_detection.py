@@ -137,10 +137,16 @@ def test_a_size_dropped_as_dominated_returns_after_a_drift_and_stays() -> None:
     assert job_phase(quiet)[1] == (16, 32)
     drifted = dataclasses.replace(quiet, drift=DriftFound(since=7, cost_ratio=1.4))
     assert job_phase(drifted)[1] == (8, 16, 32)  # judged on the old data: back in play
-    # Once sampled since (more costs than its pruning run), it stays an arm after the
-    # change has left the detection's memory.
-    sampled = dataclasses.replace(quiet, observations={8: ArmStats.of([14.0, 9.0])})
+    # Once run since the walk ended (sampled), it stays an arm after the change has left
+    # the detection's memory.
+    sampled = dataclasses.replace(
+        quiet, observations={8: ArmStats.of([14.0, 9.0])}, run_since_walk=frozenset({8})
+    )
     assert job_phase(sampled)[1] == (8, 16, 32)
+    # Runs before the walk ended do not count: a budgeted job runs its default size on
+    # every day of its first week, and that is no sampling.
+    exploited = dataclasses.replace(quiet, observations={8: ArmStats.of([14.0, 9.0, 13.0])})
+    assert job_phase(exploited)[1] == (16, 32)
     # Without drift detection a dominated size stays dropped, drift or not.
     plain = dataclasses.replace(drifted, config=dataclasses.replace(cfg, drift_detection=False))
     assert job_phase(plain)[1] == (16, 32)

@@ -50,6 +50,11 @@ DEFAULT_EXPLORATION_BUDGET = 0.1
 """The job's cumulative cost stays within (1 + this) x what the Default configuration (the
 default batch size at the maximum power limit) would have cost over the same runs
 (core/decide/budget.py)."""
+DEFAULT_PAYBACK_HORIZON = 14
+"""Runs over which an explored try must be expected to pay back what it costs beyond the best
+size's run (core/decide/budget.py, ``payback``): two weeks of daily runs."""
+MAX_PAYBACK_HORIZON = 10_000
+"""The longest payback horizon accepted: decades of daily runs; a larger one is a typo."""
 DRIFT_MEMORY = 100
 """Observations per batch size that drift detection reads (the newest): an arm's posterior
 horizon when no change is found. At 100 runs an arm's mean is known to ~1.4 % with the 14 %
@@ -161,6 +166,16 @@ class ProfilerConfig:
             object.__setattr__(self, name, PARAMETER_CHECKS[parameter](getattr(self, name)))
 
 
+_NOT_IN_FINGERPRINT = (
+    "job_id",
+    "max_tries",
+    "drift_detection",
+    "exploration_budget",
+    "payback_horizon",
+)
+"""JobConfig's fields that do not change what a cost means (``JobConfig.fingerprint``)."""
+
+
 @dataclass(frozen=True)
 class JobConfig:
     """What a recurring training job optimises, and how.
@@ -198,6 +213,10 @@ class JobConfig:
     """Explore only while the job's cumulative cost stays within ``1 + exploration_budget``
     times the Default configuration's over the same runs (a conservative bandit,
     ``core/decide/budget.py``); None explores as the paper does, without a budget."""
+    payback_horizon: int = DEFAULT_PAYBACK_HORIZON
+    """With an exploration budget: runs over which an explored try must be expected to pay
+    back what it costs beyond the best size's run (``core/decide/budget.py``, ``payback``);
+    a try that cannot is not made."""
     cost_includes_cpu: bool = False
     """Count the host's CPU package and DRAM energy (RAPL, where measured) in the cost's
     energy term. By default they are reported beside the GPUs' energy, not optimised: the
@@ -233,15 +252,11 @@ class JobConfig:
 
         A change of fingerprint starts a new job version (see docs/store.md): costs measured
         with another target, eta or batch-size set must not be mixed into the posteriors.
-        ``max_tries``, ``drift_detection``, ``exploration_budget`` and the profiler's window
-        sizes (steps and seconds) do not change what a cost means (and a job keeps its history
-        when drift detection or the budget is switched).
+        ``max_tries``, ``drift_detection``, ``exploration_budget``, ``payback_horizon`` and
+        the profiler's window sizes (steps and seconds) do not change what a cost means (and a
+        job keeps its history when drift detection or the budget is switched).
         """
-        relevant = {
-            k: v
-            for k, v in asdict(self).items()
-            if k not in ("job_id", "max_tries", "drift_detection", "exploration_budget")
-        }
+        relevant = {k: v for k, v in asdict(self).items() if k not in _NOT_IN_FINGERPRINT}
         relevant["profiler"] = {
             "mode": self.profiler.mode,
             "selector": self.profiler.selector,
@@ -479,6 +494,17 @@ def check_exploration_budget(value: object) -> float | None:
     )
 
 
+def check_payback_horizon(value: object) -> int:
+    """Runs over which an explored try must pay back: an int in [1, MAX_PAYBACK_HORIZON]."""
+    number = real_number(value)
+    if isinstance(number, int) and 1 <= number <= MAX_PAYBACK_HORIZON:
+        return number
+    raise ConfigError(
+        f"payback_horizon={short_repr(value)} is invalid: expected an integer number of runs "
+        f"in [1, {MAX_PAYBACK_HORIZON:,}] (14: two weeks of daily runs)"
+    )
+
+
 def check_profile_window(name: str, value: object) -> float:
     """Seconds of a profiling window: in [0, MAX_PROFILE_WINDOW_S]."""
     return check_number(
@@ -644,6 +670,7 @@ PARAMETER_CHECKS: dict[str, Callable[[Any], object]] = {
     "drift_detection": lambda v: check_bool("drift_detection", v),
     "max_tries": lambda v: check_int("max_tries", v, minimum=1, none="None"),
     "exploration_budget": check_exploration_budget,
+    "payback_horizon": check_payback_horizon,
     "warmup_steps": lambda v: check_int("warmup_steps", v, minimum=0),
     "profile_steps": lambda v: check_int("profile_steps", v, minimum=1),
     "warmup_s": lambda v: check_profile_window("warmup_s", v),

@@ -24,10 +24,16 @@ size from its cost per sample, measured a few dozen steps into its first run.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from zeus_airflow.core.common.config import DRIFT_MEMORY, JobConfig
-from zeus_airflow.core.decide.posterior import PRIOR_DOF, cost_variance, pooled_cost_cv
+from zeus_airflow.core.decide.posterior import (
+    PRIOR_COST_CV,
+    PRIOR_DOF,
+    cost_variance,
+    pooled_cost_cv,
+)
 from zeus_airflow.core.domain import (
     ArmStats,
     BudgetLedger,
@@ -153,6 +159,28 @@ class CostEstimate:
     """With as many epochs as the reference size: how most sizes near each other train."""
     highest: float
     """At its least favourable epochs to target."""
+    belief: tuple[float, ...] = ()
+    """Equally likely costs over the epochs' possible scaling (``reference.epoch_exponent``):
+    what :func:`payback` weighs a try by."""
+    open_belief: tuple[float, ...] = ()
+    """The same over the whole of McCandlish et al.'s range, every exponent in it equally
+    likely, before the job's own sizes narrowed it: what a verdict on the size (it cannot
+    pay back) is judged by, for the sizes that narrowed it are a few noisy runs, and a
+    verdict lasts."""
+
+    def given_at_least(self, cost: float) -> CostEstimate:
+        """This estimate given that the size costs at least ``cost`` (a try of it stopped
+        at the cap after that much, short of its target): the beliefs' costs it leaves."""
+        return replace(
+            self,
+            belief=censored_belief(self.belief, cost),
+            open_belief=censored_belief(self.open_belief, cost),
+        )
+
+
+BELIEF_POINTS = 8
+"""Points of a size's cost belief (:func:`cost_range`): the epochs' exponent at the middles
+of as many equal parts of its range."""
 
 
 def cost_range(reference: CostReference, batch_size: int, sample_cost: float) -> CostEstimate:
@@ -163,14 +191,228 @@ def cost_range(reference: CostReference, batch_size: int, sample_cost: float) ->
     cost per sample. The epochs are unknown, but bounded by how training scales with the
     batch (McCandlish et al., "An empirical model of large-batch training", 2018): a larger
     batch needs at least as many samples as a smaller one (as many epochs), and at most as
-    many steps (epochs in proportion to the batch); a smaller batch the reverse. Most
-    neighbouring sizes of the paper's traces need about as many epochs as each other (the
-    expected case); sizes far above the critical batch need proportionally more."""
+    many steps (epochs in proportion to the batch); a smaller batch the reverse. So epochs
+    scale as ``batch_size ** k`` with ``k`` in [0, 1], a range the job's own sizes narrow
+    (:func:`epoch_exponent`): the belief spreads over it evenly. Most neighbouring sizes of
+    the paper's traces need about as many epochs as each other (the expected case); sizes
+    far above the critical batch need proportionally more."""
     scaled = reference.mean_cost * sample_cost / reference.sample_cost
     ratio = batch_size / reference.batch_size
     low = max(1.0 - RESERVE_Z * reference.mean_spread, 0.0)  # the reference's mean is noisy
     high = 1.0 + RESERVE_Z * reference.mean_spread
-    return CostEstimate(scaled * min(1.0, ratio) * low, scaled, scaled * max(1.0, ratio) * high)
+    measured = reference.epoch_exponent
+    least, most = (0.0, 1.0) if measured is None else measured
+    epochs = [ratio**k for k in (least, most)]
+    shape = EPOCH_PRIOR_SHAPE if measured is None else 0.0
+    return CostEstimate(
+        scaled * min(epochs) * low,
+        scaled,
+        scaled * max(epochs) * high,
+        _belief(reference, scaled, ratio, least, most, shape),
+        _belief(reference, scaled, ratio, 0.0, 1.0, 0.0),
+    )
+
+
+def _belief(
+    reference: CostReference,
+    scaled: float,
+    ratio: float,
+    least: float,
+    most: float,
+    shape: float,
+) -> tuple[float, ...]:
+    """Equally likely costs: the epochs' exponent at ``BELIEF_POINTS`` quantiles of density
+    ``(1 - k) ** shape`` on [least, most], each with the reference mean's noise and the
+    scaling law's error."""
+    mean_noise = reference.cv / math.sqrt(max(reference.runs, 1))
+    model_error = max(reference.cv, MODEL_ERROR)
+    exponents = [
+        _exponent_quantile(least, most, (i + 0.5) / BELIEF_POINTS, shape)
+        for i in range(BELIEF_POINTS)
+    ]
+    return tuple(
+        scaled * ratio**k * (1.0 + z * mean_noise) * (1.0 + y * model_error)
+        for k in exponents
+        for z in _MEAN_NOISE
+        for y in _MEAN_NOISE
+    )
+
+
+EPOCH_PRIOR_SHAPE = 3.0
+"""The belief over the epochs' exponent ``k`` before the job has measured how its epochs
+scale: density ``(1 - k) ** EPOCH_PRIOR_SHAPE`` on [0, 1], most of it near 0 (as many
+epochs as the reference: how most neighbouring sizes train). Once it has measured it
+(:func:`epoch_exponent`), every exponent of the measured range is as likely."""
+
+
+def _exponent_quantile(least: float, most: float, u: float, shape: float) -> float:
+    """The ``u`` quantile of density ``(1 - k) ** shape`` on [least, most]."""
+    power = shape + 1.0
+    top, bottom = (1.0 - least) ** power, (1.0 - most) ** power
+    return 1.0 - max(top - u * (top - bottom), 0.0) ** (1.0 / power)
+
+
+MODEL_ERROR = PRIOR_COST_CV
+"""How far a size's epochs may lie off the scaling law between sizes (relative), at least:
+the spread of time-to-accuracy the paper cites, where the job's own runs vary less."""
+
+_MEAN_NOISE = (-math.sqrt(3.0), 0.0, 0.0, 0.0, 0.0, math.sqrt(3.0))
+"""Where the reference's mean may lie, in its standard errors, equally likely: the three
+points of Gauss-Hermite quadrature of a normal (weights 1/6, 2/3, 1/6)."""
+
+
+def epoch_exponent(
+    success_epochs: Mapping[int, float],
+    runs: Mapping[int, int],
+    cv: float,
+    reference: int,
+    batch_size: int,
+) -> tuple[float, float] | None:
+    """The range of ``k`` in ``epochs ~ batch ** k`` from ``reference`` to ``batch_size``
+    that the job's own sizes measured, within [0, 1] (McCandlish et al.'s bounds); None
+    before they say anything. Along the batch axis ``k`` grows (from 0 far below the critical
+    batch to 1 far above it), so the exponent the job measured between ``reference`` and
+    another of its sizes bounds the one to ``batch_size`` when that size lies on the other
+    side of ``reference`` or between the two: going down, ``k`` is at most that; going up,
+    at least. Each bound is widened by ``RESERVE_Z`` standard errors of its exponent (each
+    size's mean epochs is ``runs`` runs of the job's run-to-run spread ``cv``); the tightest
+    holds."""
+    if batch_size == reference or reference not in success_epochs:
+        return None
+    down = batch_size < reference
+    bounds = []
+    for other, epochs in success_epochs.items():
+        between = min(batch_size, reference) < other < max(batch_size, reference)
+        if other == reference or not (between or (other > reference) == down):
+            continue
+        log_ratio = math.log(other / reference)
+        measured = math.log(epochs / success_epochs[reference]) / log_ratio
+        spread = cv * math.sqrt(1 / max(runs.get(other, 1), 1) + 1 / max(runs.get(reference, 1), 1))
+        noise = RESERVE_Z * spread / abs(log_ratio)
+        bounds.append(measured + noise if down else measured - noise)
+    if not bounds:
+        return None
+    if down:
+        return (0.0, min(max(min(bounds), 0.0), 1.0))
+    return (max(min(max(bounds), 1.0), 0.0), 1.0)
+
+
+@dataclass(frozen=True)
+class PricedCap:
+    """The cap at which a priced try is expected to pay back most (:func:`priced_cap`)."""
+
+    cap: float
+    """Job cost units."""
+    payback: float
+    """What the try is expected to return under it (:func:`payback`): positive where it is
+    worth making."""
+
+
+def priced_cap(
+    belief: Sequence[float], best_cost: float, horizon_runs: int, most: float, margin: float
+) -> PricedCap:
+    """Of the caps up to ``most`` (what the books can pay), the one under which a try of a
+    size with ``belief`` is expected to pay back most (:func:`payback`): each of its costs
+    with a ``margin`` for a run's own noise (a factor, e.g. one run-to-run spread above 1),
+    or ``most``. A lower cap stops sooner a size that turns out dear; a higher one lets a
+    cheap size finish: the belief says which is worth more."""
+    caps = sorted({min(cost * margin, most) for cost in belief} | {most})
+    values = [PricedCap(cap, payback(belief, best_cost, cap, horizon_runs)) for cap in caps]
+    top = max(v.payback for v in values)
+    # The lowest cap that pays back as much, within rounding: the costs come from sums the
+    # databases add up in their own order, and a tie must not flip on the last bit.
+    return next(v for v in values if v.payback >= top - _TIE * abs(best_cost))
+
+
+_TIE = 1e-9
+"""Paybacks closer than this fraction of the best cost are equal (``priced_cap``, ``bet_now``)."""
+
+
+def bet_now(
+    belief: Sequence[float],
+    best_cost: float,
+    horizon_runs: int,
+    cap: float,
+    margin: float,
+    growth: float,
+) -> PricedCap | None:
+    """The cap to try a size with ``belief`` under now, at most ``cap`` (what the books can
+    pay); None when it cannot pay back under it, or when waiting for a higher cap pays
+    more. The books grow by ``growth`` a run (the budget's share of a Default run), so a
+    cap that lets more of the belief finish is some runs away; waiting forgoes the
+    expected saving of those runs (the mean of ``best_cost - cost`` where it is
+    positive). A try stopped at a cap too low for it wastes the whole cap."""
+    here = priced_cap(belief, best_cost, horizon_runs, cap, margin)
+    if here.payback <= 0:
+        return None
+    ideal = priced_cap(belief, best_cost, horizon_runs, math.inf, margin)
+    if growth <= 0 or ideal.cap <= here.cap:
+        return here
+    runs = math.ceil((ideal.cap - here.cap) / growth - _TIE)
+    saving = sum(max(best_cost - cost, 0.0) for cost in belief) / len(belief)
+    waiting = ideal.payback - runs * saving
+    return here if here.payback >= waiting - _TIE * abs(best_cost) else None
+
+
+def priced_verdict(
+    estimate: CostEstimate,
+    best_cost: float,
+    horizon_runs: int,
+    cap: float,
+    margin: float,
+    growth: float,
+) -> PricedCap | str:
+    """What a size priced by ``estimate`` gets, under the books' ``cap``:
+
+    * ``"never"``: it cannot pay back under any cap even over the whole of the epochs' range
+      (``estimate.open_belief``): a verdict on the size;
+    * ``"doubt"``: it cannot on what the job's own sizes say of its epochs
+      (``estimate.belief``): a verdict for now, which those sizes' runs may overturn
+      (``in_play.repriced``);
+    * ``"wait"``: no cap the books pay is worth it yet, or waiting for one pays more
+      (:func:`bet_now`);
+    * else the cap to try it under now."""
+    if not repays(estimate.open_belief, best_cost, horizon_runs, margin):
+        return "never"
+    if not repays(estimate.belief, best_cost, horizon_runs, margin):
+        return "doubt"
+    bet = bet_now(estimate.belief, best_cost, horizon_runs, cap, margin, growth)
+    return "wait" if bet is None else bet
+
+
+def repays(belief: Sequence[float], best_cost: float, horizon_runs: int, margin: float) -> bool:
+    """Whether a size with ``belief`` can be expected to pay back under some cap."""
+    return (
+        bool(belief) and priced_cap(belief, best_cost, horizon_runs, math.inf, margin).payback > 0
+    )
+
+
+def censored_belief(belief: Sequence[float], at_least: float) -> tuple[float, ...]:
+    """``belief`` given that the size costs at least ``at_least`` (a try of it stopped at
+    the cap after that much, short of its target): the costs it leaves. Empty when none
+    is left, for then the belief was wrong."""
+    return tuple(cost for cost in belief if cost >= at_least)
+
+
+def payback(belief: Sequence[float], best_cost: float, cap: float, horizon_runs: int) -> float:
+    """What a capped try of a size is expected to return, in the job's cost units, over
+    ``horizon_runs`` runs from this one: where it beats the best size and finishes within
+    its ``cap``, the saving of every one of them (the try's own run and those that use the
+    size after it); where it finishes dearer, what its run cost beyond the best size's;
+    where it stops at ``cap``, the cap (the best size runs after it). ``belief``: its
+    equally likely costs (:func:`cost_range`). Positive: the try can be expected to pay
+    back within the horizon; otherwise it is not worth making."""
+    if not belief:
+        return -math.inf
+    total = 0.0
+    for cost in belief:
+        if cost > cap:
+            total -= cap
+        elif cost < best_cost:
+            total += horizon_runs * (best_cost - cost)
+        else:
+            total -= cost - best_cost
+    return total / len(belief)
 
 
 def cannot_beat(lowest_cost: float, best_cost: float) -> bool:

@@ -10,10 +10,13 @@ from zeus_airflow.core.decide.best import NoFeasibleBatchSizeError, best_success
 from zeus_airflow.core.decide.budget import (
     RESERVE_Z,
     CostEstimate,
+    PricedCap,
     budget_status,
     cannot_beat,
     cost_range,
+    epoch_exponent,
     predictive_upper,
+    priced_verdict,
 )
 from zeus_airflow.core.decide.parameters import DEFAULT_PARAMETERS
 from zeus_airflow.core.decide.posterior import PRIOR_COST_CV, pooled_cost_cv
@@ -57,8 +60,8 @@ def within_budget(snapshot: JobSnapshot, decision: Decision) -> Decision:
     if decision.phase not in EXPLORING_PHASES or decision.batch_size == best:
         return priced_exploit(snapshot, decision, status)
     if status is not None and may_explore_now(snapshot, best):
-        cap = _exploration_cap(snapshot, status, best)
-        if cap >= needed_cap(snapshot, decision, best):
+        cap = worth_its_cap(snapshot, decision, best, _exploration_cap(snapshot, status, best))
+        if cap is not None:
             return _capped(snapshot, decision, cap)
     if best in snapshot.excluded:
         # The best size already ran in this recurrence and missed: its model is the
@@ -209,12 +212,22 @@ def _cost_reference(snapshot: JobSnapshot, batch_size: int) -> CostReference | N
         return None
     near = min(sizes, key=lambda b: abs(math.log(b / batch_size)))
     stats = snapshot.observations.get(near, ArmStats(0, 0.0, 0.0))
-    cv = max(pooled_cost_cv(snapshot.observations.values()), PRIOR_COST_CV)
+    pooled = pooled_cost_cv(snapshot.observations.values())
+    cv = max(pooled, PRIOR_COST_CV)
     return CostReference(
         near,
         snapshot.success_mean_cost[near],
         snapshot.sample_costs[near],
-        cv / math.sqrt(max(stats.count, 1)),
+        mean_spread=cv / math.sqrt(max(stats.count, 1)),
+        cv=pooled,
+        runs=max(stats.count, 1),
+        epoch_exponent=epoch_exponent(
+            snapshot.ledger.success_epochs,
+            {b: stats.count for b, stats in snapshot.observations.items()},
+            pooled,
+            near,
+            batch_size,
+        ),
     )
 
 
@@ -226,6 +239,80 @@ def estimated_cost(snapshot: JobSnapshot, batch_size: int) -> CostEstimate | Non
     if reference is None or sample_cost is None:
         return None
     return cost_range(reference, batch_size, sample_cost)
+
+
+def worth_its_cap(snapshot: JobSnapshot, decision: Decision, best: int, cap: float) -> float | None:
+    """The cap an explored try of ``decision``'s size runs under, at most ``cap`` (what the
+    books can pay); None when it is not worth trying under it. A walk step priced from its
+    cost per sample runs under the cap at which it is expected to pay back most over
+    ``payback_horizon`` runs (``budget.priced_cap``), and waits while that is none of those
+    the books can pay; one that cannot pay back under any cap is judged at its first step,
+    as one that cannot beat the best (its price stops it: ``TrainingRun._priced_at``).
+    Every other try needs ``cap`` to reach what it is worth (:func:`needed_cap`)."""
+    estimate = _priced_step(snapshot, decision)
+    best_cost = snapshot.success_mean_cost.get(best, math.inf)
+    if estimate is not None and estimate.open_belief:
+        verdict = priced_verdict(
+            estimate,
+            best_cost,
+            snapshot.config.payback_horizon,
+            cap,
+            cost_margin(snapshot),
+            _cap_growth(snapshot),
+        )
+        if verdict == "wait":
+            return None
+        if isinstance(verdict, PricedCap):
+            return verdict.cap
+    return cap if cap >= needed_cap(snapshot, decision, best) else None
+
+
+def _cap_growth(snapshot: JobSnapshot) -> float:
+    """How much the books' cap grows a run: the budget's share of a Default run."""
+    status = budget_status(
+        snapshot.config, snapshot.ledger, snapshot.drift.cost_ratio if snapshot.drift else 1.0
+    )
+    return 0.0 if status is None else status.exploring_fraction * status.default_cost
+
+
+def _priced_step(snapshot: JobSnapshot, decision: Decision) -> CostEstimate | None:
+    """The price of a walk step whose size has no runs of its own that reached the target,
+    from its cost per sample (:func:`estimated_cost`), given what a try of it stopped at the
+    cap showed (``CostEstimate.given_at_least``); None for any other try, before it is
+    priced, and where it cannot beat the best size even at its most favourable."""
+    b = decision.batch_size
+    if not _judged_by_price(snapshot, decision):
+        return None
+    estimate = estimated_cost(snapshot, b)
+    best_cost = snapshot.success_mean_cost.get(best_success_size(snapshot), math.inf)
+    if estimate is None or cannot_beat(estimate.lowest, best_cost):
+        return None
+    stopped = snapshot.ledger.censored.get(b)
+    if stopped is None:
+        return estimate
+    # That day's data may have been a hard one: its draw is the job's run-to-run spread.
+    day = max(1.0 - RESERVE_Z * pooled_cost_cv(snapshot.observations.values()), 0.0)
+    return estimate.given_at_least((stopped.cost + stopped.epoch_cost) * day)
+
+
+def _judged_by_price(snapshot: JobSnapshot, decision: Decision) -> bool:
+    """Whether ``decision``'s try is weighed by its price before it is made
+    (``budget.cost_range``): a walk step of a size that never reached the target, or a
+    sampling arm with no cost of its own yet (a size the walk never reached, or one a price
+    dropped, back in play: ``in_play.repriced``). An arm with costs is judged by them."""
+    b = decision.batch_size
+    if b in snapshot.success_mean_cost:
+        return False
+    if decision.phase == "pruning":
+        return True
+    seen = snapshot.observations.get(b)
+    return decision.phase == "sampling" and (seen is None or seen.count == 0)
+
+
+def cost_margin(snapshot: JobSnapshot) -> float:
+    """A run's own noise as a factor over its cost: one of the job's run-to-run spreads
+    (pooled, at least the prior's) above 1."""
+    return 1.0 + max(pooled_cost_cv(snapshot.observations.values()), PRIOR_COST_CV)
 
 
 def needed_cap(snapshot: JobSnapshot, decision: Decision, best: int) -> float:
@@ -245,13 +332,13 @@ def needed_cap(snapshot: JobSnapshot, decision: Decision, best: int) -> float:
     else:
         best_cost = snapshot.success_mean_cost.get(best, math.inf)
         estimate = estimated_cost(snapshot, b)
-        if estimate is None or cannot_beat(estimate.lowest, best_cost):
+        if estimate is None:
             # Its profile prices it, or judges it, a few dozen steps in; the first epoch
             # runs whole, so the cap covers one, even at twice the best size's cost.
             epochs = _expected_epochs(snapshot, b) or 1.0
             need = max(PROBE_SHARE, 2.0 / epochs) * best_cost
-        else:
-            need = estimate.expected
+        else:  # priced, and not worth a try (``worth_its_cap``): judged at its first step
+            need = PROBE_SHARE * best_cost
         stopped = snapshot.ledger.censored.get(b)
         lowest = _censored_lowest(snapshot, b)
         if lowest is not None and cannot_beat(lowest, best_cost):
@@ -284,7 +371,9 @@ def _capped(snapshot: JobSnapshot, decision: Decision, cap: float) -> Decision:
     stop = cap if bound is None else min(cap, bound)
     # Predictions judge the walk's steps only. An arm Thompson sampling draws is judged by
     # its own costs: a prediction from its noisy epochs would stop runs that would have
-    # finished, and a stop a few steps in is no cost to learn from.
+    # finished, and a stop a few steps in is no cost to learn from (a sampling try's cost is
+    # an observation of its arm). An arm with no cost yet had its price weighed before the
+    # try (``worth_its_cap``), which chose its cap.
     if decision.phase != "pruning" or b in snapshot.success_mean_cost:
         return replace(
             decision, early_stop_cost=stop, budget_cap=BudgetCap(verdict_cost=verdict, bound=bound)
@@ -302,6 +391,9 @@ def _capped(snapshot: JobSnapshot, decision: Decision, cap: float) -> Decision:
             reference=_cost_reference(snapshot, b),
             priced_cap=None if probe is None else stop,
             lowest_cost=_censored_lowest(snapshot, b),
+            horizon_runs=snapshot.config.payback_horizon,
+            cost_margin=cost_margin(snapshot),
+            cap_growth=_cap_growth(snapshot),
         ),
     )
 

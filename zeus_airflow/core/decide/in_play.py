@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 
+from zeus_airflow.core.decide.budget import repays
+from zeus_airflow.core.decide.exploring import cost_margin, estimated_cost
 from zeus_airflow.core.decide.parameters import DEFAULT_PARAMETERS, PolicyParameters
 from zeus_airflow.core.decide.posterior import arm_posterior, pooled_cost_cv
 from zeus_airflow.core.decide.walk import PruningState, walk_state
@@ -24,6 +26,7 @@ def sizes_in_play(
         if b in state.survivors
         or earned_another_try(b, snapshot, params)
         or _returned_after_drift(b, snapshot)
+        or repriced(b, snapshot)
     ]
     return tuple(b for b in sizes if b in in_play or b in frontier(snapshot, in_play))
 
@@ -53,21 +56,43 @@ def _returned_after_drift(batch_size: int, snapshot: JobSnapshot) -> bool:
     """Whether a size round 2 dropped as dominated is back in play under drift detection.
 
     Dominance was judged on the data of its time. Once drift detection finds a change
-    (``snapshot.drift``), such a size is an arm again; and once it has been sampled (it has
-    more observations than its pruning runs), it stays one, so it does not drop out when
-    the change leaves the detection's memory. Without drift detection, as in the paper
-    with our round-2 change, it stays dropped. A size the budget priced out (``cannot_win``)
-    stays out as a failed one does: a price, not a finished run, judged it.
+    (``snapshot.drift``), such a size is an arm again; and once it has been run since the
+    walk ended (sampled then), it stays one, so it does not drop out when the change leaves
+    the detection's memory. Runs before the walk ended do not count: the default size runs
+    on every day of a budgeted job's first week, and was not sampled for it. Without drift
+    detection, as in the paper with our round-2 change, it stays dropped. A size the budget
+    priced out (``cannot_win``) stays out as a failed one does: a price, not a finished
+    run, judged it.
     """
     if not snapshot.config.drift_detection:
         return False
     steps = [s for s in snapshot.exploration if s.batch_size == batch_size]
     if not steps or not all(s.succeeded for s in steps):
         return False  # never reached by the walk, or failed: earned_another_try decides
-    if snapshot.drift is not None:
-        return True
-    seen = snapshot.observations.get(batch_size)
-    return seen is not None and seen.count > len(steps)
+    return snapshot.drift is not None or batch_size in snapshot.run_since_walk
+
+
+def repriced(batch_size: int, snapshot: JobSnapshot) -> bool:
+    """Whether a size its price dropped (``cannot_win`` before it reached the target) is back
+    in play: its price, against the best size now and what the job's sizes now say of how
+    epochs scale (``budget.priced_verdict``), says it can pay back. The price that dropped
+    it leant on a few runs of its neighbours; their later runs can say otherwise. Once back
+    and run to its target, it stays in play, judged by its own costs. A size that ran until
+    its cost alone judged it stays dropped: its belief, given that cost, is dearer than the
+    best."""
+    if snapshot.config.exploration_budget is None:
+        return False
+    steps = [s for s in snapshot.exploration if s.batch_size == batch_size]
+    if not steps or any(s.stop_reason != "cannot_win" for s in steps):
+        return False
+    if batch_size in snapshot.success_mean_cost or batch_size in snapshot.foreign_costs:
+        return True  # back in play, it ran (here or on another GPU): its costs judge it now
+    estimate = estimated_cost(snapshot, batch_size)
+    best = min(snapshot.success_mean_cost.values(), default=None)
+    if estimate is None or best is None:
+        return False
+    judged = estimate.given_at_least(max(s.cost for s in steps))
+    return repays(judged.belief, best, snapshot.config.payback_horizon, cost_margin(snapshot))
 
 
 def earned_another_try(

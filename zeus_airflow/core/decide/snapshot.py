@@ -13,7 +13,7 @@ from dataclasses import replace
 
 from zeus_airflow.core.common.config import JobConfig
 from zeus_airflow.core.decide.drift import arm_view
-from zeus_airflow.core.decide.translation import top_cost_per_step, with_other_fleets
+from zeus_airflow.core.decide.translation import pricing_cost_per_step, with_other_fleets
 from zeus_airflow.core.domain import ExplorationStep, JobSnapshot, JobState
 
 
@@ -42,7 +42,15 @@ def job_snapshot(state: JobState) -> JobSnapshot:
         missed=state.missed,
         ledger=state.ledger,
         sample_costs=sample_costs(state),
+        run_since_walk=run_since_walk(state),
     )
+
+
+def run_since_walk(state: JobState) -> frozenset[int]:
+    """The sizes with a cost observed after the pruning walk's last step (``state.history``
+    holds the costs with their decision numbers only with drift detection)."""
+    walk_end = max((step.seq for step in state.exploration), default=-1)
+    return frozenset(b for b, seen in state.history.items() if any(o.seq > walk_end for o in seen))
 
 
 def sample_costs(state: JobState) -> dict[int, float]:
@@ -53,7 +61,7 @@ def sample_costs(state: JobState) -> dict[int, float]:
     for (key, b), profile in state.profiles.items():
         if key != state.here:
             continue
-        per_step = top_cost_per_step(profile, config.eta)
+        per_step = pricing_cost_per_step(profile, config.eta)
         if per_step is not None:
             costs[b] = per_step / b
     return costs

@@ -57,17 +57,21 @@ def training_cost_per_step(
     return profile.measurements[limit].cost_per_step(eta, max_power)
 
 
-def top_cost_per_step(profile: PowerProfile, eta: float) -> float | None:
-    """Cost of one step at the profile's highest candidate limit, the first one a profile
-    measures (Default's); None until it is measured. What sizes are priced against each
-    other by (``budget.cost_range``): it is known a few dozen steps into a size's first run,
-    long before its profile is complete."""
+def pricing_cost_per_step(profile: PowerProfile, eta: float) -> float | None:
+    """Cost of one step at the limit sizes are priced at against each other
+    (``budget.cost_range``); None until it is measured. Where limits move, the profile's
+    highest candidate, the first one it measures (Default's): known a few dozen steps into a
+    size's first run, long before its profile is complete. Where they cannot (measure mode),
+    the limit the GPUs train at, which every size shares: a profile's only measurement
+    (``profiler.PowerLimitProfiler._price_at_current_limit``)."""
     if not profile.candidates_w:
         return None
-    top = profile.measurements.get(max(profile.candidates_w))
-    if top is None:
+    measured = profile.measurements.get(max(profile.candidates_w))
+    if measured is None and len(profile.measurements) == 1:
+        (measured,) = profile.measurements.values()
+    if measured is None:
         return None
-    return top.cost_per_step(eta, float(max(profile.candidates_w) * profile.gpu_count))
+    return measured.cost_per_step(eta, float(max(profile.candidates_w) * profile.gpu_count))
 
 
 def translate(

@@ -165,9 +165,28 @@ class PowerLimitProfiler:
                 "power-limit mode 'measure': training at the GPUs' current limits %s W",
                 list(self._original_w),
             )
+            self._price_at_current_limit()
             return
         self._profiling = True
         self._go_to(self._next_w())
+
+    def _price_at_current_limit(self) -> None:
+        """Measure mode: one slice at the limit the GPUs train at, never set, where the
+        profile has none yet. Every size trains at that limit, so its cost per step there
+        prices one size against another (``core/decide/budget.py``, ``cost_range``) where
+        no limit can move; the slice costs nothing, for no setting changes. Only at a
+        candidate limit the GPUs share (a limit set by hand between candidates, or one
+        per GPU, prices nothing: the job then explores with what it saved)."""
+        limits = set(self._original_w or ())
+        if len(limits) != 1:
+            return
+        (limit_w,) = limits
+        if limit_w not in self.profile.candidates_w or limit_w in self.profile.measurements:
+            return
+        self._current_w = limit_w
+        self._profiling = True
+        self._begin_measured_slice()
+        self._start_warmup(limit_changed=False)
 
     def restore(self) -> None:
         """Put back the limits found at start. Safe to call twice and on any exit path."""
@@ -374,6 +393,8 @@ class PowerLimitProfiler:
         self.mode = "measure"
         self._profiling = False
         self._cancel_windows()
+        if self._current_w is None:  # nothing was set: the GPUs are where they started
+            self._price_at_current_limit()
 
     def _cancel_windows(self) -> None:
         self.monitor.cancel_window(_WARMUP_WINDOW)
@@ -383,6 +404,11 @@ class PowerLimitProfiler:
         """Set ``limit_w`` and warm up; the slice continues an earlier run's part at it."""
         if not self._set_limit(limit_w):
             return
+        self._begin_measured_slice()
+        self._start_warmup(limit_changed=True)
+
+    def _begin_measured_slice(self) -> None:
+        """A new slice at the current limit, continuing an earlier run's part at it."""
         self._slice = _Phase(self.config.profile_steps, self._measure_s())
         self._banked = TimeEnergy(0.0, 0.0)
         partial = self.profile.partial
@@ -396,7 +422,6 @@ class PowerLimitProfiler:
                 partial.steps,
                 partial.time_s,
             )
-        self._start_warmup(limit_changed=True)
 
     def _bank_open_slice(self) -> None:
         """Add the open slice window (up to the last step's end) to the banked part, and keep
@@ -446,6 +471,9 @@ class PowerLimitProfiler:
             measured.avg_power_w,
             measured.time_s / steps,
         )
+        if self.mode == "measure":  # the one slice that prices the size: done
+            self._profiling = False
+            return
         self._go_to(self._next_w())
 
     def _go_to(self, next_w: int | None) -> None:

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import math
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -59,8 +60,15 @@ from zeus_airflow.core.common.config import (
     short_repr,
 )
 from zeus_airflow.core.common.cost import zeus_cost
-from zeus_airflow.core.decide.budget import ProfilingCredit, cannot_beat, cost_range
-from zeus_airflow.core.decide.translation import top_cost_per_step
+from zeus_airflow.core.decide.budget import (
+    CostEstimate,
+    PricedCap,
+    ProfilingCredit,
+    cannot_beat,
+    cost_range,
+    priced_verdict,
+)
+from zeus_airflow.core.decide.translation import pricing_cost_per_step
 from zeus_airflow.core.devices.base import GPUGroup, max_power_w, power_control
 from zeus_airflow.core.devices.sync import Synchronize
 from zeus_airflow.core.domain import (
@@ -70,6 +78,7 @@ from zeus_airflow.core.domain import (
     RunOutcome,
     StopReason,
 )
+from zeus_airflow.core.domain.physics import trusted
 from zeus_airflow.core.train.monitor import EnergyMonitor, HostEnergyMeter, TimeEnergy
 from zeus_airflow.core.train.profiler import PowerLimitProfiler
 
@@ -123,6 +132,8 @@ class TrainingRun:
         """Set: ``early_stop_cost`` is the exploration budget's cap, a stop is censored."""
         self._priced = False
         """Whether the try was priced from its cost per sample (``_priced_at``)."""
+        self._payback_cap: float | None = None
+        """The cap its price says pays back most (``_paid_back``), once priced."""
         self.epoch = 0
         self.last_metric: float | None = None
         self.reached_target = False
@@ -277,7 +288,7 @@ class TrainingRun:
         if cap.lowest_cost is not None and cannot_beat(cap.lowest_cost, cap.best_cost):
             self._priced = True
             return "cannot_win"
-        per_step = top_cost_per_step(self.profiler.profile, self.config.eta)
+        per_step = pricing_cost_per_step(self.profiler.profile, self.config.eta)
         if cap.reference is None or per_step is None:
             return None  # at once, or when the profile's first slice ends
         self._priced = True
@@ -285,6 +296,8 @@ class TrainingRun:
         if stop is None and cap.priced_cap is not None:
             self.early_stop_cost = cap.priced_cap
             self.profiler.release_credit()
+        if stop is None and self._payback_cap is not None and self.early_stop_cost is not None:
+            self.early_stop_cost = min(self.early_stop_cost, self._payback_cap)
         return stop
 
     @property
@@ -413,7 +426,8 @@ class TrainingRun:
             self.stop_reason, self.reached_target = "no_steps", False
         if self.stop_reason is None:
             self.stop_reason = "target" if self.reached_target else "returned"
-        observer = self.profiler.observer_report()
+        # A profile that contradicts physics saves nothing, not even in observe mode.
+        observer = self.profiler.observer_report() if self._profile_trusted() else None
         return RunOutcome(
             batch_size=self.batch_size,
             power_limit_w=self.power_limit_w,
@@ -446,18 +460,28 @@ class TrainingRun:
         return zeus_cost(energy_j, measurement.time_s, self.config.eta, self._max_power_w)
 
     # --- internals ---------------------------------------------------------------------------
+    def _profile_trusted(self) -> bool:
+        """Whether the profile's ratios may price anything (``domain.physics``)."""
+        return trusted(self.profiler.profile.measurements)
+
     def _cost_at_max_power(self, total: TimeEnergy) -> float:
         """``RunOutcome.default_cost``: the run's measured cost, each step trained at a lower
         limit the profile measured repriced at the per-step cost it measured at the highest
         candidate. The rest of the run (evaluation, data loading, the host's energy, the
         machine's noise) Default would have paid too, so it stays as measured. The measured
-        cost itself when no limit was changed (measure mode, a fallback) or nothing priced
-        the maximum."""
+        cost itself when no limit was changed (measure mode, a fallback), nothing priced
+        the maximum, or the profile contradicts physics (``domain.physics``: its ratios
+        would price the load, not the limits)."""
         cost = self.cost_of(total)
         profile = self.profiler.profile
         top_w = max(profile.candidates_w, default=0)
         at_max = profile.measurements.get(top_w)
-        if self.profiler.mode == "measure" or at_max is None or self.steps_trained == 0:
+        if (
+            self.profiler.mode == "measure"
+            or at_max is None
+            or self.steps_trained == 0
+            or not self._profile_trusted()
+        ):
             return cost
         eta, max_power_w = self.config.eta, self._max_power_w
         for limit_w, steps in self.profiler.steps_by_limit(self.steps_trained).items():
@@ -508,8 +532,34 @@ class TrainingRun:
         if estimate.lowest > cap.verdict_cost or cannot_beat(estimate.lowest, cap.best_cost):
             return "cannot_win"
         room = cap.priced_cap if cap.priced_cap is not None else self.early_stop_cost
+        if cap.horizon_runs is not None:
+            return self._paid_back(estimate, room)
         if room is not None and estimate.expected > room < cap.verdict_cost:
             return "budget_cap"  # under a cap that could judge it, it runs to the verdict
+        return None
+
+    def _paid_back(self, estimate: CostEstimate, room: float | None) -> StopReason | None:
+        """Whether a priced try goes on (``budget.priced_verdict``): one that cannot pay back
+        within its horizon under any cap stops (``cannot_win``: a verdict, which only its
+        neighbours' runs may overturn), one not worth trying under ``room`` (what the books
+        pay) yet stops too (``budget_cap``: no verdict); the rest go on under the cap that
+        pays back most."""
+        cap = self.budget_cap
+        assert cap is not None and cap.horizon_runs is not None
+        verdict = priced_verdict(
+            estimate,
+            cap.best_cost,
+            cap.horizon_runs,
+            math.inf if room is None else room,
+            cap.cost_margin,
+            cap.cap_growth,
+        )
+        if verdict in ("never", "doubt"):
+            return "cannot_win"
+        if verdict == "wait":  # no verdict: its size's turn comes again (``walk_order``)
+            return "budget_cap"
+        assert isinstance(verdict, PricedCap)
+        self._payback_cap = verdict.cap
         return None
 
     def _hopeless(self, so_far: float, next_epoch: float) -> StopReason | None:
