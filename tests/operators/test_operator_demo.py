@@ -52,7 +52,7 @@ def test_the_demo_runs_days_through_airflow_and_reports(tmp_path: Path) -> None:
     )
     assert table.count("2025-01-0") >= 2  # one row per try, named after its day
     assert max(map(len, table.splitlines())) <= 120 and "replayed" in table
-    report, headline = report.split("\nZeus over the 2 runs (replayed): ")
+    report, headline = report.split("\nZeus over the 2 runs (replayed from the paper's traces): ")
     # The job's id (23 characters) on a line of its own: its savings' intervals fill the row.
     assert report.split("\n")[1] == "zeus_replay_daily.train" and "fleet: 1 jobs, 2 runs" in report
     assert report.split()[:2] == ["runs", "phase"]

@@ -72,6 +72,26 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--policy", default="all", choices=[*POLICIES, "all"])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
+    _add_job_options(parser)
+    parser.add_argument(
+        "--recurrences",
+        type=int,
+        default=None,
+        help="default: 2 x |batch sizes| x |power limits| (paper)",
+    )
+    parser.add_argument("--output-csv", required=True, type=Path)
+    parser.add_argument("--plot", type=Path, default=None, help="PNG: regret and batch sizes")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="processes to run simulations in (default: all cores)",
+    )
+    parser.set_defaults(handler=run)
+
+
+def _add_job_options(parser: argparse.ArgumentParser) -> None:
+    """The replayed job's own settings, each defaulting to the operator's."""
     parser.add_argument("--eta", type=float, default=DEFAULT_ETA)
     parser.add_argument("--beta", type=float, default=DEFAULT_BETA)
     parser.add_argument(
@@ -102,21 +122,6 @@ def register(commands: argparse._SubParsersAction) -> None:
         "maximum; measure: never change a limit, as where limits cannot move (no root, MIG, "
         f"a shared GPU; default: the operator's, {declared_default('power_limit_mode')})",
     )
-    parser.add_argument(
-        "--recurrences",
-        type=int,
-        default=None,
-        help="default: 2 x |batch sizes| x |power limits| (paper)",
-    )
-    parser.add_argument("--output-csv", required=True, type=Path)
-    parser.add_argument("--plot", type=Path, default=None, help="PNG: regret and batch sizes")
-    parser.add_argument(
-        "--jobs",
-        type=int,
-        default=os.cpu_count() or 1,
-        help="processes to run simulations in (default: all cores)",
-    )
-    parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -2,11 +2,10 @@
 (docs/operator.md: its use, an example and every parameter).
 
 The operator is Airflow glue only: it validates its arguments when the DAG is parsed
-(``operators/checks.py``, doing nothing else there), and at run time opens the store, then
-the GPUs, defers through the carbon service (``core/carbon/service.py``) when asked to, hands
-one recurrence to the engine, and publishes the result as XComs, a one-line summary and a
-link. Power limits are put back on every exit path; see ``core/train/gpu_lease.py`` for the one
-Airflow cannot cover.
+(``operators/checks.py``, doing nothing else there), and at run time opens the store, then the
+GPUs, defers through the carbon service (``core/carbon/service.py``) when asked to, hands one
+recurrence to the engine, and publishes the result as XComs, a one-line summary and a link.
+Power limits are put back on every exit path (``core/train/gpu_lease.py``: the one Airflow can't).
 """
 
 from __future__ import annotations
@@ -336,9 +335,8 @@ class ZeusTrainOperator(PublishesFigures, BaseOperator):
         return ZeusStoreHook(zeus_conn_id=self.zeus_conn_id).get_store()
 
     def _train_function(self) -> Callable[..., Any]:
-        return (
-            functools.partial(self.train, **self.train_kwargs) if self.train_kwargs else self.train
-        )
+        train, kwargs = self.train, self.train_kwargs
+        return functools.partial(train, **kwargs) if kwargs else train
 
     def _publish(
         self,
