@@ -1,7 +1,8 @@
 """What a team sees in its first weeks: the job's cumulative cost against Default's, run by run.
 
     .venv/bin/python bench/short_horizon.py [--traces DIR] [--quick] [--modes optimize measure]
-        [--budgets 0.1 none] [--frontier] --output bench/short_horizon
+        [--budgets 0.1 none] [--frontier | --levers NAME ...] [--seeds 1 2 ...]
+        --output bench/short_horizon
 
 For each of the paper's 12 cells (V100 and A40 x 6 workloads) and seeds 1-5, and for each
 power-limit mode asked for (``optimize``, where Zeus sets limits; ``measure``, where limits
@@ -33,6 +34,8 @@ The targets (issues 34 and 46), for the budget arm:
 per mode: no first week (``core/decide/budget.py`` ``FIRST_WEEK`` 0: exploration may spend
 the budget from the second run), every epoch exponent as likely before the job measured one
 (``EPOCH_PRIOR_SHAPE`` 0), payback horizons of 7 and 28 runs, budgets 0.2 and 0.3.
+``--levers`` runs only the arms named (the levers alone, the default arms already run),
+``--seeds`` fewer seeds (the frontier was recorded with seeds 1-2: six levers, two modes).
 ``--quick``: one cell, one seed, 20 recurrences, both modes (the suite runs it so the script
 cannot rot).
 """
@@ -436,6 +439,17 @@ def options() -> argparse.Namespace:
         "epoch prior, payback horizons 7 and 28, budgets 0.2 and 0.3 (one row each)",
     )
     parser.add_argument(
+        "--levers",
+        nargs="+",
+        choices=list(FRONTIER),
+        default=None,
+        help="only these arms of the frontier (e.g. the levers alone, the default arms "
+        "already run)",
+    )
+    parser.add_argument(
+        "--seeds", type=int, nargs="+", default=list(SEEDS), help="default: 1 2 3 4 5"
+    )
+    parser.add_argument(
         "--budgets",
         nargs="+",
         default=None,
@@ -448,6 +462,8 @@ def options() -> argparse.Namespace:
 
 
 def arms_of(args: argparse.Namespace) -> dict[str, Lever]:
+    if args.levers:
+        return {name: FRONTIER[name] for name in args.levers}
     if args.frontier:
         return FRONTIER
     if args.budgets is None:
@@ -473,7 +489,7 @@ def main() -> int:
             for mode in args.modes
             for g in GPUS
             for w in WORKLOADS
-            for s in SEEDS
+            for s in args.seeds
         ]
     rows: list[dict[str, object]] = []
     with ProcessPoolExecutor(args.jobs) as pool:
