@@ -12,6 +12,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from statistics import mean
 
+from zeus_airflow.cli import help_of
 from zeus_airflow.cli.options import add_traces_option
 from zeus_airflow.cli.output import check_writable, write_csv
 from zeus_airflow.core.common.config import (
@@ -55,7 +56,7 @@ CSV_COLUMNS = [
 def register(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "simulate",
-        help="replay paper workloads through the real engine on the replay GPU",
+        help=help_of("simulate"),
         description="Replay the Zeus paper's traces through the real engine, profiler and store "
         "on a virtual GPU, with the Default and Grid-search baselines. All figures "
         "are replayed, not measured.",

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, TextIO
 
-from zeus_airflow.cli import views
+from zeus_airflow.cli import help_of, views
 from zeus_airflow.cli.options import non_blank
 from zeus_airflow.core.common.units import observe_note
 from zeus_airflow.core.domain import TrainingFigures, TrialRecord, run_of
@@ -50,7 +50,7 @@ Handler = Callable[[argparse.Namespace], int]
 
 
 def register(commands: argparse._SubParsersAction) -> None:
-    db = commands.add_parser("db", help="the store's schema")
+    db = commands.add_parser("db", help=help_of("db"))
     db_commands = db.add_subparsers(dest="db_command", required=True, metavar="COMMAND")
     upgrade = db_commands.add_parser(
         "upgrade", help="create the store's tables or upgrade them to this version's schema"
@@ -58,13 +58,13 @@ def register(commands: argparse._SubParsersAction) -> None:
     add_location_options(upgrade)
     upgrade.set_defaults(handler=reporting_errors(_upgrade))
 
-    jobs = commands.add_parser("jobs", help="list the jobs in the store, every version")
+    jobs = commands.add_parser("jobs", help=help_of("jobs"))
     add_location_options(jobs)
     _format_option(jobs)
     _wide_option(jobs)
     jobs.set_defaults(handler=reporting_errors(_jobs))
 
-    runs = commands.add_parser("runs", help="list the trials (one per try) in the store")
+    runs = commands.add_parser("runs", help=help_of("runs"))
     add_location_options(runs)
     _format_option(runs)
     _wide_option(runs)
@@ -76,9 +76,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     runs.set_defaults(handler=reporting_errors(_runs))
 
-    reset = commands.add_parser(
-        "reset", help="start a job over as a new, empty version (its history stays visible)"
-    )
+    reset = commands.add_parser("reset", help=help_of("reset"))
     add_location_options(reset)
     reset.add_argument(
         "--job",
