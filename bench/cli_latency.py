@@ -40,17 +40,22 @@ COMMANDS = {
 
 
 def timed_s(argv: list[str], repeat: int) -> float:
-    """The median wall time of ``zeus-airflow argv`` run ``repeat`` times as a new process;
-    a command that fails stops the bench."""
+    """The median wall time of ``zeus-airflow argv`` run ``repeat`` times as a new process,
+    after a run that is not timed; a command that fails stops the bench.
+
+    Python may write its bytecode caches (``PYTHONDONTWRITEBYTECODE`` is dropped), as it does
+    on a user's machine: without them every run compiles SQLAlchemy and the rest anew (``make
+    setup`` installs with ``--no-compile``), a second or more here that no user pays twice."""
     command = [str(Path(sys.executable).parent / "zeus-airflow"), *argv]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     spans = []
-    for _ in range(repeat):
+    for _ in range(repeat + 1):
         started = time.perf_counter()
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        done = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
         spans.append(time.perf_counter() - started)
         if done.returncode != 0:
             raise SystemExit(f"{' '.join(argv)} failed ({done.returncode}): {done.stderr}")
-    return statistics.median(spans)
+    return statistics.median(spans[1:])
 
 
 def measure(url: str, repeat: int) -> dict[str, float]:

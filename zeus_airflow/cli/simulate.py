@@ -71,6 +71,20 @@ def register(commands: argparse._SubParsersAction) -> None:
         action="append",
         help=f"workload; repeatable; one of {', '.join(WORKLOADS)}",
     )
+    _policy_options(parser)
+    parser.add_argument("--output-csv", required=True, type=Path)
+    parser.add_argument("--plot", type=Path, default=None, help="PNG: regret and batch sizes")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="processes to run simulations in (default: all cores)",
+    )
+    parser.set_defaults(handler=run)
+
+
+def _policy_options(parser: argparse.ArgumentParser) -> None:
+    """The options of the simulated jobs' policy, defaulting to the operator's."""
     parser.add_argument("--policy", default="all", choices=[*POLICIES, "all"])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
     parser.add_argument("--eta", type=float, default=DEFAULT_ETA)
@@ -109,15 +123,6 @@ def register(commands: argparse._SubParsersAction) -> None:
         default=None,
         help="default: 2 x |batch sizes| x |power limits| (paper)",
     )
-    parser.add_argument("--output-csv", required=True, type=Path)
-    parser.add_argument("--plot", type=Path, default=None, help="PNG: regret and batch sizes")
-    parser.add_argument(
-        "--jobs",
-        type=int,
-        default=os.cpu_count() or 1,
-        help="processes to run simulations in (default: all cores)",
-    )
-    parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -26,7 +26,6 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
-import numpy as np
 from sqlalchemy import (
     ColumnElement,
     Connection,
@@ -448,7 +447,7 @@ class SQLStore:
                 ),
             )
             state = read_state(conn, job, device, excluded, missed=missed, key=key)
-            decision = decide(state, np.random.default_rng([seed, seq]))
+            decision = decide(state, _rng(seed, seq))
             trial_id = _inserted_id(
                 conn.execute(
                     _INSERT_TRIAL,
@@ -981,3 +980,12 @@ def recurrence_columns(key: RecurrenceKey) -> dict[str, Any]:
         map_index=key.map_index,
         try_number=key.try_number,
     )
+
+
+def _rng(seed: int, seq: int) -> Any:
+    """The decision's random generator, from the job's seed and the decision's sequence
+    number. numpy is imported here: reading the store (``zeus-airflow runs``, the UI) needs
+    none of it (bench/RESULTS.md, "CLI latency")."""
+    import numpy as np
+
+    return np.random.default_rng([seed, seq])
