@@ -538,12 +538,16 @@ class SQLStore:
             raise UnrecordedResultError(trial_id, outcome, str(err)) from err
 
     def record_job_phase(self, trial_id: int, job_phase: str) -> None:
+        """Not durable (``connect.DURABLE``): a figure for people that the next try records
+        again, whose commit need not wait for the disk (an fsync a run: bench/RESULTS.md,
+        issue 47). PostgreSQL: one statement on its own, as before."""
         self._write(
             f"recording the job's phase after trial {trial_id}",
             lambda conn: conn.execute(
                 update(trials).where(trials.c.id == trial_id).values(job_phase=job_phase)
             ),
-            single_statement=True,
+            durable=False,
+            single_statement=self._locks_rows,
         )
 
     def fail_trial(
