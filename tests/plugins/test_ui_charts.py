@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from datetime import UTC, datetime
 from itertools import pairwise
@@ -158,6 +159,20 @@ def test_the_batch_size_chart_draws_a_run_without_a_verdict_apart_from_its_phase
         "pruning",
         "no verdict (the train function raised or broke its contract)",
     ]
+
+
+def test_a_try_stopped_at_the_budgets_cap_is_drawn_as_capped_not_failed() -> None:
+    """A try the exploration budget's cap stopped was stopped on purpose, with no verdict on
+    its size (issue 47): it is drawn and keyed as capped, never as a failed try."""
+    capped = dataclasses.replace(_run(1, 900.0), batch_sizes=(128, 64), capped_sizes=(128,))
+    failed = dataclasses.replace(_run(2, 900.0), batch_sizes=(32, 64))
+    chart = batch_size_chart([capped, failed], (32, 64, 128), {1: "run 1", 2: "run 2"})
+    svg = str(chart.svg)
+    assert svg.count('class="dot hollow muted"') == 1 and svg.count('class="dot hollow bad"') == 1
+    keys = [text for text, _ in chart.legend]
+    assert "try capped by the budget" in keys and "failed try" in keys
+    alone = batch_size_chart([capped], (32, 64, 128), {1: "run 1"})
+    assert "failed try" not in [text for text, _ in alone.legend]
 
 
 def test_a_label_at_the_top_or_an_end_of_its_axes_stays_inside_the_chart() -> None:

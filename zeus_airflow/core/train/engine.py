@@ -383,7 +383,17 @@ class Engine:
         return replace(report, job_phase=phase)
 
     def _say_failed(self, outcome: RunOutcome) -> None:
-        """The log line of a try that failed its batch size."""
+        """The log line of a try that failed its batch size; a try stopped at the budget's
+        cap did not fail it: stopped on purpose, it is said at INFO."""
+        if outcome.stop_reason == "budget_cap":
+            self.log.info(
+                "batch size %d stopped at the exploration budget's cap after %d epochs, as "
+                "planned: it costs more than the budget could pay for now (no verdict on the "
+                "size); another size trains",
+                outcome.batch_size,
+                outcome.epochs,
+            )
+            return
         if outcome.stop_reason == "no_steps":
             self.log.warning(
                 "batch size %d trained no step (an empty DataLoader: fewer samples than the "
