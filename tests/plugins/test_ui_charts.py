@@ -186,3 +186,29 @@ def test_a_label_at_the_top_or_an_end_of_its_axes_stays_inside_the_chart() -> No
     for x, y in re.findall(r'<text class="note" x="([\d.]+)" y="([\d.]+)"', str(plot.svg())):
         half = LABEL_CHAR_PX * len("n=123") / 2
         assert half - 0.1 <= float(x) <= plot.width - half + 0.1 and float(y) >= LABEL_PX
+
+
+def test_the_fleet_chart_places_dag_runs_at_their_logical_dates(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A backfill runs 60 days in one afternoon: by wall-clock time the fleet chart drew it as
+    an afternoon. Each DAG run is placed at its logical date (Airflow's database, else its
+    run id's), the runs of one date added up (issue 47)."""
+    from zeus_airflow.core.store.reads.fleet import RunEnergy
+    from zeus_airflow.plugins import fleet_page
+
+    now = datetime(2026, 11, 29, 4, tzinfo=UTC)
+    runs = [
+        RunEnergy("d", "manual_a", now, 10.0, 12.0),
+        RunEnergy("d", "scheduled__2026-01-02T00:00:00+00:00", now, 5.0, 6.0),
+        RunEnergy("e", "manual_b", now, 1.0, 2.0),
+    ]
+    known = {("d", "manual_a"): datetime(2026, 1, 5, tzinfo=UTC)}
+    known[("e", "manual_b")] = known[("d", "manual_a")]
+    monkeypatch.setattr(fleet_page, "_logical_dates", lambda _: known)
+    assert fleet_page.by_logical_date(runs) == [
+        (datetime(2026, 1, 2, tzinfo=UTC), 5.0, 6.0),
+        (datetime(2026, 1, 5, tzinfo=UTC), 11.0, 14.0),
+    ]
+    chart = fleet_page.energy_chart(fleet_page.by_logical_date(runs))
+    assert chart is not None and "logical date (UTC)" in str(chart.svg)
