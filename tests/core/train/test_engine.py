@@ -367,3 +367,7 @@ def test_a_try_stopped_at_the_budgets_cap_is_said_at_info_not_as_a_miss(
     assert len(said) == len(capped) and {r.levelname for r in said} == {"INFO"}
     missed = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert not [m for m in missed if "budget_cap" in m]
+    # Nor is a replayed GPU's short profile a warning (the demo printed it: issue 47); it is
+    # still said, at INFO.
+    assert not [m for m in missed if "cannot finish within a run" in m]
+    assert [r for r in caplog.records if "cannot finish within a run" in r.getMessage()]
