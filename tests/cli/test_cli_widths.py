@@ -71,11 +71,12 @@ def test_wide_shows_every_column(url: str, capsys: pytest.CaptureFixture[str]) -
 def test_a_saving_below_the_resolution_reads_as_zero(
     url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The Default-only job saved float noise (-1.2e-16 of Default's energy): ``0 %``."""
+    """The Default-only job saved float noise (-1.2e-16 of Default's energy): ``0``, with its
+    interval and the mark that it is within it (``0±68.6 %*``: the report's intervals)."""
     out = output(capsys, "report", "--db", url, "--job", EVEN_JOB).splitlines()
     header, row = out[0], out[2]
     saved = header.index("saved")
-    assert row[saved:].split()[:2] == ["0", "%"]
+    assert row[saved:].split()[0].startswith("0±") and row[saved:].split()[1] == "%*"
     assert "-0.0 %" not in row and "e-1" not in row
 
 
