@@ -32,13 +32,17 @@ COMPARE = """
 import json, sys
 from zeus_airflow.cli.store import _location_without_airflow
 
+from zeus_airflow.airflow_db import cli_logical_dates
+
 quick = {c: _location_without_airflow(c) for c in ("zeus_pg", "zeus_file", None)}
+dates = cli_logical_dates([("some_dag", "manual__2026-01-01T00:00:00+00:00")])  # none there
 untouched = not [m for m in sys.modules if m == "airflow" or m.startswith("airflow.")]
 from zeus_airflow.hooks.store import resolve_store_location
 
 shown = lambda l: None if l is None else [l.url.render_as_string(False), l.source, l.conn_id]
 print(json.dumps({
     "untouched": untouched,
+    "dates": len(dates),
     "quick": {str(c): shown(l) for c, l in quick.items()},
     "airflow": {str(c): shown(resolve_store_location(c)) for c in quick},
     "missing": shown(_location_without_airflow("no_such_conn")),
@@ -75,6 +79,7 @@ def test_a_connection_reads_as_airflow_reads_it_without_airflow(home: dict[str, 
     server = {**home, "_AIRFLOW_PROCESS_CONTEXT": "server"}
     found = json.loads(_python(COMPARE, server).splitlines()[-1])
     assert found["untouched"], "the lookup imported Airflow"
+    assert found["dates"] == 0  # read from the dag_run table, without Airflow
     assert found["quick"] == found["airflow"]
     assert found["quick"]["zeus_pg"] == [
         "postgresql+psycopg://zeus:s3cr%25t%3A%2F%40@db.example:5433/zeus?sslmode=require",
