@@ -435,3 +435,40 @@ def browser(tmp_path: Path) -> Iterator[Browser]:
             yield driver
     finally:
         stop_process_group(process)
+
+
+VIEWPORT_W = 1280
+
+
+def artifact(tmp_path: Path, name: str) -> Path:
+    """Where a screenshot goes: ``$ZEUS_ARTIFACTS`` (relative to the repository) when set
+    (``scripts/ui_screenshots.py`` sets ``artifacts``), else the test's temporary folder."""
+    folder = os.environ.get("ZEUS_ARTIFACTS")
+    return (REPO / folder if folder else tmp_path) / name
+
+
+OVERFLOW = """(() => {
+  const root = document.documentElement;
+  const out = {page: [root.scrollWidth, root.clientWidth]};
+  for (const table of document.querySelectorAll('.table-wrap > table')) {
+    const wrap = table.parentElement;
+    out[table.id] = [wrap.scrollWidth, wrap.clientWidth];
+  }
+  return out;
+})()"""
+"""Scroll width against client width (px) of the page and of each table's container: the
+containers scroll sideways only as a last resort, and none needs to here."""
+
+
+def open_page(browser: Browser, html: str, path: Path) -> None:
+    """``html`` saved at ``path`` and opened at a 1,280 px wide viewport, loaded."""
+    path.write_text(html)
+    browser.send(
+        "Emulation.setDeviceMetricsOverride",
+        width=VIEWPORT_W,
+        height=900,
+        deviceScaleFactor=1,
+        mobile=False,
+    )
+    browser.goto(path.as_uri())
+    browser.wait_for("document.readyState === 'complete'", what=path.name)

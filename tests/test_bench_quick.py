@@ -40,6 +40,8 @@ QUICK: dict[str, Quick] = {
     "carbon_shift.py": Quick(
         ("--quick", "--output", "{out}"), "Wall time", (".md", ".csv", ".png")
     ),
+    # From the session's migrated Airflow database: the CLI's Airflow lookup reads it.
+    "cli_latency.py": Quick(("--quick", "--airflow-db", "{airflow_db}"), "runs=20 help_s="),
     "drift_capriccio.py": Quick(
         ("--quick", "--output", "{out}"), "| options |", (".md", "_seed1.csv", "_seed1.png")
     ),

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import subprocess
+import sys
 
 import pytest
 
@@ -38,3 +40,34 @@ def test_an_unknown_subcommand_is_one_line(capsys: pytest.CaptureFixture[str]) -
         main(["no-such-command"])
     err = capsys.readouterr().err
     assert exited.value.code == 2 and err.count("\n") == 1 and "no-such-command" in err
+
+
+HEAVY = ("sqlalchemy", "alembic", "numpy", "airflow", "zeus_airflow.core", "zeus_airflow.sim")
+"""What ``--help`` must not import: it prints the commands' names and help lines only."""
+
+
+def _after(argv: list[str]) -> tuple[str, list[str]]:
+    """What ``main(argv)`` prints, and the modules loaded by then, in a fresh interpreter
+    (this one has imported everything already)."""
+    code = (
+        "import sys\n"
+        "from zeus_airflow.cli import main\n"
+        f"try:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"
+        "print(' '.join(sorted(sys.modules)), file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return done.stdout, done.stderr.split()
+
+
+def test_help_imports_no_subcommand() -> None:
+    printed, loaded = _after(["--help"])
+    assert "runs" in printed and "report" in printed
+    assert [m for m in loaded if m.startswith(HEAVY) or m.startswith("zeus_airflow.cli.")] == []
+
+
+def test_a_command_imports_its_own_module_only() -> None:
+    printed, loaded = _after(["runs", "--help"])
+    assert "zeus-airflow runs" in printed and "zeus_airflow.cli.store" in loaded
+    assert not {"zeus_airflow.cli.simulate", "zeus_airflow.cli.drift", "zeus_airflow.sim"} & set(
+        loaded
+    )

@@ -79,3 +79,17 @@ def test_a_saving_below_the_resolution_reads_as_zero(
     share, unit = row[saved:].split()[:2]
     assert share.startswith("0±") and unit == "%*"
     assert "-0.0 %" not in row and "e-1" not in row
+
+
+def test_a_grouped_table_names_each_job_once() -> None:
+    """Tries of two jobs interleave in time; grouped (too wide with the job as a column),
+    each job names one line, its rows under it in their order (issue 47: ``runs`` repeated a
+    job's line 14 times for 26 tries)."""
+    from zeus_airflow.cli import views
+
+    jobs = ["a." + "x" * 70, "b." + "y" * 70]
+    rows = [{"job": jobs[i % 2], "id": str(i), "note": "z" * 60} for i in range(8)]
+    lines = views.fit(["job", "id", "note"], rows, "job").lines
+    assert [line for line in lines if line in jobs] == jobs
+    ids = [line.split()[0] for line in lines[1:] if line not in jobs]
+    assert ids == ["0", "2", "4", "6", "1", "3", "5", "7"]

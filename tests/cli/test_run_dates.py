@@ -64,7 +64,7 @@ def test_runs_and_the_job_page_name_a_run_alike(monkeypatch: pytest.MonkeyPatch)
         asked.extend(keys)  # type: ignore[call-overload]
         return {("dag", SCHEDULED): LOGICAL}
 
-    monkeypatch.setattr(airflow_db, "logical_dates", of_dag_runs)
+    monkeypatch.setattr(airflow_db, "cli_logical_dates", of_dag_runs)
     trials = [_trial(SCHEDULED), _trial("manual__2026-01-05T00:00:00+00:00", 3)]
     dates = cli_store.logical_dates(argparse.Namespace(db=None), trials)
     assert asked == [("dag", t.run_id) for t in trials]
@@ -84,7 +84,7 @@ def _run(run_id: str) -> RunRecord:
 def test_with_db_runs_reads_no_airflow_database(monkeypatch: pytest.MonkeyPatch) -> None:
     from zeus_airflow import airflow_db
 
-    monkeypatch.setattr(airflow_db, "logical_dates", lambda _: pytest.fail("read Airflow's DB"))
+    monkeypatch.setattr(airflow_db, "cli_logical_dates", lambda _: pytest.fail("read Airflow's DB"))
     assert cli_store.logical_dates(argparse.Namespace(db="sqlite://"), [_trial(SCHEDULED)]) == {}
 
 
@@ -96,7 +96,7 @@ def test_an_unreadable_airflow_database_falls_back_to_run_ids_dates(
     def broken(_: object) -> dict[tuple[str, str], datetime]:
         raise RuntimeError("no such table: dag_run")
 
-    monkeypatch.setattr(airflow_db, "logical_dates", broken)
+    monkeypatch.setattr(airflow_db, "cli_logical_dates", broken)
     assert cli_store.logical_dates(argparse.Namespace(db=None), [_trial(SCHEDULED)]) == {}
     assert "no such table: dag_run" in capsys.readouterr().err
     row = {**dataclasses.asdict(_trial(SCHEDULED)), "logical_date": None}

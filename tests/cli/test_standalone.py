@@ -72,6 +72,7 @@ def test_the_demo_runs_from_a_copy_with_nothing_beside_it(tmp_path: Path) -> Non
     assert f"DAGs folder:  {copy / 'dags'}" in out  # the copy's code ran, not the checkout's
     assert f"ZEUS_TRACES_DIR={copy / 'zeus_airflow' / 'data' / 'traces'}" in out
     assert "2025-01-01  success" in out and "2025-01-02  success" in out
+    # The report's headline, the one saving the demo states (issue 47: one Default).
     assert "replayed from the paper's traces" in out
     assert "Zeus over the 2 runs (replayed from the paper's traces): " in out
     assert "of Default's energy" in out

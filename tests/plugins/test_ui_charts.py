@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from datetime import UTC, datetime
 from itertools import pairwise
@@ -160,6 +161,20 @@ def test_the_batch_size_chart_draws_a_run_without_a_verdict_apart_from_its_phase
     ]
 
 
+def test_a_try_stopped_at_the_budgets_cap_is_drawn_as_capped_not_failed() -> None:
+    """A try the exploration budget's cap stopped was stopped on purpose, with no verdict on
+    its size (issue 47): it is drawn and keyed as capped, never as a failed try."""
+    capped = dataclasses.replace(_run(1, 900.0), batch_sizes=(128, 64), capped_sizes=(128,))
+    failed = dataclasses.replace(_run(2, 900.0), batch_sizes=(32, 64))
+    chart = batch_size_chart([capped, failed], (32, 64, 128), {1: "run 1", 2: "run 2"})
+    svg = str(chart.svg)
+    assert svg.count('class="dot hollow muted"') == 1 and svg.count('class="dot hollow bad"') == 1
+    keys = [text for text, _ in chart.legend]
+    assert "try capped by the budget" in keys and "failed try" in keys
+    alone = batch_size_chart([capped], (32, 64, 128), {1: "run 1"})
+    assert "failed try" not in [text for text, _ in alone.legend]
+
+
 def test_a_label_at_the_top_or_an_end_of_its_axes_stays_inside_the_chart() -> None:
     """The arms chart's "n=" labels sit above each bar: the highest bar reaches the top of the
     axis, the largest batch size its right end; their labels must not be clipped."""
@@ -171,3 +186,29 @@ def test_a_label_at_the_top_or_an_end_of_its_axes_stays_inside_the_chart() -> No
     for x, y in re.findall(r'<text class="note" x="([\d.]+)" y="([\d.]+)"', str(plot.svg())):
         half = LABEL_CHAR_PX * len("n=123") / 2
         assert half - 0.1 <= float(x) <= plot.width - half + 0.1 and float(y) >= LABEL_PX
+
+
+def test_the_fleet_chart_places_dag_runs_at_their_logical_dates(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A backfill runs 60 days in one afternoon: by wall-clock time the fleet chart drew it as
+    an afternoon. Each DAG run is placed at its logical date (Airflow's database, else its
+    run id's), the runs of one date added up (issue 47)."""
+    from zeus_airflow.core.store.reads.fleet import RunEnergy
+    from zeus_airflow.plugins import fleet_page
+
+    now = datetime(2026, 11, 29, 4, tzinfo=UTC)
+    runs = [
+        RunEnergy("d", "manual_a", now, 10.0, 12.0),
+        RunEnergy("d", "scheduled__2026-01-02T00:00:00+00:00", now, 5.0, 6.0),
+        RunEnergy("e", "manual_b", now, 1.0, 2.0),
+    ]
+    known = {("d", "manual_a"): datetime(2026, 1, 5, tzinfo=UTC)}
+    known[("e", "manual_b")] = known[("d", "manual_a")]
+    monkeypatch.setattr(fleet_page, "_logical_dates", lambda _: known)
+    assert fleet_page.by_logical_date(runs) == [
+        (datetime(2026, 1, 2, tzinfo=UTC), 5.0, 6.0),
+        (datetime(2026, 1, 5, tzinfo=UTC), 11.0, 14.0),
+    ]
+    chart = fleet_page.energy_chart(fleet_page.by_logical_date(runs))
+    assert chart is not None and "logical date (UTC)" in str(chart.svg)

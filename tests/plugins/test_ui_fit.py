@@ -11,7 +11,6 @@ temporary folder.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,11 +19,9 @@ from urllib.parse import quote
 import pytest
 from fastapi.testclient import TestClient
 from fixtures_fleet import CARBON_JOB, EVEN_JOB, MAPPED_JOBS, fleet_url
-from fixtures_ui import REPO, Browser, app_client
+from fixtures_ui import OVERFLOW, Browser, app_client, artifact, open_page
 
 from zeus_airflow.core.store.sql import SQLStore
-
-VIEWPORT_W = 1280
 
 
 @pytest.fixture(scope="module")
@@ -64,22 +61,6 @@ def test_a_saving_below_the_resolution_reads_as_zero_in_neutral_colour(
     assert not re.search(r"\de-1\d", job)
 
 
-def _artifact(tmp_path: Path, name: str) -> Path:
-    folder = os.environ.get("ZEUS_ARTIFACTS")
-    return (REPO / folder if folder else tmp_path) / name
-
-
-OVERFLOW = """(() => {
-  const root = document.documentElement;
-  const out = {page: [root.scrollWidth, root.clientWidth]};
-  for (const table of document.querySelectorAll('.table-wrap > table')) {
-    const wrap = table.parentElement;
-    out[table.id] = [wrap.scrollWidth, wrap.clientWidth];
-  }
-  return out;
-})()"""
-"""Scroll width against client width (px) of the page and of each table's container: the
-containers scroll sideways only as a last resort, and none needs to here."""
 CLIPPED_LABELS = """[...document.querySelectorAll('svg.chart')].flatMap(svg => {
   const box = svg.getBoundingClientRect();
   return [...svg.querySelectorAll('text')].filter(t => {
@@ -90,17 +71,13 @@ CLIPPED_LABELS = """[...document.querySelectorAll('svg.chart')].flatMap(svg => {
 """The charts' texts drawn past their edges (clipped): the arms' "n=" labels, the ticks."""
 
 
-def _open(browser: Browser, html: str, path: Path) -> None:
-    path.write_text(html)
-    browser.send(
-        "Emulation.setDeviceMetricsOverride",
-        width=VIEWPORT_W,
-        height=900,
-        deviceScaleFactor=1,
-        mobile=False,
-    )
-    browser.goto(path.as_uri())
-    browser.wait_for("document.readyState === 'complete'", what=path.name)
+WRAPPED = """[...document.querySelectorAll('#runs-table td.date .unit, #runs-table td.cost')]
+  .filter(cell => {
+    const range = document.createRange();
+    range.selectNodeContents(cell);
+    return new Set([...range.getClientRects()].map(r => Math.round(r.top))).size > 1;
+  }).map(cell => cell.textContent)"""
+"""The runs table's dates and costs that break across lines (none may)."""
 
 
 def test_the_fleet_and_a_job_page_fit_1280_px_without_scrolling_sideways(
@@ -108,14 +85,16 @@ def test_the_fleet_and_a_job_page_fit_1280_px_without_scrolling_sideways(
 ) -> None:
     """The mapped carbon-aware job has the most columns: its runs table wraps instead of
     scrolling, and the charts keep their labels (the arms' "n=", the ticks) inside them."""
-    _open(browser, client.get("/jobs").text, tmp_path / "fleet.html")
+    open_page(browser, client.get("/jobs").text, tmp_path / "fleet.html")
     fleet = browser.evaluate(OVERFLOW)
     clipped = browser.evaluate(CLIPPED_LABELS)
-    browser.screenshot(_artifact(tmp_path, "ui-fleet-1280.png"))
-    _open(browser, client.get(f"/jobs/{quote(MAPPED_JOBS[0])}").text, tmp_path / "job.html")
+    browser.screenshot(artifact(tmp_path, "ui-fleet-1280.png"))
+    open_page(browser, client.get(f"/jobs/{quote(MAPPED_JOBS[0])}").text, tmp_path / "job.html")
     job = browser.evaluate(OVERFLOW)
     clipped += browser.evaluate(CLIPPED_LABELS)
-    browser.screenshot(_artifact(tmp_path, "ui-job-1280.png"))
+    assert browser.evaluate(WRAPPED) == []  # issue 47: "2025-03-" over "12 00:00"
+    assert browser.evaluate("document.querySelectorAll('#runs-table td.date .unit').length")
+    browser.screenshot(artifact(tmp_path, "ui-job-1280.png"))
     assert {"page", "jobs"} <= set(fleet) and {"page", "runs-table", "arms"} <= set(job)
     for name, (scroll_px, client_px) in [*fleet.items(), *job.items()]:
         assert scroll_px <= client_px, (name, fleet, job)

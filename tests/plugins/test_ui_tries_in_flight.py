@@ -23,6 +23,7 @@ from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
 from fixtures_airflow import TRACES
 from fixtures_store import FAST_RETRY, StoreOutage, replay_missing_at
+from fixtures_ui import OVERFLOW, Browser, artifact, open_page
 
 from zeus_airflow.cli import main
 from zeus_airflow.core.common.config import JobConfig
@@ -208,3 +209,46 @@ def _template(path: str) -> str:
         .replace(f"/tasks/{TASK}", "/tasks/{task_id}")
         .replace(f"/dags/{DAG}", "/dags/{dag_id}")
     )
+
+
+def test_the_fleet_page_during_a_run_fits_1280_px(
+    airflow_db: Path,
+    browser: Browser,
+    trace: WorkloadTrace,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The fleet page while a try is in flight (issue 47), in headless Chromium at 1,280 px:
+    its job reads as running, nothing scrolls sideways, the chart is the page's width. Its
+    screenshot is ``artifacts/ui-fleet-inflight-1280.png`` (scripts/ui_screenshots.py)."""
+    store = SQLStore(f"sqlite:///{tmp_path / 'zeus.db'}", create_schema=True)
+    monkeypatch.setattr(queries, "store", lambda: store)
+    client, gpu = _client(store), ReplayGPU(trace)
+    replay = ReplayTraining(gpu, seed=3)
+    for day in range(6):
+        _run(store, gpu, trace, day, replay)
+        time.sleep(0.6 if day % 2 else 0)  # runs in three seconds: the chart's periods
+    seen: dict[str, Any] = {}
+
+    def shot(run: TrainingRun) -> object:
+        open_page(browser, client.get("/jobs").text, tmp_path / "fleet.html")
+        seen.update(browser.evaluate(OVERFLOW))
+        seen["chart"] = browser.evaluate(CHART_WIDTH)
+        seen["text"] = browser.evaluate("document.body.innerText")
+        browser.screenshot(artifact(tmp_path, "ui-fleet-inflight-1280.png"))
+        return replay(run)
+
+    _run(store, gpu, trace, 6, shot)
+    store.engine.dispose()
+    assert "running" in seen["text"] and JOB in seen["text"]
+    assert [n for n, v in seen.items() if isinstance(v, list) and v[0] > v[1]] == []
+    chart_px, page_px = seen["chart"]
+    assert chart_px >= 0.9 * page_px, seen["chart"]  # the whole width, not half of it
+
+
+CHART_WIDTH = """(() => {
+  const chart = document.querySelector('figure.panel svg.chart');
+  const main = chart.closest('.charts').parentElement;
+  return [chart.getBoundingClientRect().width, main.getBoundingClientRect().width];
+})()"""
+"""The fleet chart's width against its container's (px)."""

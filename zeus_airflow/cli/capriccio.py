@@ -28,6 +28,7 @@ from zeus_airflow.capriccio.slicing import (
     slice_for_day,
     write_slice,
 )
+from zeus_airflow.cli import help_of
 from zeus_airflow.cli.options import add_traces_option
 from zeus_airflow.cli.output import write_csv
 from zeus_airflow.core.common.config import DEFAULT_ETA, ConfigError
@@ -58,7 +59,7 @@ CLOCKS = ("cpu", "wall")
 def register(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "capriccio",
-        help="the paper's drifting tweet corpus: generate, slice, retrain daily",
+        help=help_of("capriccio"),
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

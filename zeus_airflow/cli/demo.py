@@ -23,6 +23,7 @@ import textwrap
 from pathlib import Path
 
 import zeus_airflow
+from zeus_airflow.cli import help_of
 from zeus_airflow.cli.demo_runs import DAG_ID, TASK_ID
 from zeus_airflow.cli.options import TRACES_HELP
 from zeus_airflow.core.common.config import ConfigError
@@ -36,8 +37,7 @@ LOCAL_HOME = ".airflow"
 def register(commands: argparse._SubParsersAction) -> None:
     demo = commands.add_parser(
         "demo",
-        help="run the replay DAG through Airflow for 60 days; print the runs and the "
-        "energy saved against the Default configuration",
+        help=help_of("demo"),
     )
     demo.add_argument(
         "--days",

@@ -10,6 +10,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from statistics import mean, median
 
+from zeus_airflow.cli import help_of
 from zeus_airflow.cli.options import add_traces_option
 from zeus_airflow.cli.output import check_writable, write_csv
 from zeus_airflow.core.common.config import DEFAULT_BETA, DEFAULT_ETA, ConfigError, check_int
@@ -66,7 +67,7 @@ RECURRENCE_COLUMNS = [
 def register(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "drift-experiment",
-        help="replay a workload whose epochs-to-target drift mid-run; window vs no window",
+        help=help_of("drift-experiment"),
         description="Run the real engine on the replay GPU; at --switch-at the workload's "
         "epochs-to-target curve drifts (batch size b then needs difficulty x the "
         "epochs batch size b/batch-scale needed), so the optimal batch size moves. "

@@ -12,6 +12,7 @@ import argparse
 import logging
 import sys
 
+from zeus_airflow.cli import help_of
 from zeus_airflow.cli.store import add_location_options, reporting_errors, store_from_args, write
 from zeus_airflow.core.train.gpu_lease import GPULeases, holder_alive, restore_host_leases
 
@@ -29,7 +30,7 @@ log = logging.getLogger(__name__)
 
 
 def register(commands: argparse._SubParsersAction) -> None:
-    gpu = commands.add_parser("gpu", help="GPU power limits left behind by tasks (this host)")
+    gpu = commands.add_parser("gpu", help=help_of("gpu"))
     gpu_commands = gpu.add_subparsers(dest="gpu_command", required=True, metavar="COMMAND")
     leases = gpu_commands.add_parser("leases", help="list this host's power-limit leases")
     add_location_options(leases)

@@ -14,7 +14,7 @@ import textwrap
 from datetime import datetime
 from typing import Any, TextIO
 
-from zeus_airflow.cli import views
+from zeus_airflow.cli import help_of, views
 from zeus_airflow.cli.options import non_blank
 from zeus_airflow.cli.store import (
     FORMATS,
@@ -60,11 +60,7 @@ line of its own (``views.fit``); ``--wide`` shows every field."""
 
 
 def register(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser(
-        "report",
-        help="what each job and the fleet saved against Default (energy, time, "
-        "cost, emissions), and what each job's next run will do",
-    )
+    parser = commands.add_parser("report", help=help_of("report"))
     add_location_options(parser)
     parser.add_argument("--job", metavar="ID", type=non_blank("a job id"), help="only this job")
     parser.add_argument(

@@ -12,6 +12,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from statistics import mean
 
+from zeus_airflow.cli import help_of
 from zeus_airflow.cli.options import add_traces_option
 from zeus_airflow.cli.output import check_writable, write_csv
 from zeus_airflow.core.common.config import (
@@ -55,7 +56,7 @@ CSV_COLUMNS = [
 def register(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "simulate",
-        help="replay paper workloads through the real engine on the replay GPU",
+        help=help_of("simulate"),
         description="Replay the Zeus paper's traces through the real engine, profiler and store "
         "on a virtual GPU, with the Default and Grid-search baselines. All figures "
         "are replayed, not measured.",
@@ -70,15 +71,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         action="append",
         help=f"workload; repeatable; one of {', '.join(WORKLOADS)}",
     )
-    parser.add_argument("--policy", default="all", choices=[*POLICIES, "all"])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
-    _add_job_options(parser)
-    parser.add_argument(
-        "--recurrences",
-        type=int,
-        default=None,
-        help="default: 2 x |batch sizes| x |power limits| (paper)",
-    )
+    _policy_options(parser)
     parser.add_argument("--output-csv", required=True, type=Path)
     parser.add_argument("--plot", type=Path, default=None, help="PNG: regret and batch sizes")
     parser.add_argument(
@@ -88,6 +81,19 @@ def register(commands: argparse._SubParsersAction) -> None:
         help="processes to run simulations in (default: all cores)",
     )
     parser.set_defaults(handler=run)
+
+
+def _policy_options(parser: argparse.ArgumentParser) -> None:
+    """The options of the simulated jobs' policy, defaulting to the operator's."""
+    parser.add_argument("--policy", default="all", choices=[*POLICIES, "all"])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
+    _add_job_options(parser)
+    parser.add_argument(
+        "--recurrences",
+        type=int,
+        default=None,
+        help="default: 2 x |batch sizes| x |power limits| (paper)",
+    )
 
 
 def _add_job_options(parser: argparse.ArgumentParser) -> None:

@@ -18,8 +18,9 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, TextIO
 
-from zeus_airflow.cli import views
+from zeus_airflow.cli import help_of, views
 from zeus_airflow.cli.options import non_blank
+from zeus_airflow.core.common.config import is_blank
 from zeus_airflow.core.common.units import observe_note
 from zeus_airflow.core.domain import TrainingFigures, TrialRecord, run_of
 from zeus_airflow.core.domain.finite import dump_strict_json
@@ -50,7 +51,7 @@ Handler = Callable[[argparse.Namespace], int]
 
 
 def register(commands: argparse._SubParsersAction) -> None:
-    db = commands.add_parser("db", help="the store's schema")
+    db = commands.add_parser("db", help=help_of("db"))
     db_commands = db.add_subparsers(dest="db_command", required=True, metavar="COMMAND")
     upgrade = db_commands.add_parser(
         "upgrade", help="create the store's tables or upgrade them to this version's schema"
@@ -58,13 +59,13 @@ def register(commands: argparse._SubParsersAction) -> None:
     add_location_options(upgrade)
     upgrade.set_defaults(handler=reporting_errors(_upgrade))
 
-    jobs = commands.add_parser("jobs", help="list the jobs in the store, every version")
+    jobs = commands.add_parser("jobs", help=help_of("jobs"))
     add_location_options(jobs)
     _format_option(jobs)
     _wide_option(jobs)
     jobs.set_defaults(handler=reporting_errors(_jobs))
 
-    runs = commands.add_parser("runs", help="list the trials (one per try) in the store")
+    runs = commands.add_parser("runs", help=help_of("runs"))
     add_location_options(runs)
     _format_option(runs)
     _wide_option(runs)
@@ -76,9 +77,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     runs.set_defaults(handler=reporting_errors(_runs))
 
-    reset = commands.add_parser(
-        "reset", help="start a job over as a new, empty version (its history stays visible)"
-    )
+    reset = commands.add_parser("reset", help=help_of("reset"))
     add_location_options(reset)
     reset.add_argument(
         "--job",
@@ -137,10 +136,35 @@ def reporting_errors(handler: Handler) -> Handler:
 def _location(args: argparse.Namespace) -> StoreLocation:
     if args.db is not None:
         return resolve_location(args.db)
-    # Imported only here: Airflow takes seconds to import, and --db does not need it.
+    found = _location_without_airflow(args.conn_id)
+    if found is not None:
+        return found
+    # Imported only here: Airflow takes seconds to import, and most lookups do not need it.
     from zeus_airflow.hooks.store import resolve_store_location
 
     return resolve_store_location(args.conn_id)
+
+
+def _location_without_airflow(conn_id: str | None) -> StoreLocation | None:
+    """The store as ``hooks.store.resolve_store_location`` finds it, its Connection read from
+    Airflow's metadata database without importing Airflow (seconds of imports for one row:
+    bench/RESULTS.md, "CLI latency"); None where Airflow must answer (a secrets backend, a
+    Connection in the environment, a Connection id that does not exist, whose error is
+    Airflow's to word, an unreadable database)."""
+    from zeus_airflow import airflow_db
+
+    if conn_id is not None and is_blank(conn_id):
+        return None
+    wanted = conn_id or airflow_db.DEFAULT_CONN_ID
+    try:
+        found = airflow_db.store_connection(wanted)
+    except Exception:  # no metadata database here (yet): Airflow says what it makes of it
+        return None
+    if found is airflow_db.ASK_AIRFLOW or (found is None and wanted != airflow_db.DEFAULT_CONN_ID):
+        return None
+    if found is None:  # the default Connection is optional: the chain goes on
+        return resolve_location()
+    return StoreLocation(airflow_db.url_from_connection(found), "connection", wanted)
 
 
 def store_from_args(args: argparse.Namespace) -> SQLStore:
@@ -204,8 +228,9 @@ def logical_dates(
     if args.db is not None:
         return {}
     try:
-        # Imported only here, as for --conn-id: Airflow takes seconds to import.
-        from zeus_airflow.airflow_db import logical_dates as of_dag_runs
+        # Imported only here, as for --conn-id; Airflow itself only where its configuration
+        # needs it (airflow_db.cli_logical_dates): it takes seconds to import.
+        from zeus_airflow.airflow_db import cli_logical_dates as of_dag_runs
 
         return of_dag_runs((t.dag_id, t.run_id) for t in trials if t.dag_id)
     except Exception as err:  # Airflow missing, or its database unreadable: no dates
@@ -220,9 +245,7 @@ def logical_dates(
 def _runs(args: argparse.Namespace) -> int:
     trials = list_trials(store_from_args(args), args.job)
     dates = logical_dates(args, trials) if trials else {}
-    rows = [
-        {**dataclasses.asdict(t), "logical_date": dates.get((t.dag_id, t.run_id))} for t in trials
-    ]
+    rows = [{**fields_of(t), "logical_date": dates.get((t.dag_id, t.run_id))} for t in trials]
     if args.job and not rows:
         print(f"no trials of job {args.job!r}", file=sys.stderr)
     notes = []
@@ -247,6 +270,12 @@ def _runs(args: argparse.Namespace) -> int:
         )
     _notes(*notes)
     return 0
+
+
+def fields_of(record: Any) -> dict[str, Any]:
+    """A dataclass's fields by name, its values as they are: ``dataclasses.asdict`` deep-copies
+    each value, half a second for 1,000 tries (bench/cli_latency.py)."""
+    return {f.name: getattr(record, f.name) for f in dataclasses.fields(record)}
 
 
 def _notes(*notes: str) -> None:

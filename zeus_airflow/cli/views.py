@@ -212,11 +212,15 @@ def fit(
 
 
 def _grouped(columns: Sequence[str], rows: Sequence[Mapping[str, str]], key: str) -> list[str]:
-    """The rows indented under a line naming their ``key``, a new one where it changes."""
-    header, *body = lay_out(columns, rows, INDENT)
+    """The rows indented under one line naming their ``key`` each: the rows of a key
+    together, in their order, the keys in the order they first appear (tries of several jobs
+    interleave in time: naming the job where it changed repeated it, 14 times for 26 tries)."""
+    order = {k: i for i, k in reversed(list(enumerate(row[key] for row in rows)))}
+    together = sorted(rows, key=lambda row: order[row[key]])  # stable: each job's own order
+    header, *body = lay_out(columns, together, INDENT)
     lines = [header]
-    for i, (row, line) in enumerate(zip(rows, body, strict=True)):
-        if i == 0 or rows[i - 1][key] != row[key]:
+    for i, (row, line) in enumerate(zip(together, body, strict=True)):
+        if i == 0 or together[i - 1][key] != row[key]:
             lines.append(row[key])
         lines.append(line)
     return lines

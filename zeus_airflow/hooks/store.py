@@ -15,61 +15,17 @@ from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowNotFoundException
 
 from zeus_airflow import airflow_compat  # noqa: F401  (an unsupported Airflow: a clear error)
+from zeus_airflow.airflow_db import (  # the CLI reads a Connection without Airflow too
+    CONN_TYPE,
+    DEFAULT_CONN_ID,
+    url_from_connection,
+)
 from zeus_airflow.core.common.config import is_blank
 from zeus_airflow.core.store.base import Store, StoreError
-from zeus_airflow.core.store.connect import URL, normalize_url, postgres_url, sqlite_url
+from zeus_airflow.core.store.connect import URL
 from zeus_airflow.core.store.location import StoreLocation, open_store, resolve_location
 
-DEFAULT_CONN_ID = "zeus_default"
-CONN_TYPE = "zeus_store"
-"""The Connection type this package registers: a PostgreSQL store given field by field."""
-URL_EXTRA = "sqlalchemy_url"
-POSTGRES_TYPES = ("postgres", "postgresql", CONN_TYPE)
-LIBPQ_EXTRAS = (
-    "sslmode",
-    "sslrootcert",
-    "sslcert",
-    "sslkey",
-    "connect_timeout",
-    "application_name",
-    "options",
-    "target_session_attrs",
-)
-"""Connection extras passed on to PostgreSQL; other extras (the postgres provider's
-``cursor``...) are not libpq settings."""
-
-
-def url_from_connection(conn: Any) -> URL:
-    """The SQLAlchemy URL of an Airflow Connection (``postgres``, ``zeus_store`` or
-    ``sqlite``, or any type with ``extra.sqlalchemy_url``)."""
-    extra = conn.extra_dejson or {}
-    if extra.get(URL_EXTRA):
-        return normalize_url(extra[URL_EXTRA])
-    if conn.conn_type in POSTGRES_TYPES:
-        query = {k: str(v) for k, v in extra.items() if k in LIBPQ_EXTRAS}
-        return postgres_url(
-            username=conn.login or None,
-            password=conn.password or None,
-            host=conn.host or None,
-            port=conn.port or None,
-            database=conn.schema or None,
-            query=query,
-        )
-    if conn.conn_type == "sqlite":
-        # ``sqlite:////tmp/x.db`` as a Connection URI parses to host='' and schema='/tmp/x.db';
-        # a Connection made field by field has the path in host.
-        path = conn.host or conn.schema
-        if not path:
-            raise StoreError(
-                f"connection {conn.conn_id!r} (sqlite) names no database file: "
-                "set its host to the file's absolute path"
-            )
-        return sqlite_url(path)
-    raise StoreError(
-        f"connection {conn.conn_id!r} has conn_type {conn.conn_type!r}: expected "
-        f"one of {', '.join((*POSTGRES_TYPES, 'sqlite'))}, or any type with "
-        f"extra.{URL_EXTRA} set to a SQLAlchemy URL"
-    )
+__all__ = ["DEFAULT_CONN_ID", "ZeusStoreHook", "resolve_store_location", "url_from_connection"]
 
 
 def resolve_store_location(

@@ -13,9 +13,11 @@ from datetime import datetime, timedelta
 from itertools import accumulate
 from typing import Any
 
+from zeus_airflow.core.common.naming import run_id_date
 from zeus_airflow.core.common.units import energy_unit
 from zeus_airflow.core.reports import FleetTotals, fleet_totals
 from zeus_airflow.core.reports.fleet import Fleet, FleetJob
+from zeus_airflow.core.store.reads.fleet import RunEnergy
 from zeus_airflow.plugins.charts import Axis, Plot, linear_axis
 from zeus_airflow.plugins.job_charts import Chart
 
@@ -105,21 +107,47 @@ def fleet_page(found: Fleet, every: Sequence[FleetJob], view: View) -> FleetPage
         shown[start : start + PER_PAGE],
         len(shown),
         fleet_totals(shown),
-        energy_chart(found.days),
+        energy_chart(by_logical_date(found.runs)),
         sorted({d for j in every for d in j.totals.dags}),
         sorted({j.phase for j in every if j.phase}),
         view,
     )
 
 
+WHOLE_WIDTH_PX = 1160
+"""The chart's drawing width: the page's at 1,280 px, so that its text keeps its size."""
 TIME_TICKS = ((86400.0, "%m-%d"), (3600.0, "%H:00"), (60.0, "%H:%M"), (1.0, "%H:%M:%S"))
 """The chart's time axis: ticks a whole number of days, hours, minutes or seconds apart (the
 largest of which the runs span two), and how they read."""
 
 
+def by_logical_date(runs: Sequence[RunEnergy]) -> list[tuple[datetime, float, float]]:
+    """The DAG runs' energy and Default's, added up by logical date (Airflow's database,
+    as the job page's runs table reads it; else the date in the run id, else when the run
+    started), in date order: the fleet chart's points (issue 47: by wall-clock time, a
+    backfill of 60 days drew as one afternoon)."""
+    dates = _logical_dates(runs)
+    summed: dict[datetime, tuple[float, float]] = {}
+    for r in runs:
+        date = dates.get((r.dag_id or "", r.run_id)) or run_id_date(r.run_id) or r.started_at
+        used, default = summed.get(date, (0.0, 0.0))
+        summed[date] = (used + r.energy_j, default + r.default_energy_j)
+    return [(date, *summed[date]) for date in sorted(summed)]
+
+
+def _logical_dates(runs: Sequence[RunEnergy]) -> dict[tuple[str, str], datetime]:
+    """The runs' logical dates from Airflow's database; none where it cannot be read."""
+    from zeus_airflow.airflow_db import logical_dates
+
+    try:
+        return logical_dates((r.dag_id, r.run_id) for r in runs if r.dag_id)
+    except Exception:  # no Airflow database here (a page rendered in a test, say)
+        return {}
+
+
 def energy_chart(days: Sequence[tuple[datetime, float, float]]) -> Chart | None:
-    """Cumulative energy of the jobs with a Default estimate, period by period, and
-    Default's, against the time the runs started (hours since the first period)."""
+    """Cumulative energy of the jobs with a Default estimate, logical date by logical date,
+    and Default's, on an axis of logical dates, the page's whole width."""
     if len(days) < 2:
         return None
     used = list(accumulate(d[1] for d in days))
@@ -131,7 +159,7 @@ def energy_chart(days: Sequence[tuple[datetime, float, float]]) -> Chart | None:
         ((step, fmt) for step, fmt in TIME_TICKS if seconds[-1] >= 2 * step), TIME_TICKS[-1]
     )
     x = [t / step for t in seconds]
-    axis = linear_axis("started (UTC)", x, zero=False, integer=True)
+    axis = linear_axis("logical date (UTC)", x, zero=False, integer=True)
     axis = Axis(
         axis.label,
         axis.lo,
@@ -143,6 +171,7 @@ def energy_chart(days: Sequence[tuple[datetime, float, float]]) -> Chart | None:
         "Cumulative energy of the fleet",
         axis,
         linear_axis(f"energy ({unit.name})", [v / unit.scale for v in used + default]),
+        width=WHOLE_WIDTH_PX,
     )
     plot.line([(i, e / unit.scale) for i, e in zip(x, used, strict=True)], "s0")
     plot.legend("the jobs' runs", "s0")
@@ -151,8 +180,8 @@ def energy_chart(days: Sequence[tuple[datetime, float, float]]) -> Chart | None:
     return Chart(
         "fleet-cumulative",
         "Cumulative energy against Default",
-        "Solid: the energy the runs of the jobs with a Default estimate used, by "
-        "when they started. Dashed: Default's estimate for their finished runs.",
+        "Solid: the energy the runs of the jobs with a Default estimate used, by their DAG "
+        "runs' logical dates. Dashed: Default's estimate for their finished runs.",
         plot.svg(),
         tuple(plot.legend_items),
     )

@@ -141,6 +141,28 @@ def time_chart(runs: Sequence[RunRecord], tips: Mapping[int, str]) -> Chart:
     return _chart("time", "Time per run", "Training time of every try of the run, summed.", plot)
 
 
+CAPPED_TIP = (
+    "an earlier try of this run stopped at the exploration budget's cap: on purpose, "
+    "no verdict on the size"
+)
+
+
+def _earlier_tries(
+    runs: Sequence[RunRecord],
+) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
+    """The points of each run's earlier tries: those that failed their size, and those
+    stopped at the budget's cap (``RunRecord.capped_sizes``), which are not failures."""
+    failed: list[tuple[int, float]] = []
+    capped: list[tuple[int, float]] = []
+    for r in runs:
+        left = list(r.capped_sizes)
+        for size in r.batch_sizes[:-1]:
+            (capped if size in left else failed).append((r.index, float(size)))
+            if size in left:
+                left.remove(size)
+    return failed, capped
+
+
 def batch_size_chart(
     runs: Sequence[RunRecord], sizes: Sequence[int], tips: Mapping[int, str]
 ) -> Chart:
@@ -150,8 +172,9 @@ def batch_size_chart(
     ignores it."""
     run_axis = linear_axis("run", [r.index for r in runs] or [1], zero=False, integer=True)
     plot = Plot("Batch size per run", run_axis, log2_axis("batch size", sizes))
-    failed = [(r.index, float(b)) for r in runs for b in r.batch_sizes[:-1]]
+    failed, capped = _earlier_tries(runs)
     plot.dots(failed, "hollow bad", ["an earlier try of this run failed"] * len(failed))
+    plot.dots(capped, "hollow muted", [CAPPED_TIP] * len(capped))
     judged = [r for r in runs if _mark(r) != _NO_VERDICT]
     for phase in sorted({r.phase for r in judged}):
         chosen = [r for r in judged if r.phase == phase]
@@ -162,6 +185,8 @@ def batch_size_chart(
         plot.legend(phase, cls)
     if failed:
         plot.legend("failed try", "bad")
+    if capped:
+        plot.legend("try capped by the budget", "muted")
     void = [r for r in runs if _mark(r) == _NO_VERDICT]
     if void:
         plot.dots(

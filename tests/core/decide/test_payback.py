@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import random
 from collections.abc import Sequence
 
 import numpy as np
@@ -20,6 +21,7 @@ from zeus_airflow.core.decide.budget import (
     cost_range,
     epoch_exponent,
     payback,
+    paybacks,
     priced_cap,
     priced_verdict,
 )
@@ -256,3 +258,17 @@ def test_the_payback_horizon_does_not_start_a_new_job_version() -> None:
     config = JobConfig("job", (8, 16), 16, 0.9, 3)
     longer = dataclasses.replace(config, payback_horizon=60)
     assert config.fingerprint() == longer.fingerprint()
+
+
+def test_the_paybacks_of_every_cap_are_each_caps_payback() -> None:
+    """``paybacks`` (one sort, running sums) prices each cap as ``payback`` does one by one,
+    ties of a cost with the best cost or a cap included, and an unbounded cap."""
+    rng = random.Random(7)
+    for _ in range(2000):
+        belief = [rng.choice([rng.uniform(1, 100), 50.0]) for _ in range(rng.randint(1, 30))]
+        best = rng.choice([rng.uniform(1, 100), 50.0, math.inf])
+        caps = sorted({min(c * 1.1, 80.0) for c in belief} | {rng.choice([50.0, math.inf])})
+        horizon = rng.randint(1, 60)
+        one_by_one = [payback(belief, best, cap, horizon) for cap in caps]
+        assert paybacks(belief, best, caps, horizon) == pytest.approx(one_by_one, rel=1e-12)
+    assert paybacks([], 1.0, [1.0, math.inf], 5) == [-math.inf, -math.inf]

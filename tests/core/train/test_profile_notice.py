@@ -29,6 +29,13 @@ def cifar() -> WorkloadTrace:
     return load_workload_trace(TRACES, "v100", "cifar100")
 
 
+class StandIn(ReplayGPU):
+    """The paper's traces standing in for a measured GPU: a replayed one says its short
+    profile at INFO only (its steps are the traces', nothing the user tunes)."""
+
+    measurement = "measured"
+
+
 def recurrences(
     store: SQLStore, trace: WorkloadTrace, count: int, profiler: ProfilerConfig
 ) -> list[RecurrenceResult]:
@@ -42,7 +49,7 @@ def recurrences(
     )  # fmt: skip
     results = []
     for i in range(count):
-        gpu = ReplayGPU(trace)
+        gpu = StandIn(trace)
         engine = Engine(store, gpu, config, seed=1, heartbeat_s=None)
         results.append(engine.run_recurrence(ReplayTraining(gpu, seed=1), RecurrenceKey(f"r{i}")))
     return results

@@ -12,6 +12,7 @@ they read (``RunCarbon.describe``).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
@@ -26,6 +27,20 @@ _TIME = (("h", 3600.0), ("min", 60.0), ("s", 1.0))
 _EMISSIONS = (("tCO2e", 1e6), ("kgCO2e", 1e3), ("gCO2e", 1.0))
 
 
+def significant(value: float, digits: int = 3) -> str:
+    """``value`` to ``digits`` significant digits, always in positional notation: ``.3g``
+    turns to an exponent below 1e-4 and from 1,000, so one unit's figures read
+    ``5.03e-05 kWh`` beside ``0.000113 kWh`` (issue 47); here ``0.0000503 kWh``. Trailing zeros
+    are dropped, as ``g`` drops them."""
+    shown = f"{value:.{digits}g}"
+    if "e" not in shown or not math.isfinite(value):
+        return shown
+    rounded = float(f"{value:.{digits - 1}e}")  # the exponent after rounding (9.996 -> 10.0)
+    decimals = max(0, digits - 1 - math.floor(math.log10(abs(rounded))))
+    fixed = f"{rounded:.{decimals}f}"
+    return fixed.rstrip("0").rstrip(".") if "." in fixed else fixed
+
+
 @dataclass(frozen=True)
 class Unit:
     name: str
@@ -34,7 +49,7 @@ class Unit:
 
     def show(self, value: float | None) -> str:
         """Three significant digits in this unit; an em dash for no value."""
-        return "—" if value is None else f"{value / self.scale:.3g} {self.name}"
+        return "—" if value is None else f"{significant(value / self.scale)} {self.name}"
 
 
 def _fit(choices: tuple[tuple[str, float], ...], values: Sequence[float], at_least: float) -> Unit:
@@ -66,7 +81,7 @@ def show_energy(energy_j: float | None) -> str:
 
 def show_kwh(energy_j: float | None) -> str:
     value = kwh(energy_j)
-    return "—" if value is None else f"{value:.3g} kWh"
+    return "—" if value is None else f"{significant(value)} kWh"
 
 
 def show_time(time_s: float | None) -> str:

@@ -24,8 +24,10 @@ size from its cost per sample, measured a few dozen steps into its first run.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left, bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from itertools import accumulate
 
 from zeus_airflow.core.common.config import DRIFT_MEMORY, JobConfig
 from zeus_airflow.core.decide.posterior import (
@@ -317,7 +319,8 @@ def priced_cap(
     or ``most``. A lower cap stops sooner a size that turns out dear; a higher one lets a
     cheap size finish: the belief says which is worth more."""
     caps = sorted({min(cost * margin, most) for cost in belief} | {most})
-    values = [PricedCap(cap, payback(belief, best_cost, cap, horizon_runs)) for cap in caps]
+    paid = paybacks(belief, best_cost, caps, horizon_runs)
+    values = [PricedCap(cap, value) for cap, value in zip(caps, paid, strict=True)]
     top = max(v.payback for v in values)
     # The lowest cap that pays back as much, within rounding: the costs come from sums the
     # databases add up in their own order, and a tie must not flip on the last bit.
@@ -413,6 +416,29 @@ def payback(belief: Sequence[float], best_cost: float, cap: float, horizon_runs:
         else:
             total -= cost - best_cost
     return total / len(belief)
+
+
+def paybacks(
+    belief: Sequence[float], best_cost: float, caps: Sequence[float], horizon_runs: int
+) -> list[float]:
+    """:func:`payback` under each of ``caps``, from one sort of ``belief`` and its running
+    sums: a decision prices every cap of every size it may explore (quadratic in the belief,
+    a third of the operator's own time before: bench/RESULTS.md, issue 47)."""
+    if not belief:
+        return [-math.inf for _ in caps]
+    costs = sorted(belief)
+    sums = [0.0, *accumulate(costs)]
+    cheaper = bisect_left(costs, best_cost)  # the costs below the best size's
+    found = []
+    for cap in caps:
+        done = bisect_right(costs, cap)  # the costs that finish within the cap
+        saving, dearer, stopped = min(cheaper, done), done - min(cheaper, done), len(costs) - done
+        # Each term only where it counts a cost: 0 x inf (an unbounded cap) would be NaN.
+        total = horizon_runs * (saving * best_cost - sums[saving]) if saving else 0.0
+        total -= sums[done] - sums[saving] - dearer * best_cost if dearer else 0.0
+        total -= stopped * cap if stopped else 0.0
+        found.append(total / len(costs))
+    return found
 
 
 def cannot_beat(lowest_cost: float, best_cost: float) -> bool:

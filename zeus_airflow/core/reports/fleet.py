@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
-from datetime import datetime
 from typing import Any
 
 from zeus_airflow.core.reports.jobs import job_phase_of, totals
@@ -19,6 +18,7 @@ from zeus_airflow.core.reports.records import JobTotals, Version
 from zeus_airflow.core.reports.report import SHIFT_FIGURES, Emissions, measurement_label, shifted
 from zeus_airflow.core.reports.runs import runs
 from zeus_airflow.core.store.reads import LatestTry, Reader
+from zeus_airflow.core.store.reads.fleet import RunEnergy
 
 
 @dataclass(frozen=True)
@@ -68,10 +68,10 @@ _EMISSIONS = frozenset(f.name for f in fields(Emissions))
 @dataclass(frozen=True)
 class Fleet:
     jobs: list[FleetJob]
-    days: list[tuple[datetime, float, float]]
-    """Per period the runs started in (``Reader.energy_by_period``): the energy of the runs
-    of the jobs with a Default estimate, and Default's estimate for their finished runs, in
-    J."""
+    runs: list[RunEnergy]
+    """Per DAG run (``Reader.energy_by_run``): the energy of the runs of the jobs with a
+    Default estimate, and Default's estimate for their finished runs, in J; the fleet page
+    places them at their logical dates."""
 
 
 def fleet(
@@ -90,7 +90,7 @@ def fleet(
     estimated = {
         j.totals.version.pk: j.totals.default.energy_j for j in kept if j.totals.default is not None
     }
-    return Fleet(kept, reader.energy_by_period(estimated)), every
+    return Fleet(kept, reader.energy_by_run(estimated)), every
 
 
 def _emissions(reader: Reader, jobs: list[JobTotals]) -> dict[int, Emissions]:

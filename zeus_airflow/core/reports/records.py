@@ -233,6 +233,9 @@ class RunRecord(TrainingFigures):
     """Airflow's try number of the task instance."""
     batch_sizes: tuple[int, ...]
     """Batch size of each try, in order; the last is the run's."""
+    capped_sizes: tuple[int, ...] = ()
+    """Of the earlier tries, those stopped at the exploration budget's cap, in order: stopped
+    on purpose, with no verdict on their size (not failed tries)."""
     status: TrialStatus
     """The last try's: running, succeeded, failed (target missed), error (the train function
     raised), invalid (it broke its contract), expired."""

@@ -24,13 +24,21 @@ from zeus_airflow.core.reports.records import RunRecord, Version
 from zeus_airflow.core.store.clock import as_utc as utc
 from zeus_airflow.core.store.reads import Reader
 
-_OWN = ("index", "batch_sizes", "started_at", "finished_at", "recorded_late_at")
+_OWN = ("index", "batch_sizes", "capped_sizes", "started_at", "finished_at", "recorded_late_at")
 """Fields a run computes itself (first start, last finish, ...); its figures come from its
 tries' by the declaration's rule (``domain.run_of``), all other fields are its last try's."""
 _LAST = tuple(f.name for f in fields(RunRecord) if f.name not in (*FIGURES, *_OWN))
 _COLUMNS = tuple(
     dict.fromkeys(
-        ("batch_size", "started_at", "finished_at", "recorded_late_at", *_LAST, *TRY_FIGURES)
+        (
+            "batch_size",
+            "stop_reason",
+            "started_at",
+            "finished_at",
+            "recorded_late_at",
+            *_LAST,
+            *TRY_FIGURES,
+        )
     )
 )
 _KEY = ("dag_id", "task_id", "run_id", "map_index", "try_number")
@@ -67,6 +75,7 @@ def _run(index: int, tries: list[Any], carbon: dict[tuple[Any, ...], Any]) -> Ru
     return RunRecord(
         index=index,
         batch_sizes=tuple(t.batch_size for t in tries),
+        capped_sizes=tuple(t.batch_size for t in tries[:-1] if t.stop_reason == "budget_cap"),
         started_at=utc(tries[0].started_at),
         finished_at=utc(max(finished)) if finished else None,
         recorded_late_at=utc(max(late)) if late else None,

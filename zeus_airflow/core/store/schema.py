@@ -10,17 +10,21 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from alembic.util import CommandError
 from sqlalchemy import Connection, Engine, inspect, text
 from sqlalchemy.exc import DBAPIError
 
 from zeus_airflow.core.store.base import StoreError
 from zeus_airflow.core.store.tables import SCHEMA_VERSION, metadata
+
+if TYPE_CHECKING:
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+# Alembic is imported where a migration runs, never to open a store: it takes as long to
+# import as SQLAlchemy itself (bench/RESULTS.md, "CLI latency"), and a task or `zeus-airflow
+# runs` only reads the revision, one SELECT.
 
 VERSION_TABLE = "zeus_alembic_version"
 UPGRADE_COMMAND = "zeus-airflow db upgrade"
@@ -42,26 +46,44 @@ class Upgrade:
 
 def alembic_config() -> Config:
     """Alembic's configuration for the migrations shipped inside the package."""
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", "zeus_airflow:migrations")
     return config
 
 
 def migrations() -> ScriptDirectory:
+    from alembic.script import ScriptDirectory
+
     return ScriptDirectory.from_config(alembic_config())
 
 
 def is_known(revision: str) -> bool:
+    from alembic.util import CommandError
+
     try:
         return migrations().get_revision(revision) is not None
     except CommandError:
         return False
 
 
-def current_revision(conn: Connection) -> str | None:
-    """The database's revision; None when the store has never been created there."""
-    context = MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE})
-    return context.get_current_revision()
+def current_revision(conn: Connection, tables: Sequence[str] | None = None) -> str | None:
+    """The database's revision; None when the store has never been created there.
+    ``tables``: the database's table names, when the caller has read them already.
+
+    Read as Alembic reads it (one row of the version table, none before the first
+    migration), without importing Alembic."""
+    present = inspect(conn).get_table_names() if tables is None else tables
+    if VERSION_TABLE not in present:
+        return None
+    found = conn.execute(text(f"SELECT version_num FROM {VERSION_TABLE}")).scalars().all()
+    if len(found) > 1:  # Alembic refuses such a table too: the store's history is linear
+        raise StoreError(
+            f"the store's {VERSION_TABLE} table holds {len(found)} revisions "
+            f"({', '.join(found)}); expected one"
+        )
+    return found[0] if found else None
 
 
 def upgrade(engine: Engine) -> Upgrade:
@@ -71,6 +93,8 @@ def upgrade(engine: Engine) -> Upgrade:
     by ``BEGIN IMMEDIATE``; PostgreSQL: a transaction-scoped advisory lock), so workers that
     all open a fresh embedded store at once do not collide.
     """
+    from alembic import command
+
     with engine.begin() as conn:
         if conn.dialect.name == "postgresql":
             conn.execute(_PG_UPGRADE_LOCK)
@@ -86,9 +110,10 @@ def upgrade(engine: Engine) -> Upgrade:
         return Upgrade(before, current_revision(conn) or "", tuple(missing))
 
 
-def missing_tables(conn: Connection) -> list[str]:
-    """The store's tables that are not in the database (the connection's default schema)."""
-    present = set(inspect(conn).get_table_names())
+def missing_tables(conn: Connection, tables: Sequence[str] | None = None) -> list[str]:
+    """The store's tables that are not in the database (the connection's default schema);
+    ``tables``: its table names, when the caller has read them already."""
+    present = set(inspect(conn).get_table_names() if tables is None else tables)
     return sorted(name for name in metadata.tables if name not in present)
 
 
@@ -113,9 +138,10 @@ def check(conn: Connection, where: str) -> None:
 
     ``where`` names the store in messages (a URL without its password).
     """
-    revision = current_revision(conn)
+    tables = inspect(conn).get_table_names()  # read once: the revision and the tables
+    revision = current_revision(conn, tables)
     if revision == SCHEMA_VERSION:
-        missing = missing_tables(conn)
+        missing = missing_tables(conn, tables)
         if missing:
             raise StoreError(incomplete(where, missing))
         return

@@ -26,7 +26,6 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
-import numpy as np
 from sqlalchemy import (
     ColumnElement,
     Connection,
@@ -448,7 +447,7 @@ class SQLStore:
                 ),
             )
             state = read_state(conn, job, device, excluded, missed=missed, key=key)
-            decision = decide(state, np.random.default_rng([seed, seq]))
+            decision = decide(state, _rng(seed, seq))
             trial_id = _inserted_id(
                 conn.execute(
                     _INSERT_TRIAL,
@@ -539,12 +538,16 @@ class SQLStore:
             raise UnrecordedResultError(trial_id, outcome, str(err)) from err
 
     def record_job_phase(self, trial_id: int, job_phase: str) -> None:
+        """Not durable (``connect.DURABLE``): a figure for people that the next try records
+        again, whose commit need not wait for the disk (an fsync a run: bench/RESULTS.md,
+        issue 47). PostgreSQL: one statement on its own, as before."""
         self._write(
             f"recording the job's phase after trial {trial_id}",
             lambda conn: conn.execute(
                 update(trials).where(trials.c.id == trial_id).values(job_phase=job_phase)
             ),
-            single_statement=True,
+            durable=False,
+            single_statement=self._locks_rows,
         )
 
     def fail_trial(
@@ -981,3 +984,12 @@ def recurrence_columns(key: RecurrenceKey) -> dict[str, Any]:
         map_index=key.map_index,
         try_number=key.try_number,
     )
+
+
+def _rng(seed: int, seq: int) -> Any:
+    """The decision's random generator, from the job's seed and the decision's sequence
+    number. numpy is imported here: reading the store (``zeus-airflow runs``, the UI) needs
+    none of it (bench/RESULTS.md, "CLI latency")."""
+    import numpy as np
+
+    return np.random.default_rng([seed, seq])

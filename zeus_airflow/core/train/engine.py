@@ -383,7 +383,17 @@ class Engine:
         return replace(report, job_phase=phase)
 
     def _say_failed(self, outcome: RunOutcome) -> None:
-        """The log line of a try that failed its batch size."""
+        """The log line of a try that failed its batch size; a try stopped at the budget's
+        cap did not fail it: stopped on purpose, it is said at INFO."""
+        if outcome.stop_reason == "budget_cap":
+            self.log.info(
+                "batch size %d stopped at the exploration budget's cap after %d epochs, as "
+                "planned: it costs more than the budget could pay for now (no verdict on the "
+                "size); another size trains",
+                outcome.batch_size,
+                outcome.epochs,
+            )
+            return
         if outcome.stop_reason == "no_steps":
             self.log.warning(
                 "batch size %d trained no step (an empty DataLoader: fewer samples than the "
@@ -435,15 +445,18 @@ class Engine:
             return report, value
         progress = run.profiler.progress(step_s(outcome))
         if progress is not None:
-            self.log.log(
-                *profile_notice(
-                    outcome,
-                    progress,
-                    self.config.profiler,
-                    first=stored == (0, None),
-                    progressed=stored != _profile_mark(profile),
-                )
+            level, line = profile_notice(
+                outcome,
+                progress,
+                self.config.profiler,
+                first=stored == (0, None),
+                progressed=stored != _profile_mark(profile),
             )
+            # A replayed GPU's steps are the paper's traces: no slice setting or longer run
+            # of the user's would change them, so the advice is no warning (issue 47: the
+            # demo printed it, 879 characters).
+            replayed = self.device.measurement == "replayed"
+            self.log.log(min(level, logging.INFO) if replayed else level, line)
         return replace(report, profile_progress=progress), value
 
     def _say_try(self, attempt: int, decision: Decision) -> None:

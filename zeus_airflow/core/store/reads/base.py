@@ -21,8 +21,11 @@ def shown(since: datetime | None = None) -> tuple[ColumnElement[bool], ...]:
     return (SHOWN,) if since is None else (SHOWN, trials.c.started_at >= since)
 
 
-def run_figures(pks: list[int], where: tuple[ColumnElement[bool], ...]) -> Select[Any]:
-    """One row per run: its job, first start, energy and whether it is finished (1, else 0).
+def run_figures(
+    pks: list[int], where: tuple[ColumnElement[bool], ...], keyed: bool = False
+) -> Select[Any]:
+    """One row per run: its job, first start, energy and whether it is finished (1, else 0);
+    ``keyed``: its DAG run's ``dag_id`` and ``run_id`` too.
     A run is finished once one of its tries has figures and none is still training: the
     Default estimate counts one Default run per finished run. A run whose only try is in
     flight has no figures yet: it is a run, with no energy, not finished."""
@@ -36,6 +39,7 @@ def run_figures(pks: list[int], where: tuple[ColumnElement[bool], ...]) -> Selec
                 * func.min((trials.c.status != "running").cast(Integer)),
                 0,
             ).label("done"),
+            *((trials.c.dag_id, trials.c.run_id) if keyed else ()),
         )
         .where(trials.c.job_pk.in_(pks), *where)
         .group_by(trials.c.job_pk, *RUN_KEY)

@@ -1,12 +1,12 @@
 """The fleet page's own reads: each version's latest try, which versions have carbon
-figures, and the fleet's energy by period, each one read however many versions there are."""
+figures, and the fleet's energy by DAG run, each one read however many versions there are."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta
-from typing import Any, NamedTuple
+from datetime import datetime
+from typing import NamedTuple
 
 from sqlalchemy import ColumnElement, Float, ScalarSelect, and_, func, literal_column, select
 
@@ -39,20 +39,16 @@ class LatestTry(NamedTuple):
         return falls_back(self.shown_phase, self.phase)
 
 
-PERIODS = (
-    ("day", timedelta(days=2)),
-    ("hour", timedelta(hours=2)),
-    ("minute", timedelta(minutes=2)),
-)
-"""The period the fleet's timeline adds up by, the first whose span the runs cover."""
-_FORMATS = {
-    "day": ("%Y-%m-%d", "YYYY-MM-DD"),
-    "hour": ("%Y-%m-%d %H:00", "YYYY-MM-DD HH24:00"),
-    "minute": ("%Y-%m-%d %H:%M", "YYYY-MM-DD HH24:MI"),
-    "second": ("%Y-%m-%d %H:%M:%S", "YYYY-MM-DD HH24:MI:SS"),
-}
-"""SQLite's strftime and PostgreSQL's to_char formats of each period, read back by
-``datetime.fromisoformat``."""
+class RunEnergy(NamedTuple):
+    """A DAG run's energy in the fleet's chart (``FleetReads.energy_by_run``): of its Zeus
+    tasks' runs, with Default's estimate for those finished, in J."""
+
+    dag_id: str | None
+    run_id: str
+    started_at: datetime
+    """UTC; what places the run where Airflow's database has no logical date for it."""
+    energy_j: float
+    default_energy_j: float
 
 
 class FleetReads(Reads):
@@ -98,49 +94,27 @@ class FleetReads(Reads):
             ).scalars()
         )
 
-    def energy_by_period(
-        self, default_energy_j: Mapping[int, float]
-    ) -> list[tuple[datetime, float, float]]:
-        """Energy by the period runs started in (a day; an hour, a minute or a second when
-        the runs span less than two days, hours or minutes), of the versions given (by key,
-        with Default's energy per run, J), beside Default's for their finished runs. The
-        database adds it up: one row per period however many versions."""
+    def energy_by_run(self, default_energy_j: Mapping[int, float]) -> list[RunEnergy]:
+        """Energy by DAG run, of the versions given (by key, with Default's energy per run,
+        J), beside Default's for their finished runs: the fleet chart places each DAG run at
+        its logical date, which Airflow's database holds (issue 47). One row per DAG run."""
         if not default_energy_j:
             return []
-        pks = list(default_energy_j)
-        first, last = self.conn.execute(
-            select(func.min(trials.c.started_at), func.max(trials.c.started_at)).where(
-                trials.c.job_pk.in_(pks), SHOWN
-            )
-        ).one()
-        per_run = run_figures(pks, (SHOWN,)).subquery()
-        if first is None:
-            return []
-        span = as_utc(last) - as_utc(first)
-        unit = next((u for u, at_least in PERIODS if span >= at_least), "second")
-        period = self._period(per_run.c.started_at, unit)
+        per_run = run_figures(list(default_energy_j), (SHOWN,), keyed=True).subquery()
         default = _per_job(per_run.c.job_pk, default_energy_j) * per_run.c.done
         rows = self.conn.execute(
             select(
-                period.label("period"),
+                per_run.c.dag_id,
+                per_run.c.run_id,
+                func.min(per_run.c.started_at),
                 func.coalesce(func.sum(per_run.c.energy), 0.0),
                 func.coalesce(func.sum(default), 0.0),
-            )
-            .group_by(period)
-            .order_by(period)
+            ).group_by(per_run.c.dag_id, per_run.c.run_id)
         )
         return [
-            (datetime.fromisoformat(p).replace(tzinfo=UTC), float(used), float(by_default))
-            for p, used, by_default in rows
+            RunEnergy(dag, run, as_utc(started), float(used), float(by_default))
+            for dag, run, started, used, by_default in rows
         ]
-
-    def _period(self, moment: ColumnElement[Any], unit: str) -> ColumnElement[str]:
-        """The UTC period of a stored time as text: SQLite keeps UTC text, PostgreSQL a
-        timestamptz (shown in UTC whatever the session's zone)."""
-        sqlite, postgres = _FORMATS[unit]
-        if self.conn.dialect.name == "sqlite":
-            return func.strftime(sqlite, moment)
-        return func.to_char(func.timezone("UTC", moment), postgres)
 
 
 def _latest_ids(pks: list[int], *where: ColumnElement[bool]) -> ScalarSelect[int]:
