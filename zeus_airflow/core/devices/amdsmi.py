@@ -16,6 +16,19 @@ sets its cap once; a group holding one die (another task may hold its twin) meas
 package (``energy_shared``, the twin's work in it) and never sets the cap, which would cap the
 twin's work too. A second die that does report its own power (firmware that splits it) is
 taken as a GPU of its own.
+
+**Which GPUs HIP uses.** ``HIP_VISIBLE_DEVICES`` (else ``CUDA_VISIBLE_DEVICES``) lists HIP's
+device indices, which are not AMD SMI's (PCI) order on every node (MI350X: upstream Zeus #229).
+Each GPU's HIP index comes from ``amdsmi_get_gpu_enumeration_info()["hip_id"]`` (AMD SMI 25.3,
+ROCm 6.4 and later), as upstream Zeus's ``zeus/device/gpu/amd.py`` maps it since #229; an
+older AMD SMI without it falls back to PCI order. Entries are parsed as ``visible.py`` reads
+them for every vendor: a bad one names the variable.
+
+**Energy accumulators are checked at start.** Some boards' accumulators run at the wrong rate
+(ROCm/amdsmi#38): as upstream Zeus's ``AMDGPUs._init_gpus`` does (``zeus/device/gpu/amd.py``),
+each package's accumulator is read over half a second against its power; one off by more than
+ten times either way, or a package that reports no power to check against, makes the group
+sample power instead (one warning).
 """
 
 from __future__ import annotations
@@ -40,6 +53,7 @@ from zeus_airflow.core.devices.base import (
 )
 from zeus_airflow.core.devices.energy import CountedOrSampled, EnergyCounters, PowerIntegrator
 from zeus_airflow.core.devices.sync import CUDASynchronizer, Synchronize
+from zeus_airflow.core.devices.visible import first_set, strict_positions
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +63,10 @@ STATUS_INVAL, STATUS_NOT_SUPPORTED, STATUS_NO_PERM = 1, 2, 10
 LEASE_ID_PREFIX = "amdsmi:"
 DUAL_DIE_MODELS = ("MI250",)
 VISIBLE_ENVS = ("HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
-"""Which GPUs HIP (PyTorch on ROCm) uses, as upstream Zeus reads them: indices of AMD SMI's
-order, which is PCI order (the amd-smi CLI's)."""
+"""Which GPUs HIP (PyTorch on ROCm) uses, as upstream Zeus reads them: HIP's indices."""
+COUNTER_CHECK_S = 0.5
+COUNTER_RATIO_BOUNDS = (0.1, 10.0)
+"""How long, and how far from power x time, an accumulator is checked at start (upstream's)."""
 
 
 @dataclass(frozen=True)
@@ -87,6 +103,7 @@ class AMDSMIGPUs(CountedOrSampled):
         sample_interval_s: float = DEFAULT_SAMPLE_INTERVAL_S,
         synchronize: Synchronize | None = None,
         energy_source: Literal["auto", "sampling"] = "auto",
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         if energy_source not in ("auto", "sampling"):
             raise DeviceError(
@@ -97,7 +114,7 @@ class AMDSMIGPUs(CountedOrSampled):
         _init(self._smi)
         try:
             self._open(indices, synchronize)
-            self._counters, self._sampler = self._energy(energy_source, sample_interval_s)
+            self._counters, self._sampler = self._energy(energy_source, sample_interval_s, sleep)
         except BaseException:
             self._smi.amdsmi_shut_down()
             raise
@@ -105,8 +122,8 @@ class AMDSMIGPUs(CountedOrSampled):
 
     def _open(self, indices: Sequence[int] | None, synchronize: Synchronize | None) -> None:
         dies = _dies(self._smi, self._call("amdsmi_get_processor_handles"))
-        ordinals = _visible(len(dies)) if indices is None else tuple(indices)
-        chosen = _checked(ordinals, len(dies))
+        shown = _shown(self._smi, [d.handle for d in dies], self._call)
+        chosen = _checked(shown if indices is None else tuple(indices), len(dies))
         self._dies = [dies[i] for i in chosen]
         self.indices: tuple[int, ...] = tuple(chosen)
         self.count = len(chosen)
@@ -127,13 +144,19 @@ class AMDSMIGPUs(CountedOrSampled):
         self._fixed_because: str | None = _alone_because(alone)
         self._range_w = self._limit_range_w()
         self._read_mw: milliwatts.ReadLimits = {}
-        self._sync = synchronize or CUDASynchronizer(_ordinals(chosen))
+        # HIP's device numbers in this process: positions among the GPUs HIP shows.
+        self._sync = synchronize or CUDASynchronizer(
+            tuple(shown.index(i) for i in chosen if i in shown)
+        )
 
     def _energy(
-        self, source: str, sample_interval_s: float
+        self, source: str, sample_interval_s: float, sleep: Callable[[float], None]
     ) -> tuple[EnergyCounters | None, PowerIntegrator | None]:
         if source == "auto" and self._readers.have_counters():
-            return EnergyCounters(self._readers), None
+            wrong = self._readers.counters_wrong(sleep)
+            if wrong is None:
+                return EnergyCounters(self._readers), None
+            log.warning("AMD GPUs %s: %s; power is sampled instead", self.indices, wrong)
         return None, PowerIntegrator(self._readers.total_power_w, self._clock, sample_interval_s)
 
     # --- the GPUGroup interface -------------------------------------------------------------
@@ -255,6 +278,26 @@ class _Readers:
             raise
         return True
 
+    def counters_wrong(self, sleep: Callable[[float], None]) -> str | None:
+        """Why the accumulators cannot be trusted (ROCm/amdsmi#38), or None: each package's
+        advance over :data:`COUNTER_CHECK_S` against its power times the time that passed."""
+        power_w = self.power_w()
+        start_s, start_mj = self.now_s(), self.read_counters_mj()
+        sleep(COUNTER_CHECK_S)
+        elapsed_s, end_mj = self.now_s() - start_s, self.read_counters_mj()
+        low, high = COUNTER_RATIO_BOUNDS
+        for die, watts, before, after in zip(self.dies, power_w, start_mj, end_mj, strict=True):
+            expected_mj = watts * elapsed_s * 1000
+            if expected_mj < 1.0:
+                return f"GPU {die.index} reports no power to check its energy accumulator against"
+            if not low < (after - before) / expected_mj < high:
+                return (
+                    f"GPU {die.index}'s energy accumulator advanced {after - before} mJ in "
+                    f"{elapsed_s:.2f} s at {watts:.0f} W (expected about {expected_mj:.0f} mJ): "
+                    "it runs at the wrong rate (ROCm/amdsmi#38)"
+                )
+        return None
+
     def read_counters_mj(self) -> list[int]:
         readings = [self._gpus._call("amdsmi_get_energy_count", d.handle) for d in self.dies]
         return [int(_ticks(r) * float(r["counter_resolution"]) / 1000) for r in readings]
@@ -330,19 +373,38 @@ def _code(err: BaseException) -> int | None:
     return int(get()) if callable(get) else None
 
 
-def _visible(count: int) -> tuple[int, ...]:
-    for name in VISIBLE_ENVS:
-        value = os.environ.get(name)
-        if value is None:
-            continue
-        parts = [p.strip() for p in value.split(",")]
-        if not value.strip() or not all(p.isascii() and p.isdigit() for p in parts):
-            raise DeviceError(
-                f"{name}={value!r} is invalid for AMD GPUs: expected comma-separated "
-                f"indices in [0, {count - 1}] (AMD SMI's order), or unset"
-            )
-        return tuple(int(p) for p in parts)
-    return tuple(range(count))
+def _shown(smi: Any, handles: Sequence[Any], call: Callable[..., Any]) -> tuple[int, ...]:
+    """AMD SMI's indices of the GPUs HIP shows this process, in HIP's order (its device
+    numbers): every GPU when the visibility variables are unset (module docstring). UUID
+    entries are HIP's (``hip_uuid``), else AMD SMI's."""
+    hip = _enumeration(smi, handles)
+    in_hip_order = sorted(range(len(handles)), key=lambda i: hip[i][0])
+    chosen = first_set(os.environ, VISIBLE_ENVS)
+    if chosen is None:
+        return tuple(in_hip_order)
+    uuids = [hip[i][1] or str(call("amdsmi_get_gpu_device_uuid", handles[i])) for i in in_hip_order]
+    positions = strict_positions(*chosen, len(handles), uuids)
+    return tuple(in_hip_order[p] for p in positions)
+
+
+def _enumeration(smi: Any, handles: Sequence[Any]) -> list[tuple[int, str | None]]:
+    """Each GPU's HIP index and UUID (``hip_id``, ``hip_uuid``); PCI order and no UUID from
+    an AMD SMI before 25.3, which lacks the call, or one whose indices are not a numbering
+    of the GPUs."""
+    enumeration = getattr(smi, "amdsmi_get_gpu_enumeration_info", None)
+    pci_order: list[tuple[int, str | None]] = [(i, None) for i in range(len(handles))]
+    if enumeration is None:
+        return pci_order
+    try:
+        infos = [enumeration(h) for h in handles]
+        hip = [(int(i["hip_id"]), str(i["hip_uuid"]) if i.get("hip_uuid") else None) for i in infos]
+    except (smi.AmdSmiException, KeyError, TypeError, ValueError) as err:
+        log.info("AMD SMI gives no HIP index (%s): PCI order is taken as HIP's", err)
+        return pci_order
+    if sorted(h for h, _ in hip) != list(range(len(handles))):
+        log.warning("AMD SMI's HIP indices %s are not a numbering: PCI order is taken", hip)
+        return pci_order
+    return hip
 
 
 def _checked(indices: Sequence[int], count: int) -> tuple[int, ...]:
@@ -355,17 +417,6 @@ def _checked(indices: Sequence[int], count: int) -> tuple[int, ...]:
             f"[0, {count - 1}] (AMD SMI sees {count} GPUs)"
         )
     return chosen
-
-
-def _ordinals(chosen: Sequence[int]) -> tuple[int, ...]:
-    """HIP's device numbers of the group's GPUs in this process (positions in the
-    visibility variable when set, else AMD SMI's indices)."""
-    for name in VISIBLE_ENVS:
-        value = os.environ.get(name)
-        if value:
-            listed = [int(p) for p in value.split(",")]
-            return tuple(listed.index(i) for i in chosen if i in listed)
-    return tuple(chosen)
 
 
 def _alone_because(alone: Sequence[_Die]) -> str | None:

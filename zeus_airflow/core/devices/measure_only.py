@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 from zeus_airflow.core.devices.base import DeviceError, GPUGroup
 from zeus_airflow.core.devices.guarded import GuardedGPUs
+from zeus_airflow.core.devices.visible import VisibleDevicesError
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +37,8 @@ def open_local(backend: str, indices: Sequence[int] | None) -> GPUGroup:
             raise
         try:
             return _amd(None)
+        except VisibleDevicesError:
+            raise  # AMD GPUs are here, and the variable that picks them is wrong: say that
         except DeviceError as amd_err:
             log.debug("no AMD GPU either: %s", amd_err)
         raise err from None

@@ -42,6 +42,7 @@ from zeus_airflow.core.devices.base import (
 )
 from zeus_airflow.core.devices.energy import CountedOrSampled, EnergyCounters, PowerIntegrator
 from zeus_airflow.core.devices.sync import CUDASynchronizer, Synchronize
+from zeus_airflow.core.devices.visible import index_of, uuid_match
 
 log = logging.getLogger(__name__)
 
@@ -414,16 +415,11 @@ def mig_enabled(nvml: Any, handle: Any) -> bool:
 
 
 def _entry_index(entry: str, uuids: Sequence[str]) -> int | None:
-    try:
-        index = int(entry)
-    except ValueError:
-        matches = [
-            i
-            for i, uuid in enumerate(uuids)
-            if entry.upper().startswith("GPU-") and uuid.upper().startswith(entry.upper())
-        ]
-        return matches[0] if len(matches) == 1 else None
-    return index if 0 <= index < len(uuids) else None
+    """An index, or a unique prefix of a ``GPU-`` UUID (CUDA takes no bare hex), as
+    ``visible.py`` reads entries for every vendor."""
+    if entry.upper().startswith("GPU-"):
+        return uuid_match(entry, uuids)
+    return index_of(entry, len(uuids))
 
 
 def _one_model(nvml: Any, handles: Sequence[Any], indices: Sequence[int]) -> str:
