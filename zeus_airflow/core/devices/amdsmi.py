@@ -42,15 +42,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from zeus_airflow.core.devices import milliwatts
-from zeus_airflow.core.devices.base import (
-    DeviceError,
-    MeasurementKind,
-    PowerLimitPermissionError,
-    PowerLimitRangeChangedError,
-    PowerLimitUnavailableError,
-    candidate_limits_in_range,
-    one_model,
-)
+from zeus_airflow.core.devices.base import DeviceError, MeasurementKind, one_model
+from zeus_airflow.core.devices.base import PowerLimitPermissionError as NoPermission
+from zeus_airflow.core.devices.base import PowerLimitUnavailableError as Unavailable
+from zeus_airflow.core.devices.controlled import ControlledGPUs
 from zeus_airflow.core.devices.energy import CountedOrSampled, EnergyCounters, PowerIntegrator
 from zeus_airflow.core.devices.sync import CUDASynchronizer, Synchronize
 from zeus_airflow.core.devices.visible import first_set, strict_positions
@@ -81,7 +76,7 @@ class _Die:
     twin: int | None
 
 
-class AMDSMIGPUs(CountedOrSampled):
+class AMDSMIGPUs(CountedOrSampled, ControlledGPUs):
     """The AMD GPUs of ``indices`` (AMD SMI's), or those HIP uses when None.
 
     ``amdsmi`` is the module (a fake in tests), ``clock`` the monotonic clock in s energy is
@@ -93,6 +88,7 @@ class AMDSMIGPUs(CountedOrSampled):
 
     measurement: MeasurementKind = "measured"
     control = "amdsmi"
+    library_name = "AMD SMI"
 
     def __init__(
         self,
@@ -160,56 +156,28 @@ class AMDSMIGPUs(CountedOrSampled):
         return None, PowerIntegrator(self._readers.total_power_w, self._clock, sample_interval_s)
 
     # --- the GPUGroup interface -------------------------------------------------------------
-    def power_limit_range_w(self) -> tuple[int, int]:
-        return self._range_w
-
-    def candidate_power_limits_w(self) -> tuple[int, ...]:
-        return candidate_limits_in_range(*self._range_w)
-
     def get_power_limits_w(self) -> tuple[int, ...]:
         caps = [self._cap_info(d)["power_cap"] for d in self._dies]
         return milliwatts.remember(self._read_mw, [round(uw / 1000) for uw in caps])
-
-    @property
-    def limits_fixed_because(self) -> str | None:
-        return self._fixed_because
 
     def set_power_limits_w(self, limits_w: Sequence[int]) -> None:
         """Set each package's cap (once per package; every value checked before any GPU
         changes; the exact mW read is written back); when one refuses, those already set go
         back first."""
         if self._fixed_because is not None and self.energy_shared:
-            raise PowerLimitUnavailableError(self._fixed_because)
+            raise Unavailable(self._fixed_because)
         limits_mw = milliwatts.to_mw(
             self._read_mw, limits_w, self._range_w, self.model, self.indices
         )
         before_mw = [round(self._cap_info(d)["power_cap"] / 1000) for d in self._dies]
-        done: list[int] = []
-        for position, die in enumerate(self._dies):
-            if die.reader in (self._dies[p].reader for p in done):
-                continue  # the package's cap is set already, through its first die
-            try:
-                self._set_cap(die, limits_mw[position])
-            except DeviceError:
-                self._roll_back([(self._dies[p], before_mw[p]) for p in done])
-                raise
-            done.append(position)
-
-    def close(self) -> None:
-        """Stop the sampling thread and release AMD SMI. Safe to call twice."""
-        if self._closed:
-            return
-        self._closed = True
-        if self._sampler is not None:
-            self._sampler.stop()
-        self._smi.amdsmi_shut_down()
+        self._set_in_turn(limits_mw, before_mw)
 
     # --- internals ---------------------------------------------------------------------------
-    def _call(self, function: str, *args: Any) -> Any:
-        try:
-            return getattr(self._smi, function)(*args)
-        except self._smi.AmdSmiLibraryException as err:
-            raise DeviceError(f"AMD SMI's {function} failed: {err}") from err
+    def _release(self) -> None:
+        self._smi.amdsmi_shut_down()
+
+    def _library(self) -> tuple[Any, type[BaseException]]:
+        return self._smi, self._smi.AmdSmiLibraryException
 
     def _cap_info(self, die: _Die) -> dict[str, int]:
         reader = next(d for d in self._readers.dies if d.index == die.reader)
@@ -221,7 +189,11 @@ class AMDSMIGPUs(CountedOrSampled):
             (round(i["min_power_cap"] / 1000), round(i["max_power_cap"] / 1000)) for i in infos
         )
 
-    def _set_cap(self, die: _Die, limit_mw: int) -> None:
+    def _put(self, position: int, limit_mw: int) -> None:
+        """Set the cap of the die's package, once: a twin earlier in the group set it."""
+        die = self._dies[position]
+        if die.reader in (d.reader for d in self._dies[:position]):
+            return
         reader = next(d for d in self._readers.dies if d.index == die.reader)
         try:
             self._smi.amdsmi_set_power_cap(reader.handle, 0, int(limit_mw) * 1000)
@@ -231,34 +203,15 @@ class AMDSMIGPUs(CountedOrSampled):
     def _refusal(self, index: int, limit_mw: int, err: Any) -> DeviceError:
         code = err.get_error_code()
         if code == STATUS_NO_PERM:
-            self._fixed_because = (
+            return self._fixed(
                 f"AMD SMI refused to set the power cap of GPU {index} ({err}): setting it needs "
-                "root and a writable /sys; unprivileged tasks go through zeusd"
+                "root and a writable /sys; unprivileged tasks go through zeusd",
+                NoPermission,
             )
-            return PowerLimitPermissionError(self._fixed_because)
+        because = f"AMD SMI could not set the power cap of GPU {index}: {err}"
         if code == STATUS_INVAL:
-            old, self._range_w = self._range_w, self._limit_range_w()
-            if self._range_w != old:
-                return PowerLimitRangeChangedError(
-                    f"GPU {index} refused {limit_mw} mW: its power-cap range is now "
-                    f"{list(self._range_w)} W (was {list(old)} W)",
-                    self._range_w,
-                )
-        self._fixed_because = f"AMD SMI could not set the power cap of GPU {index}: {err}"
-        return PowerLimitUnavailableError(self._fixed_because)
-
-    def _roll_back(self, before: Sequence[tuple[_Die, int]]) -> None:
-        for die, limit_mw in before:
-            try:
-                self._set_cap(die, limit_mw)
-            except DeviceError:
-                log.warning(
-                    "could not put GPU %d's power cap back to %d mW after another GPU of "
-                    "the group refused its cap",
-                    die.index,
-                    limit_mw,
-                    exc_info=True,
-                )
+            return self._refused_in_range(index, limit_mw, because)
+        return self._fixed(because)
 
 
 class _Readers:
