@@ -42,7 +42,12 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from zeus_airflow.core.devices import milliwatts
-from zeus_airflow.core.devices.base import DeviceError, MeasurementKind, one_model
+from zeus_airflow.core.devices.base import (
+    BackendUnavailableError,
+    DeviceError,
+    MeasurementKind,
+    one_model,
+)
 from zeus_airflow.core.devices.base import PowerLimitPermissionError as NoPermission
 from zeus_airflow.core.devices.base import PowerLimitUnavailableError as Unavailable
 from zeus_airflow.core.devices.controlled import ControlledGPUs
@@ -274,7 +279,7 @@ def _load(amdsmi: Any) -> Any:
         with contextlib.redirect_stdout(None):
             import amdsmi as module
     except Exception as err:
-        raise DeviceError(
+        raise BackendUnavailableError(
             f"cannot load AMD SMI ({type(err).__name__}: {err}): install ROCm's amdsmi "
             "package matching the node's ROCm (its libamd_smi.so must load)"
         ) from err
@@ -285,7 +290,7 @@ def _init(smi: Any) -> None:
     try:
         smi.amdsmi_init(smi.AmdSmiInitFlags.INIT_AMD_GPUS)
     except smi.AmdSmiLibraryException as err:
-        raise DeviceError(
+        raise BackendUnavailableError(
             f"cannot initialise AMD SMI ({err}): is the amdgpu driver loaded, and /dev/kfd "
             "and /dev/dri given to this container?"
         ) from err
@@ -363,7 +368,9 @@ def _enumeration(smi: Any, handles: Sequence[Any]) -> list[tuple[int, str | None
 def _checked(indices: Sequence[int], count: int) -> tuple[int, ...]:
     chosen = tuple(indices)
     if count == 0:
-        raise DeviceError("AMD SMI sees no GPU (amd-smi list): none is visible to this process")
+        raise BackendUnavailableError(
+            "AMD SMI sees no GPU (amd-smi list): none is visible to this process"
+        )
     if not chosen or len(set(chosen)) != len(chosen) or not all(0 <= i < count for i in chosen):
         raise DeviceError(
             f"indices={list(indices)} is invalid: expected distinct GPU indices in "

@@ -31,7 +31,12 @@ from typing import Any, Literal
 import pynvml
 
 from zeus_airflow.core.devices import milliwatts
-from zeus_airflow.core.devices.base import DeviceError, MeasurementKind, one_model
+from zeus_airflow.core.devices.base import (
+    BackendUnavailableError,
+    DeviceError,
+    MeasurementKind,
+    one_model,
+)
 from zeus_airflow.core.devices.base import PowerLimitPermissionError as NoPermission
 from zeus_airflow.core.devices.base import PowerLimitUnavailableError as Unavailable
 from zeus_airflow.core.devices.controlled import ControlledGPUs
@@ -240,7 +245,7 @@ def visible_gpus(nvml: Any = pynvml, **options: Any) -> NVMLGPUs:
     return NVMLGPUs(None, nvml=nvml, **options)
 
 
-class NVMLUnavailableError(DeviceError):
+class NVMLUnavailableError(BackendUnavailableError):
     """NVML cannot be initialised here: no NVIDIA driver or library (an AMD node, say)."""
 
 
