@@ -41,15 +41,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from zeus_airflow.core.devices import milliwatts
-from zeus_airflow.core.devices.base import (
-    BackendUnavailableError,
-    DeviceError,
-    MeasurementKind,
-    one_model,
-)
-from zeus_airflow.core.devices.base import PowerLimitPermissionError as NoPermission
-from zeus_airflow.core.devices.base import PowerLimitUnavailableError as Unavailable
+from zeus_airflow.core.devices import base, milliwatts
+from zeus_airflow.core.devices.base import DeviceError, MeasurementKind, one_model
 from zeus_airflow.core.devices.controlled import ControlledGPUs
 from zeus_airflow.core.devices.energy import CountedOrSampled, EnergyCounters, PowerIntegrator
 from zeus_airflow.core.devices.sync import CUDASynchronizer, Synchronize
@@ -170,7 +163,7 @@ class AMDSMIGPUs(CountedOrSampled, ControlledGPUs):
         changes; the exact mW read is written back); when one refuses, those already set go
         back first."""
         if self._fixed_because is not None and self.energy_shared:
-            raise Unavailable(self._fixed_because)
+            raise base.PowerLimitUnavailableError(self._fixed_because)
         limits_mw = milliwatts.to_mw(
             self._read_mw, limits_w, self._range_w, self.model, self.indices
         )
@@ -211,7 +204,7 @@ class AMDSMIGPUs(CountedOrSampled, ControlledGPUs):
             return self._fixed(
                 f"AMD SMI refused to set the power cap of GPU {index} ({err}): setting it needs "
                 "root and a writable /sys; unprivileged tasks go through zeusd",
-                NoPermission,
+                base.PowerLimitPermissionError,
             )
         because = f"AMD SMI could not set the power cap of GPU {index}: {err}"
         if code == STATUS_INVAL:
@@ -279,7 +272,7 @@ def _load(amdsmi: Any) -> Any:
         with contextlib.redirect_stdout(None):
             import amdsmi as module
     except Exception as err:
-        raise BackendUnavailableError(
+        raise base.BackendUnavailableError(
             f"cannot load AMD SMI ({type(err).__name__}: {err}): install ROCm's amdsmi "
             "package matching the node's ROCm (its libamd_smi.so must load)"
         ) from err
@@ -290,7 +283,7 @@ def _init(smi: Any) -> None:
     try:
         smi.amdsmi_init(smi.AmdSmiInitFlags.INIT_AMD_GPUS)
     except smi.AmdSmiLibraryException as err:
-        raise BackendUnavailableError(
+        raise base.BackendUnavailableError(
             f"cannot initialise AMD SMI ({err}): is the amdgpu driver loaded, and /dev/kfd "
             "and /dev/dri given to this container?"
         ) from err
@@ -368,7 +361,7 @@ def _enumeration(smi: Any, handles: Sequence[Any]) -> list[tuple[int, str | None
 def _checked(indices: Sequence[int], count: int) -> tuple[int, ...]:
     chosen = tuple(indices)
     if count == 0:
-        raise BackendUnavailableError(
+        raise base.BackendUnavailableError(
             "AMD SMI sees no GPU (amd-smi list): none is visible to this process"
         )
     if not chosen or len(set(chosen)) != len(chosen) or not all(0 <= i < count for i in chosen):

@@ -11,7 +11,7 @@ the call.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 from zeus_airflow.core.devices.base import (
@@ -20,7 +20,7 @@ from zeus_airflow.core.devices.base import (
     PowerLimitUnavailableError,
     candidate_limits_in_range,
 )
-from zeus_airflow.core.devices.energy import PowerIntegrator
+from zeus_airflow.core.devices.energy import EnergyCounters, PowerIntegrator
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,9 @@ class ControlledGPUs:
     indices: tuple[int, ...]
     _range_w: tuple[int, int]
     _fixed_because: str | None
+    _counters: EnergyCounters | None
     _sampler: PowerIntegrator | None
+    _sync: Callable[[], None]
     _closed: bool = False
 
     # --- the GPUGroup interface -------------------------------------------------------------
@@ -47,6 +49,18 @@ class ControlledGPUs:
     @property
     def limits_fixed_because(self) -> str | None:
         return self._fixed_because
+
+    def energy_update_period_s(self) -> float:
+        return self._counters.update_period_s() if self._counters is not None else 0.0
+
+    def synchronize(self) -> None:
+        self._sync()
+
+    @property
+    def energy_source(self) -> str:
+        """``counter`` (the GPUs' energy counters, or the daemon's) or ``sampling``
+        (integrated power)."""
+        return "sampling" if self._sampler is not None else "counter"
 
     def close(self) -> None:
         """Stop the sampling thread and release the library. Safe to call twice."""

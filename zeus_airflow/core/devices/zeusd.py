@@ -201,20 +201,9 @@ class ZeusdGPUs(ControlledGPUs):
         answer in time: a stall is not training, so no window or try counts it."""
         return self._clock() - self._client.stalled_s(self._owner)
 
-    def energy_update_period_s(self) -> float:
-        return self._counters.update_period_s() if self._counters is not None else 0.0
-
-    def synchronize(self) -> None:
-        self._sync()
-
     @property
     def client(self) -> ZeusdClient:
         return self._client
-
-    @property
-    def energy_source(self) -> str:
-        """``counter`` (the daemon's cumulative energy) or ``sampling`` (its power)."""
-        return "sampling" if self._sampler is not None else "counter"
 
     @property
     def energy_estimated_because(self) -> str | None:
