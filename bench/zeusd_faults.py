@@ -32,6 +32,7 @@ from typing import Any
 
 from zeus_airflow.core.common.config import JobConfig, ProfilerConfig
 from zeus_airflow.core.devices import nvml
+from zeus_airflow.core.devices.backends import local_readers
 from zeus_airflow.core.devices.measure_only import open_zeusd_or_measure
 from zeus_airflow.core.devices.zeusd import ZeusdGPUs
 from zeus_airflow.core.devices.zeusd_client import ZeusdEndpoint
@@ -79,7 +80,7 @@ def one_run(folder: Path, way: str, steps: int, deadline_s: float) -> dict[str, 
             nvml.NVMLGPUs = functools.partial(real, nvml=fake)  # type: ignore[misc]
             os.environ["ZEUSD_SOCK_PATH"] = str(sock)
             try:
-                gpus: Any = open_zeusd_or_measure(None)
+                gpus: Any = open_zeusd_or_measure(None, local_readers())
             finally:
                 nvml.NVMLGPUs = real  # type: ignore[misc]
         else:

@@ -281,3 +281,16 @@ def test_the_docs_override_of_the_charts_pod_trains_in_the_gpu_image() -> None:
     assert (socket.host_path.path, socket.host_path.type) == ("/run/zeusd", "Directory")
     assert pod.spec.runtime_class_name == "nvidia"
     assert pod.spec.node_selector == {"nvidia.com/gpu.present": "true"}
+    # Issue 49: as the template's, or the pod never schedules on a tainted GPU node.
+    assert [(t.key, t.operator, t.effect) for t in pod.spec.tolerations] == [
+        ("nvidia.com/gpu", "Exists", "NoSchedule")
+    ]
+
+
+def test_zeusd_is_sized_not_to_be_killed_for_memory(manifests: dict[str, dict[str, Any]]) -> None:
+    """Issue 49: 128Mi and one actix worker per CPU of the node got zeusd killed on large
+    nodes; the kill left a socket file that zeusd 0.5.0 refuses to start over."""
+    (container,) = manifests["zeusd-daemonset.yaml"]["spec"]["template"]["spec"]["containers"]
+    args = container["args"]
+    assert args[args.index("--num-workers") + 1] == "2"
+    assert container["resources"]["limits"]["memory"] == "256Mi"

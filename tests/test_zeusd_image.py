@@ -23,11 +23,9 @@ NODE_TABLE = (
     "0, GPU-0f6e8a11-1111-4000-8000-000000000000, 00000000:17:00.0\n"
     "1, GPU-0f6e8a22-2222-4000-8000-000000000001, 00000000:65:00.0\n"
 )
-RAPL_HERE = any(
-    Path(p).is_dir()
-    for p in ("/zeus_sys/class/powercap/intel-rapl", "/sys/class/powercap/intel-rapl")
-)
-"""What the entrypoint will find on this machine (it looks at fixed paths, as in the image)."""
+RAPL_HERE = Path("/sys/class/powercap/intel-rapl").is_dir()
+"""What the entrypoint will find on this machine (it looks at fixed paths, as in the image; a
+build without the image's record reads /sys only, as zeusd 0.5.0)."""
 
 
 def stand_in(folder: Path, name: str, body: str) -> None:
@@ -112,3 +110,68 @@ def test_the_recipe_builds_the_release_tag_from_source_with_the_locked_crates() 
     assert "COPY entrypoint.sh /usr/local/bin/zeusd-entrypoint" in dockerfile
     assert os.access(ZEUSD / "entrypoint.sh", os.X_OK)  # COPY keeps git's mode
     assert "NVIDIA_DRIVER_CAPABILITIES=utility" in dockerfile
+
+
+# --- issue 49 --------------------------------------------------------------------------------
+def test_a_socket_file_nothing_listens_on_is_removed_and_a_live_one_kept(
+    path_with_stand_ins: Path, tmp_path: Path
+) -> None:
+    """zeusd 0.5.0 refuses to start while its socket file exists (zeusd/src/startup.rs,
+    get_listener, tag zeusd-v0.5.0): a zeusd killed for memory left the pod crash-looping."""
+    import socket as sockets
+
+    path = tmp_path / "run" / "zeusd.sock"
+    path.parent.mkdir()
+    stale = sockets.socket(sockets.AF_UNIX)
+    stale.bind(str(path))
+    stale.close()  # the file stays, nothing listens: what a killed zeusd leaves
+    done = entrypoint(path_with_stand_ins, "serve", "--socket-path", str(path))
+    assert not path.exists() and f"removed {path}, which nothing listens on" in done.stderr
+
+    live = sockets.socket(sockets.AF_UNIX)
+    live.bind(str(path))
+    live.listen()
+    try:
+        done = entrypoint(path_with_stand_ins, "serve", "--socket-path", str(path))
+    finally:
+        live.close()
+    assert path.exists() and "a zeusd already answers" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("rapl_under", "reads_zeus_sys", "served"),
+    [("sys", "0", True), ("zeus_sys", "0", False), ("zeus_sys", "1", True), (None, "1", False)],
+)
+def test_cpu_read_is_enabled_only_where_this_zeusd_reads_rapl(
+    path_with_stand_ins: Path,
+    tmp_path: Path,
+    rapl_under: str | None,
+    reads_zeus_sys: str,
+    served: bool,
+) -> None:
+    """zeusd 0.5.0 reads RAPL under /sys only: with the DaemonSet's /zeus_sys mounts it
+    served 0 CPUs while the entrypoint enabled cpu-read."""
+    root = tmp_path / "root"
+    if rapl_under is not None:
+        (root / rapl_under / "class" / "powercap" / "intel-rapl").mkdir(parents=True)
+    done = entrypoint(
+        path_with_stand_ins,
+        "serve",
+        "--socket-path",
+        str(tmp_path / "zeusd.sock"),
+        ZEUSD_ENTRYPOINT_ROOT=str(root),
+        ZEUSD_READS_ZEUS_SYS=reads_zeus_sys,
+    )
+    assert done.stdout.strip().endswith("cpu-read") == served
+    if rapl_under == "zeus_sys" and not served:
+        assert "which this zeusd does not read" in done.stderr
+
+
+def test_the_image_claims_no_gpu_vendor_whose_library_it_lacks() -> None:
+    """debian-slim has no libamd_smi.so: the image says NVIDIA only, and where AMD's zeusd
+    must be built instead."""
+    dockerfile = (ZEUSD / "Dockerfile").read_text()
+    assert "libamd_smi" not in dockerfile.split("FROM debian")[1]  # nothing installs it
+    assert "AMD GPUs through AMD SMI" not in dockerfile
+    assert "drives NVIDIA GPUs only" in dockerfile
+    assert "COPY --from=build /reads-zeus-sys" in dockerfile

@@ -6,10 +6,18 @@
 #    only by index; a task whose container was given a GPU by UUID (the Kubernetes device
 #    plugin's default) finds the daemon's index for it there (docs/devices.md, "Which GPUs").
 # 2. The API groups: `serve` without --enable gets gpu-control and gpu-read, and cpu-read
-#    where the host's RAPL is visible (mounted under /zeus_sys, upstream's container
-#    convention), so that a node without RAPL (a VM, ARM) still serves its GPUs. ZEUSD_ENABLE
-#    overrides it (e.g. gpu-control,gpu-read where this zeusd build does not read /zeus_sys).
+#    where this build of zeusd can read the host's RAPL, so that a node without RAPL (a VM,
+#    ARM) still serves its GPUs. zeusd 0.5.0 reads RAPL under /sys only; later builds also
+#    under /zeus_sys (upstream's container convention). The image records which at build time
+#    (ZEUSD_READS_ZEUS_SYS, from the source). ZEUSD_ENABLE overrides the choice.
+# 3. A socket file that nothing listens on (a zeusd killed, for memory say, leaves it behind)
+#    is removed: zeusd 0.5.0 refuses to start while its socket file exists (startup.rs,
+#    get_listener: "Socket file ... already exists"), so the pod would crash-loop until someone
+#    deleted it. A socket a live zeusd answers on is left alone, and zeusd then says why it
+#    cannot start.
+# ZEUSD_ENTRYPOINT_ROOT puts / elsewhere for the paths it looks at (tests only).
 set -eu
+root=${ZEUSD_ENTRYPOINT_ROOT:-}
 
 if [ "${1:-}" != "serve" ]; then
     exec zeusd "$@"  # another subcommand (`token issue ...`): as is
@@ -25,6 +33,17 @@ for argument in "$@"; do
 done
 socket_dir=$(dirname "$socket_path")
 mkdir -p "$socket_dir"
+
+if [ -S "$socket_path" ]; then
+    # perl-base is in every Debian image: a connect tells a live daemon from a leftover file.
+    if perl -MIO::Socket::UNIX -e 'exit(IO::Socket::UNIX->new(Peer => $ARGV[0]) ? 0 : 1)' \
+        "$socket_path" 2>/dev/null; then
+        echo "zeusd-entrypoint: a zeusd already answers on $socket_path: it is left alone" >&2
+    else
+        rm -f "$socket_path"
+        echo "zeusd-entrypoint: removed $socket_path, which nothing listens on" >&2
+    fi
+fi
 
 if command -v nvidia-smi >/dev/null 2>&1 \
     && nvidia-smi --query-gpu=index,uuid,pci.bus_id --format=csv,noheader \
@@ -45,8 +64,13 @@ esac
 groups=${ZEUSD_ENABLE:-}
 if [ -z "$groups" ]; then
     groups=gpu-control,gpu-read
-    if [ -d /zeus_sys/class/powercap/intel-rapl ] || [ -d /sys/class/powercap/intel-rapl ]; then
+    reads_zeus_sys=${ZEUSD_READS_ZEUS_SYS:-$(cat /usr/local/share/zeusd/reads-zeus-sys 2>/dev/null || echo 0)}
+    if [ -d "$root/sys/class/powercap/intel-rapl" ] \
+        || { [ "$reads_zeus_sys" = 1 ] && [ -d "$root/zeus_sys/class/powercap/intel-rapl" ]; }; then
         groups=$groups,cpu-read
+    elif [ -d "$root/zeus_sys/class/powercap/intel-rapl" ]; then
+        echo "zeusd-entrypoint: RAPL is under /zeus_sys, which this zeusd does not read" \
+            "(0.5.0 reads /sys only): cpu-read is not served" >&2
     else
         echo "zeusd-entrypoint: no RAPL visible: cpu-read is not served" >&2
     fi

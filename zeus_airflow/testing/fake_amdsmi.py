@@ -14,7 +14,12 @@ stub library.
   (``amdsmi_get_energy_count``: ``energy_accumulator`` since AMD SMI 6.2.1, ``power`` before,
   ``energy_key`` picks which);
 - errors as ``AmdSmiLibraryException(code)`` with AMD SMI's status codes (no permission 10,
-  not supported 2, invalid 1).
+  not supported 2, invalid 1); a handle that is not one, as ``amdsmi_interface.py`` checks
+  it, as ``AmdSmiParameterException`` ("Invalid parameter", before any library call);
+- HIP's numbering (``amdsmi_get_gpu_enumeration_info``: ``hip_id``, ``hip_uuid``; AMD SMI
+  25.3, ROCm 6.4): ``hip_ids`` gives the HIP index of each GPU in PCI order (an MI350X node
+  where the two orders differ), ``enumeration=False`` plays an older AMD SMI without the call;
+- an accumulator at the wrong rate (ROCm/amdsmi#38): ``accumulator_rate``.
 
 A dual-die MI250/MI250X shows as two GPUs (two GCDs, two handles); AMD's driver reports the
 package's power and energy on the first die only, and 0 W on the second (upstream Zeus #113 and
@@ -88,6 +93,19 @@ class AmdSmiLibraryException(AmdSmiException):
         return self.err_info
 
 
+class AmdSmiParameterException(AmdSmiException):
+    """A wrong argument type, found by the Python layer before the library is called."""
+
+    def __init__(self, received: object, expected: type) -> None:
+        super().__init__(None)
+        self.err_msg = (
+            f"Invalid parameter:\nActual type: {type(received)}\nExpected type: {expected}"
+        )
+
+    def __str__(self) -> str:
+        return self.err_msg
+
+
 class AmdSmiInitFlags(IntEnum):
     INIT_ALL_PROCESSORS = 0xFFFFFFFF
     INIT_AMD_CPUS = 1 << 0
@@ -114,6 +132,7 @@ class FakeAMDSMI:
     # The module's own names, as ``amdsmi.AmdSmiLibraryException`` and the like.
     AmdSmiException = AmdSmiException
     AmdSmiLibraryException = AmdSmiLibraryException
+    AmdSmiParameterException = AmdSmiParameterException
     AmdSmiInitFlags = AmdSmiInitFlags
 
     def __init__(
@@ -127,6 +146,9 @@ class FakeAMDSMI:
         energy_key: Literal["energy_accumulator", "power"] = "energy_accumulator",
         resolution_uj: float = 15.259,
         init_error: int | None = None,
+        hip_ids: list[int] | None = None,
+        enumeration: bool = True,
+        accumulator_rate: float = 1.0,
     ) -> None:
         import time
 
@@ -135,6 +157,8 @@ class FakeAMDSMI:
         self.energy_key = energy_key
         self.resolution_uj = resolution_uj
         self.init_error = init_error
+        self.enumeration = enumeration
+        self.accumulator_rate = accumulator_rate
         self.packages = [_FakeGPU(i, spec, self.clock) for i in range(count)]
         dies = 2 if dual_die else 1
         self._handles = [
@@ -148,6 +172,7 @@ class FakeAMDSMI:
             for i, package in enumerate(self.packages)
             for die in range(dies)
         ]
+        self.hip_ids = hip_ids or list(range(len(self._handles)))
         self.set_calls: list[tuple[int, int, bool]] = []
         """(handle position, µW, allowed) of every amdsmi_set_power_cap."""
         self.init_count = 0
@@ -175,6 +200,26 @@ class FakeAMDSMI:
     def amdsmi_get_processor_handles(self) -> list[_Handle]:
         self._check_init("amdsmi_get_processor_handles")
         return list(self._handles)
+
+    @property
+    def amdsmi_get_gpu_enumeration_info(self) -> Callable[[_Handle], dict[str, Any]]:
+        """Absent (AttributeError, as from the real module) with ``enumeration=False``."""
+        if not self.enumeration:
+            raise AttributeError(
+                "module 'amdsmi' has no attribute 'amdsmi_get_gpu_enumeration_info'"
+            )
+        return self._enumeration_info
+
+    def _enumeration_info(self, handle: _Handle) -> dict[str, Any]:
+        h = self._handle(handle, "amdsmi_get_gpu_enumeration_info")
+        hip_id = self.hip_ids[h.position]
+        return {
+            "drm_render": 128 + h.position,
+            "drm_card": 1 + h.position,
+            "hsa_id": 2 + h.position,
+            "hip_id": hip_id,
+            "hip_uuid": f"GPU-{0xA0 + h.position:016x}",
+        }
 
     def amdsmi_get_gpu_asic_info(self, handle: _Handle) -> dict[str, Any]:
         h = self._handle(handle, "amdsmi_get_gpu_asic_info")
@@ -224,7 +269,7 @@ class FakeAMDSMI:
 
     def amdsmi_get_energy_count(self, handle: _Handle) -> dict[str, Any]:
         h = self._handle(handle, "amdsmi_get_energy_count")
-        energy_uj = 0.0 if h.second_die else h.package.energy_mj() * 1000.0
+        energy_uj = 0.0 if h.second_die else h.package.energy_mj() * 1000.0 * self.accumulator_rate
         return {
             self.energy_key: int(energy_uj / self.resolution_uj),
             "counter_resolution": self.resolution_uj,
@@ -242,6 +287,8 @@ class FakeAMDSMI:
 
     def _handle(self, handle: object, name: str) -> _Handle:
         self._check_init(name)
-        if not isinstance(handle, _Handle) or handle not in self._handles:
+        if not isinstance(handle, _Handle):
+            raise AmdSmiParameterException(handle, _Handle)
+        if handle not in self._handles:
             raise AmdSmiLibraryException(AMDSMI_STATUS_INVAL)
         return handle

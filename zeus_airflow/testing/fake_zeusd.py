@@ -18,9 +18,14 @@ tests, at the 0.5.0 release and after):
 - per-GPU failures are ``{"errors": {"<id>": "<message>"}}`` with the worst status: the
   driver's no-permission ``403``, invalid argument and not-supported ``400``, anything else
   ``500``; a non-blocking set answers ``200`` at once and drops its failure, as zeusd does;
+- a limit outside the GPU's range goes to the driver, and NVML's error comes back as the
+  GPU's (zeusd checks no range itself);
 - ``/cpu/get_cumulative_energy`` needs both ``cpu`` and ``dram``; a group the daemon does not
-  serve is ``404``; a missing or unknown token ``401``, a token without the group's scope
-  ``403``; ``/auth/whoami`` on a daemon without auth ``404``.
+  serve, and a route asked with the wrong method, is actix's ``404`` with an empty body (no
+  route matches: actix answers no ``405``); a missing or unknown token ``401`` with
+  ``WWW-Authenticate: Bearer``, a token without the group's scope ``403``, both with a JSON
+  ``{"error": ...}`` as zeusd's other errors; ``/auth/whoami`` on a daemon without auth
+  ``404``.
 
 ``api`` picks what ``/discover`` says of a GPU: ``"0.5.0"`` (the release: ``{id, name}``) or
 ``"head"`` (upstream after #252: also ``pci_address`` and ``cumulative_energy_available``;
@@ -61,6 +66,7 @@ from zeus_airflow.testing.fake_nvml import FakeNVML, pci_address
 
 ALL_GROUPS = ("gpu-control", "gpu-read", "cpu-read")
 DEFAULT_LIFETIME_S = 600.0
+UNAUTHENTICATED = "missing or invalid bearer token"
 API = Literal["0.5.0", "head"]
 APIS: tuple[API, ...] = ("0.5.0", "head")
 
@@ -262,6 +268,8 @@ def _handler(state: _State) -> type[BaseHTTPRequestHandler]:
             text = isinstance(body, str)
             data = (body if text else json.dumps(body)).encode() if body is not None else b""
             self.send_response(status)
+            if status == 401:
+                self.send_header("WWW-Authenticate", "Bearer")
             if data:
                 kind = "text/plain; charset=utf-8" if text else "application/json"
                 self.send_header("Content-Type", kind)
@@ -304,12 +312,12 @@ def answer(
     if route is None or route.group not in state.groups:
         return 404, None
     if method != route.method:
-        return 405, None
+        return 404, None  # actix: no route matches the method either
     scopes = _scopes(state, authorization)
     if state.tokens is not None and scopes is None:
-        return 401, "Authentication required."
+        return 401, {"error": UNAUTHENTICATED}
     if scopes is not None and route.group not in scopes:
-        return 403, f"Insufficient permissions: the token lacks the {route.group} scope"
+        return 403, {"error": f"the token lacks the {route.group} scope"}
     query = _deserialize(route.fields, pairs)
     if isinstance(query, str):
         return 400, f"Query deserialize error: {query}"
@@ -318,7 +326,7 @@ def answer(
 
 def _always_open(state: _State, method: str, path: str, authorization: str) -> tuple[int, Any]:
     if method != "GET":
-        return 405, None
+        return 404, None
     if path == "/discover":
         return 200, _discover(state)
     if path == "/time":
@@ -327,7 +335,7 @@ def _always_open(state: _State, method: str, path: str, authorization: str) -> t
         return 404, None
     scopes = _scopes(state, authorization)
     if scopes is None:
-        return 401, "Authentication required."
+        return 401, {"error": UNAUTHENTICATED}
     return 200, {"sub": "airflow", "scopes": sorted(scopes)}
 
 
@@ -349,10 +357,6 @@ def _deserialize(fields: tuple[tuple[str, str], ...], pairs: list[tuple[str, str
         if name not in seen and not kind.endswith("?"):
             return f"missing field `{name}`"
     return seen
-
-
-class _InvalidRequest(Exception):
-    """A request zeusd refuses before the driver sees it (a limit out of the GPU's range)."""
 
 
 @dataclass(frozen=True)
@@ -418,8 +422,6 @@ def _per_gpu(
             answer[str(i)] = read(state.nvml.nvmlDeviceGetHandleByIndex(i))
         except pynvml.NVMLError as err:
             errors[str(i)] = (_status(err), f"NVML error: {err}")
-        except _InvalidRequest as err:
-            errors[str(i)] = (400, str(err))
     if errors:
         worst = max(status for status, _ in errors.values())
         return worst, {"errors": {i: text for i, (_, text) in errors.items()}}
@@ -466,11 +468,7 @@ def _set_power_limit(state: _State, query: dict[str, Any]) -> tuple[int, Any]:
     limit_mw = query["power_limit_mw"]
 
     def set_one(handle: Any) -> dict[str, Any]:
-        low, high = state.nvml.nvmlDeviceGetPowerManagementLimitConstraints(handle)
-        if not low <= limit_mw <= high:  # zeusd checks the range before the driver
-            raise _InvalidRequest(
-                f"Invalid request: power limit {limit_mw} mW is outside {low}-{high} mW"
-            )
+        # zeusd checks no range: the driver refuses, and its error is the GPU's answer.
         state.set_calls.append((handle.index, limit_mw))
         state.nvml.nvmlDeviceSetPowerManagementLimit(handle, limit_mw)
         return {}

@@ -109,3 +109,42 @@ def test_the_capriccio_job_names_only_job_parameters() -> None:
     config = CapriccioJob().job_config("capriccio")
     assert config.window_size == 10 and config.beta == 3.0
     assert config.profiler.profile_steps == 8 and config.profiler.profile_s == 0.0
+
+
+# --- issue 49: a parameter's check is declared with it -----------------------------------------
+def test_every_parameter_declares_its_check_in_its_field() -> None:
+    """The check lives in the field's metadata (``config.parameter``), as figures declare
+    theirs: a new parameter is its declaration plus its operator keyword, and no table of
+    checks is edited beside it."""
+    from zeus_airflow.core.common.config import PARAMETER_CHECKS
+
+    declared = [
+        f
+        for config in (JobConfig, ProfilerConfig)
+        for f in dataclasses.fields(config)
+        if f.name != "profiler"
+    ]
+    assert all("check" in f.metadata for f in declared), [
+        f.name for f in declared if "check" not in f.metadata
+    ]
+    assert set(JOB_PARAMETERS) <= set(PARAMETER_CHECKS)
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("payback_horizon", 0, r"payback_horizon=0 is invalid: expected an integer number of runs"),
+        ("exploration_budget", -0.1, r"exploration_budget=-0.1 is invalid"),
+        ("power_limit_mode", "fast", r"power_limit_mode='fast' is invalid: expected one of"),
+    ],
+)
+def test_the_declared_check_answers_everywhere_alike(
+    name: str, value: object, message: str
+) -> None:
+    """The same declaration checks the operator's keyword, JobConfig and ProfilerConfig."""
+    from zeus_airflow.core.common.config import PARAMETER_CHECKS
+
+    with pytest.raises(ConfigError, match=message):
+        PARAMETER_CHECKS[name](value)
+    with pytest.raises(ConfigError, match=message):
+        config_from_parameters("job", {**CHANGED, name: value})

@@ -49,8 +49,21 @@ from zeus_airflow.testing import FakeNVML, FakeZeusd
             {"ZEUSD_SOCK_PATH": "/x.sock", "ZEUS_AIRFLOW_ZEUSD_TIMEOUT_S": "0"},
             r"ZEUS_AIRFLOW_ZEUSD_TIMEOUT_S=0.0 is invalid",
         ),
+        (  # issue 48: a nanosecond deadline used to blame the daemon ("hanging or overloaded")
+            {"ZEUSD_SOCK_PATH": "/x.sock", "ZEUS_AIRFLOW_ZEUSD_TIMEOUT_S": "1e-9"},
+            r"ZEUS_AIRFLOW_ZEUSD_TIMEOUT_S=1e-09 is invalid: below 0.05 s even a healthy zeusd "
+            r"cannot answer in time; expected a number of seconds in \[0.05, 600\]",
+        ),
     ],
-    ids=["url", "port_out_of_range", "no_port", "token_newline", "timeout_word", "timeout_zero"],
+    ids=[
+        "url",
+        "port_out_of_range",
+        "no_port",
+        "token_newline",
+        "timeout_word",
+        "timeout_zero",
+        "timeout_below_floor",
+    ],
 )
 def test_each_malformed_variable_is_refused_naming_it(env: dict[str, str], message: str) -> None:
     with pytest.raises(ZeusdConfigError, match=message):

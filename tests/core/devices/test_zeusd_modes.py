@@ -134,7 +134,7 @@ BAD_REQUESTS = [
         "POST",
         "/gpu/set_power_limit",
         {"gpu_ids": "0", "power_limit_mw": "50000", "block": "true"},
-        "Invalid request: power limit 50000 mW is outside 100000-400000 mW",
+        '{"errors": {"0": "NVML error: Invalid Argument"}}',  # the driver's, passed through
     ),
 ]
 
@@ -186,8 +186,9 @@ def test_the_rest_of_zeusds_statuses(tmp_path: Path) -> None:
             with pytest.raises(ZeusdError) as caught:
                 call(path, **query)
             statuses.append(caught.value.status)
-        # group not served (gpu-control, cpu-read), wrong method, unknown token
-        assert statuses == [404, 404, 405, 401]
+        # group not served (gpu-control, cpu-read), wrong method (actix: no route), unknown
+        # token: as zeusd answers (issue 49)
+        assert statuses == [404, 404, 404, 401]
         assert client.get("/auth/whoami")["scopes"] == ["gpu-read"]
         # A non-blocking set is dispatched: 200 at once, the driver's refusal dropped.
     with FakeZeusd(tmp_path / "z.sock", FakeNVML(1, A100)) as d:
@@ -451,3 +452,38 @@ def test_unreachable_with_nothing_to_measure_says_so(
         r".* AMD SMI: cannot load AMD SMI.* nothing can measure them",
     ):
         open_device(parse_device("auto"))
+
+
+def test_refusals_come_back_as_zeusd_sends_them(tmp_path: Path) -> None:
+    """Issue 49, fix 6: zeusd answers 401 and 403 as JSON ``{"error": ...}``, 401 with a
+    ``WWW-Authenticate`` header, and a wrong method with actix's empty 404 (the fake used to
+    answer plain text, no header, and 405)."""
+    import http.client
+    import json
+    import socket as sockets
+
+    class UnixConnection(http.client.HTTPConnection):
+        def connect(self) -> None:
+            self.sock = sockets.socket(sockets.AF_UNIX)
+            self.sock.connect(str(tmp_path / "z.sock"))
+
+    def ask(method: str, path: str, token: str) -> tuple[int, str | None, bytes]:
+        connection = UnixConnection("localhost")
+        connection.request(method, path, headers={"Authorization": f"Bearer {token}"})
+        reply = connection.getresponse()
+        return reply.status, reply.getheader("WWW-Authenticate"), reply.read()
+
+    with FakeZeusd(tmp_path / "z.sock", FakeNVML(1, A100), tokens={"r": ["gpu-read"]}):
+        status, challenge, body = ask("GET", "/gpu/get_power?gpu_ids=0", "forged")
+        assert (status, challenge) == (401, "Bearer") and "error" in json.loads(body)
+        status, _, body = ask("GET", "/gpu/get_cumulative_energy?gpu_ids=0", "r")
+        assert status == 200
+        status, _, body = ask("POST", "/gpu/get_power?gpu_ids=0", "r")
+        assert (status, body) == (404, b"")
+    with FakeZeusd(tmp_path / "z.sock", FakeNVML(1, A100), tokens={"r": ["gpu-read"]}):
+        status, _, body = ask(
+            "POST", "/gpu/set_power_limit?gpu_ids=0&power_limit_mw=1&block=true", "r"
+        )
+        assert status == 403 and json.loads(body) == {
+            "error": "the token lacks the gpu-control scope"
+        }

@@ -137,33 +137,54 @@ class ConfigError(ValueError):
     """A parameter is out of its allowed range; the message names it."""
 
 
+Check = Callable[[str, Any], object]
+"""A parameter's check: (the name users write, the value) -> the value as kept, or
+ConfigError naming the parameter."""
+
+
+def parameter(check: Check, default: Any = MISSING) -> Any:
+    """A job parameter's field, declared with its check (in the field's metadata, as
+    ``core/domain/figures.py`` declares figures): JobConfig, ProfilerConfig, the operator and
+    ``partial()`` all read the check from here (:data:`PARAMETER_CHECKS`), so a new
+    parameter is this one declaration plus its operator keyword."""
+    return field(default=default, metadata={"check": check})
+
+
 @dataclass(frozen=True)
 class ProfilerConfig:
     """How the just-in-time power profiler measures each candidate power limit."""
 
-    warmup_steps: int = DEFAULT_WARMUP_STEPS
+    warmup_steps: int = parameter(lambda n, v: check_int(n, v, minimum=0), DEFAULT_WARMUP_STEPS)
     """At least this many steps run at a newly set limit before measuring (clocks and caches
     settle)."""
-    profile_steps: int = DEFAULT_PROFILE_STEPS
+    profile_steps: int = parameter(lambda n, v: check_int(n, v, minimum=1), DEFAULT_PROFILE_STEPS)
     """At least this many steps measured per limit."""
-    mode: PowerLimitMode = "optimize"
+    mode: PowerLimitMode = parameter(lambda n, v: check_choice(n, v, POWER_LIMIT_MODES), "optimize")
     """``power_limit_mode``: what the profiler may do to the GPUs' power limits
     (:data:`PowerLimitMode`)."""
-    selector: str = "zeus"
+    selector: str = parameter(lambda n, v: check_choice(n, v, SELECTORS), "zeus")
     """``power_limit_selector``: which profiled limit is optimal (:data:`SELECTORS`;
     ``core/common/cost.py``)."""
-    max_slowdown: float = DEFAULT_MAX_SLOWDOWN
+    max_slowdown: float = parameter(
+        lambda n, v: check_number(
+            n,
+            v,
+            f"a number in [1, {MAX_SLOWDOWN:g}] (1.1: at most 10 % slower)",
+            lambda x: 1.0 <= x <= MAX_SLOWDOWN,
+        ),
+        DEFAULT_MAX_SLOWDOWN,
+    )
     """Only for ``min-energy-within-slowdown``: allowed time per step over the fastest limit."""
-    warmup_s: float = DEFAULT_WARMUP_S
+    warmup_s: float = parameter(lambda n, v: check_profile_window(n, v), DEFAULT_WARMUP_S)
     """And at least this many seconds (device clock) of warm-up at a newly set limit (not
     after an epoch's end at the same limit: only the steps' floor applies there)."""
-    profile_s: float = DEFAULT_PROFILE_S
+    profile_s: float = parameter(lambda n, v: check_profile_window(n, v), DEFAULT_PROFILE_S)
     """And at least this many seconds (device clock) measured per limit."""
 
     def __post_init__(self) -> None:
         for name, parameter in _PROFILER_PARAMETERS.items():
             # Kept as checked: a numpy or Decimal number becomes Python's int or float.
-            object.__setattr__(self, name, PARAMETER_CHECKS[parameter](getattr(self, name)))
+            object.__setattr__(self, name, _check_of(self, name)(parameter, getattr(self, name)))
 
 
 _NOT_IN_FINGERPRINT = (
@@ -183,41 +204,56 @@ class JobConfig:
     Costs are in the paper's units: ``eta * energy_j + (1 - eta) * max_power_w * time_s``.
     """
 
-    job_id: str
+    job_id: str = parameter(lambda _, v: check_job_id(v))
     """The job's name in the store (at most JOB_ID_MAX_LENGTH characters)."""
-    batch_sizes: tuple[int, ...]
+    batch_sizes: tuple[int, ...] = parameter(lambda _, v: check_batch_sizes(v))
     """Candidate batch sizes, strictly increasing."""
-    default_batch_size: int
+    default_batch_size: int = parameter(lambda n, v: check_int(n, v, minimum=1))
     """b0, what the job would use without Zeus: one of ``batch_sizes``."""
-    target_metric: float
+    target_metric: float = parameter(lambda n, v: check_number(n, v, "a finite number"))
     """The validation metric a try must reach (``run.report_metric``)."""
-    max_epochs: int
+    max_epochs: int = parameter(lambda n, v: check_int(n, v, minimum=1))
     """Epochs one try may train at most."""
-    higher_is_better: bool = True
+    higher_is_better: bool = parameter(lambda n, v: check_bool(n, v), True)
     """False for losses and error rates."""
-    eta: float = DEFAULT_ETA
+    eta: float = parameter(
+        lambda n, v: check_number(n, v, "a number in [0, 1]", lambda x: 0.0 <= x <= 1.0),
+        DEFAULT_ETA,
+    )
     """Weight of energy against time in the cost, in [0, 1]."""
-    beta: float = DEFAULT_BETA
+    beta: float = parameter(
+        lambda n, v: check_number(
+            n,
+            v,
+            f"a number > 1 and <= {MAX_BETA:g} (the paper's is 2)",
+            lambda x: 1 < x <= MAX_BETA,
+        ),
+        DEFAULT_BETA,
+    )
     """Early stop: a try stops once its cost would exceed ``beta`` x the best batch size's mean
     successful cost."""
-    window_size: int | None = None
+    window_size: int | None = parameter(
+        lambda n, v: check_int(n, v, minimum=1, none="None (no window)"), None
+    )
     """Each arm's posterior uses only its N most recent observations (data drift)."""
-    drift_detection: bool = DEFAULT_DRIFT_DETECTION
+    drift_detection: bool = parameter(lambda n, v: check_bool(n, v), DEFAULT_DRIFT_DETECTION)
     """Look for a change point in each arm's costs and forget what came before it
     (core/decide/drift.py, docs/drift.md)."""
-    max_tries: int | None = None
+    max_tries: int | None = parameter(lambda n, v: check_int(n, v, minimum=1, none="None"), None)
     """Tries per recurrence when a batch size fails; None means one per batch size, plus the
     cheapest one run to the end once every surviving size has failed."""
     profiler: ProfilerConfig = field(default_factory=ProfilerConfig)
-    exploration_budget: float | None = DEFAULT_EXPLORATION_BUDGET
+    exploration_budget: float | None = parameter(
+        lambda _, v: check_exploration_budget(v), DEFAULT_EXPLORATION_BUDGET
+    )
     """Explore only while the job's cumulative cost stays within ``1 + exploration_budget``
     times the Default configuration's over the same runs (a conservative bandit,
     ``core/decide/budget.py``); None explores as the paper does, without a budget."""
-    payback_horizon: int = DEFAULT_PAYBACK_HORIZON
+    payback_horizon: int = parameter(lambda _, v: check_payback_horizon(v), DEFAULT_PAYBACK_HORIZON)
     """With an exploration budget: runs over which an explored try must be expected to pay
     back what it costs beyond the best size's run (``core/decide/budget.py``, ``payback``);
     a try that cannot is not made."""
-    cost_includes_cpu: bool = False
+    cost_includes_cpu: bool = parameter(lambda n, v: check_bool(n, v), False)
     """Count the host's CPU package and DRAM energy (RAPL, where measured) in the cost's
     energy term. By default they are reported beside the GPUs' energy, not optimised: the
     batch size and power limit are the GPU's knobs, and RAPL is often unreadable."""
@@ -226,7 +262,7 @@ class JobConfig:
         for name in _JOB_PARAMETERS:
             # Kept as checked: a numpy or Decimal number becomes Python's int or float, so
             # the fingerprint and the stored JSON see the same value whatever type it came as.
-            object.__setattr__(self, name, PARAMETER_CHECKS[name](getattr(self, name)))
+            object.__setattr__(self, name, _check_of(self, name)(name, getattr(self, name)))
         _require(
             self.default_batch_size in self.batch_sizes,
             "default_batch_size",
@@ -652,71 +688,62 @@ def check_synchronize(value: object) -> Callable[[], object] | None:
     )
 
 
-PARAMETER_CHECKS: dict[str, Callable[[Any], object]] = {
-    "job_id": check_job_id,
-    "batch_sizes": check_batch_sizes,
-    "default_batch_size": lambda v: check_int("default_batch_size", v, minimum=1),
-    "target_metric": lambda v: check_number("target_metric", v, "a finite number"),
-    "max_epochs": lambda v: check_int("max_epochs", v, minimum=1),
-    "higher_is_better": lambda v: check_bool("higher_is_better", v),
-    "eta": lambda v: check_number("eta", v, "a number in [0, 1]", lambda x: 0.0 <= x <= 1.0),
-    "beta": lambda v: check_number(
-        "beta",
-        v,
-        f"a number > 1 and <= {MAX_BETA:g} (the paper's is 2)",
-        lambda x: 1 < x <= MAX_BETA,
-    ),
-    "window_size": lambda v: check_int("window_size", v, minimum=1, none="None (no window)"),
-    "drift_detection": lambda v: check_bool("drift_detection", v),
-    "max_tries": lambda v: check_int("max_tries", v, minimum=1, none="None"),
-    "exploration_budget": check_exploration_budget,
-    "payback_horizon": check_payback_horizon,
-    "warmup_steps": lambda v: check_int("warmup_steps", v, minimum=0),
-    "profile_steps": lambda v: check_int("profile_steps", v, minimum=1),
-    "warmup_s": lambda v: check_profile_window("warmup_s", v),
-    "profile_s": lambda v: check_profile_window("profile_s", v),
-    "power_limit_mode": lambda v: check_choice("power_limit_mode", v, POWER_LIMIT_MODES),
-    "power_limit_selector": lambda v: check_choice("power_limit_selector", v, SELECTORS),
-    "max_slowdown": lambda v: check_number(
-        "max_slowdown",
-        v,
-        f"a number in [1, {MAX_SLOWDOWN:g}] (1.1: at most 10 % slower)",
-        lambda x: 1.0 <= x <= MAX_SLOWDOWN,
-    ),
-    "seed": check_seed,
-    "heartbeat_s": check_heartbeat,
-    "carbon_zone": check_carbon_zone,
-    "carbon_source": check_carbon_source,
-    "carbon_fallback_g_per_kwh": lambda v: (
+_OTHER_CHECKS: dict[str, Check] = {
+    "seed": lambda _, v: check_seed(v),
+    "heartbeat_s": lambda _, v: check_heartbeat(v),
+    "carbon_zone": lambda _, v: check_carbon_zone(v),
+    "carbon_source": lambda _, v: check_carbon_source(v),
+    "carbon_fallback_g_per_kwh": lambda n, v: (
         None
         if v is None
         else check_number(
-            "carbon_fallback_g_per_kwh",
+            n,
             v,
             "None (no fallback) or a finite number of gCO2e/kWh "
             f"in [{INTENSITY_RANGE_G_PER_KWH[0]:g}, {INTENSITY_RANGE_G_PER_KWH[1]:g}]",
             lambda x: grid_value_problem(x) is None,
         )
     ),
-    "carbon_objective": lambda v: check_choice("carbon_objective", v, CARBON_OBJECTIVES),
-    "carbon_weight": lambda v: check_number(
-        "carbon_weight",
-        v,
-        "a number in [0, 1] (the share of emissions in the mix)",
-        lambda x: 0.0 <= x <= 1.0,
+    "carbon_objective": lambda n, v: check_choice(n, v, CARBON_OBJECTIVES),
+    "carbon_weight": lambda n, v: check_number(
+        n, v, "a number in [0, 1] (the share of emissions in the mix)", lambda x: 0.0 <= x <= 1.0
     ),
-    "start_deadline": check_start_deadline,
-    "expected_duration": lambda v: check_optional_duration("expected_duration", v),
-    "synchronize": check_synchronize,
-    "cost_includes_cpu": lambda v: check_bool("cost_includes_cpu", v),
+    "start_deadline": lambda _, v: check_start_deadline(v),
+    "expected_duration": check_optional_duration,
+    "synchronize": lambda _, v: check_synchronize(v),
+}
+"""The checks of the parameters that are not JobConfig's or ProfilerConfig's fields (the
+run's seed and heartbeat, the carbon options, ``synchronize``)."""
+
+_USER_NAMES = {"mode": "power_limit_mode", "selector": "power_limit_selector"}
+"""ProfilerConfig's fields that users know by another name (the operator's keyword); every
+other field of JobConfig and ProfilerConfig is known by its own name."""
+
+
+def _check_of(config: object, name: str) -> Check:
+    """The check a JobConfig's or ProfilerConfig's field ``name`` is declared with."""
+    return config.__dataclass_fields__[name].metadata["check"]  # type: ignore[attr-defined]
+
+
+def _named(check: Check, name: str) -> Callable[[Any], object]:
+    return lambda value: check(name, value)
+
+
+PARAMETER_CHECKS: dict[str, Callable[[Any], object]] = {
+    **{
+        _USER_NAMES.get(f.name, f.name): _named(
+            f.metadata["check"], _USER_NAMES.get(f.name, f.name)
+        )
+        for config in (JobConfig, ProfilerConfig)
+        for f in fields(config)
+        if "check" in f.metadata
+    },
+    **{name: _named(check, name) for name, check in _OTHER_CHECKS.items()},
 }
 """One check per job parameter, keyed by the name users write (the operator's keyword): each
 raises ConfigError naming it. JobConfig, ProfilerConfig and the operator (constructor and
 ``partial()``) all check through this table, so a value gets the same answer everywhere."""
 
-_USER_NAMES = {"mode": "power_limit_mode", "selector": "power_limit_selector"}
-"""ProfilerConfig's fields that users know by another name (the operator's keyword); every
-other field of JobConfig and ProfilerConfig is known by its own name."""
 _JOB_PARAMETERS = tuple(f.name for f in fields(JobConfig) if f.name != "profiler")
 """JobConfig's own checked fields, in the order they are checked."""
 _PROFILER_PARAMETERS = {f.name: _USER_NAMES.get(f.name, f.name) for f in fields(ProfilerConfig)}

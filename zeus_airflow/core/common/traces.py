@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import math
+import os
 from collections import defaultdict
 from dataclasses import dataclass
 from functools import cache
@@ -19,6 +20,16 @@ from pathlib import Path
 from zeus_airflow.core.common.config import ConfigError
 
 PACKAGED_TRACES = Path(__file__).resolve().parents[2] / "data" / "traces"
+TRACES_ENV = "ZEUS_TRACES_DIR"
+
+
+def resolve_traces_dir(explicit: str | Path | None = None) -> Path:
+    """The paper's traces folder: ``explicit``, else ``$ZEUS_TRACES_DIR``, else the traces
+    shipped in the package. Every ``--traces`` option and ``traces_dir`` parameter ends here."""
+    chosen = explicit or os.environ.get(TRACES_ENV)
+    return Path(chosen) if chosen else PACKAGED_TRACES
+
+
 """The paper's V100 and A40 traces as shipped in the package: the default folder, so that an
 install without a checkout beside it can replay and simulate."""
 

@@ -16,6 +16,19 @@ sets its cap once; a group holding one die (another task may hold its twin) meas
 package (``energy_shared``, the twin's work in it) and never sets the cap, which would cap the
 twin's work too. A second die that does report its own power (firmware that splits it) is
 taken as a GPU of its own.
+
+**Which GPUs HIP uses.** ``HIP_VISIBLE_DEVICES`` (else ``CUDA_VISIBLE_DEVICES``) lists HIP's
+device indices, which are not AMD SMI's (PCI) order on every node (MI350X: upstream Zeus #229).
+Each GPU's HIP index comes from ``amdsmi_get_gpu_enumeration_info()["hip_id"]`` (AMD SMI 25.3,
+ROCm 6.4 and later), as upstream Zeus's ``zeus/device/gpu/amd.py`` maps it since #229; an
+older AMD SMI without it falls back to PCI order. Entries are parsed as ``visible.py`` reads
+them for every vendor: a bad one names the variable.
+
+**Energy accumulators are checked at start.** Some boards' accumulators run at the wrong rate
+(ROCm/amdsmi#38): as upstream Zeus's ``AMDGPUs._init_gpus`` does (``zeus/device/gpu/amd.py``),
+each package's accumulator is read over half a second against its power; one off by more than
+ten times either way, or a package that reports no power to check against, makes the group
+sample power instead (one warning).
 """
 
 from __future__ import annotations
@@ -28,18 +41,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from zeus_airflow.core.devices import milliwatts
-from zeus_airflow.core.devices.base import (
-    DeviceError,
-    MeasurementKind,
-    PowerLimitPermissionError,
-    PowerLimitRangeChangedError,
-    PowerLimitUnavailableError,
-    candidate_limits_in_range,
-    one_model,
-)
+from zeus_airflow.core.devices import base, milliwatts
+from zeus_airflow.core.devices.base import DeviceError, MeasurementKind, one_model
+from zeus_airflow.core.devices.controlled import ControlledGPUs
 from zeus_airflow.core.devices.energy import CountedOrSampled, EnergyCounters, PowerIntegrator
 from zeus_airflow.core.devices.sync import CUDASynchronizer, Synchronize
+from zeus_airflow.core.devices.visible import first_set, strict_positions
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +56,10 @@ STATUS_INVAL, STATUS_NOT_SUPPORTED, STATUS_NO_PERM = 1, 2, 10
 LEASE_ID_PREFIX = "amdsmi:"
 DUAL_DIE_MODELS = ("MI250",)
 VISIBLE_ENVS = ("HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
-"""Which GPUs HIP (PyTorch on ROCm) uses, as upstream Zeus reads them: indices of AMD SMI's
-order, which is PCI order (the amd-smi CLI's)."""
+"""Which GPUs HIP (PyTorch on ROCm) uses, as upstream Zeus reads them: HIP's indices."""
+COUNTER_CHECK_S = 0.5
+COUNTER_RATIO_BOUNDS = (0.1, 10.0)
+"""How long, and how far from power x time, an accumulator is checked at start (upstream's)."""
 
 
 @dataclass(frozen=True)
@@ -65,7 +74,7 @@ class _Die:
     twin: int | None
 
 
-class AMDSMIGPUs(CountedOrSampled):
+class AMDSMIGPUs(CountedOrSampled, ControlledGPUs):
     """The AMD GPUs of ``indices`` (AMD SMI's), or those HIP uses when None.
 
     ``amdsmi`` is the module (a fake in tests), ``clock`` the monotonic clock in s energy is
@@ -77,6 +86,7 @@ class AMDSMIGPUs(CountedOrSampled):
 
     measurement: MeasurementKind = "measured"
     control = "amdsmi"
+    library_name = "AMD SMI"
 
     def __init__(
         self,
@@ -87,6 +97,7 @@ class AMDSMIGPUs(CountedOrSampled):
         sample_interval_s: float = DEFAULT_SAMPLE_INTERVAL_S,
         synchronize: Synchronize | None = None,
         energy_source: Literal["auto", "sampling"] = "auto",
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         if energy_source not in ("auto", "sampling"):
             raise DeviceError(
@@ -97,7 +108,7 @@ class AMDSMIGPUs(CountedOrSampled):
         _init(self._smi)
         try:
             self._open(indices, synchronize)
-            self._counters, self._sampler = self._energy(energy_source, sample_interval_s)
+            self._counters, self._sampler = self._energy(energy_source, sample_interval_s, sleep)
         except BaseException:
             self._smi.amdsmi_shut_down()
             raise
@@ -105,8 +116,8 @@ class AMDSMIGPUs(CountedOrSampled):
 
     def _open(self, indices: Sequence[int] | None, synchronize: Synchronize | None) -> None:
         dies = _dies(self._smi, self._call("amdsmi_get_processor_handles"))
-        ordinals = _visible(len(dies)) if indices is None else tuple(indices)
-        chosen = _checked(ordinals, len(dies))
+        shown = _shown(self._smi, [d.handle for d in dies], self._call)
+        chosen = _checked(shown if indices is None else tuple(indices), len(dies))
         self._dies = [dies[i] for i in chosen]
         self.indices: tuple[int, ...] = tuple(chosen)
         self.count = len(chosen)
@@ -127,66 +138,44 @@ class AMDSMIGPUs(CountedOrSampled):
         self._fixed_because: str | None = _alone_because(alone)
         self._range_w = self._limit_range_w()
         self._read_mw: milliwatts.ReadLimits = {}
-        self._sync = synchronize or CUDASynchronizer(_ordinals(chosen))
+        # HIP's device numbers in this process: positions among the GPUs HIP shows.
+        self._sync = synchronize or CUDASynchronizer(
+            tuple(shown.index(i) for i in chosen if i in shown)
+        )
 
     def _energy(
-        self, source: str, sample_interval_s: float
+        self, source: str, sample_interval_s: float, sleep: Callable[[float], None]
     ) -> tuple[EnergyCounters | None, PowerIntegrator | None]:
         if source == "auto" and self._readers.have_counters():
-            return EnergyCounters(self._readers), None
+            wrong = self._readers.counters_wrong(sleep)
+            if wrong is None:
+                return EnergyCounters(self._readers), None
+            log.warning("AMD GPUs %s: %s; power is sampled instead", self.indices, wrong)
         return None, PowerIntegrator(self._readers.total_power_w, self._clock, sample_interval_s)
 
     # --- the GPUGroup interface -------------------------------------------------------------
-    def power_limit_range_w(self) -> tuple[int, int]:
-        return self._range_w
-
-    def candidate_power_limits_w(self) -> tuple[int, ...]:
-        return candidate_limits_in_range(*self._range_w)
-
     def get_power_limits_w(self) -> tuple[int, ...]:
         caps = [self._cap_info(d)["power_cap"] for d in self._dies]
         return milliwatts.remember(self._read_mw, [round(uw / 1000) for uw in caps])
-
-    @property
-    def limits_fixed_because(self) -> str | None:
-        return self._fixed_because
 
     def set_power_limits_w(self, limits_w: Sequence[int]) -> None:
         """Set each package's cap (once per package; every value checked before any GPU
         changes; the exact mW read is written back); when one refuses, those already set go
         back first."""
         if self._fixed_because is not None and self.energy_shared:
-            raise PowerLimitUnavailableError(self._fixed_because)
+            raise base.PowerLimitUnavailableError(self._fixed_because)
         limits_mw = milliwatts.to_mw(
             self._read_mw, limits_w, self._range_w, self.model, self.indices
         )
         before_mw = [round(self._cap_info(d)["power_cap"] / 1000) for d in self._dies]
-        done: list[int] = []
-        for position, die in enumerate(self._dies):
-            if die.reader in (self._dies[p].reader for p in done):
-                continue  # the package's cap is set already, through its first die
-            try:
-                self._set_cap(die, limits_mw[position])
-            except DeviceError:
-                self._roll_back([(self._dies[p], before_mw[p]) for p in done])
-                raise
-            done.append(position)
-
-    def close(self) -> None:
-        """Stop the sampling thread and release AMD SMI. Safe to call twice."""
-        if self._closed:
-            return
-        self._closed = True
-        if self._sampler is not None:
-            self._sampler.stop()
-        self._smi.amdsmi_shut_down()
+        self._set_in_turn(limits_mw, before_mw)
 
     # --- internals ---------------------------------------------------------------------------
-    def _call(self, function: str, *args: Any) -> Any:
-        try:
-            return getattr(self._smi, function)(*args)
-        except self._smi.AmdSmiLibraryException as err:
-            raise DeviceError(f"AMD SMI's {function} failed: {err}") from err
+    def _release(self) -> None:
+        self._smi.amdsmi_shut_down()
+
+    def _library(self) -> tuple[Any, type[BaseException]]:
+        return self._smi, self._smi.AmdSmiLibraryException
 
     def _cap_info(self, die: _Die) -> dict[str, int]:
         reader = next(d for d in self._readers.dies if d.index == die.reader)
@@ -198,7 +187,11 @@ class AMDSMIGPUs(CountedOrSampled):
             (round(i["min_power_cap"] / 1000), round(i["max_power_cap"] / 1000)) for i in infos
         )
 
-    def _set_cap(self, die: _Die, limit_mw: int) -> None:
+    def _put(self, position: int, limit_mw: int) -> None:
+        """Set the cap of the die's package, once: a twin earlier in the group set it."""
+        die = self._dies[position]
+        if die.reader in (d.reader for d in self._dies[:position]):
+            return
         reader = next(d for d in self._readers.dies if d.index == die.reader)
         try:
             self._smi.amdsmi_set_power_cap(reader.handle, 0, int(limit_mw) * 1000)
@@ -208,34 +201,15 @@ class AMDSMIGPUs(CountedOrSampled):
     def _refusal(self, index: int, limit_mw: int, err: Any) -> DeviceError:
         code = err.get_error_code()
         if code == STATUS_NO_PERM:
-            self._fixed_because = (
+            return self._fixed(
                 f"AMD SMI refused to set the power cap of GPU {index} ({err}): setting it needs "
-                "root and a writable /sys; unprivileged tasks go through zeusd"
+                "root and a writable /sys; unprivileged tasks go through zeusd",
+                base.PowerLimitPermissionError,
             )
-            return PowerLimitPermissionError(self._fixed_because)
+        because = f"AMD SMI could not set the power cap of GPU {index}: {err}"
         if code == STATUS_INVAL:
-            old, self._range_w = self._range_w, self._limit_range_w()
-            if self._range_w != old:
-                return PowerLimitRangeChangedError(
-                    f"GPU {index} refused {limit_mw} mW: its power-cap range is now "
-                    f"{list(self._range_w)} W (was {list(old)} W)",
-                    self._range_w,
-                )
-        self._fixed_because = f"AMD SMI could not set the power cap of GPU {index}: {err}"
-        return PowerLimitUnavailableError(self._fixed_because)
-
-    def _roll_back(self, before: Sequence[tuple[_Die, int]]) -> None:
-        for die, limit_mw in before:
-            try:
-                self._set_cap(die, limit_mw)
-            except DeviceError:
-                log.warning(
-                    "could not put GPU %d's power cap back to %d mW after another GPU of "
-                    "the group refused its cap",
-                    die.index,
-                    limit_mw,
-                    exc_info=True,
-                )
+            return self._refused_in_range(index, limit_mw, because)
+        return self._fixed(because)
 
 
 class _Readers:
@@ -254,6 +228,26 @@ class _Readers:
                 return False
             raise
         return True
+
+    def counters_wrong(self, sleep: Callable[[float], None]) -> str | None:
+        """Why the accumulators cannot be trusted (ROCm/amdsmi#38), or None: each package's
+        advance over :data:`COUNTER_CHECK_S` against its power times the time that passed."""
+        power_w = self.power_w()
+        start_s, start_mj = self.now_s(), self.read_counters_mj()
+        sleep(COUNTER_CHECK_S)
+        elapsed_s, end_mj = self.now_s() - start_s, self.read_counters_mj()
+        low, high = COUNTER_RATIO_BOUNDS
+        for die, watts, before, after in zip(self.dies, power_w, start_mj, end_mj, strict=True):
+            expected_mj = watts * elapsed_s * 1000
+            if expected_mj < 1.0:
+                return f"GPU {die.index} reports no power to check its energy accumulator against"
+            if not low < (after - before) / expected_mj < high:
+                return (
+                    f"GPU {die.index}'s energy accumulator advanced {after - before} mJ in "
+                    f"{elapsed_s:.2f} s at {watts:.0f} W (expected about {expected_mj:.0f} mJ): "
+                    "it runs at the wrong rate (ROCm/amdsmi#38)"
+                )
+        return None
 
     def read_counters_mj(self) -> list[int]:
         readings = [self._gpus._call("amdsmi_get_energy_count", d.handle) for d in self.dies]
@@ -278,7 +272,7 @@ def _load(amdsmi: Any) -> Any:
         with contextlib.redirect_stdout(None):
             import amdsmi as module
     except Exception as err:
-        raise DeviceError(
+        raise base.BackendUnavailableError(
             f"cannot load AMD SMI ({type(err).__name__}: {err}): install ROCm's amdsmi "
             "package matching the node's ROCm (its libamd_smi.so must load)"
         ) from err
@@ -289,7 +283,7 @@ def _init(smi: Any) -> None:
     try:
         smi.amdsmi_init(smi.AmdSmiInitFlags.INIT_AMD_GPUS)
     except smi.AmdSmiLibraryException as err:
-        raise DeviceError(
+        raise base.BackendUnavailableError(
             f"cannot initialise AMD SMI ({err}): is the amdgpu driver loaded, and /dev/kfd "
             "and /dev/dri given to this container?"
         ) from err
@@ -330,42 +324,52 @@ def _code(err: BaseException) -> int | None:
     return int(get()) if callable(get) else None
 
 
-def _visible(count: int) -> tuple[int, ...]:
-    for name in VISIBLE_ENVS:
-        value = os.environ.get(name)
-        if value is None:
-            continue
-        parts = [p.strip() for p in value.split(",")]
-        if not value.strip() or not all(p.isascii() and p.isdigit() for p in parts):
-            raise DeviceError(
-                f"{name}={value!r} is invalid for AMD GPUs: expected comma-separated "
-                f"indices in [0, {count - 1}] (AMD SMI's order), or unset"
-            )
-        return tuple(int(p) for p in parts)
-    return tuple(range(count))
+def _shown(smi: Any, handles: Sequence[Any], call: Callable[..., Any]) -> tuple[int, ...]:
+    """AMD SMI's indices of the GPUs HIP shows this process, in HIP's order (its device
+    numbers): every GPU when the visibility variables are unset (module docstring). UUID
+    entries are HIP's (``hip_uuid``), else AMD SMI's."""
+    hip = _enumeration(smi, handles)
+    in_hip_order = sorted(range(len(handles)), key=lambda i: hip[i][0])
+    chosen = first_set(os.environ, VISIBLE_ENVS)
+    if chosen is None:
+        return tuple(in_hip_order)
+    uuids = [hip[i][1] or str(call("amdsmi_get_gpu_device_uuid", handles[i])) for i in in_hip_order]
+    positions = strict_positions(*chosen, len(handles), uuids)
+    return tuple(in_hip_order[p] for p in positions)
+
+
+def _enumeration(smi: Any, handles: Sequence[Any]) -> list[tuple[int, str | None]]:
+    """Each GPU's HIP index and UUID (``hip_id``, ``hip_uuid``); PCI order and no UUID from
+    an AMD SMI before 25.3, which lacks the call, or one whose indices are not a numbering
+    of the GPUs."""
+    enumeration = getattr(smi, "amdsmi_get_gpu_enumeration_info", None)
+    pci_order: list[tuple[int, str | None]] = [(i, None) for i in range(len(handles))]
+    if enumeration is None:
+        return pci_order
+    try:
+        infos = [enumeration(h) for h in handles]
+        hip = [(int(i["hip_id"]), str(i["hip_uuid"]) if i.get("hip_uuid") else None) for i in infos]
+    except (smi.AmdSmiException, KeyError, TypeError, ValueError) as err:
+        log.info("AMD SMI gives no HIP index (%s): PCI order is taken as HIP's", err)
+        return pci_order
+    if sorted(h for h, _ in hip) != list(range(len(handles))):
+        log.warning("AMD SMI's HIP indices %s are not a numbering: PCI order is taken", hip)
+        return pci_order
+    return hip
 
 
 def _checked(indices: Sequence[int], count: int) -> tuple[int, ...]:
     chosen = tuple(indices)
     if count == 0:
-        raise DeviceError("AMD SMI sees no GPU (amd-smi list): none is visible to this process")
+        raise base.BackendUnavailableError(
+            "AMD SMI sees no GPU (amd-smi list): none is visible to this process"
+        )
     if not chosen or len(set(chosen)) != len(chosen) or not all(0 <= i < count for i in chosen):
         raise DeviceError(
             f"indices={list(indices)} is invalid: expected distinct GPU indices in "
             f"[0, {count - 1}] (AMD SMI sees {count} GPUs)"
         )
     return chosen
-
-
-def _ordinals(chosen: Sequence[int]) -> tuple[int, ...]:
-    """HIP's device numbers of the group's GPUs in this process (positions in the
-    visibility variable when set, else AMD SMI's indices)."""
-    for name in VISIBLE_ENVS:
-        value = os.environ.get(name)
-        if value:
-            listed = [int(p) for p in value.split(",")]
-            return tuple(listed.index(i) for i in chosen if i in listed)
-    return tuple(chosen)
 
 
 def _alone_because(alone: Sequence[_Die]) -> str | None:

@@ -21,6 +21,11 @@ class DeviceError(RuntimeError):
     """The GPUs cannot be used as asked (none visible, NVML missing, unknown trace...)."""
 
 
+class BackendUnavailableError(DeviceError):
+    """This backend's library, driver or GPUs are not on this node (no NVIDIA driver on an AMD
+    node, say): ``auto`` tries the next backend. Any other DeviceError is the answer."""
+
+
 class PowerLimitUnavailableError(DeviceError):
     """The GPUs' power limits cannot be changed now (no permission, not supported, a MIG
     instance, a limit another task holds). Training goes on at the current limits."""

@@ -161,7 +161,8 @@ class PowerIntegrator:
 
 class CountedOrSampled:
     """What NVML's and AMD SMI's GPU groups share: energy from the counters when every GPU
-    has one, else from sampled power; the clock it follows; waiting for queued work."""
+    has one, else from sampled power, and the clock it follows (``controlled.py`` has the
+    rest, which zeusd's group shares too)."""
 
     _counters: EnergyCounters | None
     _sampler: PowerIntegrator | None
@@ -176,14 +177,3 @@ class CountedOrSampled:
 
     def now_s(self) -> float:
         return self._clock()
-
-    def energy_update_period_s(self) -> float:
-        return self._counters.update_period_s() if self._counters is not None else 0.0
-
-    def synchronize(self) -> None:
-        self._sync()
-
-    @property
-    def energy_source(self) -> str:
-        """``counter`` (the GPUs' energy counters) or ``sampling`` (integrated power)."""
-        return "sampling" if self._sampler is not None else "counter"

@@ -32,16 +32,17 @@ import pynvml
 
 from zeus_airflow.core.devices import milliwatts
 from zeus_airflow.core.devices.base import (
+    BackendUnavailableError,
     DeviceError,
     MeasurementKind,
-    PowerLimitPermissionError,
-    PowerLimitRangeChangedError,
-    PowerLimitUnavailableError,
-    candidate_limits_in_range,
     one_model,
 )
+from zeus_airflow.core.devices.base import PowerLimitPermissionError as NoPermission
+from zeus_airflow.core.devices.base import PowerLimitUnavailableError as Unavailable
+from zeus_airflow.core.devices.controlled import ControlledGPUs
 from zeus_airflow.core.devices.energy import CountedOrSampled, EnergyCounters, PowerIntegrator
 from zeus_airflow.core.devices.sync import CUDASynchronizer, Synchronize
+from zeus_airflow.core.devices.visible import index_of, uuid_match
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +59,7 @@ class Visible:
     mig_instance: str | None = None
 
 
-class NVMLGPUs(CountedOrSampled):
+class NVMLGPUs(CountedOrSampled, ControlledGPUs):
     """The GPUs of ``indices`` (NVML indices), or those visible to the process when None.
 
     ``nvml`` is the NVML module (a fake in tests); ``clock`` is the monotonic clock in s that
@@ -74,6 +75,7 @@ class NVMLGPUs(CountedOrSampled):
     measurement: MeasurementKind = "measured"
     control = "nvml"
     """How limits are set (zeusd's group says ``zeusd``)."""
+    library_name = "NVML"
 
     def __init__(
         self,
@@ -158,19 +160,9 @@ class NVMLGPUs(CountedOrSampled):
         )
 
     # --- the GPUGroup interface -------------------------------------------------------------
-    def power_limit_range_w(self) -> tuple[int, int]:
-        return self._range_w
-
-    def candidate_power_limits_w(self) -> tuple[int, ...]:
-        return candidate_limits_in_range(*self._range_w)
-
     def get_power_limits_w(self) -> tuple[int, ...]:
         limits_mw = [self._call("nvmlDeviceGetPowerManagementLimit", h) for h in self._handles]
         return milliwatts.remember(self._read_mw, limits_mw)
-
-    @property
-    def limits_fixed_because(self) -> str | None:
-        return self._fixed_because
 
     def set_power_limits_w(self, limits_w: Sequence[int]) -> None:
         """Set each GPU's limit; every value is checked before any GPU changes. A value read
@@ -179,33 +171,19 @@ class NVMLGPUs(CountedOrSampled):
         those already set go back to what they had, so the group keeps one limit. On MIG the
         setter is never called. After a refusal it still is (to restore what was set)."""
         if self._mig_because is not None:
-            raise PowerLimitUnavailableError(self._mig_because)
+            raise Unavailable(self._mig_because)
         limits_mw = milliwatts.to_mw(
             self._read_mw, limits_w, self._range_w, self.model, self.indices
         )
         before_mw = [self._call("nvmlDeviceGetPowerManagementLimit", h) for h in self._handles]
-        for position, limit_mw in enumerate(limits_mw):
-            try:
-                self._set_one(position, limit_mw)
-            except DeviceError:
-                self._roll_back(before_mw[:position])
-                raise
-
-    def close(self) -> None:
-        """Stop the sampling thread and release NVML. Safe to call twice."""
-        if self._closed:
-            return
-        self._closed = True
-        if self._sampler is not None:
-            self._sampler.stop()
-        self._nvml.nvmlShutdown()
+        self._set_in_turn(limits_mw, before_mw)
 
     # --- internals ---------------------------------------------------------------------------
-    def _call(self, function: str, *args: Any) -> Any:
-        try:
-            return getattr(self._nvml, function)(*args)
-        except self._nvml.NVMLError as err:
-            raise DeviceError(f"{function} failed on GPUs {list(self.indices)}: {err}") from err
+    def _release(self) -> None:
+        self._nvml.nvmlShutdown()
+
+    def _library(self) -> tuple[Any, type[BaseException]]:
+        return self._nvml, self._nvml.NVMLError
 
     def _limit_range_w(self) -> tuple[int, int]:
         """The range every GPU accepts, rounded inwards to whole W."""
@@ -213,52 +191,32 @@ class NVMLGPUs(CountedOrSampled):
             self._call("nvmlDeviceGetPowerManagementLimitConstraints", h) for h in self._handles
         )
 
-    def _set_one(self, position: int, limit_mw: int) -> None:
+    def _put(self, position: int, limit_mw: int) -> None:
         nvml, index = self._nvml, self.indices[position]
         try:
             nvml.nvmlDeviceSetPowerManagementLimit(self._handles[position], limit_mw)
         except nvml.NVMLError as err:
             code = err.value
             if code == nvml.NVML_ERROR_NO_PERMISSION:
-                self._fixed_because = (
+                raise self._fixed(
                     f"NVML refused to set the power limit of GPU {index} ({err}): setting "
-                    "power limits needs root or the CAP_SYS_ADMIN capability"
-                )
-                raise PowerLimitPermissionError(self._fixed_because) from err
+                    "power limits needs root or the CAP_SYS_ADMIN capability",
+                    NoPermission,
+                ) from err
             if code == nvml.NVML_ERROR_NOT_SUPPORTED:
-                self._fixed_because = (
+                raise self._fixed(
                     f"GPU {index} ({self.model}) does not support setting its power limit ({err})"
-                )
-                raise PowerLimitUnavailableError(self._fixed_because) from err
+                ) from err
             if code == nvml.NVML_ERROR_INVALID_ARGUMENT:
-                old = self._range_w
-                self._range_w = self._limit_range_w()
-                if self._range_w != old:
-                    raise PowerLimitRangeChangedError(
-                        f"GPU {index} refused {limit_mw} mW: its power-limit range is now "
-                        f"{list(self._range_w)} W (was {list(old)} W)",
-                        self._range_w,
-                    ) from err
-                self._fixed_because = (
+                raise self._refused_in_range(
+                    index,
+                    limit_mw,
                     f"GPU {index} refused a power limit of {limit_mw} mW "
-                    f"inside its range {list(old)} W ({err})"
-                )
-                raise PowerLimitUnavailableError(self._fixed_because) from err
+                    f"inside its range {list(self._range_w)} W ({err})",
+                ) from err
             raise DeviceError(
                 f"nvmlDeviceSetPowerManagementLimit(GPU {index}, {limit_mw} mW) failed: {err}"
             ) from err
-
-    def _roll_back(self, before_mw: Sequence[int]) -> None:
-        for handle, limit_mw in zip(self._handles, before_mw, strict=False):
-            try:
-                self._nvml.nvmlDeviceSetPowerManagementLimit(handle, limit_mw)
-            except self._nvml.NVMLError:
-                log.warning(
-                    "could not put a GPU's power limit back to %d mW after another "
-                    "GPU of the group refused its limit",
-                    limit_mw,
-                    exc_info=True,
-                )
 
     def _counters_supported(self) -> bool:
         """Whether every GPU has an energy counter (Volta and newer)."""
@@ -287,7 +245,7 @@ def visible_gpus(nvml: Any = pynvml, **options: Any) -> NVMLGPUs:
     return NVMLGPUs(None, nvml=nvml, **options)
 
 
-class NVMLUnavailableError(DeviceError):
+class NVMLUnavailableError(BackendUnavailableError):
     """NVML cannot be initialised here: no NVIDIA driver or library (an AMD node, say)."""
 
 
@@ -414,16 +372,11 @@ def mig_enabled(nvml: Any, handle: Any) -> bool:
 
 
 def _entry_index(entry: str, uuids: Sequence[str]) -> int | None:
-    try:
-        index = int(entry)
-    except ValueError:
-        matches = [
-            i
-            for i, uuid in enumerate(uuids)
-            if entry.upper().startswith("GPU-") and uuid.upper().startswith(entry.upper())
-        ]
-        return matches[0] if len(matches) == 1 else None
-    return index if 0 <= index < len(uuids) else None
+    """An index, or a unique prefix of a ``GPU-`` UUID (CUDA takes no bare hex), as
+    ``visible.py`` reads entries for every vendor."""
+    if entry.upper().startswith("GPU-"):
+        return uuid_match(entry, uuids)
+    return index_of(entry, len(uuids))
 
 
 def _one_model(nvml: Any, handles: Sequence[Any], indices: Sequence[int]) -> str:

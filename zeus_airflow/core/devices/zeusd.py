@@ -29,15 +29,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from zeus_airflow.core.devices import milliwatts
-from zeus_airflow.core.devices.base import (
-    DeviceError,
-    MeasurementKind,
-    PowerLimitPermissionError,
-    PowerLimitRangeChangedError,
-    PowerLimitUnavailableError,
-    candidate_limits_in_range,
-    one_model,
-)
+from zeus_airflow.core.devices.base import DeviceError, MeasurementKind, one_model
+from zeus_airflow.core.devices.base import PowerLimitPermissionError as NoPermission
+from zeus_airflow.core.devices.base import PowerLimitUnavailableError as Unavailable
+from zeus_airflow.core.devices.controlled import ControlledGPUs
 from zeus_airflow.core.devices.energy import EnergyCounters, PowerIntegrator
 from zeus_airflow.core.devices.rapl import HostEnergy
 from zeus_airflow.core.devices.sync import CUDASynchronizer, Synchronize
@@ -89,7 +84,7 @@ def open_session(
     return client, discover(client)
 
 
-class ZeusdGPUs:
+class ZeusdGPUs(ControlledGPUs):
     """The daemon's GPUs of ``ids`` (zeusd's indices: the host's), or the ones this process
     uses when None (``zeusd_discovery.choose``: from ``local``, this process's view, default
     read now, and ``table``, the node's GPU table, default the one the environment or the
@@ -161,12 +156,6 @@ class ZeusdGPUs:
         )
 
     # --- the GPUGroup interface -------------------------------------------------------------
-    def power_limit_range_w(self) -> tuple[int, int]:
-        return self._range_w
-
-    def candidate_power_limits_w(self) -> tuple[int, ...]:
-        return candidate_limits_in_range(*self._range_w)
-
     def get_power_limits_w(self) -> tuple[int, ...]:
         """The limits the daemon reports; while it does not answer, the last ones known
         (read, or set through it), so that training goes on (the lease restores later)."""
@@ -180,19 +169,15 @@ class ZeusdGPUs:
         self._last_mw = list(limits_mw)
         return milliwatts.remember(self._read_mw, limits_mw)
 
-    @property
-    def limits_fixed_because(self) -> str | None:
-        return self._fixed_because
-
     def set_power_limits_w(self, limits_w: Sequence[int]) -> None:
         """Set each GPU's limit through the daemon (blocking); every value is checked before
         any GPU changes, a value read before is written back to the exact mW read, and when
         one GPU refuses, those already set go back first. Without ``gpu-control`` the daemon
         is never asked."""
         if self._mig_because is not None:
-            raise PowerLimitUnavailableError(self._mig_because)
+            raise Unavailable(self._mig_because)
         if self._fixed_because is not None and self.discovery.why_not(GPU_CONTROL):
-            raise PowerLimitPermissionError(self._fixed_because)
+            raise NoPermission(self._fixed_because)
         limits_mw = milliwatts.to_mw(
             self._read_mw, limits_w, self._range_w, self.model, self.indices
         )
@@ -204,15 +189,9 @@ class ZeusdGPUs:
             before_mw = list(self._last_mw)  # putting a limit back after a stall, say
         except ZeusdError as err:
             raise self._refusal(self.indices[0], limits_mw[0], err) from err
-        for position, limit_mw in enumerate(limits_mw):
-            try:
-                self._set_one(position, limit_mw)
-            except DeviceError:
-                self._roll_back(before_mw[:position])
-                raise
-            if self._last_mw is None:
-                self._last_mw = list(before_mw)
-            self._last_mw[position] = limit_mw
+        if self._last_mw is None:
+            self._last_mw = list(before_mw)
+        self._set_in_turn(limits_mw, before_mw)
 
     def energy_j(self) -> float:
         return self._lost.energy_j()
@@ -222,25 +201,9 @@ class ZeusdGPUs:
         answer in time: a stall is not training, so no window or try counts it."""
         return self._clock() - self._client.stalled_s(self._owner)
 
-    def energy_update_period_s(self) -> float:
-        return self._counters.update_period_s() if self._counters is not None else 0.0
-
-    def synchronize(self) -> None:
-        self._sync()
-
-    def close(self) -> None:
-        """Stop the sampling thread, if any. The daemon keeps no state for us."""
-        if self._sampler is not None:
-            self._sampler.stop()
-
     @property
     def client(self) -> ZeusdClient:
         return self._client
-
-    @property
-    def energy_source(self) -> str:
-        """``counter`` (the daemon's cumulative energy) or ``sampling`` (its power)."""
-        return "sampling" if self._sampler is not None else "counter"
 
     @property
     def energy_estimated_because(self) -> str | None:
@@ -293,7 +256,7 @@ class ZeusdGPUs:
             for r in (_field(answer, i) for i in self.indices)
         )
 
-    def _set_one(self, position: int, limit_mw: int) -> None:
+    def _put(self, position: int, limit_mw: int) -> None:
         index = self.indices[position]
         try:
             self._client.post(
@@ -301,41 +264,19 @@ class ZeusdGPUs:
             )
         except ZeusdError as err:
             raise self._refusal(index, limit_mw, err) from err
+        if self._last_mw is not None:
+            self._last_mw[position] = limit_mw
 
     def _refusal(self, index: int, limit_mw: int, err: ZeusdError) -> DeviceError:
         """What a refused set means for the rest of the task (docs/devices.md, "zeusd")."""
         if err.status in (401, 403):
-            self._fixed_because = f"zeusd refused to set the power limit of GPU {index}: {err}"
-            return PowerLimitPermissionError(self._fixed_because)
+            return self._fixed(
+                f"zeusd refused to set the power limit of GPU {index}: {err}", NoPermission
+            )
+        because = f"zeusd could not set the power limit of GPU {index}: {err}"
         if err.status == 400:
-            old = self._range_w
-            try:
-                self._range_w = self._limit_range_w()
-            except ZeusdError:
-                self._range_w = old
-            if self._range_w != old:
-                return PowerLimitRangeChangedError(
-                    f"GPU {index} refused {limit_mw} mW: its power-limit range is now "
-                    f"{list(self._range_w)} W (was {list(old)} W)",
-                    self._range_w,
-                )
-        self._fixed_because = f"zeusd could not set the power limit of GPU {index}: {err}"
-        return PowerLimitUnavailableError(self._fixed_because)
-
-    def _roll_back(self, before_mw: Sequence[int]) -> None:
-        for index, limit_mw in zip(self.indices, before_mw, strict=False):
-            try:
-                self._client.post(
-                    "/gpu/set_power_limit", gpu_ids=[index], power_limit_mw=limit_mw, block=True
-                )
-            except ZeusdError:
-                log.warning(
-                    "could not put GPU %d's power limit back to %d mW after another "
-                    "GPU of the group refused its limit",
-                    index,
-                    limit_mw,
-                    exc_info=True,
-                )
+            return self._refused_in_range(index, limit_mw, because)
+        return self._fixed(because)
 
 
 class _LostDaemon:

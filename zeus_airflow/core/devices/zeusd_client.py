@@ -45,6 +45,10 @@ TOKEN_ENV = "ZEUSD_TOKEN"
 TIMEOUT_ENV = "ZEUS_AIRFLOW_ZEUSD_TIMEOUT_S"
 DEFAULT_TIMEOUT_S = 2.0
 """A read answers in microseconds to milliseconds; two seconds is a daemon that hangs."""
+MIN_TIMEOUT_S = 0.05
+"""Below this a healthy daemon's answer (milliseconds; tens of them on a busy node) would
+read as a hang, and the task would blame the daemon for the value (issue 48)."""
+MAX_TIMEOUT_S = 600.0
 CONTROL_TIMEOUT_FACTOR = 5.0
 """A blocking set waits for the driver (an AMD GPU's sysfs write takes longer than a read)."""
 RETRY_AFTER_S = 30.0
@@ -106,11 +110,7 @@ class ZeusdEndpoint:
             split_host_port(self.host_port)
         if self.token is not None:
             _check_token(self.token)
-        if not (isinstance(self.timeout_s, int | float) and 0 < self.timeout_s <= 600):
-            raise ZeusdConfigError(
-                f"{TIMEOUT_ENV}={self.timeout_s!r} is invalid: expected a number of "
-                "seconds in (0, 600]"
-            )
+        _check_timeout(self.timeout_s)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> ZeusdEndpoint | None:
@@ -386,9 +386,22 @@ def _timeout_from(text: str | None) -> float:
     try:
         return float(text)
     except ValueError:
-        raise ZeusdConfigError(
-            f"{TIMEOUT_ENV}={text!r} is invalid: expected a number of seconds in (0, 600]"
-        ) from None
+        raise ZeusdConfigError(f"{TIMEOUT_ENV}={text!r} is invalid: {_TIMEOUT_RANGE}") from None
+
+
+_TIMEOUT_RANGE = f"expected a number of seconds in [{MIN_TIMEOUT_S:g}, {MAX_TIMEOUT_S:g}]"
+
+
+def _check_timeout(timeout_s: object) -> None:
+    """Refuse a deadline by its value: one below the floor would make every answer a
+    "hanging" daemon, one that is not finite or too long would hold the task."""
+    if not (isinstance(timeout_s, int | float) and MIN_TIMEOUT_S <= timeout_s <= MAX_TIMEOUT_S):
+        floor = (
+            f"below {MIN_TIMEOUT_S:g} s even a healthy zeusd cannot answer in time; "
+            if isinstance(timeout_s, int | float) and 0 < timeout_s < MIN_TIMEOUT_S
+            else ""
+        )
+        raise ZeusdConfigError(f"{TIMEOUT_ENV}={timeout_s!r} is invalid: {floor}{_TIMEOUT_RANGE}")
 
 
 def _text(body: bytes, limit: int = 300) -> str:

@@ -85,7 +85,7 @@ from zeus_airflow.core.store.connect import (
     display_url,
     make_engine,
 )
-from zeus_airflow.core.store.reads import Reader
+from zeus_airflow.core.store.reads import Reader, SQLReader
 from zeus_airflow.core.store.retry import (
     Diagnose,
     RetryPolicy,
@@ -352,7 +352,7 @@ class SQLStore:
         and never the statement; reads are not retried: the caller reads again later."""
         try:
             with self.reading() as conn:
-                yield Reader(conn)
+                yield SQLReader(conn)
         except (OperationalError, InterfaceError) as err:
             cause = err.orig or err
             first = str(cause).strip().splitlines()[0] if str(cause).strip() else ""

@@ -11,8 +11,9 @@ same by hand.
 One lease per (host, GPU): a second task that finds a GPU leased by a live process trains
 without touching its limit (measure mode) instead of fighting over it.
 
-GPUs driven through zeusd are leased by PCI address (``pci:<address>``; by the daemon's index,
-``zeusd-gpu:<id>``, where zeusd 0.5.0 gives no address) and restored through the daemon. On
+A lease names its GPU as its backend does (NVML's UUID; ``amdsmi:<uuid>``; through zeusd, the
+PCI address or the daemon's index) and is restored through that backend, which the table in
+``core/devices/backends.py`` finds by the id's prefix: this module names no backend. On
 Kubernetes every pod has a host name of its own and its own process ids, so
 ``ZEUS_AIRFLOW_NODE_NAME`` (the node's name, from the downward API) names the host instead,
 and a task restores only the leases of the GPUs it was given: the device plugin gives a GPU
@@ -32,6 +33,7 @@ from typing import Any
 import psutil
 
 from zeus_airflow.core.common.config import check_node_name
+from zeus_airflow.core.devices.backends import lease_backend
 from zeus_airflow.core.devices.base import DeviceError, GPUGroup
 from zeus_airflow.core.devices.guarded import GuardedGPUs, LeasableGPUs
 from zeus_airflow.core.store.base import Lease, LeaseRequest, Store, StoreError
@@ -116,7 +118,7 @@ def restore_host_leases(
     lease with ``include_live``), deleting each lease once its GPU is restored.
 
     GPUs of ``own`` (the caller's group) are set through it (only those with ``only_own``),
-    any other through NVML, or zeusd for a ``pci:`` lease, by its index; either way the GPU
+    any other through the backend its id names, by its index; either way the GPU
     is checked by UUID, so a GPU renumbered since is never confused with another. A GPU
     that cannot be restored keeps its lease and is reported, not raised.
     """
@@ -159,29 +161,21 @@ def restore_host_leases(
 
 
 def _one_gpu(lease: Lease) -> LeasableGPUs:
-    from zeus_airflow.core.devices.zeusd import INDEX_LEASE_PREFIX, LEASE_ID_PREFIX
-
-    if lease.gpu_uuid.startswith((LEASE_ID_PREFIX, INDEX_LEASE_PREFIX)):
-        from zeus_airflow.core.devices.zeusd import ZeusdGPUs
-
-        return ZeusdGPUs((lease.gpu_index,))
-    from zeus_airflow.core.devices.amdsmi import LEASE_ID_PREFIX as AMD_PREFIX
-
-    if lease.gpu_uuid.startswith(AMD_PREFIX):
-        from zeus_airflow.core.devices.amdsmi import AMDSMIGPUs
-
-        return AMDSMIGPUs((lease.gpu_index,))
-    from zeus_airflow.core.devices import nvml  # needs the NVIDIA driver: imported on use
-
-    return nvml.NVMLGPUs((lease.gpu_index,))
+    """The leased GPU, opened by its index through the backend its id names
+    (``core/devices/backends.py``)."""
+    restore = lease_backend(lease.gpu_uuid).restore
+    assert restore is not None
+    return restore(lease.gpu_index)
 
 
 def _restore(lease: Lease, gpus: LeasableGPUs) -> None:
     if lease.gpu_uuid not in gpus.uuids:
+        by_hand = lease_backend(lease.gpu_uuid).by_hand.format(
+            index="<index>", limit_w=lease.original_limit_w
+        )
         raise DeviceError(
             f"GPU {lease.gpu_index} is now {', '.join(gpus.uuids)}, not the "
-            f"leased {lease.gpu_uuid}: restore its limit by hand "
-            f"(nvidia-smi -i <index> -pl {lease.original_limit_w})"
+            f"leased {lease.gpu_uuid}: restore its limit by hand ({by_hand})"
         )
     position = gpus.uuids.index(lease.gpu_uuid)
     limits = list(gpus.get_power_limits_w())

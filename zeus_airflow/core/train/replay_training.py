@@ -11,17 +11,31 @@ virtual clock, so a whole recurrence takes well under a millisecond of real time
 from __future__ import annotations
 
 import math
+from typing import Protocol
 
 import numpy as np
 
-from zeus_airflow.core.devices.replay import ReplayGPU
+from zeus_airflow.core.common.traces import WorkloadTrace
 from zeus_airflow.core.train.run import TrainingRun
+
+
+class SteppedGPU(Protocol):
+    """A GPU whose steps run in bulk on its own clock (the replay GPU): the training layer
+    names no device backend (``core/devices/backends.py``)."""
+
+    trace: WorkloadTrace
+
+    def use_batch_size(self, batch_size: int) -> None: ...
+
+    def steps_per_epoch(self) -> int: ...
+
+    def advance_steps(self, steps: int) -> None: ...
 
 
 class ReplayTraining:
     """Callable train function bound to one replay GPU and one random stream."""
 
-    def __init__(self, gpu: ReplayGPU, seed: int | None = None) -> None:
+    def __init__(self, gpu: SteppedGPU, seed: int | None = None) -> None:
         self.gpu = gpu
         self.seed = seed if seed is not None else int(np.random.default_rng().integers(2**31))
         self.recurrence: int | None = None

@@ -7,6 +7,7 @@ from zeus_airflow.core.store.reads.fleet import FleetReads, LatestTry
 from zeus_airflow.core.store.reads.history import HistoryReads, JobPast
 from zeus_airflow.core.store.reads.jobs import JobReads
 from zeus_airflow.core.store.reads.profiles import ProfileReads
+from zeus_airflow.core.store.reads.protocol import Reader
 from zeus_airflow.core.store.reads.trials import (
     Alike,
     PlaceSums,
@@ -15,8 +16,8 @@ from zeus_airflow.core.store.reads.trials import (
 )
 
 
-class Reader(HistoryReads, JobReads, TrialReads, ProfileReads, FleetReads):
-    """What :meth:`Store.reader` hands out: reads only, on one connection."""
+class SQLReader(HistoryReads, JobReads, TrialReads, ProfileReads, FleetReads):
+    """The SQLAlchemy :class:`Reader` that :meth:`SQLStore.reader` hands out."""
 
 
 __all__ = [
@@ -26,4 +27,5 @@ __all__ = [
     "PlaceSums",
     "Reader",
     "RunCount",
+    "SQLReader",
 ]
