@@ -98,10 +98,9 @@ def test_tries_runs_and_their_sums(books: Books) -> None:
         assert reader.observe_sums([job.id]) == {}  # no try trained in observe mode
         [alike] = reader.alike_runs([job.id])
         assert (alike.batch_size, alike.power_limit_w) == (32, 250)
-        # Periods shrink to seconds for runs this close: r2 may start in a period of its own.
-        periods = reader.energy_by_period({job.id: 2000.0})
-        assert sum(p[1] for p in periods) == pytest.approx(1500.0)
-        assert sum(p[2] for p in periods) == pytest.approx(2000.0)  # one finished run
+        runs = reader.energy_by_run({job.id: 2000.0})
+        assert sum(r.energy_j for r in runs) == pytest.approx(1500.0)
+        assert sum(r.default_energy_j for r in runs) == pytest.approx(2000.0)  # one finished
 
 
 def test_carbon_and_profiles(books: Books) -> None:

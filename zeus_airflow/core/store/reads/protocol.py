@@ -22,7 +22,7 @@ from zeus_airflow.core.domain import (
     TrainingFigures,
     Version,
 )
-from zeus_airflow.core.store.reads.fleet import LatestTry
+from zeus_airflow.core.store.reads.fleet import LatestTry, RunEnergy
 from zeus_airflow.core.store.reads.history import JobPast
 from zeus_airflow.core.store.reads.trials import Alike, PlaceSums, RunCount
 
@@ -38,13 +38,10 @@ class Reader(Protocol):
         one read however many versions (a row per limit trained at, not per run)."""
         ...
 
-    def energy_by_period(
-        self, default_energy_j: Mapping[int, float]
-    ) -> list[tuple[datetime, float, float]]:
-        """Energy by the period runs started in (a day; an hour, a minute or a second
-        when the runs span less than two days, hours or minutes), of the versions given
-        (by key, with Default's energy per run, J), beside Default's for their finished
-        runs. The database adds it up: one row per period however many versions."""
+    def energy_by_run(self, default_energy_j: Mapping[int, float]) -> list[RunEnergy]:
+        """Energy by DAG run, of the versions given (by key, with Default's energy per run,
+        J), beside Default's for their finished runs: one row per DAG run, which the fleet
+        chart places at its logical date."""
         ...
 
     def instance_job(
