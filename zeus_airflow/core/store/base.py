@@ -316,6 +316,16 @@ class Store(Protocol):
         ...
 
     # --- carbon (core/carbon/service.py) -----------------------------------------------------
+    def books_suspects(self, job: JobRef, device: DeviceInfo, most: int = 3) -> list[int]:
+        """Ids of the trials that weigh most in the job's exploration budget on ``device``:
+        its ``most`` costliest tries, and the default size's runs of the highest and lowest
+        Default cost (where a forged or restored row that broke the books is).
+
+        Raises:
+            StoreError: the database cannot be read.
+        """
+        ...
+
     def trial_spans(self, trial_ids: Sequence[int]) -> dict[int, tuple[datetime, datetime]]:
         """When each finished trial ran, by the database's clock.
 

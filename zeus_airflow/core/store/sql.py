@@ -95,7 +95,7 @@ from zeus_airflow.core.store.retry import (
     sqlite_fault,
     with_retries,
 )
-from zeus_airflow.core.store.state import read_state
+from zeus_airflow.core.store.state import books_suspects, read_state
 from zeus_airflow.core.store.tables import gpu_leases, jobs, power_profiles, run_carbon, trials
 
 T = TypeVar("T")
@@ -263,6 +263,7 @@ _CLAIMED = select(
     trials.c.map_index,
     trials.c.attempt,
     trials.c.batch_size,
+    trials.c.gpu_count,
 ).where(trials.c.id == bindparam("trial_key"))
 _HEARTBEAT = (
     update(trials)
@@ -651,6 +652,16 @@ class SQLStore:
                 )
 
         return self._call(f"looking for results job {job_id!r} awaits", read)
+
+    def books_suspects(self, job: JobRef, device: DeviceInfo, most: int = 3) -> list[int]:
+        """Ids of the trials that weigh most in the job's exploration budget on ``device``
+        (``state.books_suspects``): where to look when its books cannot be right."""
+
+        def read() -> list[int]:
+            with self.reading() as conn:
+                return books_suspects(conn, job.id, device, job.config.default_batch_size, most)
+
+        return self._call(f"reading job {job.config.job_id!r}'s costliest trials", read)
 
     # --- carbon ------------------------------------------------------------------------------
     def trial_spans(self, trial_ids: Sequence[int]) -> dict[int, tuple[datetime, datetime]]:
