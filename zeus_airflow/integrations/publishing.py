@@ -3,8 +3,9 @@
 - OpenLineage: ``get_openlineage_facets_on_complete`` / ``_on_failure``, the methods Airflow's
   OpenLineage provider calls on every operator that has them (``integrations/openlineage.py``);
 - Airflow Assets: each ``Asset`` among the task's ``outlets`` gets the run's record in its
-  event's ``extra``, under :data:`EXTRA_KEY` (a downstream DAG scheduled on the Asset reads
-  it from ``triggering_asset_events``: :func:`figures_of`);
+  event's ``extra``, under :data:`EXTRA_KEY`, or under :data:`FALLBACK_KEY` where the train
+  function put a value of its own there, which is kept (a downstream DAG scheduled on the
+  Asset reads it from ``triggering_asset_events``: :func:`figures_of`);
 - MLflow: the task's ``mlflow_experiment``, or the run the train function ran inside
   (``integrations/mlflow.py``).
 
@@ -33,6 +34,9 @@ if TYPE_CHECKING:
 
 EXTRA_KEY = "zeus"
 """The key of an Asset event's ``extra`` that holds the run's record."""
+FALLBACK_KEY = "zeus_airflow"
+"""Where the record goes when the train function wrote :data:`EXTRA_KEY` itself: the user's
+value is theirs, and Zeus never overwrites it (issue 48)."""
 
 
 class PublishesFigures:
@@ -94,7 +98,7 @@ class PublishesFigures:
         self._zeus_published = (_try_of(context["ti"]), values)
         for asset in assets:
             try:
-                context["outlet_events"][asset].extra[EXTRA_KEY] = values
+                _put_record(context["outlet_events"][asset].extra, values, asset, log)
             except Exception as err:
                 warn(log, f"the event of outlet {asset!r} does not carry the figures", err)
         mlflow.log_figures(run_id, values, log)
@@ -119,11 +123,40 @@ class PublishesFigures:
         return values if of == _try_of(task_instance) else None
 
 
+def _put_record(
+    extra: dict[str, Any], values: dict[str, Any], asset: Any, log: logging.Logger
+) -> None:
+    """The record into an outlet event's ``extra``: under :data:`EXTRA_KEY` unless the train
+    function wrote its own value there, which is kept, and then under
+    :data:`FALLBACK_KEY`, saying so; nowhere when both are the user's."""
+    key = next((k for k in (EXTRA_KEY, FALLBACK_KEY) if k not in extra), None)
+    if key == EXTRA_KEY:
+        extra[key] = values
+        return
+    where = f'extra["{key}"]' if key else "no key of it (both are the train function's)"
+    log.warning(
+        'Zeus: the event of outlet %r already has extra["%s"], written by the train function: '
+        "it is kept, and the run's figures are under %s",
+        asset,
+        EXTRA_KEY,
+        where,
+    )
+    if key is not None:
+        extra[key] = values
+
+
 def figures_of(events: Mapping[Any, Sequence[Any]], asset: Any) -> list[dict[str, Any]]:
     """The records of the Zeus runs among ``asset``'s events in ``events`` (a DAG run's
     ``triggering_asset_events``, or ``inlet_events``), oldest first; events that do not
-    carry one (another producer's) are left out."""
-    return [e.extra[EXTRA_KEY] for e in events[asset] if EXTRA_KEY in (e.extra or {})]
+    carry one (another producer's) are left out. Where the train function kept
+    :data:`EXTRA_KEY` for itself, the record is :data:`FALLBACK_KEY`'s."""
+    found = []
+    for event in events[asset]:
+        extra = event.extra or {}
+        key = FALLBACK_KEY if FALLBACK_KEY in extra else EXTRA_KEY
+        if key in extra:
+            found.append(extra[key])
+    return found
 
 
 def _assets(outlets: Sequence[Any]) -> list[Any]:
