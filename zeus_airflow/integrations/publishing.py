@@ -32,6 +32,9 @@ if TYPE_CHECKING:
     from zeus_airflow.core.train.engine import RecurrenceResult
     from zeus_airflow.integrations.mlflow import Tracking
 
+MLFLOW_KEY = "zeus_mlflow"
+"""The XCom that says where the record went in MLflow, or that it is unpublished there
+(``mlflow.Tracking.label``)."""
 EXTRA_KEY = "zeus"
 """The key of an Asset event's ``extra`` that holds the run's record."""
 FALLBACK_KEY = "zeus_airflow"
@@ -43,6 +46,7 @@ class PublishesFigures:
     """What ``ZeusTrainOperator`` adds for the integrations (see the module's doc)."""
 
     mlflow_experiment: str | None
+    mlflow_budget_s: float
     log: Any
     _zeus_published: tuple[Any, dict[str, Any]] | None = None
     """The run's record once built, with the task instance's try it is of: what its
@@ -58,7 +62,7 @@ class PublishesFigures:
 
         log = cast(logging.Logger, self.log)
         self._zeus_tracking = tracking = mlflow.start(
-            self.mlflow_experiment, _run_name(context["ti"]), log
+            self.mlflow_experiment, _run_name(context["ti"]), log, self.mlflow_budget_s
         )
         try:
             yield
@@ -69,7 +73,8 @@ class PublishesFigures:
                 values = _stored(store, job_id, context["ti"], log)
             if values is not None:
                 self._zeus_published = (_try_of(context["ti"]), values)
-                mlflow.log_figures(tracking.run_id, values, log)
+                mlflow.log_figures(tracking, values, log)
+            _push_mlflow_label(context, tracking, log)
             raise
         mlflow.end_training(tracking, failed=False, log=log)
 
@@ -87,8 +92,9 @@ class PublishesFigures:
 
         log = cast(logging.Logger, self.log)
         assets = _assets(getattr(self, "outlets", ()))  # BaseOperator's
-        run_id = None if self._zeus_tracking is None else self._zeus_tracking.run_id
-        if not assets and run_id is None and not _lineage_on():
+        tracking = self._zeus_tracking or mlflow.Tracking()
+        if not assets and tracking.run_id is None and not _lineage_on():
+            _push_mlflow_label(context, tracking, log)
             return
         try:
             values = record(result, footprint, control, store, log)
@@ -101,7 +107,8 @@ class PublishesFigures:
                 _put_record(context["outlet_events"][asset].extra, values, asset, log)
             except Exception as err:
                 warn(log, f"the event of outlet {asset!r} does not carry the figures", err)
-        mlflow.log_figures(run_id, values, log)
+        mlflow.log_figures(tracking, values, log)
+        _push_mlflow_label(context, tracking, log)
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         """Airflow's OpenLineage provider: the COMPLETE event's ``zeus`` run facet."""
@@ -157,6 +164,18 @@ def figures_of(events: Mapping[Any, Sequence[Any]], asset: Any) -> list[dict[str
         if key in extra:
             found.append(extra[key])
     return found
+
+
+def _push_mlflow_label(context: Context, tracking: Tracking, log: logging.Logger) -> None:
+    """The XCom :data:`MLFLOW_KEY`, where MLflow was used: the run the record went to, or
+    that it is unpublished and why."""
+    label = tracking.label()
+    if label is None:
+        return
+    try:
+        context["ti"].xcom_push(key=MLFLOW_KEY, value=label)
+    except Exception as err:  # an XCom backend's error: the log says it all the same
+        warn(log, f"the XCom {MLFLOW_KEY!r} could not be pushed", err)
 
 
 def _assets(outlets: Sequence[Any]) -> list[Any]:

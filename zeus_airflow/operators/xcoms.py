@@ -18,6 +18,7 @@ from zeus_airflow.core.domain import (
     read_outbox,
 )
 from zeus_airflow.core.domain.finite import finite_or_none
+from zeus_airflow.integrations.publishing import MLFLOW_KEY
 
 if TYPE_CHECKING:
     from zeus_airflow.core.domain import RunCarbon
@@ -30,7 +31,7 @@ REFUSED_KEY = "zeus_outbox_refused"
 """The XCom a run pushes when it refused outbox entries as untrusted (not plausible, or not
 the result of the trial they claim): each entry as found and why, for inspection. Never
 recorded, never carried on."""
-ZEUS_XCOM_KEYS = frozenset((*XCOM_KEYS, *CARBON_XCOM_KEYS, OUTBOX_KEY, REFUSED_KEY))
+ZEUS_XCOM_KEYS = frozenset((*XCOM_KEYS, *CARBON_XCOM_KEYS, OUTBOX_KEY, REFUSED_KEY, MLFLOW_KEY))
 """Every key Zeus pushes: a train function's returned dict never takes one of them
 (:func:`push_own_outputs`)."""
 
