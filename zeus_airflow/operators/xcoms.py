@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from zeus_airflow.core.common.full_disk import full_disk
 from zeus_airflow.core.common.naming import UNMAPPED
 from zeus_airflow.core.domain import (
     CARBON_XCOM_KEYS,
@@ -84,10 +85,14 @@ def keep_outbox(
     try:
         ti.xcom_push(key=OUTBOX_KEY, value=outbox_to_json(pending))
     except Exception as err:  # the first rule: the model is trained; say what is lost
+        full = full_disk(err)
+        cause = f"{type(err).__name__}: {err}"
         log.error(
-            "Zeus: the outbox cannot be kept (%s: %s); results NOT in the store: %s",
-            type(err).__name__,
-            err,
+            "Zeus: the outbox cannot be kept (%s); results NOT in the store: %s",
+            cause
+            if full is None
+            else f"a disk is full ({full}; {cause}): free some space "
+            "on the disk of Airflow's metadata database or XCom backend",
             outbox_to_json(pending),
         )
     if refused:

@@ -51,6 +51,7 @@ from sqlalchemy.sql.elements import BindParameter
 
 from zeus_airflow.core.common.config import JobConfig
 from zeus_airflow.core.common.cost import LimitMeasurement
+from zeus_airflow.core.common.full_disk import full_disk
 from zeus_airflow.core.domain import (
     EXPLORATION_PHASES,
     FIGURES,
@@ -934,6 +935,13 @@ def guarded(
     try:
         return with_retries(policy, what, work, diagnose)
     except DBAPIError as err:
+        full = full_disk(err)
+        if full is not None:
+            raise StoreError(
+                f"{what}: the zeus-airflow store at {where} cannot be written: its disk is "
+                f"full: free some space on the database's disk, or move the store (not "
+                f"retried; the database said: {full})"
+            ) from err
         fault = diagnose(err) if diagnose else None
         if fault is not None:
             raise StoreError(
