@@ -109,7 +109,9 @@ class Store(Protocol):
     """Where the store is, for messages (never with a password)."""
 
     # --- jobs and trials (core/train/engine.py) ----------------------------------------------
-    def register_job(self, config: JobConfig, seed: int | None = None) -> JobRef:
+    def register_job(
+        self, config: JobConfig, seed: int | None = None, task: str | None = None
+    ) -> JobRef:
         """The job's current version; a new version when the configuration changed.
 
         Args:
@@ -119,6 +121,9 @@ class Store(Protocol):
                 others (``max_tries``...) are taken into the current version.
             seed: seeds the job's decisions (a random one when None); used by a new version
                 only.
+            task: ``<dag_id>.<task_id>`` of the task registering it: a change of settings
+                names it beside the task that ran the previous version, when another (two
+                tasks sharing one ``job_id`` with different settings).
 
         Returns:
             The active version (``JobRef.version`` >= 1, ``JobRef.config`` is ``config``).

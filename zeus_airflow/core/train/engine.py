@@ -309,7 +309,8 @@ class Engine:
 
     def run_recurrence(self, train: TrainFunction, key: RecurrenceKey) -> RecurrenceResult:
         self.unrecorded = []
-        job = self.store.register_job(self.config, seed=self.seed)
+        task = f"{key.dag_id}.{key.task_id}" if key.dag_id or key.task_id else None
+        job = self.store.register_job(self.config, seed=self.seed, task=task)
         self._say_if_limits_are_fixed()
         failed: set[int] = set()
         missed: set[int] = set()
