@@ -572,7 +572,7 @@ class Engine:
                 "invalid: it does not count against its batch size, and the job's learning "
                 "state is unchanged"
             )
-        unjudged = run.not_judged_because or _implausible(outcome)
+        unjudged = run.not_judged_because or _implausible(outcome, self.device.count)
         if unjudged is not None:  # the user's model, but no verdict on the size
             self._record(
                 replace(pending, observed=False, invalid_reason=unjudged),
@@ -743,10 +743,11 @@ def _profile_mark(profile: PowerProfile) -> ProfileMark:
     return len(profile.measurements), profile.partial
 
 
-def _implausible(outcome: RunOutcome) -> str | None:
+def _implausible(outcome: RunOutcome, gpu_count: int) -> str | None:
     """Why a try's own measurement cannot be a cost of training (a NaN from a device's
-    counter, a clock that jumped: ``outbox.outcome_problem``); None when it can."""
-    problem = outcome_problem(outcome)
+    counter, a clock that jumped, more energy than ``gpu_count`` GPUs can draw in its time:
+    ``outbox.outcome_problem``); None when it can."""
+    problem = outcome_problem(outcome, gpu_count)
     if problem is None:
         return None
     return f"its measurement is implausible ({problem}): a fault of the device or the clock"
