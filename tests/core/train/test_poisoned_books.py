@@ -142,3 +142,22 @@ def test_impossible_books_are_reported_once_and_the_default_size_runs(
     assert not [r for r in caplog.records if "books cannot be right" in r.getMessage()]
     (last,) = [t for t in list_trials(sql_store, JOB) if t.run_id == f"day-{BEFORE + AFTER}"]
     assert last.budget_left_runs is not None and last.status != "invalid"
+
+
+def test_forged_walk_steps_out_of_order_fall_back_to_the_default_size(
+    sql_store: SQLStore, cifar_trace: WorkloadTrace, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Explore rows of plausible figures that the walk cannot have made (a size out of its
+    order): every later run trains the default size as without Zeus, says why and how to
+    repair, and none fails or is invalid."""
+    engine, train = job(sql_store, cifar_trace)
+    run_days(engine, train, range(BEFORE))
+    forge(sql_store, 2, phase="pruning")  # copies of the latest try: its size, again
+    with caplog.at_level(logging.WARNING, logger="zeus_airflow"):
+        run_days(engine, train, _AFTER)
+    later = later_tries(sql_store)
+    b0 = cifar_trace.default_batch_size
+    assert {(t.batch_size, t.phase) for t in later} == {(b0, "fallback")}
+    assert [t for t in later if t.status in ("invalid", "error")] == []
+    assert f"zeus-airflow drop-trials --job {JOB} --trial N" in caplog.text
+    assert "exploration history out of order" in caplog.text
