@@ -77,6 +77,20 @@ with DAG("ol_operator", schedule="@daily", start_date=START, catchup=False):
                       carbon_zone="DE", carbon_source="fixed:300",
                       outlets=[Asset("model://tests/cifar100")], **SETTINGS)
 
+MODEL = Asset("model://tests/user-extra")
+
+
+def user_extra_train(run):  # writes extra["zeus"] of its own on the outlet's event
+    from airflow.sdk import get_current_context
+
+    get_current_context()["outlet_events"][MODEL].extra["zeus"] = {"owner": "the user"}
+    return replay_train(run)
+
+
+with DAG("ol_user_extra", schedule="@daily", start_date=START, catchup=False):
+    ZeusTrainOperator(task_id="train", train=user_extra_train, device="replay:v100:cifar100",
+                      outlets=[MODEL], **SETTINGS)
+
 with DAG("ol_mlflow", schedule="@daily", start_date=START, catchup=False):
     ZeusTrainOperator(task_id="train", train=replay_train, device="replay:v100:cifar100",
                       mlflow_experiment="zeus-tests", **SETTINGS)

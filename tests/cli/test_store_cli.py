@@ -200,6 +200,23 @@ def test_reset_asks_before_starting_a_job_over(
     assert versions() == 2
 
 
+def test_drop_trials_moves_the_figures_into_the_error_and_refuses_another_jobs_trial(
+    filled_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = SQLStore(filled_url)
+    first = list_trials(store, "cli.job")[0]
+    db = ("--db", filled_url, "--job", "cli.job", "--yes")
+    code, _, err = run_cli(capsys, "drop-trials", *db, "--trial", str(first.id), "--trial", "999")
+    assert code == 1 and "trial(s) 999 are not trials of job 'cli.job'" in err
+    assert list_trials(store, "cli.job")[0] == first  # nothing dropped
+    code, out, _ = run_cli(capsys, "drop-trials", *db, "--trial", str(first.id))
+    assert code == 0 and f"dropped trial(s) {first.id}" in out
+    dropped = list_trials(store, "cli.job")[0]
+    store.engine.dispose()
+    assert (dropped.status, dropped.energy_j, dropped.cost) == ("invalid", None, None)
+    assert f"'energy_j': {first.energy_j!r}" in (dropped.error or "")
+
+
 def test_an_unreachable_store_is_an_error_message_not_a_traceback(
     db_backend: str,
     tmp_path: Path,

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from fixtures_airflow import PRISTINE_DB, REPO, TRACES
-from fixtures_integrations import assert_equals_store
+from fixtures_integrations import assert_equals_store, run_dags
 from scheduler_harness import airflow_home, running_servers, wait_for_runs
 
 from zeus_airflow.integrations.openlineage import FACET_NAME, SCHEMA_URL
@@ -82,3 +82,24 @@ def test_the_deploy_dag_reads_the_retrained_model_s_figures(
     facet = complete["run"]["facets"][FACET_NAME]
     assert facet.pop("_schemaURL") == SCHEMA_URL and facet.pop("_producer")
     assert facet == {name: value for name, value in published.items() if value is not None}
+
+
+def test_a_train_function_s_own_zeus_extra_is_kept_and_the_log_says_where_the_record_went(
+    tmp_path: Path, airflow_db: Path
+) -> None:
+    """Issue 48: through real Airflow (``dag.test()``), a train function that writes
+    ``extra["zeus"]`` on its outlet's event keeps it; Zeus's record goes under
+    ``extra["zeus_airflow"]`` and the task log says so."""
+    home = tmp_path / "airflow"
+    lineage = {"type": "file", "log_file_path": str(tmp_path / "ol.jsonl")}
+    ran = run_dags(home, lineage, "ol_user_extra")
+    assert ran["ol_user_extra"][1] == "success"
+    with sqlite3.connect(home / "airflow.db") as db:
+        (extra,) = db.execute("SELECT extra FROM asset_event").fetchone()
+    extra = json.loads(extra)
+    assert extra["zeus"] == {"owner": "the user"}
+    assert_equals_store(extra["zeus_airflow"], f"sqlite:///{home}/zeus.db", ran["ol_user_extra"][0])
+    assert (
+        'already has extra["zeus"], written by the train function: it is kept, and the run\'s '
+        'figures are under extra["zeus_airflow"]'
+    ) in (home / "output.log").read_text()

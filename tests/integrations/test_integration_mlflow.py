@@ -5,6 +5,9 @@ which never fails a task that trained. Each run's metrics and params equal the s
 
 from __future__ import annotations
 
+import socket
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +105,8 @@ def test_an_experiment_gets_a_run_with_the_figures(zeus_store_url: str, tracking
     assert found.info.status == "FINISHED"
     assert found.data.metrics["val_accuracy"] == 0.9  # the train function's, same run
     assert_figures_in(found, zeus_store_url, "mlflow_exp.train", dag_run.run_id)
+    label = xcoms("mlflow_exp", dag_run.run_id, "train")["zeus_mlflow"]
+    assert label == {"published": True, "run_id": found.info.run_id, "why": None}
 
 
 def test_the_train_function_s_own_run_gets_the_figures(
@@ -156,3 +161,86 @@ def test_a_bad_experiment_is_refused_when_the_dag_is_parsed(bad: Any) -> None:
     with DAG("mlflow_bad", schedule=None), pytest.raises(ConfigError) as refused:
         ZeusTrainOperator(task_id="train", train=replay_train, mlflow_experiment=bad, **SETTINGS)
     assert str(refused.value).startswith(f"mlflow_experiment={bad!r} is invalid")
+
+
+# --- publishing never holds training (issue 48) ----------------------------------------------
+MOMENTS: dict[str, float] = {}
+"""When the task began, its training began and ended, and it returned (monotonic s)."""
+BUDGET_S = 2.0
+
+
+def timed_train(run: Any) -> Any:
+    MOMENTS["train"] = time.monotonic()
+    try:
+        return replay_train(run)
+    finally:
+        MOMENTS["trained"] = time.monotonic()
+
+
+def timed_task(dag_id: str, **operator_args: Any) -> tuple[Any, float, float]:
+    """A replayed task run through ``dag.test()``: its run, the seconds before training and
+    the seconds after it (from the operator's ``pre_execute`` to its ``post_execute``)."""
+    dag = replay_dag(
+        dag_id,
+        train=timed_train,
+        pre_execute=lambda context: MOMENTS.__setitem__("began", time.monotonic()),
+        post_execute=lambda context, result: MOMENTS.__setitem__("ended", time.monotonic()),
+        **operator_args,
+    )
+    dag_run = dag.test(logical_date=daily(1))
+    assert task_state(dag_run, "train") == ("success", 1)
+    return dag_run, MOMENTS["train"] - MOMENTS["began"], MOMENTS["ended"] - MOMENTS["trained"]
+
+
+@pytest.fixture(params=["closed-port", "never-answers"])
+def dead_server(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A tracking URI whose server is gone (a closed port: MLflow retries with backoff for
+    minutes) or accepts connections but never answers (MLflow waits 120 s a request)."""
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        port = listening.getsockname()[1]
+        if request.param == "closed-port":
+            listening.close()
+        else:
+            listening.listen(64)  # the kernel completes the handshakes; nobody reads
+        yield f"http://127.0.0.1:{port}"
+
+
+def test_a_dead_tracking_server_holds_neither_training_nor_the_task(
+    zeus_store_url: str,
+    dead_server: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """Before training at most 1 s more than without MLflow; after it at most the budget
+    more; the record labelled unpublished in the task log and the XCom ``zeus_mlflow``. mlflow
+    is imported first: its import (seconds, once per process) is the same dead or alive."""
+    import mlflow  # noqa: F401
+
+    _, before_s, after_s = timed_task("mlflow_none")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", dead_server)
+    dag_run, dead_before_s, dead_after_s = timed_task(
+        "mlflow_dead", mlflow_experiment="zeus-dead", mlflow_budget_s=BUDGET_S
+    )
+    log = capfd.readouterr().out
+    print(
+        f"{dead_server}: before training {before_s:.2f} s -> {dead_before_s:.2f} s, "
+        f"after {after_s:.2f} s -> {dead_after_s:.2f} s"
+    )
+    assert dead_before_s - before_s <= 1.0
+    assert dead_after_s - after_s <= BUDGET_S + 0.5
+    label = xcoms("mlflow_dead", dag_run.run_id, "train")["zeus_mlflow"]
+    assert label["published"] is False and "within mlflow_budget_s" in label["why"]
+    assert "the run's record is unpublished in MLflow" in log
+
+
+@pytest.mark.parametrize("bad", [0, 0.5, 601, float("nan"), "10"])
+def test_a_bad_mlflow_budget_is_refused_when_the_dag_is_parsed(bad: Any) -> None:
+    from airflow.sdk import DAG
+
+    from zeus_airflow import ZeusTrainOperator
+
+    with DAG("mlflow_bad_budget", schedule=None), pytest.raises(ConfigError) as refused:
+        ZeusTrainOperator(task_id="train", train=replay_train, mlflow_budget_s=bad, **SETTINGS)
+    assert "mlflow_budget_s=" in str(refused.value)
+    assert "a number of seconds in [1, 600]" in str(refused.value)

@@ -10,6 +10,7 @@ or counted twice, the GPU's power limit is restored, and the next run proceeds a
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import time
@@ -600,3 +601,37 @@ def test_a_first_run_looks_for_no_outbox_and_logs_no_xcom_error(
     log = capfd.readouterr().out
     assert "XCom not found" not in log and "zeus_outbox" not in log.replace("'zeus_outbox'", "")
     assert [outbox("first_run_quiet", r) for r in runs] == [[], []]  # still pushed, empty
+
+
+# --- a full disk stops the outbox's XCom write (issue 48) -----------------------------------
+class ServerResponseError(Exception):
+    """As Airflow's task SDK client raises it: a generic message, the cause in ``detail``."""
+
+    def __init__(self, detail: object) -> None:
+        super().__init__("Server returned error")
+        self.detail = detail
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        ServerResponseError({"reason": "(sqlite3.OperationalError) database or disk is full"}),
+        OSError(28, "No space left on device"),
+    ],
+    ids=["api-server", "local"],
+)
+def test_a_full_disk_that_stops_the_outbox_write_is_named(
+    error: Exception, caplog: pytest.LogCaptureFixture
+) -> None:
+    from zeus_airflow.operators.xcoms import keep_outbox
+
+    class FullTI:
+        def xcom_push(self, key: str, value: Any) -> None:
+            raise error
+
+    log = logging.getLogger("zeus_airflow.test")
+    with caplog.at_level(logging.ERROR, logger="zeus_airflow.test"):
+        keep_outbox(FullTI(), [], log)
+    (said,) = [r.getMessage() for r in caplog.records]
+    assert said.startswith("Zeus: the outbox cannot be kept (a disk is full (")
+    assert "free some space on the disk of Airflow's metadata database or XCom backend" in said

@@ -1,4 +1,5 @@
-"""``zeus-airflow db upgrade | jobs | runs | reset``: the store, from the command line.
+"""``zeus-airflow db upgrade | jobs | runs | reset | drop-trials``: the store, from the
+command line.
 
 Every command finds the store as a task does: ``--db URL`` > the Airflow Connection
 (``--conn-id``, default ``zeus_default`` when it exists) > ``$ZEUS_AIRFLOW_DB_URL`` > the
@@ -24,7 +25,13 @@ from zeus_airflow.core.common.config import is_blank
 from zeus_airflow.core.common.units import observe_note
 from zeus_airflow.core.domain import TrainingFigures, TrialRecord, run_of
 from zeus_airflow.core.domain.finite import dump_strict_json
-from zeus_airflow.core.store.admin import JobVersion, list_jobs, list_trials, reset_job
+from zeus_airflow.core.store.admin import (
+    JobVersion,
+    drop_trials,
+    list_jobs,
+    list_trials,
+    reset_job,
+)
 from zeus_airflow.core.store.base import StoreError
 from zeus_airflow.core.store.location import (
     StoreLocation,
@@ -88,6 +95,28 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     reset.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     reset.set_defaults(handler=reporting_errors(_reset))
+    _register_drop(commands)
+
+
+def _register_drop(commands: argparse._SubParsersAction) -> None:
+    drop = commands.add_parser(
+        "drop-trials",
+        help="take trials that are no real tries (forged, a bad restore) out of every figure",
+    )
+    add_location_options(drop)
+    drop.add_argument(
+        "--job", metavar="ID", required=True, type=non_blank("a job id"), help="their job"
+    )
+    drop.add_argument(
+        "--trial",
+        metavar="N",
+        type=int,
+        action="append",
+        required=True,
+        help="a trial id (`zeus-airflow runs --wide`'s id); repeat for more",
+    )
+    drop.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    drop.set_defaults(handler=reporting_errors(_drop))
 
 
 def add_location_options(parser: argparse.ArgumentParser) -> None:
@@ -297,10 +326,25 @@ def _reset(args: argparse.Namespace) -> int:
     return 0
 
 
-def _confirm(question: str) -> bool:
+def _drop(args: argparse.Namespace) -> int:
+    store = store_from_args(args)
+    ids = ", ".join(map(str, args.trial))
+    if not args.yes and not _confirm(
+        f"Drop trial(s) {ids} of job {args.job!r} in {store.where}? Their rows stay, their "
+        "figures move into their error text and no longer count. [y/N] ",
+        "drop-trials",
+    ):
+        print("nothing dropped", file=sys.stderr)
+        return 1
+    dropped = drop_trials(store, args.job, args.trial)
+    print(f"job {args.job!r}: dropped trial(s) {', '.join(map(str, dropped))}")
+    return 0
+
+
+def _confirm(question: str, command: str = "reset") -> bool:
     if not sys.stdin.isatty():
         print(
-            f"{question}\nzeus-airflow reset: refusing without a terminal to ask; pass "
+            f"{question}\nzeus-airflow {command}: refusing without a terminal to ask; pass "
             "--yes to confirm",
             file=sys.stderr,
         )

@@ -3,8 +3,9 @@
 - OpenLineage: ``get_openlineage_facets_on_complete`` / ``_on_failure``, the methods Airflow's
   OpenLineage provider calls on every operator that has them (``integrations/openlineage.py``);
 - Airflow Assets: each ``Asset`` among the task's ``outlets`` gets the run's record in its
-  event's ``extra``, under :data:`EXTRA_KEY` (a downstream DAG scheduled on the Asset reads
-  it from ``triggering_asset_events``: :func:`figures_of`);
+  event's ``extra``, under :data:`EXTRA_KEY`, or under :data:`FALLBACK_KEY` where the train
+  function put a value of its own there, which is kept (a downstream DAG scheduled on the
+  Asset reads it from ``triggering_asset_events``: :func:`figures_of`);
 - MLflow: the task's ``mlflow_experiment``, or the run the train function ran inside
   (``integrations/mlflow.py``).
 
@@ -31,14 +32,21 @@ if TYPE_CHECKING:
     from zeus_airflow.core.train.engine import RecurrenceResult
     from zeus_airflow.integrations.mlflow import Tracking
 
+MLFLOW_KEY = "zeus_mlflow"
+"""The XCom that says where the record went in MLflow, or that it is unpublished there
+(``mlflow.Tracking.label``)."""
 EXTRA_KEY = "zeus"
 """The key of an Asset event's ``extra`` that holds the run's record."""
+FALLBACK_KEY = "zeus_airflow"
+"""Where the record goes when the train function wrote :data:`EXTRA_KEY` itself: the user's
+value is theirs, and Zeus never overwrites it (issue 48)."""
 
 
 class PublishesFigures:
     """What ``ZeusTrainOperator`` adds for the integrations (see the module's doc)."""
 
     mlflow_experiment: str | None
+    mlflow_budget_s: float
     log: Any
     _zeus_published: tuple[Any, dict[str, Any]] | None = None
     """The run's record once built, with the task instance's try it is of: what its
@@ -54,7 +62,7 @@ class PublishesFigures:
 
         log = cast(logging.Logger, self.log)
         self._zeus_tracking = tracking = mlflow.start(
-            self.mlflow_experiment, _run_name(context["ti"]), log
+            self.mlflow_experiment, _run_name(context["ti"]), log, self.mlflow_budget_s
         )
         try:
             yield
@@ -65,7 +73,8 @@ class PublishesFigures:
                 values = _stored(store, job_id, context["ti"], log)
             if values is not None:
                 self._zeus_published = (_try_of(context["ti"]), values)
-                mlflow.log_figures(tracking.run_id, values, log)
+                mlflow.log_figures(tracking, values, log)
+            _push_mlflow_label(context, tracking, log)
             raise
         mlflow.end_training(tracking, failed=False, log=log)
 
@@ -83,8 +92,9 @@ class PublishesFigures:
 
         log = cast(logging.Logger, self.log)
         assets = _assets(getattr(self, "outlets", ()))  # BaseOperator's
-        run_id = None if self._zeus_tracking is None else self._zeus_tracking.run_id
-        if not assets and run_id is None and not _lineage_on():
+        tracking = self._zeus_tracking or mlflow.Tracking()
+        if not assets and tracking.run_id is None and not _lineage_on():
+            _push_mlflow_label(context, tracking, log)
             return
         try:
             values = record(result, footprint, control, store, log)
@@ -94,10 +104,11 @@ class PublishesFigures:
         self._zeus_published = (_try_of(context["ti"]), values)
         for asset in assets:
             try:
-                context["outlet_events"][asset].extra[EXTRA_KEY] = values
+                _put_record(context["outlet_events"][asset].extra, values, asset, log)
             except Exception as err:
                 warn(log, f"the event of outlet {asset!r} does not carry the figures", err)
-        mlflow.log_figures(run_id, values, log)
+        mlflow.log_figures(tracking, values, log)
+        _push_mlflow_label(context, tracking, log)
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         """Airflow's OpenLineage provider: the COMPLETE event's ``zeus`` run facet."""
@@ -119,11 +130,52 @@ class PublishesFigures:
         return values if of == _try_of(task_instance) else None
 
 
+def _put_record(
+    extra: dict[str, Any], values: dict[str, Any], asset: Any, log: logging.Logger
+) -> None:
+    """The record into an outlet event's ``extra``: under :data:`EXTRA_KEY` unless the train
+    function wrote its own value there, which is kept, and then under
+    :data:`FALLBACK_KEY`, saying so; nowhere when both are the user's."""
+    key = next((k for k in (EXTRA_KEY, FALLBACK_KEY) if k not in extra), None)
+    if key == EXTRA_KEY:
+        extra[key] = values
+        return
+    where = f'extra["{key}"]' if key else "no key of it (both are the train function's)"
+    log.warning(
+        'Zeus: the event of outlet %r already has extra["%s"], written by the train function: '
+        "it is kept, and the run's figures are under %s",
+        asset,
+        EXTRA_KEY,
+        where,
+    )
+    if key is not None:
+        extra[key] = values
+
+
 def figures_of(events: Mapping[Any, Sequence[Any]], asset: Any) -> list[dict[str, Any]]:
     """The records of the Zeus runs among ``asset``'s events in ``events`` (a DAG run's
     ``triggering_asset_events``, or ``inlet_events``), oldest first; events that do not
-    carry one (another producer's) are left out."""
-    return [e.extra[EXTRA_KEY] for e in events[asset] if EXTRA_KEY in (e.extra or {})]
+    carry one (another producer's) are left out. Where the train function kept
+    :data:`EXTRA_KEY` for itself, the record is :data:`FALLBACK_KEY`'s."""
+    found = []
+    for event in events[asset]:
+        extra = event.extra or {}
+        key = FALLBACK_KEY if FALLBACK_KEY in extra else EXTRA_KEY
+        if key in extra:
+            found.append(extra[key])
+    return found
+
+
+def _push_mlflow_label(context: Context, tracking: Tracking, log: logging.Logger) -> None:
+    """The XCom :data:`MLFLOW_KEY`, where MLflow was used: the run the record went to, or
+    that it is unpublished and why."""
+    label = tracking.label()
+    if label is None:
+        return
+    try:
+        context["ti"].xcom_push(key=MLFLOW_KEY, value=label)
+    except Exception as err:  # an XCom backend's error: the log says it all the same
+        warn(log, f"the XCom {MLFLOW_KEY!r} could not be pushed", err)
 
 
 def _assets(outlets: Sequence[Any]) -> list[Any]:

@@ -30,12 +30,14 @@ from zeus_airflow.core.common.config import (
     check_carbon_source,
     check_job_id,
     check_kwargs,
+    check_number,
     config_from_parameters,
     is_blank,
     plain_numbers,
 )
 from zeus_airflow.core.common.naming import default_job_id
 from zeus_airflow.core.devices.spec import parse_device
+from zeus_airflow.integrations.mlflow import BUDGET_RANGE_S
 
 if TYPE_CHECKING:
     from zeus_airflow.core.carbon.options import CarbonOptions
@@ -144,6 +146,16 @@ def _check_mlflow_experiment(value: object) -> None:
         )
 
 
+def _check_mlflow_budget_s(value: object) -> float:
+    low, high = BUDGET_RANGE_S
+    return check_number(
+        "mlflow_budget_s",
+        value,
+        f"a number of seconds in [{low:g}, {high:g}] (all of a task's requests to MLflow)",
+        lambda v: low <= v <= high,
+    )
+
+
 def _check_optional_job_id(value: object) -> None:
     if value is not None:  # None: the default, checked once dag_id and task_id are known
         check_job_id(value)
@@ -162,6 +174,7 @@ OPERATOR_CHECKS: dict[str, Callable[[Any], object]] = {
     "fail_when_infeasible": lambda v: check_bool("fail_when_infeasible", v),
     "shared_job": lambda v: check_bool("shared_job", v),
     "mlflow_experiment": _check_mlflow_experiment,
+    "mlflow_budget_s": _check_mlflow_budget_s,
     # None: not used without carbon_zone, Electricity Maps with one (``carbon_source_of``).
     "carbon_source": lambda v: None if v is None else check_carbon_source(v),
 }

@@ -37,6 +37,7 @@ from zeus_airflow.core.common.config import (
     plain_numbers,
 )
 from zeus_airflow.core.devices.spec import parse_device
+from zeus_airflow.integrations.mlflow import DEFAULT_BUDGET_S as DEFAULT_MLFLOW_BUDGET_S
 from zeus_airflow.integrations.publishing import PublishesFigures
 from zeus_airflow.operators import checks
 from zeus_airflow.operators.instances import recurrence_key, resolve_job_id
@@ -140,6 +141,7 @@ class ZeusTrainOperator(PublishesFigures, BaseOperator):
         synchronize: Callable[[], Any] | None = None,
         cost_includes_cpu: bool = False,
         mlflow_experiment: str | None = None,
+        mlflow_budget_s: float = DEFAULT_MLFLOW_BUDGET_S,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from zeus_airflow.core.common.full_disk import full_disk
 from zeus_airflow.core.common.naming import UNMAPPED
 from zeus_airflow.core.domain import (
     CARBON_XCOM_KEYS,
@@ -18,6 +19,7 @@ from zeus_airflow.core.domain import (
     read_outbox,
 )
 from zeus_airflow.core.domain.finite import finite_or_none
+from zeus_airflow.integrations.publishing import MLFLOW_KEY
 
 if TYPE_CHECKING:
     from zeus_airflow.core.domain import RunCarbon
@@ -30,7 +32,7 @@ REFUSED_KEY = "zeus_outbox_refused"
 """The XCom a run pushes when it refused outbox entries as untrusted (not plausible, or not
 the result of the trial they claim): each entry as found and why, for inspection. Never
 recorded, never carried on."""
-ZEUS_XCOM_KEYS = frozenset((*XCOM_KEYS, *CARBON_XCOM_KEYS, OUTBOX_KEY, REFUSED_KEY))
+ZEUS_XCOM_KEYS = frozenset((*XCOM_KEYS, *CARBON_XCOM_KEYS, OUTBOX_KEY, REFUSED_KEY, MLFLOW_KEY))
 """Every key Zeus pushes: a train function's returned dict never takes one of them
 (:func:`push_own_outputs`)."""
 
@@ -83,10 +85,14 @@ def keep_outbox(
     try:
         ti.xcom_push(key=OUTBOX_KEY, value=outbox_to_json(pending))
     except Exception as err:  # the first rule: the model is trained; say what is lost
+        full = full_disk(err)
+        cause = f"{type(err).__name__}: {err}"
         log.error(
-            "Zeus: the outbox cannot be kept (%s: %s); results NOT in the store: %s",
-            type(err).__name__,
-            err,
+            "Zeus: the outbox cannot be kept (%s); results NOT in the store: %s",
+            cause
+            if full is None
+            else f"a disk is full ({full}; {cause}): free some space "
+            "on the disk of Airflow's metadata database or XCom backend",
             outbox_to_json(pending),
         )
     if refused:

@@ -14,6 +14,7 @@ from fixtures_store import job_config, replay_missing_at
 from zeus_airflow.core.common.traces import load_workload_trace
 from zeus_airflow.core.devices.replay import ReplayGPU
 from zeus_airflow.core.domain import FIGURES, RUN_FACTS, TRY_FIGURES, RecurrenceKey, run_of
+from zeus_airflow.core.domain.figures import power_problem
 from zeus_airflow.core.reports import runs
 from zeus_airflow.core.store.sql import SQLStore
 from zeus_airflow.core.train.engine import Engine
@@ -85,3 +86,16 @@ def test_a_run_s_carbon_record_names_its_fields_as_the_declaration_does() -> Non
         "carbon_intensity_g_per_kwh": 300.0,
         "carbon_provenance": "fixed",
     }
+
+
+def test_an_energy_or_cost_beyond_what_the_gpus_can_spend_in_the_try_is_no_figure() -> None:
+    """Issue 48: bounds relative to the try. Eight GPUs at 1.2 kW for an hour, and a host at
+    2 kW, pass; 1e15 J in 1e9 s on one GPU does not, nor a cost of 1e17 in an hour."""
+    real = dict(energy_j=8 * 1200 * 3600.0, time_s=3600.0, cost=8 * 1200 * 3600.0)
+    assert power_problem(dict(real, cpu_energy_j=2000 * 3600.0), gpu_count=8) is None
+    forged = power_problem(dict(energy_j=1e15, time_s=1e9), gpu_count=1)
+    assert forged is not None
+    assert forged.startswith("energy_j=1000000000000000.0 is more than 1 GPU(s)")
+    dear = power_problem(dict(real, cost=1e17), gpu_count=8)
+    assert dear is not None and dear.startswith("cost=1e+17 is more than 8 GPU(s)")
+    assert power_problem(dict(energy_j=1e15, time_s=None), gpu_count=1) is None  # alone: bounds

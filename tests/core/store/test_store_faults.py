@@ -184,3 +184,60 @@ def test_lease_writes_fail_as_store_errors_naming_the_store(
         leases.acquire(NVMLGPUs((0,), nvml=fake_gpus), (250,))
     with pytest.raises(StoreError, match="reading the GPU leases of"):
         leases.on_host()
+
+
+# --- a full disk is named as a full disk wherever it stops a write (issue 48) -----------------
+def test_a_full_sqlite_database_is_named_when_a_result_cannot_be_recorded(
+    tmp_path: Path, cifar_trace: WorkloadTrace, caplog: pytest.LogCaptureFixture
+) -> None:
+    """SQLite's own error for a full disk (SQLITE_FULL, "database or disk is full") on the
+    write of a result, where the free-space check finds room (a quota, a full tmpfs): the
+    warning that keeps the result in the outbox says the disk is full, and it is not
+    retried."""
+    import sqlite3
+
+    from sqlalchemy import event
+
+    store = SQLStore(f"sqlite:///{tmp_path / 'zeus.db'}", create_schema=True, retry=FAST_RETRY)
+    gpu = ReplayGPU(cifar_trace)
+    engine = Engine(store, gpu, job_config(cifar_trace), seed=1, heartbeat_s=None)
+    train = ReplayTraining(gpu, seed=1)
+
+    def full(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if statement.lstrip().upper().startswith("UPDATE ZEUS_TRIALS SET STATUS"):
+            raise sqlite3.OperationalError("database or disk is full")
+
+    def fill(run: TrainingRun) -> Any:  # the disk fills while it trains
+        event.listen(store.engine, "before_cursor_execute", full)
+        return train(run)
+
+    with caplog.at_level(logging.WARNING, logger="zeus_airflow"):
+        result = engine.run_recurrence(fill, RecurrenceKey("r1"))
+    assert result.unrecorded, "the result waits in the outbox"
+    (said,) = [r.getMessage() for r in caplog.records if "kept in the outbox" in r.getMessage()]
+    assert "cannot be written: its disk is full: free some space" in said
+    assert "database or disk is full" in said and "retrying" not in caplog.text
+
+
+def test_a_full_postgresql_disk_is_named_not_retried() -> None:
+    """PostgreSQL's DiskFull (SQLSTATE 53100) is an OperationalError, which reads as
+    transient: it is named and not retried."""
+    import psycopg
+    from sqlalchemy.exc import OperationalError
+
+    from zeus_airflow.core.store.sql import guarded
+
+    calls = []
+
+    def write() -> None:
+        calls.append(1)
+        full = psycopg.errors.DiskFull('could not extend file "base/5/16385": No space left')
+        raise OperationalError("INSERT INTO zeus_trials ...", {}, full)
+
+    with pytest.raises(StoreError) as raised:
+        guarded("postgresql://db/zeus", "recording trial 7", write, RetryPolicy(attempts=5))
+    assert len(calls) == 1
+    assert str(raised.value).startswith(
+        "recording trial 7: the zeus-airflow store at postgresql://db/zeus cannot be written: "
+        "its disk is full: free some space on the database's disk, or move the store"
+    )

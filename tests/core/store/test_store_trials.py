@@ -3,7 +3,9 @@ versions, power profiles, the decision's window. Every test runs on SQLite and P
 
 from __future__ import annotations
 
+import logging
 import time
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -348,3 +350,28 @@ def test_the_engine_decides_on_this_database_as_on_the_in_memory_store(
     expected = decisions(SQLStore.in_memory())
     assert decisions(sql_store) == expected
     assert {phase for _, phase, _ in expected} >= {"pruning", "sampling"}
+
+
+def test_two_tasks_sharing_a_job_id_with_different_settings_are_named(
+    sql_store: SQLStore, cifar_trace: WorkloadTrace, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 48: each run of either task starts a new version; the warning names both tasks,
+    what differs and the fix."""
+    gpu = ReplayGPU(cifar_trace)
+    train = ReplayTraining(gpu, seed=1)
+    shared = job_config(cifar_trace, "retrain")
+    other = replace(shared, max_epochs=shared.max_epochs + 10)
+    with caplog.at_level(logging.WARNING):
+        for day, (dag_id, config) in enumerate([("dag_a", shared), ("dag_b", other)] * 2):
+            engine = Engine(sql_store, gpu, config, seed=1, heartbeat_s=None)
+            engine.run_recurrence(train, RecurrenceKey(f"day-{day}", dag_id, "train"))
+    changed = [r.getMessage() for r in caplog.records if "configuration changed" in r.getMessage()]
+    assert len(changed) == 3
+    assert changed[-1] == (
+        "job retrain: configuration changed, starting version 4 (the history of version 3 "
+        "stays visible but no longer counts). Tasks dag_a.train and dag_b.train share job_id "
+        f"'retrain' with different settings (max_epochs: {shared.max_epochs} vs "
+        f"{other.max_epochs}): each run of either starts a new version, so the job never "
+        "learns. Give each task its own job_id (the default, <dag_id>.<task_id>), or the same "
+        'settings (docs/store.md, "Changing a job\'s configuration")'
+    )

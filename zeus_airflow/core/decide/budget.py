@@ -55,6 +55,13 @@ FIRST_WEEK = 7
 """Recurrences in which exploration spends no budget, only what Zeus has saved so far (the
 power profile may spend it, and pays it back): a job's first week of daily runs ends at or
 below Default's cost."""
+IMPOSSIBLE_OVERRUN_RUNS = 10.0
+"""Default runs a recurrence over the allowance past which the books cannot be right: tries
+capped at what the books pay, and Default's own size pricing itself, never overrun by that
+much; a row no worker wrote (a forged or restored one) does (issue 48)."""
+AT_ODDS = 100.0
+"""How far one of Default's costs may lie from their median (either way) before the books
+cannot be right: runs of one size on one job's data never differ a hundredfold."""
 PRICE_MARGIN = 0.9
 """How far a size's most favourable price is trusted: it cannot beat the best size when even
 this fraction of it is dearer (:func:`cannot_beat`)."""
@@ -77,8 +84,54 @@ def unknown_default_bound(ledger: BudgetLedger, recurrences: int) -> float:
 def budget_status(
     config: JobConfig, ledger: BudgetLedger, cost_ratio: float = 1.0
 ) -> BudgetStatus | None:
-    """Where the job's budget stands; None without a budget or before Default's cost is
-    estimated (then only the default batch size may run: it is Default's own choice).
+    """Where the job's budget stands; None without a budget, before Default's cost is
+    estimated (then only the default batch size may run: it is Default's own choice) or
+    when the books say something impossible (:func:`books_problem`: the same).
+
+    ``cost_ratio``: as :func:`_reckoned`."""
+    status = _reckoned(config, ledger, cost_ratio)
+    if status is None or _status_problem(status) is not None:
+        return None
+    return status
+
+
+def books_problem(config: JobConfig, ledger: BudgetLedger) -> str | None:
+    """What the books say that cannot be (a job far more over its allowance than capped
+    tries can take it, one of Default's costs a hundredfold from the others); None when
+    nothing. A row no worker wrote does that (a forged one, a bad restore): the budget then
+    reads as unknown (:func:`budget_status`) until the rows are repaired."""
+    status = _reckoned(config, ledger)
+    return None if status is None else _status_problem(status)
+
+
+def _status_problem(status: BudgetStatus) -> str | None:
+    ledger = status.ledger
+    if not status.default_cost > 0.0:
+        return None  # no unit to count runs in: the books hold nothing yet
+    left = status.left_runs()
+    floor = -IMPOSSIBLE_OVERRUN_RUNS * (ledger.recurrences + 1)
+    if not math.isfinite(left) or left < floor:
+        return (
+            f"its books leave {left:.3g} Default runs' worth of budget after "
+            f"{ledger.recurrences} recurrence(s) (spent {ledger.spent_cost:.3g} against "
+            f"Default's {status.default_total:.3g}): no capped try overruns that far"
+        )
+    costs = sorted(ledger.default_costs)
+    median = costs[len(costs) // 2]
+    if len(costs) >= 3 and (costs[-1] > AT_ODDS * median or costs[0] * AT_ODDS < median):
+        return (
+            f"Default's costs in its books are at odds with each other (from {costs[0]:.3g} "
+            f"to {costs[-1]:.3g}, median {median:.3g}): runs of one size never differ "
+            f"{AT_ODDS:g}-fold"
+        )
+    return None
+
+
+def _reckoned(
+    config: JobConfig, ledger: BudgetLedger, cost_ratio: float = 1.0
+) -> BudgetStatus | None:
+    """Where the job's budget stands as its books say, impossible or not (None without a
+    budget or before Default's cost is estimated).
 
     ``cost_ratio``: how much costs moved since a change drift detection found (new over
     old). Default's runs before it priced the old data; on the new data Default would cost

@@ -11,6 +11,7 @@ from zeus_airflow.core.decide.budget import (
     RESERVE_Z,
     CostEstimate,
     PricedCap,
+    books_problem,
     budget_status,
     cannot_beat,
     cost_range,
@@ -56,6 +57,9 @@ def within_budget(snapshot: JobSnapshot, decision: Decision) -> Decision:
     decision = replace(decision, budget=status)
     if snapshot.config.exploration_budget is None or decision.final:
         return decision
+    problem = books_problem(snapshot.config, snapshot.ledger) if status is None else None
+    if problem is not None and decision.phase != "fallback":
+        return _default_size_instead(snapshot, decision, problem)
     best = best_success_size(snapshot)
     if decision.phase not in EXPLORING_PHASES or decision.batch_size == best:
         return priced_exploit(snapshot, decision, status)
@@ -77,6 +81,22 @@ def within_budget(snapshot: JobSnapshot, decision: Decision) -> Decision:
         reason=_budget_reason(status, decision),
     )
     return priced_exploit(snapshot, exploit, status)
+
+
+def _default_size_instead(snapshot: JobSnapshot, wanted: Decision, problem: str) -> Decision:
+    """The default size at its early-stop bound where the budget's books cannot be right
+    (``budget.books_problem``): what the DAG would run without Zeus, until the rows that
+    broke them are repaired; nothing is explored on books that cannot be read."""
+    b0 = snapshot.config.default_batch_size
+    reason = (
+        f"exploration budget: {problem}, so the default batch size {b0} runs instead of "
+        f"batch size {wanted.batch_size} ({wanted.phase})"
+    )
+    if b0 in snapshot.excluded:
+        raise NoFeasibleBatchSizeError(f"{reason}; it already ran in this recurrence")
+    if wanted.batch_size == b0:
+        return replace(wanted, reason=wanted.reason or reason)
+    return Decision(b0, "exploit", early_stop_cost=bound_for(snapshot)(b0), reason=reason)
 
 
 def _too_short_to_price(snapshot: JobSnapshot) -> bool:

@@ -67,7 +67,11 @@ class ZeusPolicy:
         self.params = params
 
     def decide(self, snapshot: JobSnapshot, rng: np.random.Generator) -> Decision:
-        return within_budget(snapshot, self._explore(snapshot, rng))
+        try:
+            explored = self._explore(snapshot, rng)
+        except HistoryOutOfOrderError as err:
+            return _edited_history(snapshot, err)
+        return within_budget(snapshot, explored)
 
     def job_phase(self, snapshot: JobSnapshot) -> str | None:
         """``pruning``, ``sampling`` or ``infeasible`` (no size in play: runs fall back);
@@ -129,6 +133,27 @@ class ZeusPolicy:
             "sampling" if observed_here or choice not in snapshot.foreign_costs else "calibrate"
         )
         return Decision(choice, phase, early_stop_cost=bound(choice))
+
+
+def _edited_history(snapshot: JobSnapshot, err: HistoryOutOfOrderError) -> Decision:
+    """The default size as the DAG runs it without Zeus (its current limit, no bound) when
+    the exploration history cannot be the walk's: a row no worker wrote (forged, a bad
+    restore) must not fail every run of the job (issue 48)."""
+    b0, job_id = snapshot.config.default_batch_size, snapshot.config.job_id
+    if b0 in snapshot.excluded:
+        raise NoFeasibleBatchSizeError(f"{err}; the default batch size already ran")
+    return Decision(
+        b0,
+        "fallback",
+        keep_power_limit=True,
+        final=True,
+        reason=(
+            f"{err}: the default batch size {b0} runs as without Zeus until the rows that "
+            f"broke it are repaired (see them with `zeus-airflow runs --job {job_id} --wide`; "
+            f"drop those that are no real try with `zeus-airflow drop-trials --job {job_id} "
+            "--trial N`)"
+        ),
+    )
 
 
 def _missed_again(snapshot: JobSnapshot, *sizes: int) -> str:

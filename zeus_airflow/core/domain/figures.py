@@ -108,6 +108,11 @@ class Figure:
     error or garbage (1e308 J, a negative cost, NaN). An outbox entry holding one is refused
     (``core/domain/outbox.py``); a stored one reads as missing (``store/state.py``).
     None: no numeric range (a flag, a code, a run's carbon figure)."""
+    per_second_of: str | None = None
+    """The try's time figure (``time_s``, ``setup_time_s``) whose seconds bound this energy
+    or cost: at most that time times its devices' maximum power (:func:`power_bound`), for
+    no GPU and host draws more. A figure above it reads as missing, as one outside
+    ``bounds`` does (issue 48: one forged row of 1e15 J must not poison a job's books)."""
 
 
 _FIGURE = "zeus_figure"
@@ -119,6 +124,14 @@ MAX_TIME_S = 1e9
 MAX_COST = 1e18
 """A try's cost cannot exceed this (J-equivalents): the energy bound plus the time bound at
 a megawatt's worth of GPUs, with room for ``beta`` times it as an early-stop bound."""
+MAX_GPU_POWER_W = 3000.0
+"""No GPU draws more than this (W): the largest boards' limits are 1-1.4 kW (B200, MI355X)."""
+MAX_HOST_POWER_W = 5000.0
+"""No host's CPUs and DRAM draw more than this (W) besides its GPUs: a cost with
+``cost_includes_cpu`` adds their energy."""
+POWER_BOUND_SLACK_S = 1.0
+"""Seconds added to a try's time before it bounds an energy: counters tick apart from the
+clock, and a try of a few milliseconds still reads a counter's last update."""
 MAX_COUNT = 2**31 - 1
 """A count (epochs, steps, watts) fits the store's integer columns (``config.DB_INT_MAX``)."""
 MAX_RUNS = 1e9
@@ -159,6 +172,7 @@ class TrainingFigures:
     """The limit it trained at (a run's: its last try's)."""
     energy_j: float | None = _figure(
         "J",
+        per_second_of="time_s",
         bounds=ENERGY,
         adds="sum",
         xcom=True,
@@ -168,6 +182,7 @@ class TrainingFigures:
     )
     cpu_energy_j: float | None = _figure(
         "J",
+        per_second_of="time_s",
         bounds=ENERGY,
         adds="sum",
         comment="host CPU package energy (RAPL) over training; NULL: not measured",
@@ -187,6 +202,7 @@ class TrainingFigures:
     measured."""
     dram_energy_j: float | None = _figure(
         "J",
+        per_second_of="time_s",
         bounds=ENERGY,
         adds="sum",
         comment="host DRAM energy (RAPL) over training; NULL: not measured",
@@ -204,6 +220,7 @@ class TrainingFigures:
     )
     setup_energy_j: float | None = _figure(
         "J",
+        per_second_of="setup_time_s",
         bounds=ENERGY,
         adds="sum",
         comment="energy before training started; not in the cost",
@@ -221,6 +238,7 @@ class TrainingFigures:
     )
     cost: float | None = _figure(
         "J-eq.",
+        per_second_of="time_s",
         bounds=COST,
         adds="sum",
         xcom=True,
@@ -230,6 +248,7 @@ class TrainingFigures:
     """J-equivalents: eta * energy_j + (1 - eta) * max power * time_s."""
     default_cost: float | None = _figure(
         "J-eq.",
+        per_second_of="time_s",
         bounds=COST,
         adds="sum",
         comment="what the try's training steps would have cost at the maximum power limit",
@@ -538,3 +557,36 @@ def figure_problem(name: str, value: object, *, required: bool) -> str | None:
     if not low <= value <= high:
         return f"{name}={shown} is outside [{low:g}, {high:g}] {figure.unit}".rstrip()
     return None
+
+
+def power_bound(seconds: float, gpu_count: int) -> float:
+    """The most energy (J) or cost (J-equivalents) a try of ``seconds`` on ``gpu_count``
+    GPUs can reach: every GPU and the host at the most any draws, for that long."""
+    watts = gpu_count * MAX_GPU_POWER_W + MAX_HOST_POWER_W
+    return (seconds + POWER_BOUND_SLACK_S) * watts
+
+
+def power_problem(values: Mapping[str, Any], gpu_count: int) -> str | None:
+    """Why a try's energies and costs (``values``, by figure name) cannot be what
+    ``gpu_count`` GPUs spent in its time (:func:`power_bound`); None when they can. A
+    figure or a time that is missing bounds nothing here (:func:`figure_problem` judges
+    each alone)."""
+    for name, figure in FIGURES.items():
+        value, seconds = values.get(name), values.get(figure.per_second_of or "")
+        if value is None or seconds is None or not _numbers(value, seconds):
+            continue
+        most = power_bound(seconds, gpu_count)
+        if value > most:
+            return (
+                f"{name}={short_repr(value)} is more than {gpu_count} GPU(s) and their host "
+                f"can spend in {figure.per_second_of}={short_repr(seconds)} ({most:.3g} "
+                f"{figure.unit} at {MAX_GPU_POWER_W:g} W a GPU and {MAX_HOST_POWER_W:g} W "
+                "for the host)"
+            )
+    return None
+
+
+def _numbers(*values: Any) -> bool:
+    return all(
+        isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in values
+    )

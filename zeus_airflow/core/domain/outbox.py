@@ -27,7 +27,12 @@ from datetime import datetime
 from typing import Any, get_args
 
 from zeus_airflow.core.common.config import finite_number, short_repr
-from zeus_airflow.core.domain.figures import MAX_COUNT, TRY_FIGURES, figure_problem
+from zeus_airflow.core.domain.figures import (
+    MAX_COUNT,
+    TRY_FIGURES,
+    figure_problem,
+    power_problem,
+)
 from zeus_airflow.core.domain.finite import strict_json_value
 from zeus_airflow.core.domain.outcome import ObserverReport, RunOutcome, StopReason
 from zeus_airflow.core.domain.trials import RecurrenceKey
@@ -125,15 +130,22 @@ _REQUIRED = frozenset(
 """The try figures every finished try measures (``RunOutcome``'s fields that are never None)."""
 
 
-def outcome_problem(outcome: RunOutcome) -> str | None:
+def outcome_problem(outcome: RunOutcome, gpu_count: int | None = None) -> str | None:
     """What makes a try's outcome implausible: a figure of the wrong type or outside its
-    declared bounds (``domain.figures``: NaN, 1e308 J, a negative cost), a batch size that
-    is none, a stop reason that is none; None when every figure is plausible."""
+    declared bounds (``domain.figures``: NaN, 1e308 J, a negative cost), with ``gpu_count``
+    an energy or a cost more than its GPUs can spend in its time (``figures.power_problem``),
+    a batch size that is none, a stop reason that is none; None when every figure is
+    plausible."""
     size = outcome.batch_size
     if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= MAX_COUNT:
         return f"batch_size={short_repr(size)} is not an integer >= 1"
     for name in TRY_FIGURES:
         problem = figure_problem(name, getattr(outcome, name), required=name in _REQUIRED)
+        if problem is not None:
+            return problem
+    if gpu_count is not None:
+        values = {name: getattr(outcome, name) for name in TRY_FIGURES}
+        problem = power_problem(values, gpu_count)
         if problem is not None:
             return problem
     if outcome.stop_reason not in get_args(StopReason):
@@ -161,7 +173,7 @@ def claim_problem(pending: PendingResult, trial: Mapping[str, Any]) -> str | Non
     }
     differ = {name: value for name, value in claimed.items() if trial[name] != value}
     if not differ:
-        return None
+        return outcome_problem(pending.outcome, trial.get("gpu_count"))
     shown = ", ".join(f"{k}={v!r} (the trial's: {trial[k]!r})" for k, v in differ.items())
     return f"it claims trial {pending.trial_id} but differs from it: {shown}"
 

@@ -1,7 +1,8 @@
 """What the store holds, for people (the CLI and the UI), and starting a job over.
 
-Reads only: the engine never uses this module. ``reset_job`` is the one write, and it never
-deletes anything: a job starts over as a new version, like after a configuration change.
+Reads only: the engine never uses this module. ``reset_job`` and ``drop_trials`` are the two
+writes, and neither deletes anything: a job starts over as a new version, like after a
+configuration change; a dropped trial keeps its row, its figures moved into its error text.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, case, func, insert, select, update
 from sqlalchemy.sql.elements import Label
 
-from zeus_airflow.core.domain import RUN_FIGURES, TrialRecord
+from zeus_airflow.core.domain import FIGURES, RUN_FIGURES, TRY_FIGURES, TrialRecord
 from zeus_airflow.core.store.base import StoreError
 from zeus_airflow.core.store.clock import as_utc
 from zeus_airflow.core.store.sql import SQLStore, lock_job_versions
@@ -190,3 +191,43 @@ def reset_job(store: SQLStore, job_id: str) -> JobVersion:
         0.0,
         0.0,
     )
+
+
+DROPPED_FIGURES = tuple(n for n in TRY_FIGURES if FIGURES[n].sql in ("float", "int"))
+"""What a dropped trial no longer holds: every number of it, which every read would count."""
+
+
+def drop_trials(store: SQLStore, job_id: str, trial_ids: list[int]) -> list[int]:
+    """Take trials of ``job_id`` (any version) out of every figure: status ``invalid``, not
+    observed, their numbers NULL (read as missing everywhere) and kept in their ``error``
+    text. The repair for a row no worker wrote (a forged one, a bad restore) that broke a
+    job's books (``core/train/books_notice.py``). Returns the ids dropped; raises
+    StoreError naming the ids that are not the job's."""
+    with store.transaction() as conn:
+        rows = conn.execute(
+            select(trials.c.id, trials.c.error, *(trials.c[n] for n in DROPPED_FIGURES))
+            .join(jobs, jobs.c.id == trials.c.job_pk)
+            .where(jobs.c.job_id == job_id, trials.c.id.in_(trial_ids))
+        ).all()
+        missing = sorted(set(trial_ids) - {r.id for r in rows})
+        if missing:
+            raise StoreError(
+                f"trial(s) {', '.join(map(str, missing))} are not trials of job {job_id!r} "
+                f"in the store at {store.where}; `zeus-airflow runs --job {job_id} --wide` "
+                "lists its trials"
+            )
+        when = datetime.now(UTC).isoformat(timespec="seconds")
+        for r in rows:
+            kept = {n: getattr(r, n) for n in DROPPED_FIGURES if getattr(r, n) is not None}
+            note = f"dropped by zeus-airflow drop-trials at {when}; its figures were {kept!r}"
+            conn.execute(
+                update(trials)
+                .where(trials.c.id == r.id)
+                .values(
+                    status="invalid",
+                    observed=False,
+                    error=f"{r.error}; {note}" if r.error else note,
+                    **dict.fromkeys(DROPPED_FIGURES),
+                )
+            )
+    return sorted(r.id for r in rows)

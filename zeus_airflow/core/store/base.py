@@ -109,7 +109,9 @@ class Store(Protocol):
     """Where the store is, for messages (never with a password)."""
 
     # --- jobs and trials (core/train/engine.py) ----------------------------------------------
-    def register_job(self, config: JobConfig, seed: int | None = None) -> JobRef:
+    def register_job(
+        self, config: JobConfig, seed: int | None = None, task: str | None = None
+    ) -> JobRef:
         """The job's current version; a new version when the configuration changed.
 
         Args:
@@ -119,6 +121,9 @@ class Store(Protocol):
                 others (``max_tries``...) are taken into the current version.
             seed: seeds the job's decisions (a random one when None); used by a new version
                 only.
+            task: ``<dag_id>.<task_id>`` of the task registering it: a change of settings
+                names it beside the task that ran the previous version, when another (two
+                tasks sharing one ``job_id`` with different settings).
 
         Returns:
             The active version (``JobRef.version`` >= 1, ``JobRef.config`` is ``config``).
@@ -316,6 +321,16 @@ class Store(Protocol):
         ...
 
     # --- carbon (core/carbon/service.py) -----------------------------------------------------
+    def books_suspects(self, job: JobRef, device: DeviceInfo, most: int = 3) -> list[int]:
+        """Ids of the trials that weigh most in the job's exploration budget on ``device``:
+        its ``most`` costliest tries, and the default size's runs of the highest and lowest
+        Default cost (where a forged or restored row that broke the books is).
+
+        Raises:
+            StoreError: the database cannot be read.
+        """
+        ...
+
     def trial_spans(self, trial_ids: Sequence[int]) -> dict[int, tuple[datetime, datetime]]:
         """When each finished trial ran, by the database's clock.
 

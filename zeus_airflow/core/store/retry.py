@@ -22,6 +22,8 @@ from typing import TypeVar
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
+from zeus_airflow.core.common.full_disk import full_disk
+
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 
@@ -167,7 +169,8 @@ def with_retries(
         try:
             return work()
         except DBAPIError as err:
-            transient = is_transient(err) and not (diagnose and diagnose(err))
+            permanent = full_disk(err) is not None or (diagnose and diagnose(err))
+            transient = is_transient(err) and not permanent
             delay = next(delays, None) if transient else None
             if delay is None:
                 raise

@@ -19,6 +19,7 @@ Transactions are retried after transient failures (see ``retry``); what still fa
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import secrets
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -50,6 +51,7 @@ from sqlalchemy.sql.elements import BindParameter
 
 from zeus_airflow.core.common.config import JobConfig
 from zeus_airflow.core.common.cost import LimitMeasurement
+from zeus_airflow.core.common.full_disk import full_disk
 from zeus_airflow.core.domain import (
     EXPLORATION_PHASES,
     FIGURES,
@@ -94,7 +96,7 @@ from zeus_airflow.core.store.retry import (
     sqlite_fault,
     with_retries,
 )
-from zeus_airflow.core.store.state import read_state
+from zeus_airflow.core.store.state import books_suspects, read_state
 from zeus_airflow.core.store.tables import gpu_leases, jobs, power_profiles, run_carbon, trials
 
 T = TypeVar("T")
@@ -262,6 +264,7 @@ _CLAIMED = select(
     trials.c.map_index,
     trials.c.attempt,
     trials.c.batch_size,
+    trials.c.gpu_count,
 ).where(trials.c.id == bindparam("trial_key"))
 _HEARTBEAT = (
     update(trials)
@@ -362,7 +365,9 @@ class SQLStore:
             ) from err
 
     # --- jobs --------------------------------------------------------------------------------
-    def register_job(self, config: JobConfig, seed: int | None = None) -> JobRef:
+    def register_job(
+        self, config: JobConfig, seed: int | None = None, task: str | None = None
+    ) -> JobRef:
         what = f"registering job {config.job_id!r}"
 
         def unchanged() -> JobRef | None:  # every recurrence but a job's first: no lock
@@ -373,9 +378,11 @@ class SQLStore:
             return JobRef(current.id, config.job_id, current.version, config)
 
         known = self._call(what, unchanged)
-        return known or self._write(what, lambda conn: self._register(conn, config, seed))
+        return known or self._write(what, lambda conn: self._register(conn, config, seed, task))
 
-    def _register(self, conn: Connection, config: JobConfig, seed: int | None) -> JobRef:
+    def _register(
+        self, conn: Connection, config: JobConfig, seed: int | None, task: str | None
+    ) -> JobRef:
         lock_job_versions(conn, config.job_id)
         fingerprint = config.fingerprint()
         current = conn.execute(_ACTIVE_JOB, dict(job_id=config.job_id)).first()
@@ -393,10 +400,11 @@ class SQLStore:
         if current is not None:
             log.warning(
                 "job %s: configuration changed, starting version %d (the history of "
-                "version %d stays visible but no longer counts)",
+                "version %d stays visible but no longer counts)%s",
                 config.job_id,
                 version,
                 current.version,
+                shared_by_another(conn, current, config, task),
             )
         pk = _inserted_id(
             conn.execute(
@@ -654,6 +662,16 @@ class SQLStore:
                 )
 
         return self._call(f"looking for results job {job_id!r} awaits", read)
+
+    def books_suspects(self, job: JobRef, device: DeviceInfo, most: int = 3) -> list[int]:
+        """Ids of the trials that weigh most in the job's exploration budget on ``device``
+        (``state.books_suspects``): where to look when its books cannot be right."""
+
+        def read() -> list[int]:
+            with self.reading() as conn:
+                return books_suspects(conn, job.id, device, job.config.default_batch_size, most)
+
+        return self._call(f"reading job {job.config.job_id!r}'s costliest trials", read)
 
     # --- carbon ------------------------------------------------------------------------------
     def trial_spans(self, trial_ids: Sequence[int]) -> dict[int, tuple[datetime, datetime]]:
@@ -913,6 +931,37 @@ def _inserted_id(result: CursorResult[Any]) -> int:
     return int(key[0])
 
 
+_LAST_TASK = (
+    select(trials.c.dag_id, trials.c.task_id)
+    .where(trials.c.job_pk == bindparam("job_key"))
+    .order_by(trials.c.id.desc())
+    .limit(1)
+)
+
+
+def shared_by_another(conn: Connection, current: Any, config: JobConfig, task: str | None) -> str:
+    """The end of the "configuration changed" warning when the version it replaces was last
+    run by another task than ``task``: two tasks that share one ``job_id`` with different
+    settings, each run of either starting a new version, so the job never learns (issue
+    48). "" when the same task changed its own settings, or nothing tells."""
+    last = conn.execute(_LAST_TASK, dict(job_key=current.id)).first()
+    other = None if last is None else f"{last.dag_id}.{last.task_id}"
+    if task is None or other is None or other == task:
+        return ""
+    old, new = json.loads(current.config_json), json.loads(config.to_json())
+    differ = ", ".join(
+        f"{k}: {old.get(k)!r} vs {new.get(k)!r}"
+        for k in sorted(set(old) | set(new))
+        if old.get(k) != new.get(k)
+    )
+    return (
+        f". Tasks {other} and {task} share job_id {config.job_id!r} with different settings "
+        f"({differ}): each run of either starts a new version, so the job never learns. Give "
+        "each task its own job_id (the default, <dag_id>.<task_id>), or the same settings "
+        '(docs/store.md, "Changing a job\'s configuration")'
+    )
+
+
 def guarded(
     where: str,
     what: str,
@@ -926,6 +975,13 @@ def guarded(
     try:
         return with_retries(policy, what, work, diagnose)
     except DBAPIError as err:
+        full = full_disk(err)
+        if full is not None:
+            raise StoreError(
+                f"{what}: the zeus-airflow store at {where} cannot be written: its disk is "
+                f"full: free some space on the database's disk, or move the store (not "
+                f"retried; the database said: {full})"
+            ) from err
         fault = diagnose(err) if diagnose else None
         if fault is not None:
             raise StoreError(

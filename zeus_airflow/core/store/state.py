@@ -13,7 +13,6 @@ window, if smaller) per arm one by one; otherwise the arms are aggregated in the
 
 from __future__ import annotations
 
-import math
 import sys
 from collections.abc import Sequence
 from functools import cache
@@ -52,6 +51,14 @@ from zeus_airflow.core.domain import (
     RecurrenceKey,
     SizeEvidence,
 )
+from zeus_airflow.core.domain.figures import (
+    MAX_GPU_POWER_W,
+    MAX_HOST_POWER_W,
+    POWER_BOUND_SLACK_S,
+    TIME,
+    figure_problem,
+    power_problem,
+)
 from zeus_airflow.core.domain.trials import STARTED, WALK_STATUSES
 from zeus_airflow.core.store.tables import power_profiles, trials
 
@@ -74,6 +81,8 @@ _EXPLORATION = select(
     trials.c.task_id,
     trials.c.run_id,
     trials.c.map_index,
+    trials.c.time_s,
+    trials.c.gpu_count,
 ).where(trials.c.job_pk == _job, trials.c.phase.in_(EXPLORATION_PHASES))
 _HERE = (trials.c.gpu_model == bindparam("gpu_model"), trials.c.gpu_count == bindparam("gpu_count"))
 
@@ -81,9 +90,21 @@ _HERE = (trials.c.gpu_model == bindparam("gpu_model"), trials.c.gpu_count == bin
 def plausible(name: str, column: ColumnElement[Any] | None = None) -> ColumnElement[bool]:
     """The try figure ``name`` (or ``column``, priced as it) is within its declared bounds
     (``domain.figures``), on both databases: not NULL (unknown in a comparison), NaN
-    (PostgreSQL keeps it, above every number), infinite or absurd (1e308, negative)."""
-    low, high = FIGURES[name].bounds or (-sys.float_info.max, sys.float_info.max)
-    return (trials.c[name] if column is None else column).between(low, high)
+    (PostgreSQL keeps it, above every number), infinite or absurd (1e308, negative); an
+    energy or a cost also within what the row's GPUs and host can spend in its time
+    (``figures.power_bound``: a forged 1e15 J in 1e9 s is not)."""
+    figure = FIGURES[name]
+    low, high = figure.bounds or (-sys.float_info.max, sys.float_info.max)
+    value = trials.c[name] if column is None else column
+    if figure.per_second_of is None:
+        return value.between(low, high)
+    seconds = trials.c[figure.per_second_of]
+    watts = trials.c.gpu_count * MAX_GPU_POWER_W + MAX_HOST_POWER_W
+    return and_(
+        value.between(low, high),
+        seconds.between(*TIME),  # NaN seconds would bound nothing on PostgreSQL
+        value <= (seconds + POWER_BOUND_SLACK_S) * watts,
+    )
 
 
 def known(name: str, column: ColumnElement[Any] | None = None) -> ColumnElement[Any]:
@@ -308,7 +329,7 @@ def _walk_steps(
             ),
         )
         for r in rows
-        if r.status in WALK_STATUSES and _known(r.cost)
+        if r.status in WALK_STATUSES and _known_cost(r)
     ]
     exploration = tuple(step for capped, step in steps if not capped)
     deferred = tuple(step for capped, step in steps if capped)
@@ -338,10 +359,12 @@ def _arm_costs(
     return observations, successes, history
 
 
-def _known(cost: float | None) -> bool:
-    """A cost read from the store is known (:func:`plausible`, in Python)."""
-    low, high = FIGURES["cost"].bounds or (-math.inf, math.inf)
-    return cost is not None and low <= cost <= high
+def _known_cost(row: Any) -> bool:
+    """A try's cost read from the store is known (:func:`plausible`, in Python)."""
+    values = dict(cost=row.cost, time_s=row.time_s)
+    return all(figure_problem(n, v, required=True) is None for n, v in values.items()) and (
+        power_problem(values, row.gpu_count) is None
+    )
 
 
 def _recurrence_name(row: Any) -> str:
@@ -482,3 +505,29 @@ def _history(
     for b, cost, reached, seq in rows:
         seen.setdefault(b, []).append(Observed(seq, cost, bool(reached)))
     return {b: tuple(sorted(o, key=lambda x: x.seq)) for b, o in seen.items()}
+
+
+# The rows that weigh most in the books: where a forged or restored row that broke them is.
+_COSTLIEST = (
+    select(trials.c.id)
+    .where(trials.c.job_pk == _job, *_HERE, plausible("cost"))
+    .order_by(trials.c.cost.desc())
+    .limit(bindparam("most"))
+)
+_DEFAULTS_BY_COST = select(trials.c.id).where(
+    *_DEFAULT_RUN, plausible("default_cost", DEFAULT_COST)
+)
+
+
+def books_suspects(
+    conn: Connection, job_pk: int, device: DeviceInfo, default_batch_size: int, most: int
+) -> list[int]:
+    """Ids of the trials that weigh most in the job's books on ``device``: its ``most``
+    costliest tries, and the default size's runs of the highest and the lowest Default
+    cost, in that order, each once."""
+    here = dict(job_key=job_pk, gpu_model=device.model, gpu_count=device.count)
+    defaults = dict(here, b0=default_batch_size)
+    found = list(conn.execute(_COSTLIEST, dict(here, most=most)).scalars())
+    for order in (DEFAULT_COST.desc(), DEFAULT_COST.asc()):
+        found += conn.execute(_DEFAULTS_BY_COST.order_by(order).limit(1), defaults).scalars()
+    return list(dict.fromkeys(found))

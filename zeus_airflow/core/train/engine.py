@@ -58,7 +58,9 @@ from zeus_airflow.core.domain import (
     run_batch_size,
     run_of,
 )
+from zeus_airflow.core.domain.figures import figure_problem
 from zeus_airflow.core.store.base import LateRecord, Store, StoreError, UnrecordedResultError
+from zeus_airflow.core.train.books_notice import books_notice
 from zeus_airflow.core.train.monitor import HostEnergyMeter
 from zeus_airflow.core.train.profile_notice import profile_notice, step_s
 from zeus_airflow.core.train.profiler import ProfileProgress
@@ -303,10 +305,12 @@ class Engine:
         self.unrecorded: list[PendingResult] = []
         """The current recurrence's results the store could not take, for the outbox; read
         it after a recurrence that raised too (an invalid try's measurement)."""
+        self._books_said = False
 
     def run_recurrence(self, train: TrainFunction, key: RecurrenceKey) -> RecurrenceResult:
         self.unrecorded = []
-        job = self.store.register_job(self.config, seed=self.seed)
+        task = f"{key.dag_id}.{key.task_id}" if key.dag_id or key.task_id else None
+        job = self.store.register_job(self.config, seed=self.seed, task=task)
         self._say_if_limits_are_fixed()
         failed: set[int] = set()
         missed: set[int] = set()
@@ -337,6 +341,7 @@ class Engine:
                 )
                 break
             decision = start.decision
+            self._say_books(job, decision)
             if attempt == tries and decision.early_stop_cost is not None:
                 # The last allowed try must yield a model: it runs to the target or max epochs.
                 decision = replace(decision, early_stop_cost=None, budget_cap=None, final=True)
@@ -411,6 +416,15 @@ class Engine:
             if outcome.stop_reason in STOPPED_REASONS
             else "; it is not tried again in this recurrence: on the same data it would miss again",
         )
+
+    def _say_books(self, job: JobRef, decision: Decision) -> None:
+        """Warn, once per engine (a task run), of a budget whose books cannot be right."""
+        if self._books_said or not _keeps_books(self.policy, self.config):
+            return
+        notice = books_notice(self.store, job, self.device_info, decision)
+        if notice is not None:
+            self._books_said = True
+            self.log.warning("%s", notice)
 
     def _say_why(self, decision: Decision) -> None:
         """The log line of a decision that is not the usual one."""
@@ -571,7 +585,7 @@ class Engine:
                 "invalid: it does not count against its batch size, and the job's learning "
                 "state is unchanged"
             )
-        unjudged = run.not_judged_because or _implausible(outcome)
+        unjudged = run.not_judged_because or _implausible(outcome, self.device.count)
         if unjudged is not None:  # the user's model, but no verdict on the size
             self._record(
                 replace(pending, observed=False, invalid_reason=unjudged),
@@ -603,7 +617,10 @@ class Engine:
         if status is None:
             return outcome
         after = budget_after(self.config, status, outcome, judged)
-        return replace(outcome, budget_left_runs=None if after is None else after.left_runs())
+        left = None if after is None else after.left_runs()
+        if figure_problem("budget_left_runs", left, required=False) is not None:
+            left = None  # a figure of the books, not of the try: missing, never invalid
+        return replace(outcome, budget_left_runs=left)
 
     def _profiling_credit(self, decision: Decision) -> ProfilingCredit | None:
         """What profiling may add to a try's cost: bounded by the budget's credit, unless an
@@ -739,10 +756,11 @@ def _profile_mark(profile: PowerProfile) -> ProfileMark:
     return len(profile.measurements), profile.partial
 
 
-def _implausible(outcome: RunOutcome) -> str | None:
+def _implausible(outcome: RunOutcome, gpu_count: int) -> str | None:
     """Why a try's own measurement cannot be a cost of training (a NaN from a device's
-    counter, a clock that jumped: ``outbox.outcome_problem``); None when it can."""
-    problem = outcome_problem(outcome)
+    counter, a clock that jumped, more energy than ``gpu_count`` GPUs can draw in its time:
+    ``outbox.outcome_problem``); None when it can."""
+    problem = outcome_problem(outcome, gpu_count)
     if problem is None:
         return None
     return f"its measurement is implausible ({problem}): a fault of the device or the clock"
