@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import closing, nullcontext
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
@@ -207,9 +208,8 @@ class ZeusTrainOperator(PublishesFigures, BaseOperator):
         return self._train_and_publish(context, config, self._carbon_service(), chosen)
 
     def _rendered_config(self, context: Context) -> JobConfig:
-        """The job's configuration as rendered. The templated strings are checked as at parse
-        time first, before the store or a GPU is touched: a template that renders to '' (or
-        a NUL byte) is refused naming its parameter, never read as "not given"."""
+        """The job's configuration as rendered, its templated strings checked first, before the
+        store or a GPU is touched: one rendered to '' or a NUL byte is refused by name."""
         checks.check_arguments({name: getattr(self, name) for name in checks.TEMPLATED_STRINGS})
         config = self.job_config(resolve_job_id(self, context))
         self.job_id = config.job_id  # shown resolved in the Rendered Templates tab
@@ -265,8 +265,6 @@ class ZeusTrainOperator(PublishesFigures, BaseOperator):
         """One recurrence on the task's GPUs, their limits put back whatever happens, and
         how their limits could be changed (``summary.power_control``); the backlog gets the
         results the store could not take."""
-        from contextlib import closing, nullcontext
-
         from zeus_airflow.core.decide.policy import ZeusPolicy
         from zeus_airflow.core.devices.spec import open_device, open_host_energy
         from zeus_airflow.core.train.engine import Engine
