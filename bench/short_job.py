@@ -34,7 +34,17 @@ from zeus_airflow.examples import classifier
 
 SIZES = (16, 32, 64, 128, 256, 512)
 B0 = 128
-TASK = classifier.Task(centres_seed=0, spread=0.55, train_samples=2048, validation_samples=1024)
+TRAIN_SAMPLES = 2048
+"""A day's sample: 16 steps an epoch at the default size; 384 makes a job of about 30 steps a
+run, 3,840 one of about 300 (docs/algorithm.md, "What a short job gets")."""
+
+
+def task(train_samples: int) -> classifier.Task:
+    return classifier.Task(
+        centres_seed=0, spread=0.55, train_samples=train_samples, validation_samples=1024
+    )
+
+
 COLUMNS = [
     "day",
     "batch_size",
@@ -66,11 +76,11 @@ def engine(policy: ZeusPolicy | DefaultPolicy, name: str) -> Engine:
     )
 
 
-def train_on(day: int) -> tuple[list[int], Callable[[TrainingRun], float]]:
+def train_on(day: int, job: classifier.Task) -> tuple[list[int], Callable[[TrainingRun], float]]:
     steps: list[int] = []
 
     def train(run: TrainingRun) -> float:
-        accuracy = TASK.retrain(run, seed=1000 + day)
+        accuracy = job.retrain(run, seed=1000 + day)
         steps.append(run.steps_trained)
         return accuracy
 
@@ -81,6 +91,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--days", type=int, default=14)
     parser.add_argument("--quick", action="store_true", help="3 days: that the script runs")
+    parser.add_argument(
+        "--train-samples",
+        type=int,
+        default=TRAIN_SAMPLES,
+        help=f"samples a day (default {TRAIN_SAMPLES:,}: about 160 steps a run; 384: about "
+        "30; 3840: about 300)",
+    )
     add_output_option(parser, "short_job")
     args = parser.parse_args()
     args.output = bench_output(args.output, args.quick, "short_job")
@@ -97,7 +114,7 @@ def main() -> int:
         order = [("default", default), ("zeus", zeus)]
         # Alternate who trains first: a run of a tenth of a second feels the caches.
         for name, eng in order if day % 2 == 0 else reversed(order):
-            counted, train = train_on(day)
+            counted, train = train_on(day, task(args.train_samples))
             results[name] = eng.run_recurrence(train, RecurrenceKey(f"day-{day}"))
             totals[name][0] += results[name].energy_j
             totals[name][1] += results[name].cost
