@@ -34,6 +34,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "jobs": ("store", "list the jobs in the store, every version"),
     "runs": ("store", "list the trials (one per try) in the store"),
     "reset": ("store", "start a job over as a new, empty version (its history stays visible)"),
+    "drop-trials": (
+        "store",
+        "take trials that are no real tries (forged, a bad restore) out of every figure",
+    ),
 }
 """Every subcommand: the module under ``zeus_airflow.cli`` that registers it (its
 ``register(subparsers)``) and the line ``--help`` lists it with. Only the chosen command's

@@ -19,7 +19,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import textwrap
 from pathlib import Path
 
 import zeus_airflow
@@ -118,7 +117,8 @@ def demo_environment(home: Path, dags: Path, traces: Path) -> dict[str, str]:
 def report_headline(env: dict[str, str], job_id: str) -> str:
     """The report's headline for the demo's job (``report.headline``): the one saving the
     demo states, and the one the README quotes."""
-    from zeus_airflow.cli.report import WIDTH, headline
+    from zeus_airflow.cli.report import headline
+    from zeus_airflow.cli.views import wrapped
 
     done = subprocess.run(
         [
@@ -141,7 +141,7 @@ def report_headline(env: dict[str, str], job_id: str) -> str:
         return f"\nNo report: {done.stderr.strip()}"
     fleet = json.loads(done.stdout)["fleet"]
     said = f"Zeus over the {fleet['runs']} runs ({_provenance(fleet)}): {headline(fleet)}."
-    return "\n" + textwrap.fill(said, WIDTH)
+    return "\n" + wrapped(said)
 
 
 def _provenance(fleet: dict[str, object]) -> str:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-import textwrap
 from datetime import datetime
 from typing import Any, TextIO
 
@@ -153,7 +152,7 @@ def _table(jobs: list[dict[str, Any]], fleet: dict[str, Any], out: TextIO) -> No
     ]
     if any(j["measurement"] != "measured" for j in jobs if j["measurement"]):
         notes.append(NOT_MEASURED)
-    out.write("\n" + "\n".join(textwrap.fill(note, WIDTH) for note in notes) + "\n")
+    out.write("\n" + "\n".join(views.wrapped(note) for note in notes) + "\n")
 
 
 def _cells(j: dict[str, Any]) -> tuple[str, ...]:

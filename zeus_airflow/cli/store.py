@@ -14,7 +14,6 @@ import dataclasses
 import json
 import logging
 import sys
-import textwrap
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, TextIO
@@ -99,10 +98,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def _register_drop(commands: argparse._SubParsersAction) -> None:
-    drop = commands.add_parser(
-        "drop-trials",
-        help="take trials that are no real tries (forged, a bad restore) out of every figure",
-    )
+    drop = commands.add_parser("drop-trials", help=help_of("drop-trials"))
     add_location_options(drop)
     drop.add_argument(
         "--job", metavar="ID", required=True, type=non_blank("a job id"), help="their job"
@@ -310,7 +306,7 @@ def fields_of(record: Any) -> dict[str, Any]:
 def _notes(*notes: str) -> None:
     """Notes under a table, wrapped to the width the default tables fit."""
     if notes:
-        print("\n" + "\n".join(textwrap.fill(note, views.WIDTH) for note in notes))
+        print("\n" + "\n".join(views.wrapped(note) for note in notes))
 
 
 def _reset(args: argparse.Namespace) -> int:

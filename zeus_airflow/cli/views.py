@@ -8,6 +8,7 @@ missed its target inside a task that then succeeded must not read as a failed ta
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -234,3 +235,9 @@ def _widest(grouped: Sequence[str]) -> int:
 def cells(rows: Sequence[Row], columns: Sequence[Column]) -> list[dict[str, str]]:
     """The rows as the table's cells, by column name."""
     return [{name: show(row) for name, show in columns} for row in rows]
+
+
+def wrapped(text: str) -> str:
+    """``text`` wrapped to :data:`WIDTH`, never at a hyphen: "MJ-eq." is one word, and a
+    headline must read the same wherever it is wrapped."""
+    return textwrap.fill(text, WIDTH, break_on_hyphens=False)
