@@ -977,11 +977,7 @@ def guarded(
     except DBAPIError as err:
         full = full_disk(err)
         if full is not None:
-            raise StoreError(
-                f"{what}: the zeus-airflow store at {where} cannot be written: its disk is "
-                f"full: free some space on the database's disk, or move the store (not "
-                f"retried; the database said: {full})"
-            ) from err
+            raise _disk_full(where, what, full) from err
         fault = diagnose(err) if diagnose else None
         if fault is not None:
             raise StoreError(
@@ -1005,6 +1001,23 @@ def guarded(
                 f"(gave up after {policy.attempts} tries): {reason}"
             ) from err
         raise StoreError(f"{what}: the zeus-airflow store at {where} failed: {reason}") from err
+    except StoreError:
+        raise
+    except Exception as err:
+        # A driver's own error that SQLAlchemy left unwrapped (2.0 does so for one raised
+        # in a cursor hook): a full disk is named all the same.
+        full = full_disk(err)
+        if full is None:
+            raise
+        raise _disk_full(where, what, full) from err
+
+
+def _disk_full(where: str, what: str, said: str) -> StoreError:
+    return StoreError(
+        f"{what}: the zeus-airflow store at {where} cannot be written: its disk is full: free "
+        f"some space on the database's disk, or move the store (not retried; the database "
+        f"said: {said})"
+    )
 
 
 def lock_job_versions(conn: Connection, job_id: str) -> None:
