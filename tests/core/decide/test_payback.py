@@ -125,6 +125,16 @@ def test_a_try_waits_for_a_cap_that_pays_back_more_when_waiting_pays() -> None:
     assert ready is not None and ready.cap == pytest.approx(90.0)
 
 
+def test_books_with_no_room_left_make_no_try_under_a_negative_cap() -> None:
+    """Spent books (a room of -2,879 cost units, as bench/gpu_recurring.py --simulated met
+    it) wait: a negative cap once passed for one that 'wastes' a negative amount."""
+    belief = (60.0, 70.0, 80.0, 90.0)
+    assert bet_now(belief, 100.0, 14, -2879.2, 1.0, growth=0.0) is None
+    assert bet_now(belief, 100.0, 14, 0.0, 1.0, growth=10.0) is None
+    estimate = cost_range(CostReference(256, 100.0, 1.0, cv=0.02, runs=10), 128, 0.7)
+    assert priced_verdict(estimate, 100.0, 14, -2879.2, 1.02, 0.0) in ("wait", "never", "doubt")
+
+
 def test_a_verdict_leans_on_the_whole_epoch_range_and_a_doubt_on_the_jobs_own() -> None:
     reference = CostReference(256, 100.0, 1.0, cv=0.02, runs=10)
     # 128 costs 1.5 x per sample: only if it needs far fewer epochs can it win.

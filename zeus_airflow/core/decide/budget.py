@@ -397,7 +397,10 @@ def bet_now(
     more. The books grow by ``growth`` a run (the budget's share of a Default run), so a
     cap that lets more of the belief finish is some runs away; waiting forgoes the
     expected saving of those runs (the mean of ``best_cost - cost`` where it is
-    positive). A try stopped at a cap too low for it wastes the whole cap."""
+    positive). A try stopped at a cap too low for it wastes the whole cap; with no room
+    (``cap`` at or below 0: the books are spent) there is none to try under."""
+    if cap <= 0:
+        return None
     here = priced_cap(belief, best_cost, horizon_runs, cap, margin)
     if here.payback <= 0:
         return None
