@@ -526,6 +526,41 @@ def test_a_miss_on_a_day_no_later_run_overturned_still_prunes() -> None:
     assert frontier(snap, [32]) == {64}  # 64 is the walk's next step anyway; 8 lies past 16
 
 
+def test_a_frontier_size_that_reached_its_target_stays_in_play_and_the_frontier_goes_on() -> None:
+    """The walk stopped at 64 (an early stop) and never reached 128 or 256. Once 64 reached
+    its target since, 128 is tried; after 128 reached its target too it stays an arm, judged
+    by its cost (the cheapest here), and 256 is next. Before, 128 dropped out of play after
+    its one try: drift detection on A40 imagenet x2 d1.2 found 512 so, and never chose it
+    again."""
+    cfg = config(None)
+    walked = (
+        ExplorationStep(32, True, 100.0, seq=1),
+        ExplorationStep(16, True, 140.0, seq=2),
+        ExplorationStep(64, False, 250.0, seq=3, stop_reason="early_stop"),
+        ExplorationStep(32, True, 100.0, seq=4),
+    )
+    snap = JobSnapshot(
+        dataclasses.replace(cfg, batch_sizes=(16, 32, 64, 128, 256)),
+        exploration=walked,
+        observations={16: ArmStats.of([140.0]), 32: ArmStats.of([100.0, 100.0])},
+        success_mean_cost={16: 140.0, 32: 100.0},
+    )
+    assert job_phase(snap)[1] == (32,)  # round 2 dropped 16 as dominated
+    back = dataclasses.replace(
+        snap,
+        observations={**snap.observations, 64: ArmStats.of([90.0])},
+        success_mean_cost={**snap.success_mean_cost, 64: 90.0},
+        evidence={64: SizeEvidence(last_success_seq=6)},
+    )
+    assert job_phase(back)[1] == (32, 64, 128)  # 64 earned its try back; 128 is next
+    ran = dataclasses.replace(
+        back,
+        observations={**back.observations, 128: ArmStats.of([80.0])},
+        success_mean_cost={**back.success_mean_cost, 128: 80.0},
+    )
+    assert job_phase(ran)[1] == (32, 64, 128, 256)
+
+
 # --- one figure for what is left ---------------------------------------------------------------
 def test_the_budget_left_is_one_figure_in_the_summary_the_store_and_the_reports() -> None:
     """A replayed cifar100 job through its second week (probes, capped tries, retries): after

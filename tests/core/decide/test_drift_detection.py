@@ -261,3 +261,26 @@ def test_drift_detection_adapts_where_no_window_does_not() -> None:
     assert detected.regret_after_switch < plain.regret_after_switch
     # Before the drift the two made the same decisions: detection found nothing there.
     assert detected.batch_size[:80] == plain.batch_size[:80]
+
+
+def test_a_size_priced_out_before_a_drift_is_priced_again_after_it() -> None:
+    """A40 imagenet, batch_scale 2 at difficulty 1.2, with the default budget: before the
+    drift 360 costs within 2 % of the optimum 256, so its price could not pay back a try and
+    the walk never got past it; after the drift 360 is 20 % cheaper than 256, and 512 is the
+    optimum. The price is made again with the drift's spread (how far it may have moved
+    sizes apart), 360 is tried, and the frontier beyond it finds 512. Before, the job never
+    left 192 and 256."""
+    spec = DriftSpec(
+        "a40",
+        "imagenet",
+        str(TRACES),
+        seed=1,
+        switch_at=80,
+        recurrences=130,
+        drift=Drift(2.0, 1.2),
+        job={"drift_detection": True},
+    )
+    result = run_drift(spec)
+    assert result.optima.after.batch_size == 512
+    assert 360 not in result.survivors_at_switch and 512 not in result.batch_size[:80]
+    assert result.adaptation_delay is not None and result.adaptation_delay < 20

@@ -280,7 +280,7 @@ def _belief(
     ``(1 - k) ** shape`` on [least, most], each with the reference mean's noise and the
     scaling law's error."""
     mean_noise = reference.cv / math.sqrt(max(reference.runs, 1))
-    model_error = max(reference.cv, MODEL_ERROR)
+    model_error = max(reference.cv, MODEL_ERROR, reference.drift_spread)
     exponents = [
         _exponent_quantile(least, most, (i + 0.5) / BELIEF_POINTS, shape)
         for i in range(BELIEF_POINTS)

@@ -16,7 +16,8 @@ one, the job's data has drifted at that point:
   re-checks the arms the drift may have made the cheapest instead of trusting old costs;
 * sizes that pruning dropped as dominated come back into play
   (:func:`zeus_airflow.core.decide.in_play._returned_after_drift`): they were judged on the
-  old data.
+  old data; so do sizes the budget priced out whose price, widened by the drift's spread,
+  now pays back (:func:`zeus_airflow.core.decide.in_play.repriced`).
 
 Everything is recomputed from the store's rows at each decision, so concurrent workers agree
 and nothing is stored. Units: costs are the job's cost units (docs/algorithm.md, Cost).

@@ -248,6 +248,7 @@ def _cost_reference(snapshot: JobSnapshot, batch_size: int) -> CostReference | N
             near,
             batch_size,
         ),
+        drift_spread=snapshot.drift.stale_spread if snapshot.drift else 0.0,
     )
 
 

@@ -34,9 +34,10 @@ def sizes_in_play(
 def frontier(snapshot: JobSnapshot, in_play: list[int]) -> set[int]:
     """Sizes the pruning walk never reached that are next to a size in play which reached
     the target: the walk stopped before them at a size that has since come back (a hard
-    day's miss, an early stop the bound outgrew), so the reason it stopped no longer holds.
-    Each is tried once, within the budget, like any untried arm; beyond it the walk goes on
-    only if it reaches the target too."""
+    day's miss, an early stop the bound outgrew, a price a drift made stale), so the reason
+    it stopped no longer holds. Each is tried once, within the budget, like any untried
+    arm; one that reaches the target stays in play, judged by its costs as a walked size
+    is, and the frontier goes on beyond it."""
     sizes = sorted(snapshot.config.batch_sizes)
     walked = {s.batch_size for s in snapshot.exploration}
     stale = snapshot.drift.stale_mean if snapshot.drift else {}
@@ -45,10 +46,21 @@ def frontier(snapshot: JobSnapshot, in_play: list[int]) -> set[int]:
         seen = snapshot.observations.get(b)
         return b not in walked and (seen is None or seen.count == 0) and b not in stale
 
+    def reached_beyond(b: int) -> bool:
+        return b not in walked and b in snapshot.success_mean_cost
+
     found: set[int] = set()
-    for at, b in enumerate(sizes):
-        if b in in_play and b in snapshot.success_mean_cost:
-            found.update(n for n in sizes[max(at - 1, 0) : at + 2] if unreached(n))
+    reaching = [b for b in in_play if b in snapshot.success_mean_cost]
+    while reaching:
+        at = sizes.index(reaching.pop())
+        for n in sizes[max(at - 1, 0) : at + 2]:
+            if n in found or n in in_play:
+                continue
+            if unreached(n):
+                found.add(n)
+            elif reached_beyond(n):
+                found.add(n)
+                reaching.append(n)
     return found
 
 

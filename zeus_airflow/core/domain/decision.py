@@ -88,6 +88,10 @@ class CostReference:
     ``batch_size ** k`` for ``k`` in this range (0: as many epochs, as many samples; 1: as
     many steps), as the job's own sizes measured it (``budget.epoch_exponent``); None before
     they did (the prior, ``budget.EPOCH_PRIOR_SHAPE``)."""
+    drift_spread: float = 0.0
+    """After a change drift detection found, how far the drift may have moved sizes apart
+    (relative; ``DriftFound.stale_spread``), else 0: the epochs' scaling between sizes that
+    the job measured before the change may not hold after it."""
 
 
 @dataclass(frozen=True)
