@@ -161,3 +161,34 @@ def test_forged_walk_steps_out_of_order_fall_back_to_the_default_size(
     assert [t for t in later if t.status in ("invalid", "error")] == []
     assert f"zeus-airflow drop-trials --job {JOB} --trial N" in caplog.text
     assert "exploration history out of order" in caplog.text
+
+
+def test_a_measured_try_longer_than_its_own_wall_clock_reads_as_missing(
+    sql_store: SQLStore, cifar_trace: WorkloadTrace, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The three rows above, as measured tries: 1e8 s each cannot fit in their rows' own
+    start-to-finish spans (a replayed try's, milliseconds), so their figures read as
+    missing and the books stay right: no notice, every later try priced by the budget.
+    (Replayed, as above, their time is virtual and stands: the books' own check names them.)"""
+    engine, train = job(sql_store, cifar_trace)
+    run_days(engine, train, range(BEFORE))
+    forged = forge(
+        sql_store,
+        3,
+        phase="exploit",
+        observed=False,
+        time_s=1e8,
+        energy_j=1e11,
+        cost=1e11,
+        measurement="measured",
+    )
+    with caplog.at_level(logging.WARNING, logger="zeus_airflow"):
+        run_days(engine, train, _AFTER)
+    assert not [r for r in caplog.records if "books cannot be right" in r.getMessage()]
+    assert_still_learning(sql_store)
+    with sql_store.transaction() as conn:
+        job_pk = conn.execute(select(jobs.c.id).where(jobs.c.job_id == JOB)).scalar_one()
+    with sql_store.reader() as reader:
+        shown = {t.run_id: t.time_s for t in reader.shown_tries(job_pk, ("run_id", "time_s"))}
+    assert [shown[f"forged-{i}"] for i in range(len(forged))] == [None, None, None]
+    assert all(shown[f"day-{d}"] is not None for d in _AFTER)

@@ -113,6 +113,11 @@ class Figure:
     or cost: at most that time times its devices' maximum power (:func:`power_bound`), for
     no GPU and host draws more. A figure above it reads as missing, as one outside
     ``bounds`` does (issue 48: one forged row of 1e15 J must not poison a job's books)."""
+    within_wall_clock: bool = False
+    """A time figure that a measured try cannot exceed its own wall clock by: its row's
+    start to its finish, on the database's clock, plus :data:`WALL_CLOCK_SLACK_S`
+    (``store/state.py``). Replayed and simulated tries carry virtual time (a traced epoch
+    of an hour replays in a millisecond), so the bound holds for measured ones only."""
 
 
 _FIGURE = "zeus_figure"
@@ -132,6 +137,11 @@ MAX_HOST_POWER_W = 5000.0
 POWER_BOUND_SLACK_S = 1.0
 """Seconds added to a try's time before it bounds an energy: counters tick apart from the
 clock, and a try of a few milliseconds still reads a counter's last update."""
+WALL_CLOCK_SLACK_S = 600.0
+"""Seconds a measured try's time may exceed its row's start-to-finish span: the span is read
+on the database's clock, a record the outbox delivers late carries the worker's finish time,
+and two hosts' clocks may differ by minutes where nothing keeps them in step. A figure beyond
+it is garbage (a counter's clock that jumped, a forged row), never a slow run."""
 MAX_COUNT = 2**31 - 1
 """A count (epochs, steps, watts) fits the store's integer columns (``config.DB_INT_MAX``)."""
 MAX_RUNS = 1e9
@@ -212,6 +222,7 @@ class TrainingFigures:
     time_s: float | None = _figure(
         "s",
         bounds=TIME,
+        within_wall_clock=True,
         adds="sum",
         xcom=True,
         metric="training time of the run, every try (s)",
@@ -231,6 +242,7 @@ class TrainingFigures:
     setup_time_s: float | None = _figure(
         "s",
         bounds=TIME,
+        within_wall_clock=True,
         adds="sum",
         xcom=True,
         metric="time before training, every try (s)",

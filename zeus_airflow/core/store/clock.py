@@ -4,8 +4,13 @@ by is the database server's."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, Float
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.sql.functions import FunctionElement
 
 _DB_NOW = {
     # The time the statement runs, not the transaction's start: a decision retried after a
@@ -29,3 +34,29 @@ def db_now(conn: Connection) -> datetime:
 def as_utc(moment: datetime) -> datetime:
     """SQLite hands back naive datetimes; the store writes UTC only."""
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+class _ElapsedSeconds(FunctionElement[float]):
+    """Seconds from one stored time to another, in SQL (:func:`elapsed_s`)."""
+
+    type = Float()
+    name = "elapsed_s"
+    inherit_cache = True
+
+
+@compiles(_ElapsedSeconds, "sqlite")
+def _sqlite_elapsed(element: _ElapsedSeconds, compiler: SQLCompiler, **kw: Any) -> str:
+    start, end = (compiler.process(c, **kw) for c in element.clauses)
+    return f"((julianday({end}) - julianday({start})) * 86400.0)"
+
+
+@compiles(_ElapsedSeconds, "postgresql")
+def _postgresql_elapsed(element: _ElapsedSeconds, compiler: SQLCompiler, **kw: Any) -> str:
+    start, end = (compiler.process(c, **kw) for c in element.clauses)
+    return f"EXTRACT(EPOCH FROM ({end} - {start}))"
+
+
+def elapsed_s(start: ColumnElement[Any], end: ColumnElement[Any]) -> ColumnElement[float]:
+    """Seconds from ``start`` to ``end`` (two stored times), on both databases; NULL when
+    either is."""
+    return _ElapsedSeconds(start, end)

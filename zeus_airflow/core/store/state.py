@@ -27,6 +27,7 @@ from sqlalchemy import (
     bindparam,
     case,
     func,
+    or_,
     select,
     union_all,
 )
@@ -56,10 +57,12 @@ from zeus_airflow.core.domain.figures import (
     MAX_HOST_POWER_W,
     POWER_BOUND_SLACK_S,
     TIME,
+    WALL_CLOCK_SLACK_S,
     figure_problem,
     power_problem,
 )
 from zeus_airflow.core.domain.trials import STARTED, WALK_STATUSES
+from zeus_airflow.core.store.clock import elapsed_s
 from zeus_airflow.core.store.tables import power_profiles, trials
 
 # Statements are built once: building SQLAlchemy expressions costs more than running them on
@@ -92,10 +95,13 @@ def plausible(name: str, column: ColumnElement[Any] | None = None) -> ColumnElem
     (``domain.figures``), on both databases: not NULL (unknown in a comparison), NaN
     (PostgreSQL keeps it, above every number), infinite or absurd (1e308, negative); an
     energy or a cost also within what the row's GPUs and host can spend in its time
-    (``figures.power_bound``: a forged 1e15 J in 1e9 s is not)."""
+    (``figures.power_bound``: a forged 1e15 J in 1e9 s is not), and a measured try's time
+    within its own wall clock (``Figure.within_wall_clock``)."""
     figure = FIGURES[name]
     low, high = figure.bounds or (-sys.float_info.max, sys.float_info.max)
     value = trials.c[name] if column is None else column
+    if figure.within_wall_clock:
+        return and_(value.between(low, high), _within_wall_clock(value))
     if figure.per_second_of is None:
         return value.between(low, high)
     seconds = trials.c[figure.per_second_of]
@@ -103,7 +109,20 @@ def plausible(name: str, column: ColumnElement[Any] | None = None) -> ColumnElem
     return and_(
         value.between(low, high),
         seconds.between(*TIME),  # NaN seconds would bound nothing on PostgreSQL
+        _within_wall_clock(seconds),  # seconds that cannot be bound nothing either
         value <= (seconds + POWER_BOUND_SLACK_S) * watts,
+    )
+
+
+def _within_wall_clock(seconds: ColumnElement[Any]) -> ColumnElement[bool]:
+    """A measured try's ``seconds`` fit in its row's start-to-finish span (with
+    ``WALL_CLOCK_SLACK_S``); a replayed or simulated try's virtual time, or a try not
+    finished, is not bounded so."""
+    span = elapsed_s(trials.c.started_at, trials.c.finished_at)
+    return or_(
+        trials.c.measurement != "measured",
+        trials.c.finished_at.is_(None),
+        seconds <= span + WALL_CLOCK_SLACK_S,
     )
 
 
