@@ -257,7 +257,10 @@ def test_the_template_with_the_docs_override_trains_in_the_gpu_image() -> None:
 
 def test_the_docs_override_of_the_charts_pod_trains_in_the_gpu_image() -> None:
     """Without a template: the override adds the GPU, the socket and the image to the chart's
-    pod (here its essentials: the CPU image and the DAG volume, which are kept)."""
+    pod (here its essentials: the CPU image and the DAG volume, which are kept). The toleration
+    follows NVIDIA's ``deployments/static/nvidia-device-plugin.yml`` (NVIDIA/k8s-device-plugin,
+    commit 1c3a10b, v0.17.1), which tolerates ``nvidia.com/gpu`` with ``Exists`` and
+    ``NoSchedule``; Zeus itself has no Kubernetes manifest to follow."""
     from kubernetes.client import models as k8s
 
     chart_pod = k8s.V1Pod(
@@ -289,7 +292,10 @@ def test_the_docs_override_of_the_charts_pod_trains_in_the_gpu_image() -> None:
 
 def test_zeusd_is_sized_not_to_be_killed_for_memory(manifests: dict[str, dict[str, Any]]) -> None:
     """Issue 49: 128Mi and one actix worker per CPU of the node got zeusd killed on large
-    nodes; the kill left a socket file that zeusd 0.5.0 refuses to start over."""
+    nodes; the kill left a socket file that zeusd 0.5.0 refuses to start over. Follows upstream
+    zeusd's ``zeusd/src/config.rs`` (0.5.0, commit 00182ff): ``--num-workers`` is optional and
+    defaults to the number of logical CPUs (``zeusd/src/main.rs`` takes
+    ``available_parallelism()``), the count given to actix's ``.workers(...)``."""
     (container,) = manifests["zeusd-daemonset.yaml"]["spec"]["template"]["spec"]["containers"]
     args = container["args"]
     assert args[args.index("--num-workers") + 1] == "2"

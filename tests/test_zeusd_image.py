@@ -150,7 +150,10 @@ def test_cpu_read_is_enabled_only_where_this_zeusd_reads_rapl(
     served: bool,
 ) -> None:
     """zeusd 0.5.0 reads RAPL under /sys only: with the DaemonSet's /zeus_sys mounts it
-    served 0 CPUs while the entrypoint enabled cpu-read."""
+    served 0 CPUs while the entrypoint enabled cpu-read. Follows upstream zeusd's
+    ``zeusd/src/devices/cpu/rapl.rs``: ``RAPL_DIR`` is the fixed
+    ``/sys/class/powercap/intel-rapl`` (0.3.0, commit bd12420, with a note that ``/zeus_sys``
+    is yet to come), and the ``/zeus_sys`` fallback appears only after 0.5.0 (commit 026056e)."""
     root = tmp_path / "root"
     if rapl_under is not None:
         (root / rapl_under / "class" / "powercap" / "intel-rapl").mkdir(parents=True)
@@ -169,7 +172,9 @@ def test_cpu_read_is_enabled_only_where_this_zeusd_reads_rapl(
 
 def test_the_image_claims_no_gpu_vendor_whose_library_it_lacks() -> None:
     """debian-slim has no libamd_smi.so: the image says NVIDIA only, and where AMD's zeusd
-    must be built instead."""
+    must be built instead. Follows upstream's ``zeusd/Cargo.toml`` (0.5.0, commit 00182ff),
+    whose one GPU library is ``nvml-wrapper`` (the default ``nvml`` feature), while a later
+    ``zeusd/build.rs`` (commit 34526a4) links ``amd_smi`` for its ``amdsmi`` feature."""
     dockerfile = (ZEUSD / "Dockerfile").read_text()
     assert "libamd_smi" not in dockerfile.split("FROM debian")[1]  # nothing installs it
     assert "AMD GPUs through AMD SMI" not in dockerfile

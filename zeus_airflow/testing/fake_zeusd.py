@@ -22,10 +22,11 @@ tests, at the 0.5.0 release and after):
   GPU's (zeusd checks no range itself);
 - ``/cpu/get_cumulative_energy`` needs both ``cpu`` and ``dram``; a group the daemon does not
   serve, and a route asked with the wrong method, is actix's ``404`` with an empty body (no
-  route matches: actix answers no ``405``); a missing or unknown token ``401`` with
-  ``WWW-Authenticate: Bearer``, a token without the group's scope ``403``, both with a JSON
-  ``{"error": ...}`` as zeusd's other errors; ``/auth/whoami`` on a daemon without auth
-  ``404``.
+  route matches: actix answers no ``405``; a group not enabled says so in a JSON 404, before
+  any token check); a missing or unknown token ``401`` with
+  ``WWW-Authenticate: Bearer realm="zeusd"``, a token without the group's scope ``403``
+  naming the user, the scope and the token's scopes, all with a JSON ``{"error": ...}`` in
+  zeusd's words (``zeusd/src/auth.rs``); ``/auth/whoami`` on a daemon without auth ``404``.
 
 ``api`` picks what ``/discover`` says of a GPU: ``"0.5.0"`` (the release: ``{id, name}``) or
 ``"head"`` (upstream after #252: also ``pci_address`` and ``cumulative_energy_available``;
@@ -66,7 +67,13 @@ from zeus_airflow.testing.fake_nvml import FakeNVML, pci_address
 
 ALL_GROUPS = ("gpu-control", "gpu-read", "cpu-read")
 DEFAULT_LIFETIME_S = 600.0
-UNAUTHENTICATED = "missing or invalid bearer token"
+NO_TOKEN = "Authentication required. Provide an Authorization: Bearer <token> header."
+INVALID_TOKEN = "Invalid token: InvalidToken"
+"""zeusd's 401 bodies' errors: no ``Bearer`` token, and one jsonwebtoken cannot decode."""
+CHALLENGE = 'Bearer realm="zeusd"'
+"""zeusd's ``WWW-Authenticate`` on a 401."""
+TOKEN_USER = "airflow"
+"""The ``sub`` of the fake's tokens (zeusd's tokens name their user)."""
 API = Literal["0.5.0", "head"]
 APIS: tuple[API, ...] = ("0.5.0", "head")
 
@@ -269,7 +276,7 @@ def _handler(state: _State) -> type[BaseHTTPRequestHandler]:
             data = (body if text else json.dumps(body)).encode() if body is not None else b""
             self.send_response(status)
             if status == 401:
-                self.send_header("WWW-Authenticate", "Bearer")
+                self.send_header("WWW-Authenticate", CHALLENGE)
             if data:
                 kind = "text/plain; charset=utf-8" if text else "application/json"
                 self.send_header("Content-Type", kind)
@@ -309,15 +316,18 @@ def answer(
     if path in ("/discover", "/time", "/auth/whoami"):
         return _always_open(state, method, path, authorization)
     route = _ROUTES.get(path)
-    if route is None or route.group not in state.groups:
-        return 404, None
+    if route is None:
+        # An unknown path needs no scope, but still a valid token where auth is on.
+        refused = None if state.tokens is None else _refusal(state, authorization, None)
+        return refused or (404, None)  # actix: no route matches
+    if route.group not in state.groups:
+        return 404, {"error": f"API group '{route.group}' is not enabled on this server."}
+    if state.tokens is not None:
+        refused = _refusal(state, authorization, route.group)
+        if refused is not None:
+            return refused
     if method != route.method:
         return 404, None  # actix: no route matches the method either
-    scopes = _scopes(state, authorization)
-    if state.tokens is not None and scopes is None:
-        return 401, {"error": UNAUTHENTICATED}
-    if scopes is not None and route.group not in scopes:
-        return 403, {"error": f"the token lacks the {route.group} scope"}
     query = _deserialize(route.fields, pairs)
     if isinstance(query, str):
         return 400, f"Query deserialize error: {query}"
@@ -332,11 +342,11 @@ def _always_open(state: _State, method: str, path: str, authorization: str) -> t
     if path == "/time":
         return 200, {"timestamp_ms": int(time.time() * 1000)}
     if state.tokens is None:
-        return 404, None
-    scopes = _scopes(state, authorization)
-    if scopes is None:
-        return 401, {"error": UNAUTHENTICATED}
-    return 200, {"sub": "airflow", "scopes": sorted(scopes)}
+        return 404, {"error": "Authentication is not enabled on this server."}
+    refused = _refusal(state, authorization, None)
+    if refused is not None:
+        return refused
+    return 200, {"sub": TOKEN_USER, "scopes": sorted(_scopes(state, authorization) or ())}
 
 
 def _deserialize(fields: tuple[tuple[str, str], ...], pairs: list[tuple[str, str]]) -> Any:
@@ -434,6 +444,23 @@ def _status(err: pynvml.NVMLError) -> int:
     if err.value in (pynvml.NVML_ERROR_INVALID_ARGUMENT, pynvml.NVML_ERROR_NOT_SUPPORTED):
         return 400
     return 500
+
+
+def _refusal(state: _State, authorization: str, group: str | None) -> tuple[int, Any] | None:
+    """zeusd's auth middleware (``zeusd/src/auth.rs``): 401 without a ``Bearer`` token or
+    with one it cannot decode, 403 with one that lacks ``group``'s scope; None: allowed."""
+    if not authorization.startswith("Bearer "):
+        return 401, {"error": NO_TOKEN}
+    scopes = _scopes(state, authorization)
+    if scopes is None:
+        return 401, {"error": INVALID_TOKEN}
+    if group is not None and group not in scopes:
+        held = ", ".join(f"'{s}'" for s in sorted(scopes))
+        return 403, {
+            "error": f"Token for user '{TOKEN_USER}' lacks required scope '{group}'. "
+            f"Token scopes: [{held}]"
+        }
+    return None
 
 
 def _scopes(state: _State, authorization: str) -> frozenset[str] | None:

@@ -161,6 +161,10 @@ BAD_REQUESTS = [
 def test_each_400_is_answered_as_zeusd_answers_it(
     daemon: FakeZeusd, method: str, path: str, query: dict[str, str], said: str
 ) -> None:
+    """``limit_out_of_range`` follows upstream's ``zeusd/src/error.rs`` (alike in its last
+    stored version before 0.5.0 and at commit 026056e after it): NVML's ``InvalidArg`` is 400,
+    and a blocking set's per-GPU errors come back as
+    ``{"errors": {"<id>": "NVML error: ..."}}`` at the worst one's status."""
     client = ZeusdClient(endpoint_of(daemon))
     call = client.post if method == "POST" else client.get
     with pytest.raises(ZeusdError) as caught:
@@ -171,6 +175,10 @@ def test_each_400_is_answered_as_zeusd_answers_it(
 
 
 def test_the_rest_of_zeusds_statuses(tmp_path: Path) -> None:
+    """Follows upstream's ``zeusd/src/auth.rs`` (alike in 0.3.0, commit bd12420, and after
+    0.5.0, commit 026056e): a path of a group not served is 404 before any token check, a token
+    that does not decode 401, ``/auth/*`` without a signing key 404; a wrong method is actix's
+    404 (actix/actix-web#2735), and a non-blocking set is 200 once sent (``routes/gpu.rs``)."""
     with FakeZeusd(
         tmp_path / "z.sock", FakeNVML(1, A100), tokens={"r": ["gpu-read"]}, groups=["gpu-read"]
     ) as d:
@@ -457,7 +465,11 @@ def test_unreachable_with_nothing_to_measure_says_so(
 def test_refusals_come_back_as_zeusd_sends_them(tmp_path: Path) -> None:
     """Issue 49, fix 6: zeusd answers 401 and 403 as JSON ``{"error": ...}``, 401 with a
     ``WWW-Authenticate`` header, and a wrong method with actix's empty 404 (the fake used to
-    answer plain text, no header, and 405)."""
+    answer plain text, no header, and 405). Follows upstream's ``zeusd/src/auth.rs`` (alike in
+    0.3.0, commit bd12420, and after 0.5.0, commit 026056e: its header names
+    ``realm="zeusd"``, its errors the user and the scopes) and ``zeusd/src/routes/gpu.rs``,
+    whose handlers are actix route macros, which answer a wrong method 404
+    (actix/actix-web#2735)."""
     import http.client
     import json
     import socket as sockets
@@ -475,7 +487,8 @@ def test_refusals_come_back_as_zeusd_sends_them(tmp_path: Path) -> None:
 
     with FakeZeusd(tmp_path / "z.sock", FakeNVML(1, A100), tokens={"r": ["gpu-read"]}):
         status, challenge, body = ask("GET", "/gpu/get_power?gpu_ids=0", "forged")
-        assert (status, challenge) == (401, "Bearer") and "error" in json.loads(body)
+        assert (status, challenge) == (401, 'Bearer realm="zeusd"')
+        assert json.loads(body) == {"error": "Invalid token: InvalidToken"}
         status, _, body = ask("GET", "/gpu/get_cumulative_energy?gpu_ids=0", "r")
         assert status == 200
         status, _, body = ask("POST", "/gpu/get_power?gpu_ids=0", "r")
@@ -485,5 +498,6 @@ def test_refusals_come_back_as_zeusd_sends_them(tmp_path: Path) -> None:
             "POST", "/gpu/set_power_limit?gpu_ids=0&power_limit_mw=1&block=true", "r"
         )
         assert status == 403 and json.loads(body) == {
-            "error": "the token lacks the gpu-control scope"
+            "error": "Token for user 'airflow' lacks required scope 'gpu-control'. "
+            "Token scopes: ['gpu-read']"
         }
