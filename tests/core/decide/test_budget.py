@@ -529,8 +529,8 @@ def test_a_miss_on_a_day_no_later_run_overturned_still_prunes() -> None:
 def test_a_frontier_size_that_reached_its_target_stays_in_play_and_the_frontier_goes_on() -> None:
     """The walk stopped at 64 (an early stop) and never reached 128 or 256. Once 64 reached
     its target since, 128 is tried; after 128 reached its target too it stays an arm, judged
-    by its cost (the cheapest here), and 256 is next. Before, 128 dropped out of play after
-    its one try: drift detection on A40 imagenet x2 d1.2 found 512 so, and never chose it
+    by its cost (the cheapest here), and 256 is next; a dearer 128 drops, as the walk would
+    have stopped there. Before, 128 dropped out of play after its one try: drift detection on A40 imagenet x2 d1.2 found 512 so, and never chose it
     again."""
     cfg = config(None)
     walked = (
@@ -559,6 +559,13 @@ def test_a_frontier_size_that_reached_its_target_stays_in_play_and_the_frontier_
         success_mean_cost={**back.success_mean_cost, 128: 80.0},
     )
     assert job_phase(ran)[1] == (32, 64, 128, 256)
+    # Dearer than 64, 128 drops after its try, as the walk would have stopped there.
+    dearer = dataclasses.replace(
+        ran,
+        observations={**back.observations, 128: ArmStats.of([95.0])},
+        success_mean_cost={**back.success_mean_cost, 128: 95.0},
+    )
+    assert job_phase(dearer)[1] == (32, 64)
 
 
 # --- one figure for what is left ---------------------------------------------------------------

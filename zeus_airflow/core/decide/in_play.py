@@ -36,8 +36,10 @@ def frontier(snapshot: JobSnapshot, in_play: list[int]) -> set[int]:
     the target: the walk stopped before them at a size that has since come back (a hard
     day's miss, an early stop the bound outgrew, a price a drift made stale), so the reason
     it stopped no longer holds. Each is tried once, within the budget, like any untried
-    arm; one that reaches the target stays in play, judged by its costs as a walked size
-    is, and the frontier goes on beyond it."""
+    arm. As the walk goes on while sizes get cheaper, one that reaches the target at no more
+    than the mean cost of the size it is next to stays in play, judged by its costs as a
+    walked size is, and the frontier goes on beyond it; a dearer one drops, as the walk
+    would have stopped there."""
     sizes = sorted(snapshot.config.batch_sizes)
     walked = {s.batch_size for s in snapshot.exploration}
     stale = snapshot.drift.stale_mean if snapshot.drift else {}
@@ -46,19 +48,22 @@ def frontier(snapshot: JobSnapshot, in_play: list[int]) -> set[int]:
         seen = snapshot.observations.get(b)
         return b not in walked and (seen is None or seen.count == 0) and b not in stale
 
-    def reached_beyond(b: int) -> bool:
-        return b not in walked and b in snapshot.success_mean_cost
+    means = snapshot.success_mean_cost
+
+    def cheaper_beyond(b: int, n: int) -> bool:
+        return n not in walked and n in means and means[n] <= means[b]
 
     found: set[int] = set()
-    reaching = [b for b in in_play if b in snapshot.success_mean_cost]
+    reaching = [b for b in in_play if b in means]
     while reaching:
-        at = sizes.index(reaching.pop())
+        b = reaching.pop()
+        at = sizes.index(b)
         for n in sizes[max(at - 1, 0) : at + 2]:
             if n in found or n in in_play:
                 continue
             if unreached(n):
                 found.add(n)
-            elif reached_beyond(n):
+            elif cheaper_beyond(b, n):
                 found.add(n)
                 reaching.append(n)
     return found
