@@ -530,8 +530,8 @@ def test_a_frontier_size_that_reached_its_target_stays_in_play_and_the_frontier_
     """The walk stopped at 64 (an early stop) and never reached 128 or 256. Once 64 reached
     its target since, 128 is tried; after 128 reached its target too it stays an arm, judged
     by its cost (the cheapest here), and 256 is next; a dearer 128 drops, as the walk would
-    have stopped there. Before, 128 dropped out of play after its one try: drift detection on A40 imagenet x2 d1.2 found 512 so, and never chose it
-    again."""
+    have stopped there. Before, 128 dropped out of play after its one try: drift detection
+    on A40 imagenet x2 d1.2 found 512 so, and never chose it again."""
     cfg = config(None)
     walked = (
         ExplorationStep(32, True, 100.0, seq=1),
