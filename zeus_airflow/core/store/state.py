@@ -27,7 +27,6 @@ from sqlalchemy import (
     bindparam,
     case,
     func,
-    or_,
     select,
     union_all,
 )
@@ -62,7 +61,7 @@ from zeus_airflow.core.domain.figures import (
     power_problem,
 )
 from zeus_airflow.core.domain.trials import STARTED, WALK_STATUSES
-from zeus_airflow.core.store.clock import elapsed_s
+from zeus_airflow.core.store.clock import fits_wall_clock
 from zeus_airflow.core.store.tables import power_profiles, trials
 
 # Statements are built once: building SQLAlchemy expressions costs more than running them on
@@ -118,11 +117,12 @@ def _within_wall_clock(seconds: ColumnElement[Any]) -> ColumnElement[bool]:
     """A measured try's ``seconds`` fit in its row's start-to-finish span (with
     ``WALL_CLOCK_SLACK_S``); a replayed or simulated try's virtual time, or a try not
     finished, is not bounded so."""
-    span = elapsed_s(trials.c.started_at, trials.c.finished_at)
-    return or_(
-        trials.c.measurement != "measured",
-        trials.c.finished_at.is_(None),
-        seconds <= span + WALL_CLOCK_SLACK_S,
+    return fits_wall_clock(
+        seconds,
+        trials.c.measurement,
+        trials.c.started_at,
+        trials.c.finished_at,
+        WALL_CLOCK_SLACK_S,
     )
 
 
