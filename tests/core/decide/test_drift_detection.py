@@ -241,17 +241,26 @@ def test_drift_detection_is_a_checked_bool_that_keeps_the_job_version() -> None:
 
 
 # --- end to end on the replayed traces ----------------------------------------------------------
-def test_drift_detection_adapts_where_no_window_does_not() -> None:
-    """V100 cifar100, the default drift: 128 turns 1.4x dearer and 256 is the new optimum."""
-    spec = DriftSpec(
-        "v100",
-        "cifar100",
+def drift_at_80(
+    gpu: str, workload: str, recurrences: int, drift: Drift, job: dict[str, object]
+) -> DriftSpec:
+    """Seed 1 of ``gpu`` ``workload``, its data drifting as ``drift`` says at recurrence 80."""
+    return DriftSpec(
+        gpu,
+        workload,
         str(TRACES),
         seed=1,
         switch_at=80,
-        recurrences=150,
-        drift=Drift(2.0, 1.5),
-        job={"window_size": None, "exploration_budget": None},
+        recurrences=recurrences,
+        drift=drift,
+        job=job,
+    )
+
+
+def test_drift_detection_adapts_where_no_window_does_not() -> None:
+    """V100 cifar100, the default drift: 128 turns 1.4x dearer and 256 is the new optimum."""
+    spec = drift_at_80(
+        "v100", "cifar100", 150, Drift(2.0, 1.5), {"window_size": None, "exploration_budget": None}
     )
     plain = run_drift(spec)
     detected = run_drift(dataclasses.replace(spec, job={**spec.job, "drift_detection": True}))
@@ -270,17 +279,9 @@ def test_a_size_priced_out_before_a_drift_is_priced_again_after_it() -> None:
     optimum. The price is made again with the drift's spread (how far it may have moved
     sizes apart), 360 is tried, and the frontier beyond it finds 512. Before, the job never
     left 192 and 256."""
-    spec = DriftSpec(
-        "a40",
-        "imagenet",
-        str(TRACES),
-        seed=1,
-        switch_at=80,
-        recurrences=130,
-        drift=Drift(2.0, 1.2),
-        job={"drift_detection": True},
+    result = run_drift(
+        drift_at_80("a40", "imagenet", 130, Drift(2.0, 1.2), {"drift_detection": True})
     )
-    result = run_drift(spec)
     assert result.optima.after.batch_size == 512
     assert 360 not in result.survivors_at_switch and 512 not in result.batch_size[:80]
     assert result.adaptation_delay is not None and result.adaptation_delay < 20

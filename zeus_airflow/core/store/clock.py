@@ -12,6 +12,8 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.functions import FunctionElement
 
+from zeus_airflow.core.domain.figures import WALL_CLOCK_SLACK_S
+
 _DB_NOW = {
     # The time the statement runs, not the transaction's start: a decision retried after a
     # wait must not write a lease that began before the wait.
@@ -41,11 +43,7 @@ class _FitsWallClock(FunctionElement[bool]):
 
     type = Boolean()
     name = "fits_wall_clock"
-    inherit_cache = True
-
-    def __init__(self, slack_s: float, *clauses: ColumnElement[Any]) -> None:
-        self.slack_s = float(slack_s)
-        super().__init__(*clauses)
+    inherit_cache = True  # its SQL is its clauses' and one constant: nothing else to key
 
 
 _SPAN_S = {
@@ -61,7 +59,7 @@ def _fits_wall_clock(element: _FitsWallClock, compiler: SQLCompiler, **kw: Any) 
     span = _SPAN_S[compiler.dialect.name].format(start=start, end=end)
     return (
         f"({measurement} != 'measured' OR {end} IS NULL "
-        f"OR {seconds} <= {span} + {element.slack_s!r})"
+        f"OR {seconds} <= {span} + {WALL_CLOCK_SLACK_S!r})"
     )
 
 
@@ -70,11 +68,10 @@ def fits_wall_clock(
     measurement: ColumnElement[Any],
     started: ColumnElement[Any],
     finished: ColumnElement[Any],
-    slack_s: float,
 ) -> ColumnElement[bool]:
-    """``seconds`` are at most the span from ``started`` to ``finished`` plus ``slack_s``,
-    where ``measurement`` is ``measured`` and the row has finished; true elsewhere (virtual
-    time, a try still running). One element, compiled to one piece of SQL per database:
+    """``seconds`` are at most the span from ``started`` to ``finished`` plus
+    ``figures.WALL_CLOCK_SLACK_S``, where ``measurement`` is ``measured`` and the row has
+    finished; true elsewhere (virtual time, a try still running). One element, compiled to one piece of SQL per database:
     the reads that hold every figure to it compile it once a process, and each task is a
     new process (an expression tree of a dozen nodes cost a task about 6 ms)."""
-    return _FitsWallClock(slack_s, seconds, measurement, started, finished)
+    return _FitsWallClock(seconds, measurement, started, finished)

@@ -56,7 +56,6 @@ from zeus_airflow.core.domain.figures import (
     MAX_HOST_POWER_W,
     POWER_BOUND_SLACK_S,
     TIME,
-    WALL_CLOCK_SLACK_S,
     figure_problem,
     power_problem,
 )
@@ -122,7 +121,6 @@ def _within_wall_clock(seconds: ColumnElement[Any]) -> ColumnElement[bool]:
         trials.c.measurement,
         trials.c.started_at,
         trials.c.finished_at,
-        WALL_CLOCK_SLACK_S,
     )
 
 
