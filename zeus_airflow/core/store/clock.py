@@ -71,7 +71,8 @@ def fits_wall_clock(
 ) -> ColumnElement[bool]:
     """``seconds`` are at most the span from ``started`` to ``finished`` plus
     ``figures.WALL_CLOCK_SLACK_S``, where ``measurement`` is ``measured`` and the row has
-    finished; true elsewhere (virtual time, a try still running). One element, compiled to one piece of SQL per database:
-    the reads that hold every figure to it compile it once a process, and each task is a
-    new process (an expression tree of a dozen nodes cost a task about 6 ms)."""
+    finished; true elsewhere (virtual time, a try still running). One element, compiled to
+    one piece of SQL per database: the reads that hold every figure to it compile it once a
+    process, and each task is a new process (an expression tree of a dozen nodes cost a task
+    about 6 ms)."""
     return _FitsWallClock(seconds, measurement, started, finished)
