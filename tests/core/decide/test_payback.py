@@ -26,7 +26,7 @@ from zeus_airflow.core.decide.budget import (
     priced_verdict,
 )
 from zeus_airflow.core.decide.policy import ZeusPolicy
-from zeus_airflow.core.decide.snapshot import sample_costs
+from zeus_airflow.core.decide.snapshot import run_sample_costs, sample_costs
 from zeus_airflow.core.decide.translation import pricing_cost_per_step
 from zeus_airflow.core.devices.replay import ReplayGPU
 from zeus_airflow.core.devices.spec import resolve_traces_dir
@@ -43,7 +43,7 @@ from zeus_airflow.core.store.sql import SQLStore
 from zeus_airflow.core.train.engine import Engine
 from zeus_airflow.core.train.replay_training import ReplayTraining
 from zeus_airflow.core.train.run import open_run
-from zeus_airflow.sim.simulator import SimulationSpec, job_config
+from zeus_airflow.sim.simulator import SimulationSpec, job_config, simulate
 
 TRACES = resolve_traces_dir()
 RNG = np.random.default_rng(0)
@@ -282,3 +282,61 @@ def test_the_paybacks_of_every_cap_are_each_caps_payback() -> None:
         one_by_one = [payback(belief, best, cap, horizon) for cap in caps]
         assert paybacks(belief, best, caps, horizon) == pytest.approx(one_by_one, rel=1e-12)
     assert paybacks([], 1.0, [1.0, math.inf], 5) == [-math.inf, -math.inf]
+
+
+SHORT_MEASURE = {"power_limit_mode": "measure", "warmup_s": 600.0, "profile_s": 600.0}
+"""A fixed limit, and a profile slice (20 min) longer than any epoch: no profile prices a
+size, as in a job whose runs last seconds."""
+
+
+def test_a_short_measure_mode_job_prices_a_probe_from_its_own_stopped_steps() -> None:
+    trace = load_workload_trace(TRACES, "v100", "cifar100")
+    gpu = CountingGPU(trace)
+    gpu.set_power_limits_w([200])  # a limit someone else set, below the maximum (250 W)
+    gpu.sets = 0
+    spec = SimulationSpec("zeus", "v100", "cifar100", 1, str(TRACES), job=SHORT_MEASURE)
+    store = SQLStore.in_memory()
+    engine = Engine(store, gpu, job_config(trace, spec), seed=1, heartbeat_s=None)
+    train = ReplayTraining(gpu, seed=1)
+    stopped: list[int] = []
+    chosen: list[int] = []
+    costs: list[float] = []
+    for day in range(16):
+        train.recurrence = day
+        result = engine.run_recurrence(train, RecurrenceKey(f"day-{day}"))
+        stopped += [
+            t.outcome.batch_size for t in result.tries if t.outcome.stop_reason == "budget_cap"
+        ]
+        chosen.append(result.tries[-1].outcome.batch_size)
+        costs.append(sum(t.outcome.cost for t in result.tries))
+    assert gpu.sets == 0 and gpu.get_power_limits_w() == (200,)  # no setting ever changed
+    with store.reader() as reader:
+        state = reader.job_state(result.job, engine.device_info)
+    priced = run_sample_costs(state)
+    assert stopped and set(stopped) <= set(priced)  # each probe priced by its own steps
+    # The probes' slices never finished (a profile completes over a size's many runs):
+    # the smaller sizes are priced by their steps alone.
+    assert set(priced) - set(sample_costs(state)) and min(priced) < min(sample_costs(state))
+    for b, sample_cost in priced.items():
+        assert sample_cost * b == pytest.approx(step_cost(trace, b, 200), rel=1e-6)
+    # Before, a probe no profile priced turned the job to "savings only" for good, and with
+    # a fixed limit there are none: it kept 1024 every run. Now it finds the cheaper sizes.
+    assert chosen[:7] == [1024] * 7 and chosen[-1] < 1024
+    assert np.mean(costs[-3:]) < 0.8 * np.mean(costs[:7])  # b0's runs, the first week
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize("workload", ["cifar100", "movielens-1m", "imagenet"])
+def test_a_short_measure_mode_job_stays_within_the_bound_at_every_run(
+    workload: str, seed: int
+) -> None:
+    runs = 30
+    default = simulate(
+        SimulationSpec("default", "v100", workload, seed, str(TRACES), runs, SHORT_MEASURE)
+    )
+    zeus = simulate(
+        SimulationSpec("zeus", "v100", workload, seed, str(TRACES), runs, SHORT_MEASURE)
+    )
+    ratios = np.cumsum(zeus.cost) / np.cumsum(default.cost)
+    assert ratios.max() <= 1.10
+    assert ratios[6] <= 1.0 + 1e-9  # its first week costs no more than Default's

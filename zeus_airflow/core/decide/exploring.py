@@ -4,6 +4,7 @@ size is worth its price now, the cap it runs under, and what runs instead when i
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import replace
 
 from zeus_airflow.core.decide.best import NoFeasibleBatchSizeError, best_success_size, bound_for
@@ -103,16 +104,20 @@ def _too_short_to_price(snapshot: JobSnapshot) -> bool:
     """Whether the job's runs are too short to price a size before its probe's cap (an
     epoch of the best size): that epoch is shorter than the profile's first slice (its
     warm-up and measured seconds at the highest limit), or a size was stopped at the cap
-    that its power profile never priced. Such a job's probes cost an epoch each and learn
+    that neither its power profile nor its own steps priced (where limits cannot move, a
+    probe's steps price it: :func:`_prices`). Such a job's probes cost an epoch each and learn
     only that epoch's cost, which a short job's run-to-run noise drowns; a budget spent on
     them does not pay back within weeks, so it explores only with what it saved, as in its
     first week."""
     ledger = snapshot.ledger
-    if any(b not in snapshot.sample_costs for b in ledger.censored):
+    if any(_prices(snapshot, b).get(b) is None for b in ledger.censored):
         return True
     if not snapshot.success_mean_cost:
         return False
-    epoch_s = ledger.success_epoch_s.get(best_success_size(snapshot))
+    best = best_success_size(snapshot)
+    if best in snapshot.run_sample_costs:
+        return False  # a fixed limit: a probe's own steps price it, however short
+    epoch_s = ledger.success_epoch_s.get(best)
     profiler = snapshot.config.profiler
     return epoch_s is not None and epoch_s < profiler.warmup_s + profiler.profile_s
 
@@ -224,10 +229,24 @@ def _fewest_epochs(snapshot: JobSnapshot, batch_size: int) -> float | None:
     return epochs * min(1.0, batch_size / size)
 
 
-def _cost_reference(snapshot: JobSnapshot, batch_size: int) -> CostReference | None:
+def _prices(snapshot: JobSnapshot, batch_size: int) -> Mapping[int, float]:
+    """The costs per sample ``batch_size`` is priced in: its power profile's where it has
+    one, else, where limits cannot move, its own tries' steps at the job's common limit
+    (``snapshot.run_sample_costs``). One unit per price: a size and its reference are never
+    priced one from a profile slice and the other from whole tries."""
+    if batch_size not in snapshot.sample_costs and batch_size in snapshot.run_sample_costs:
+        return snapshot.run_sample_costs
+    return snapshot.sample_costs
+
+
+def _cost_reference(
+    snapshot: JobSnapshot, batch_size: int, prices: Mapping[int, float] | None = None
+) -> CostReference | None:
     """The size to price ``batch_size`` by (``budget.cost_range``): the nearest one in log
-    scale whose runs reached the target and whose cost per sample is known; None if none."""
-    sizes = [b for b in snapshot.success_mean_cost if b in snapshot.sample_costs]
+    scale whose runs reached the target and whose cost per sample is known in ``prices``
+    (:func:`_prices`' by default); None if none."""
+    prices = _prices(snapshot, batch_size) if prices is None else prices
+    sizes = [b for b in snapshot.success_mean_cost if b in prices]
     if not sizes:
         return None
     near = min(sizes, key=lambda b: abs(math.log(b / batch_size)))
@@ -237,7 +256,7 @@ def _cost_reference(snapshot: JobSnapshot, batch_size: int) -> CostReference | N
     return CostReference(
         near,
         snapshot.success_mean_cost[near],
-        snapshot.sample_costs[near],
+        prices[near],
         mean_spread=cv / math.sqrt(max(stats.count, 1)),
         cv=pooled,
         runs=max(stats.count, 1),
@@ -256,7 +275,7 @@ def estimated_cost(snapshot: JobSnapshot, batch_size: int) -> CostEstimate | Non
     """What a run of ``batch_size`` is expected to cost (``budget.cost_range``), from its
     cost per sample; None before it is known, or without a reference."""
     reference = _cost_reference(snapshot, batch_size)
-    sample_cost = snapshot.sample_costs.get(batch_size)
+    sample_cost = _prices(snapshot, batch_size).get(batch_size)
     if reference is None or sample_cost is None:
         return None
     return cost_range(reference, batch_size, sample_cost)
@@ -409,7 +428,8 @@ def _capped(snapshot: JobSnapshot, decision: Decision, cap: float) -> Decision:
             best_cost=min(snapshot.success_mean_cost.values(), default=math.inf),
             min_epochs=_fewest_epochs(snapshot, b),
             expected_epochs=_expected_epochs(snapshot, b),
-            reference=_cost_reference(snapshot, b),
+            # Priced as it trains by its profile: against a profile-priced reference only.
+            reference=_cost_reference(snapshot, b, snapshot.sample_costs),
             priced_cap=None if probe is None else stop,
             lowest_cost=_censored_lowest(snapshot, b),
             horizon_runs=snapshot.config.payback_horizon,
@@ -423,7 +443,9 @@ def _probe_cost(snapshot: JobSnapshot, batch_size: int) -> float | None:
     """The cap of a walk step nobody has priced yet (no cost per sample, no try stopped at
     the cap): an epoch of the best size. Its price raises it; a size that cannot be priced
     within it is stopped there, censored, with its cost per epoch learned. None: priced."""
-    if batch_size in snapshot.sample_costs or batch_size in snapshot.ledger.censored:
+    if _prices(snapshot, batch_size).get(batch_size) is not None:
+        return None
+    if batch_size in snapshot.ledger.censored:
         return None
     means = snapshot.success_mean_cost
     if not means:

@@ -42,6 +42,7 @@ def job_snapshot(state: JobState) -> JobSnapshot:
         missed=state.missed,
         ledger=state.ledger,
         sample_costs=sample_costs(state),
+        run_sample_costs=run_sample_costs(state),
         run_since_walk=run_since_walk(state),
     )
 
@@ -65,6 +66,25 @@ def sample_costs(state: JobState) -> dict[int, float]:
         if per_step is not None:
             costs[b] = per_step / b
     return costs
+
+
+def run_sample_costs(state: JobState) -> dict[int, float]:
+    """Where limits cannot move: per batch size that trained at the job's common limit (the
+    one most of its fixed-limit steps trained at), its cost per training sample there from
+    its own tries, whole or stopped. A short job's probe is priced by its own steps, which
+    no profile slice fits in."""
+    rows = state.ledger.fixed_limit_steps
+    steps_at: dict[int, int] = {}
+    for row in rows:
+        steps_at[row.power_limit_w] = steps_at.get(row.power_limit_w, 0) + row.steps
+    if not steps_at:
+        return {}
+    common = max(steps_at, key=lambda limit: (steps_at[limit], limit))
+    return {
+        row.batch_size: row.cost / (row.steps * row.batch_size)
+        for row in rows
+        if row.power_limit_w == common
+    }
 
 
 def budget_reference(config: JobConfig, exploration: Sequence[ExplorationStep]) -> JobConfig:

@@ -17,6 +17,7 @@ from zeus_airflow.core.domain.decision import (
     ExplorationStep,
     JobSnapshot,
     SizeEvidence,
+    StepsAtLimit,
 )
 from zeus_airflow.core.domain.figures import (
     ACCOUNTED,
@@ -133,6 +134,7 @@ __all__ = [
     "Shown",
     "SizeEvidence",
     "SliceInProgress",
+    "StepsAtLimit",
     "StopReason",
     "Successes",
     "TrainingFigures",

@@ -156,6 +156,21 @@ class CensoredTry:
 
 
 @dataclass(frozen=True)
+class StepsAtLimit:
+    """A batch size's tries at one power limit, held there for their whole training: what
+    their steps cost together. Where limits cannot move, every size shares the limit, so
+    these price sizes against each other without a profile (``snapshot.run_sample_costs``)."""
+
+    batch_size: int
+    power_limit_w: int
+    """The limit they trained at (W)."""
+    cost: float
+    """Their summed cost (job cost units)."""
+    steps: int
+    """Their summed training steps."""
+
+
+@dataclass(frozen=True)
 class BudgetLedger:
     """The exploration budget's books for one job on one GPU setup (``core/decide/budget.py``).
     Costs in the job's cost units."""
@@ -183,6 +198,10 @@ class BudgetLedger:
     success_epoch_s: Mapping[int, float] = field(default_factory=dict)
     """Per batch size, the mean seconds an epoch of its runs that reached the target took
     (each run's time over its epochs): whether a probe capped at an epoch can be priced."""
+    fixed_limit_steps: tuple[StepsAtLimit, ...] = ()
+    """The job's tries on this GPU setup that trained at a limit nobody moved (measure mode,
+    or limits that could not be changed), per batch size and limit: every try with steps,
+    stopped ones included."""
 
 
 @dataclass(frozen=True)
@@ -303,6 +322,11 @@ class JobSnapshot:
     """Per batch size whose power profile on this GPU setup measured the limit sizes are
     priced at (``translation.pricing_cost_per_step``): its cost per training sample there
     (job cost units)."""
+    run_sample_costs: Mapping[int, float] = field(default_factory=dict)
+    """Where limits cannot move: per batch size that trained at the job's common limit, its
+    cost per training sample there from its own tries' steps, a probe's stopped ones
+    included (``snapshot.run_sample_costs``); a unit of its own, never mixed with
+    ``sample_costs`` (a profile's slice leaves out what a whole try pays besides its steps)."""
     run_since_walk: frozenset[int] = frozenset()
     """With drift detection: the sizes with a cost observed after the pruning walk's last
     step (sampled, or run as the best known size, once the walk was over)."""

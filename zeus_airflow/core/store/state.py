@@ -19,6 +19,7 @@ from functools import cache
 from typing import Any
 
 from sqlalchemy import (
+    Boolean,
     ColumnElement,
     Connection,
     Integer,
@@ -27,6 +28,7 @@ from sqlalchemy import (
     bindparam,
     case,
     func,
+    or_,
     select,
     union_all,
 )
@@ -50,6 +52,7 @@ from zeus_airflow.core.domain import (
     PowerProfile,
     RecurrenceKey,
     SizeEvidence,
+    StepsAtLimit,
 )
 from zeus_airflow.core.domain.figures import (
     MAX_GPU_POWER_W,
@@ -206,6 +209,25 @@ _SUCCESS_EPOCH_S = (
     )
     .group_by(trials.c.batch_size)
 )
+# Steps at a limit nobody moved: a probe's own steps price its size where no profile can.
+_FIXED_LIMIT_STEPS = (
+    select(
+        trials.c.batch_size,
+        trials.c.power_limit_w,
+        func.sum(trials.c.cost),
+        func.sum(trials.c.steps),
+    )
+    .where(
+        trials.c.job_pk == _job,
+        *_HERE,
+        trials.c.steps > 0,
+        plausible("steps"),
+        plausible("power_limit_w"),
+        *MEASURED,
+        or_(trials.c.power_control == "none", bindparam("limits_fixed", type_=Boolean)),
+    )
+    .group_by(trials.c.batch_size, trials.c.power_limit_w)
+)
 _KNOWN_DEFAULT = select(func.coalesce(func.sum(DEFAULT_COST), 0.0), func.count()).where(
     *_DEFAULT_RUN, plausible("default_cost", DEFAULT_COST)
 )
@@ -355,7 +377,7 @@ def read_state(
         foreign=_foreign(conn, job, device, profiles),
         history=history,
         missed=missed,
-        ledger=_ledger(conn, here, config.default_batch_size, key),
+        ledger=_ledger(conn, here, config, key),
     )
 
 
@@ -422,7 +444,7 @@ def _recurrence_name(row: Any) -> str:
 
 
 def _ledger(
-    conn: Connection, here: dict[str, Any], default_batch_size: int, key: RecurrenceKey | None
+    conn: Connection, here: dict[str, Any], config: JobConfig, key: RecurrenceKey | None
 ) -> BudgetLedger:
     recurrences = conn.execute(_RECURRENCES, here).scalar() or 0
     tries, spent_here = 0, 0.0
@@ -436,7 +458,7 @@ def _ledger(
         )
         tries, spent_here = conn.execute(_IN_RECURRENCE, this).one()
     begun = tries > 0
-    default_runs = dict(here, b0=default_batch_size)
+    default_runs = dict(here, b0=config.default_batch_size)
     defaults = conn.execute(_DEFAULT_COSTS, default_runs).scalars()
     known_cost, known = conn.execute(_KNOWN_DEFAULT, default_runs).one()
     return BudgetLedger(
@@ -453,6 +475,12 @@ def _ledger(
         },
         success_epochs={int(b): float(e) for b, e in conn.execute(_SUCCESS_EPOCHS, here)},
         success_epoch_s={int(b): float(s) for b, s in conn.execute(_SUCCESS_EPOCH_S, here)},
+        fixed_limit_steps=tuple(
+            StepsAtLimit(int(b), int(limit), float(cost), int(steps))
+            for b, limit, cost, steps in conn.execute(
+                _FIXED_LIMIT_STEPS, dict(here, limits_fixed=config.profiler.mode == "measure")
+            )
+        ),
     )
 
 
