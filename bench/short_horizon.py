@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/short_horizon.py [--traces DIR] [--quick] [--modes optimize measure]
         [--budgets 0.1 none] [--frontier | --levers NAME ...] [--seeds 1 2 ...]
-        --output bench/short_horizon
+        [--short-runs] --output bench/short_horizon
 
 For each of the paper's 12 cells (V100 and A40 x 6 workloads) and seeds 1-5, and for each
 power-limit mode asked for (``optimize``, where Zeus sets limits; ``measure``, where limits
@@ -36,6 +36,9 @@ the budget from the second run), every epoch exponent as likely before the job m
 (``EPOCH_PRIOR_SHAPE`` 0), payback horizons of 7 and 28 runs, budgets 0.2 and 0.3.
 ``--levers`` runs only the arms named (the levers alone, the default arms already run),
 ``--seeds`` fewer seeds (the frontier was recorded with seeds 1-2: six levers, two modes).
+``--short-runs``: Zeus's profile slices longer than any traced epoch (``SHORT_RUNS``), so that
+no slice finishes within a size's first runs: how a job of runs a few seconds long is priced
+(in measure mode by its tries' own steps), on the traces' costs.
 ``--quick``: one cell, one seed, 20 recurrences, both modes (the suite runs it so the script
 cannot rot).
 """
@@ -172,12 +175,18 @@ class Path_:
         }
 
 
-Cell = tuple[str, str, int, str, int | None, str, dict[str, Lever]]
-"""(gpu, workload, seed, traces, recurrences or None, power-limit mode, arms)."""
+Cell = tuple[str, str, int, str, int | None, str, dict[str, Lever], dict[str, float]]
+"""(gpu, workload, seed, traces, recurrences or None, power-limit mode, arms, further job
+parameters of Zeus's arms)."""
+
+SHORT_RUNS = {"warmup_s": 600.0, "profile_s": 600.0}
+"""``--short-runs``: a profile slice (10 min of warm-up, 10 measured) longer than any traced
+epoch, so no slice finishes within a size's first runs: the pricing a job of runs a few
+seconds long gets, on the traces' costs."""
 
 
 def run_cell(cell: Cell) -> list[dict[str, object]]:
-    gpu, workload, seed, traces, recurrences, mode, arms = cell
+    gpu, workload, seed, traces, recurrences, mode, arms, further = cell
     default = simulate(
         SimulationSpec("default", gpu, workload, seed, traces, recurrences=recurrences)
     )
@@ -194,6 +203,7 @@ def run_cell(cell: Cell) -> list[dict[str, object]]:
                 "exploration_budget": lever.exploration_budget,
                 "payback_horizon": lever.payback_horizon,
                 "power_limit_mode": mode,
+                **further,
             },
         )
         with tuned(lever):
@@ -450,6 +460,12 @@ def options() -> argparse.Namespace:
         "--seeds", type=int, nargs="+", default=list(SEEDS), help="default: 1 2 3 4 5"
     )
     parser.add_argument(
+        "--short-runs",
+        action="store_true",
+        help="Zeus's profile slices longer than any epoch (warmup_s=profile_s=600): the "
+        "pricing of a job whose runs last seconds; the targets are shown, not enforced",
+    )
+    parser.add_argument(
         "--budgets",
         nargs="+",
         default=None,
@@ -480,12 +496,13 @@ def main() -> int:
     args = options()
     arms = arms_of(args)
     traces = str(resolve_traces_dir(args.traces))
+    further = SHORT_RUNS if args.short_runs else {}
     cells: list[Cell]
     if args.quick:
-        cells = [("v100", "imagenet", 1, traces, 20, mode, arms) for mode in args.modes]
+        cells = [("v100", "imagenet", 1, traces, 20, mode, arms, further) for mode in args.modes]
     else:
         cells = [
-            (g, w, s, traces, None, mode, arms)
+            (g, w, s, traces, None, mode, arms, further)
             for mode in args.modes
             for g in GPUS
             for w in WORKLOADS
@@ -511,11 +528,19 @@ def main() -> int:
         f"pay back within {DEFAULT_PAYBACK_HORIZON} runs (but where an arm says otherwise); "
         "regret in 1e6 cost units; all figures replayed from the paper's traces.",
     ]
+    if args.short_runs:
+        lines += [
+            "",
+            "Short runs: Zeus's profile slices (warmup_s=profile_s=600 s) are longer than any "
+            "traced epoch, so sizes are priced as a job of runs a few seconds long prices them; "
+            "the targets are the long jobs', shown and not enforced.",
+        ]
+    enforced = missed and not args.quick and not args.short_runs
     if missed and not args.quick:
         lines += ["", "Targets missed:", *[f"- {m}" for m in missed]]
     args.output.with_suffix(".md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
-    return 1 if missed and not args.quick else 0
+    return 1 if enforced else 0
 
 
 if __name__ == "__main__":

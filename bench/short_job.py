@@ -1,6 +1,7 @@
 """A short job's first weeks: real PyTorch on the CPU, a simulated GPU, Zeus against Default.
 
-    .venv/bin/python bench/short_job.py [--days 14] [--quick] --output bench/short_job
+    .venv/bin/python bench/short_job.py [--days 14] [--quick] [--train-samples N]
+        [--power-limit-mode optimize|measure] --output bench/short_job
 
 The example classifier (zeus_airflow/examples/classifier.py) retrained from scratch each day
 on that day's sample, with so little data that a run is a few dozen steps (2,048 samples,
@@ -20,10 +21,16 @@ import argparse
 import logging
 import sys
 from collections.abc import Callable
+from typing import cast
 
 from zeus_airflow.cli.options import add_output_option, bench_output
 from zeus_airflow.cli.output import write_csv
-from zeus_airflow.core.common.config import JobConfig
+from zeus_airflow.core.common.config import (
+    POWER_LIMIT_MODES,
+    JobConfig,
+    PowerLimitMode,
+    ProfilerConfig,
+)
 from zeus_airflow.core.decide.policy import DefaultPolicy, ZeusPolicy
 from zeus_airflow.core.devices.spec import open_device, parse_device
 from zeus_airflow.core.domain import RecurrenceKey
@@ -61,8 +68,15 @@ COLUMNS = [
 ]
 
 
-def engine(policy: ZeusPolicy | DefaultPolicy, name: str) -> Engine:
-    config = JobConfig(f"short.{name}", SIZES, B0, target_metric=0.85, max_epochs=10)
+def engine(policy: ZeusPolicy | DefaultPolicy, name: str, mode: str = "optimize") -> Engine:
+    config = JobConfig(
+        f"short.{name}",
+        SIZES,
+        B0,
+        target_metric=0.85,
+        max_epochs=10,
+        profiler=ProfilerConfig(mode=cast(PowerLimitMode, mode)),
+    )
     quiet = logging.getLogger(f"zeus_airflow.bench.{name}")
     quiet.setLevel(logging.ERROR)
     return Engine(
@@ -98,6 +112,13 @@ def main() -> int:
         help=f"samples a day (default {TRAIN_SAMPLES:,}: about 160 steps a run; 384: about "
         "30; 3840: about 300)",
     )
+    parser.add_argument(
+        "--power-limit-mode",
+        choices=POWER_LIMIT_MODES,
+        default="optimize",
+        help="Zeus's power_limit_mode (Default always trains at the GPUs' current limit, the "
+        "maximum; measure: Zeus trains there too, as where limits cannot move)",
+    )
     add_output_option(parser, "short_job")
     args = parser.parse_args()
     args.output = bench_output(args.output, args.quick, "short_job")
@@ -105,7 +126,8 @@ def main() -> int:
 
     torch.set_num_threads(1)
     days = 3 if args.quick else args.days
-    zeus, default = engine(ZeusPolicy(), "zeus"), engine(DefaultPolicy(), "default")
+    zeus = engine(ZeusPolicy(), "zeus", args.power_limit_mode)
+    default = engine(DefaultPolicy(), "default")
     rows: list[dict[str, object]] = []
     totals = {"zeus": [0.0, 0.0], "default": [0.0, 0.0]}
     for day in range(days):
