@@ -5,8 +5,10 @@ which never fails a task that trained. Each run's metrics and params equal the s
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,13 +34,16 @@ budget: on a loaded CI machine, importing mlflow and creating its SQLite store t
 @pytest.fixture
 def tracking_uri(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """A fresh MLflow tracking store that the task finds through MLFLOW_TRACKING_URI; no run
-    left active for the next test (``dag.test`` runs tasks in this process)."""
+    left active for the next test (``dag.test`` runs tasks in this process), nor an
+    experiment of this store made active by ``mlflow.set_experiment``."""
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     yield uri
     mlflow = sys.modules.get("mlflow")
     while mlflow is not None and mlflow.active_run() is not None:
         mlflow.end_run()
+    if mlflow is not None:
+        mlflow.tracking.fluent._active_experiment_id = None
 
 
 def replay_dag(dag_id: str, train: Any = replay_train, **operator_args: Any) -> Any:
@@ -246,6 +251,53 @@ def test_a_dead_tracking_server_holds_neither_training_nor_the_task(
     label = xcoms("mlflow_dead", dag_run.run_id, "train")["zeus_mlflow"]
     assert label["published"] is False and "within mlflow_budget_s" in label["why"]
     assert "the run's record is unpublished in MLflow" in log
+
+
+CREATION_WAITS_FOR_TRAINING = threading.Event()
+"""Set by the train function's first line; the run's creation waits for it."""
+
+
+def late_run_train(run: Any) -> Any:
+    """Begins before the task's run exists, and logs once MLFLOW_RUN_ID names it."""
+    CREATION_WAITS_FOR_TRAINING.set()
+    named_by = time.monotonic() + 30.0
+    while "MLFLOW_RUN_ID" not in os.environ and time.monotonic() < named_by:
+        time.sleep(0.05)
+    return logged_train(run)
+
+
+def test_what_the_train_function_logs_lands_in_a_run_created_after_training_began(
+    zeus_store_url: str, tracking_uri: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run created while the train function runs (here: once it has begun, on a SQLite
+    store taken for a tracking server) is named by MLFLOW_RUN_ID, so that the train
+    function's own ``mlflow.log_metric`` resumes it; the name is gone after the task."""
+    from zeus_airflow.integrations import mlflow as zeus_mlflow
+
+    create_run = zeus_mlflow._create_run
+
+    def created_after_training_began(*args: Any) -> Any:
+        assert CREATION_WAITS_FOR_TRAINING.wait(30.0)
+        return create_run(*args)
+
+    CREATION_WAITS_FOR_TRAINING.clear()
+    monkeypatch.delenv("MLFLOW_RUN_ID", raising=False)
+    monkeypatch.setattr(zeus_mlflow, "LOCAL_SCHEMES", ())  # training waits START_WAIT_S only
+    monkeypatch.setattr(zeus_mlflow, "_create_run", created_after_training_began)
+    dag = replay_dag("mlflow_late", train=late_run_train, mlflow_experiment="zeus-late")
+    dag_run = dag.test(logical_date=daily(1))
+
+    assert task_state(dag_run, "train") == ("success", 1)
+    import mlflow
+
+    (found,) = mlflow.search_runs(search_all_experiments=True, output_format="list")
+    assert found.info.run_name == f"mlflow_late.train.{dag_run.run_id}"
+    assert found.info.status == "FINISHED"
+    assert found.data.metrics["val_accuracy"] == 0.9  # the train function's, same run
+    assert_figures_in(found, zeus_store_url, "mlflow_late.train", dag_run.run_id)
+    assert "MLFLOW_RUN_ID" not in os.environ and mlflow.active_run() is None
+    label = xcoms("mlflow_late", dag_run.run_id, "train")["zeus_mlflow"]
+    assert label == {"published": True, "run_id": found.info.run_id, "why": None}
 
 
 @pytest.mark.parametrize("bad", [0, 0.5, 601, float("nan"), "10"])

@@ -16,8 +16,7 @@ the chosen batch size and power limit as the params ``zeus.batch_size`` and
 ``zeus.measurement``. The tracking URI is MLflow's own (``MLFLOW_TRACKING_URI``, or what the
 code set). Nothing here ever fails a task (the first rule: the model is trained): an MLflow
 error is a warning in the task log. mlflow is imported only when a task asks for an
-experiment or the train function imported it, always in the task's main thread (its import
-registers what a worker thread cannot).
+experiment or the train function imported it.
 
 Publishing never holds training (issue 48). Every request to the tracking server runs in a
 daemon thread of its own (:class:`Calls`), one after the other, and the task waits for them
@@ -28,11 +27,33 @@ function logs lands there); a run created later gets the figures after training.
 budget the record is labelled unpublished (:attr:`Tracking.unpublished`): a warning in the
 task log and the XCom ``zeus_mlflow``. A server that is down or never answers therefore costs
 training at most :data:`START_WAIT_S`, and the task at most the budget after it.
+
+mlflow's import takes seconds (3.6 s on a 2-core machine), more than :data:`START_WAIT_S`.
+For a run on a tracking server in a process that has not imported mlflow yet, the daemon
+thread imports it before creating the run, so that the import too is off the training's path
+(a module imports in any thread; the train function's own ``import mlflow`` waits for that
+import to end). Whether the store is a server is then read from ``MLFLOW_TRACKING_URI``
+without importing mlflow (unset: MLflow's default, a local store). Where mlflow is imported
+already (by the DAG file or the user's code, which may have called
+``mlflow.set_tracking_uri``), its ``get_tracking_uri()`` says; and for a local store,
+which training waits for anyway, mlflow is imported in the main thread, outside the budget,
+as before.
+
+A run created after training began (:class:`RunIdHandover`) is named by ``MLFLOW_RUN_ID``
+until training ends, where the user has not set it: MLflow's ``start_run()``, which a
+``mlflow.log_*`` call with no active run makes too, resumes the run it names, so that what the
+train function logs lands in the task's run all the same. Left: a train function that logs
+before the run exists (the creation's round trip, once mlflow's import, which its own
+``import mlflow`` waits for, has ended), or after ``set_experiment`` made another experiment
+active (the run is not named then: MLflow would refuse to resume it, an error in the train
+function's call), logs to a run of its own; Zeus's figures still go to the task's run.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import logging
+import os
 import sys
 import threading
 import time
@@ -58,6 +79,8 @@ the budget. A local store (``sqlite:``, ``file:``, a path) has no server that ca
 first use creates its tables, seconds, so training waits for it within the whole budget."""
 LOCAL_SCHEMES = ("sqlite", "file", "")
 """Tracking URI schemes of a store on the task's own disk (no scheme: a path)."""
+RUN_ID_ENV = "MLFLOW_RUN_ID"
+"""The run MLflow's ``start_run()`` resumes (and then removes from the environment)."""
 
 
 class Calls:
@@ -104,6 +127,45 @@ class _Call:
             self.done.set()
 
 
+class RunIdHandover:
+    """``MLFLOW_RUN_ID`` naming the task's run while the train function runs, for a run
+    created after training began: set by the thread that created it, only where the user has
+    not set it, and taken back once the run is active in the main thread or training ended
+    (tests, and a worker reusing its process, run many tasks in one process)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()  # offer against close: never set after training ended
+        self._open = True
+        self._named: str | None = None
+
+    def offer(self, run: Any) -> None:
+        """From the thread that created ``run``: name it, unless training is over."""
+        with self._lock:
+            if self._open and RUN_ID_ENV not in os.environ and _resumable(run):
+                self._named = os.environ[RUN_ID_ENV] = run.info.run_id
+
+    def close(self) -> None:
+        """Name the run no longer (MLflow removed the name if it resumed the run)."""
+        with self._lock:
+            self._open = False
+            if self._named is not None and os.environ.get(RUN_ID_ENV) == self._named:
+                del os.environ[RUN_ID_ENV]
+            self._named = None
+
+
+def _resumable(run: Any) -> bool:
+    """Whether MLflow's ``start_run()`` would resume ``run``: it refuses a run of another
+    experiment than the one ``set_experiment`` made active, an error in the train function's
+    own call (without the name, it starts a run of its own, as it would without Zeus)."""
+    try:
+        from mlflow.tracking import fluent
+
+        active = fluent._active_experiment_id
+        return active is None or str(active) == str(run.info.experiment_id)
+    except Exception:  # another MLflow's internals: no name, the figures still go to the run
+        return False
+
+
 @dataclass
 class Tracking:
     """The MLflow run a task's figures go to."""
@@ -116,8 +178,8 @@ class Tracking:
     """The creation of the run of ``mlflow_experiment``, while it may still come."""
     own_run_id: str | None = None
     """The run the task started for ``mlflow_experiment``; None: none (yet)."""
-    active: bool = False
-    """Whether the task's own run was active while the train function ran."""
+    handover: RunIdHandover = field(default_factory=RunIdHandover)
+    """``MLFLOW_RUN_ID`` for a run created after training began."""
     last_before: str | None = None
     """The last active run before training (a run the train function starts is another)."""
     run_id: str | None = None
@@ -142,34 +204,72 @@ def start(
     budget_s: float = DEFAULT_BUDGET_S,
 ) -> Tracking:
     """Before training: a run of ``experiment``, active while the train function runs when
-    the server creates it within :data:`START_WAIT_S`; without one, the last active run so
-    far (when mlflow is imported at all)."""
+    it is created within :data:`START_WAIT_S` (within the budget on a local store), named by
+    ``MLFLOW_RUN_ID`` when later; without one, the last active run so far (when mlflow is
+    imported at all)."""
     tracking = Tracking(budget_s=budget_s)
     if experiment is None and sys.modules.get("mlflow") is None:
         return tracking  # never imported (or made missing): no run can be active
+    if experiment is not None and _imports_off_training():
+        _start_run(tracking, experiment, run_name, log, on_server=True)
+        return tracking
     try:
-        mlflow = require("mlflow", "mlflow_experiment")  # in the main thread, before any call
+        mlflow = require("mlflow", "mlflow_experiment")  # a dict lookup once imported
     except Exception as err:
         warn(log, f"MLflow: could not start a run of experiment {experiment!r}", err)
         return tracking
-    tracking.calls = Calls(budget_s)
     if experiment is None:
+        tracking.calls = Calls(budget_s)
         tracking.last_before = _last_run_id(mlflow)
         return tracking
-    tracking.creating = tracking.calls.submit(lambda: _create_run(mlflow, experiment, run_name))
-    local = _scheme(mlflow.get_tracking_uri()) in LOCAL_SCHEMES
-    if tracking.calls.wait(tracking.creating, None if local else START_WAIT_S):
-        _created(tracking, log, experiment, activate=True)
-    else:
-        log.info(
-            "Zeus: MLflow has not created the run of experiment %r within %.1f s; training "
-            "starts without it, and its figures wait for it at most mlflow_budget_s=%g s "
-            "in all",
-            experiment,
-            START_WAIT_S,
-            budget_s,
-        )
+    on_server = _scheme(mlflow.get_tracking_uri()) not in LOCAL_SCHEMES
+    _start_run(tracking, experiment, run_name, log, on_server)
     return tracking
+
+
+def _imports_off_training() -> bool:
+    """Whether mlflow's import (seconds) goes to the thread that creates the run: mlflow is
+    installed but not imported (nor made missing), and ``MLFLOW_TRACKING_URI`` names a
+    tracking server (unset: MLflow's default, a local store, which training waits for
+    anyway: imported in the main thread there, outside the budget, as before)."""
+    if "mlflow" in sys.modules:
+        return False
+    if _scheme(os.environ.get("MLFLOW_TRACKING_URI", "")) in LOCAL_SCHEMES:
+        return False
+    return importlib.util.find_spec("mlflow") is not None  # not installed: said in the main
+
+
+def _start_run(
+    tracking: Tracking, experiment: str, run_name: str, log: logging.Logger, on_server: bool
+) -> None:
+    """The run's creation in the daemon thread (mlflow's import first where it is not
+    imported yet); training waits for it at most :data:`START_WAIT_S` on a tracking server,
+    else within the budget (a local store has no server that can hang)."""
+    tracking.calls = Calls(tracking.budget_s)
+    handover = tracking.handover
+    tracking.creating = tracking.calls.submit(
+        lambda: _import_and_create(experiment, run_name, handover)
+    )
+    if tracking.calls.wait(tracking.creating, START_WAIT_S if on_server else None):
+        _created(tracking, log, experiment, activate=True)
+        return
+    log.info(
+        "Zeus: MLflow has not created the run of experiment %r within %.1f s; training "
+        "starts without it (MLFLOW_RUN_ID names it once created, for what the train function "
+        "logs), and its figures wait for it at most mlflow_budget_s=%g s in all",
+        experiment,
+        START_WAIT_S,
+        tracking.budget_s,
+    )
+
+
+def _import_and_create(experiment: str, run_name: str, handover: RunIdHandover) -> Any:
+    """In the daemon thread: mlflow (imported here if it is not yet), the run created, and
+    named for the train function should training have begun."""
+    mlflow = require("mlflow", "mlflow_experiment")
+    run = _create_run(mlflow, experiment, run_name)
+    handover.offer(run)
+    return run
 
 
 def _scheme(uri: str) -> str:
@@ -193,8 +293,8 @@ def _created(tracking: Tracking, log: logging.Logger, experiment: str, activate:
         warn(log, f"MLflow: could not start a run of experiment {experiment!r}", job.error)
         return
     tracking.own_run_id = job.value.info.run_id
-    if activate:
-        tracking.active = _activate(job.value)
+    if activate and _activate(job.value):
+        tracking.handover.close()  # active in the main thread: no name needed
 
 
 def _activate(run: Any) -> bool:
@@ -212,13 +312,18 @@ def _activate(run: Any) -> bool:
 
 def _deactivate(run_id: str) -> None:
     """The task's run no longer active in this thread (``mlflow.end_run`` without its
-    request), the last active one as MLflow reckons it."""
-    from mlflow.tracking import fluent
+    request), the last active one as MLflow reckons it; nothing where it is not the active
+    run (never made active, or resumed through ``MLFLOW_RUN_ID`` and ended by the train
+    function)."""
+    try:
+        from mlflow.tracking import fluent
 
-    stack = fluent._active_run_stack.get()
-    if stack and stack[-1].info.run_id == run_id:
-        stack.pop()
-        fluent._last_active_run_id.set(run_id)
+        stack = fluent._active_run_stack.get()
+        if stack and stack[-1].info.run_id == run_id:
+            stack.pop()
+            fluent._last_active_run_id.set(run_id)
+    except Exception:  # another MLflow's internals: the run is still ended by its request
+        pass
 
 
 def _last_run_id(mlflow: Any) -> str | None:
@@ -232,6 +337,7 @@ def _last_run_id(mlflow: Any) -> str | None:
 def end_training(tracking: Tracking, failed: bool, log: logging.Logger) -> None:
     """After training: end the task's own run (FAILED when training raised), and find the
     run the figures go to, waiting for its creation within what is left of the budget."""
+    tracking.handover.close()  # before any wait: never named for the next task
     if tracking.calls is None and sys.modules.get("mlflow") is not None:
         tracking.calls = Calls(tracking.budget_s)  # the train function imported it
     calls = tracking.calls
@@ -245,8 +351,7 @@ def end_training(tracking: Tracking, failed: bool, log: logging.Logger) -> None:
             _created(tracking, log, "mlflow_experiment", activate=False)
         run_id = tracking.own_run_id
         if run_id is not None:
-            if tracking.active:
-                _deactivate(run_id)
+            _deactivate(run_id)  # made active before training, or resumed by the train function
             status = "FAILED" if failed else "FINISHED"
             calls.submit(lambda: _client().set_terminated(run_id, status))
             tracking.run_id = run_id
