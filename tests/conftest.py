@@ -62,6 +62,8 @@ SLOW_MODULES = frozenset(
 SLOW_TESTS = frozenset(
     {
         "test_airflow_compat.py::test_importing_on_airflow_3_1_names_the_supported_versions",
+        # replayed tasks in a process that has not imported mlflow
+        "test_integration_mlflow.py::test_a_dead_tracking_server_holds_neither_training_nor_the_task",
     }
 )
 """Single tests as ``<file>::<function>``: a fresh interpreter importing Airflow each."""
