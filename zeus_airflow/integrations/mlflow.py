@@ -28,14 +28,14 @@ budget the record is labelled unpublished (:attr:`Tracking.unpublished`): a warn
 task log and the XCom ``zeus_mlflow``. A server that is down or never answers therefore costs
 training at most :data:`START_WAIT_S`, and the task at most the budget after it.
 
-mlflow's import takes seconds (3.6 s on a 2-core machine), more than :data:`START_WAIT_S`.
-For a run on a tracking server in a process that has not imported mlflow yet, the daemon
-thread imports it before creating the run, so that the import too is off the training's path
-(a module imports in any thread; the train function's own ``import mlflow`` waits for that
-import to end). Whether the store is a server is then read from ``MLFLOW_TRACKING_URI``
-without importing mlflow (unset: MLflow's default, a local store). Where mlflow is imported
-already (by the DAG file or the user's code, which may have called
-``mlflow.set_tracking_uri``), its ``get_tracking_uri()`` says; and for a local store,
+mlflow's import takes seconds (2.4 s in a task's process on a 2-core machine), more than
+:data:`START_WAIT_S`. For a run on a tracking server in a process that has not imported
+mlflow yet, the daemon thread imports it before creating the run, so that the import too is
+off the training's path (a module imports in any thread; the train function's own
+``import mlflow`` waits for that import to end). Whether the store is a server is then read
+from ``MLFLOW_TRACKING_URI`` without importing mlflow (unset: MLflow's default, a local
+store). Where mlflow is imported already (by the DAG file or the user's code, which may have
+called ``mlflow.set_tracking_uri``), its ``get_tracking_uri()`` says; and for a local store,
 which training waits for anyway, mlflow is imported in the main thread, outside the budget,
 as before.
 
