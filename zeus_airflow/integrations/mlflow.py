@@ -30,8 +30,9 @@ training at most :data:`START_WAIT_S`, and the task at most the budget after it.
 
 mlflow's import takes seconds (2.4 s in a task's process on a 2-core machine), more than
 :data:`START_WAIT_S`. For a run on a tracking server in a process that has not imported
-mlflow yet, the daemon thread imports it before creating the run, so that the import too is
-off the training's path (a module imports in any thread; the train function's own
+mlflow yet, the daemon thread imports it before creating the run, and training does not wait
+for either (the run could not come within :data:`START_WAIT_S` anyway), so that the import too
+is off the training's path (a module imports in any thread; the train function's own
 ``import mlflow`` waits for that import to end). Whether the store is a server is then read
 from ``MLFLOW_TRACKING_URI`` without importing mlflow (unset: MLflow's default, a local
 store). Where mlflow is imported already (by the DAG file or the user's code, which may have
@@ -211,7 +212,8 @@ def start(
     if experiment is None and sys.modules.get("mlflow") is None:
         return tracking  # never imported (or made missing): no run can be active
     if experiment is not None and _imports_off_training():
-        _start_run(tracking, experiment, run_name, log, on_server=True)
+        # The import alone outlasts START_WAIT_S: training does not wait for it at all.
+        _start_run(tracking, experiment, run_name, log, wait_s=0.0)
         return tracking
     try:
         mlflow = require("mlflow", "mlflow_experiment")  # a dict lookup once imported
@@ -223,7 +225,7 @@ def start(
         tracking.last_before = _last_run_id(mlflow)
         return tracking
     on_server = _scheme(mlflow.get_tracking_uri()) not in LOCAL_SCHEMES
-    _start_run(tracking, experiment, run_name, log, on_server)
+    _start_run(tracking, experiment, run_name, log, START_WAIT_S if on_server else None)
     return tracking
 
 
@@ -240,17 +242,17 @@ def _imports_off_training() -> bool:
 
 
 def _start_run(
-    tracking: Tracking, experiment: str, run_name: str, log: logging.Logger, on_server: bool
+    tracking: Tracking, experiment: str, run_name: str, log: logging.Logger, wait_s: float | None
 ) -> None:
     """The run's creation in the daemon thread (mlflow's import first where it is not
-    imported yet); training waits for it at most :data:`START_WAIT_S` on a tracking server,
-    else within the budget (a local store has no server that can hang)."""
+    imported yet); training waits for it at most ``wait_s`` (None: within the budget, for a
+    local store, which has no server that can hang)."""
     tracking.calls = Calls(tracking.budget_s)
     handover = tracking.handover
     tracking.creating = tracking.calls.submit(
         lambda: _import_and_create(experiment, run_name, handover)
     )
-    if tracking.calls.wait(tracking.creating, START_WAIT_S if on_server else None):
+    if tracking.calls.wait(tracking.creating, wait_s):
         _created(tracking, log, experiment, activate=True)
         return
     log.info(
@@ -258,7 +260,7 @@ def _start_run(
         "starts without it (MLFLOW_RUN_ID names it once created, for what the train function "
         "logs), and its figures wait for it at most mlflow_budget_s=%g s in all",
         experiment,
-        START_WAIT_S,
+        wait_s,
         tracking.budget_s,
     )
 
