@@ -286,9 +286,9 @@ def test_a_dead_tracking_server_holds_neither_training_nor_the_task(
     zeus_store_url: str, dead_server: str, tmp_path: Path
 ) -> None:
     """Before training at most 1 s more than without MLflow (mlflow's import included); after
-    it at most the budget more; the record labelled unpublished in the task log and the XCom ``zeus_mlflow``. In a
-    fresh process that has not imported mlflow, as a task's process: its import (seconds) is
-    part of what the task with MLflow pays."""
+    it at most the budget more; the record labelled unpublished in the task log and the XCom
+    ``zeus_mlflow``. In a fresh process that has not imported mlflow, as a task's process: its
+    import (seconds) is part of what the task with MLflow pays."""
     timed, said = timed_tasks(tmp_path, dead_server)
     none, dead = timed["mlflow_none"], timed["mlflow_dead"]
     print(
