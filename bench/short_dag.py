@@ -1,7 +1,8 @@
 """A short daily ``@task.zeus`` job through the real scheduler on a busy machine: does the
 exploration budget hold, and what does the job's report say it saved?
 
-    .venv/bin/python bench/short_dag.py [--days 12] [--quick] --output bench/short_dag
+    .venv/bin/python bench/short_dag.py [--days 12] [--quick] [--power-limit-mode measure]
+        --output bench/short_dag
 
 Writes a DAG as a new user would from the README (``@task.zeus`` on a train function that
 retrains the example classifier from scratch on each day's sample with real PyTorch on the
@@ -58,6 +59,7 @@ def short_daily():
         target_metric=0.8,
         max_epochs=10,
         device="simulated:v100",
+        power_limit_mode="POWER_LIMIT_MODE",
     )
     def train(run: TrainingRun, day: str) -> float:
         """The day's sample: 1,536 points, about 150-190 steps at the default size."""
@@ -113,11 +115,15 @@ def read_json(env: dict[str, str], *command: str) -> Any:
     return json.loads(done.stdout)
 
 
-def run_days(days: int, work: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The DAG caught up over ``days`` days on a busy machine: its runs and its report."""
+def run_days(
+    days: int, work: Path, mode: str = "optimize"
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The DAG caught up over ``days`` days on a busy machine, its ``power_limit_mode``
+    ``mode``: its runs and its report."""
     pristine = migrated_db(work / "pristine")
     home = work / "airflow"
-    env = catching_up_home(home, pristine, f"{DAG_ID}.py", DAG_SOURCE, days)
+    source = DAG_SOURCE.replace("POWER_LIMIT_MODE", mode)
+    env = catching_up_home(home, pristine, f"{DAG_ID}.py", source, days)
     busy = subprocess.Popen([sys.executable, "-c", BUSY_LOOP])
     try:
         with running_servers(env, work) as started:
@@ -186,12 +192,18 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--days", type=int, default=12)
     parser.add_argument("--quick", action="store_true", help="2 days: that the script runs")
+    parser.add_argument(
+        "--power-limit-mode",
+        choices=("optimize", "measure"),
+        default="optimize",
+        help="the job's power_limit_mode (measure: as where limits cannot move)",
+    )
     add_output_option(parser, "short_dag")
     args = parser.parse_args()
     args.output = bench_output(args.output, args.quick, "short_dag")
     days = 2 if args.quick else args.days
     work = Path(tempfile.mkdtemp(prefix="zeus-short-dag-"))
-    runs, report = run_days(days, work)  # kept on failure, for its logs
+    runs, report = run_days(days, work, args.power_limit_mode)  # kept on failure, for its logs
     shutil.rmtree(work, ignore_errors=True)
     (job,) = report["jobs"]
     rows = rows_of(runs)
