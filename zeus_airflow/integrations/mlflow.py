@@ -255,12 +255,13 @@ def _start_run(
     if tracking.calls.wait(tracking.creating, wait_s):
         _created(tracking, log, experiment, activate=True)
         return
+    waited = "mlflow is imported beside training" if wait_s == 0 else f"not within {wait_s:.1f} s"
     log.info(
-        "Zeus: MLflow has not created the run of experiment %r within %.1f s; training "
-        "starts without it (MLFLOW_RUN_ID names it once created, for what the train function "
-        "logs), and its figures wait for it at most mlflow_budget_s=%g s in all",
+        "Zeus: the run of experiment %r is not created yet (%s); training starts without it "
+        "(MLFLOW_RUN_ID names it once created, for what the train function logs), and its "
+        "figures wait for it at most mlflow_budget_s=%g s in all",
         experiment,
-        wait_s,
+        waited,
         tracking.budget_s,
     )
 

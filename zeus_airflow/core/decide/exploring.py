@@ -110,7 +110,7 @@ def _too_short_to_price(snapshot: JobSnapshot) -> bool:
     them does not pay back within weeks, so it explores only with what it saved, as in its
     first week."""
     ledger = snapshot.ledger
-    if any(_prices(snapshot, b).get(b) is None for b in ledger.censored):
+    if any(_sample_cost(snapshot, b) is None for b in ledger.censored):
         return True
     if not snapshot.success_mean_cost:
         return False
@@ -239,6 +239,11 @@ def _prices(snapshot: JobSnapshot, batch_size: int) -> Mapping[int, float]:
     return snapshot.sample_costs
 
 
+def _sample_cost(snapshot: JobSnapshot, batch_size: int) -> float | None:
+    """``batch_size``'s cost per sample in its own unit (:func:`_prices`); None: unpriced."""
+    return _prices(snapshot, batch_size).get(batch_size)
+
+
 def _cost_reference(
     snapshot: JobSnapshot, batch_size: int, prices: Mapping[int, float] | None = None
 ) -> CostReference | None:
@@ -275,7 +280,7 @@ def estimated_cost(snapshot: JobSnapshot, batch_size: int) -> CostEstimate | Non
     """What a run of ``batch_size`` is expected to cost (``budget.cost_range``), from its
     cost per sample; None before it is known, or without a reference."""
     reference = _cost_reference(snapshot, batch_size)
-    sample_cost = _prices(snapshot, batch_size).get(batch_size)
+    sample_cost = _sample_cost(snapshot, batch_size)
     if reference is None or sample_cost is None:
         return None
     return cost_range(reference, batch_size, sample_cost)
@@ -443,9 +448,7 @@ def _probe_cost(snapshot: JobSnapshot, batch_size: int) -> float | None:
     """The cap of a walk step nobody has priced yet (no cost per sample, no try stopped at
     the cap): an epoch of the best size. Its price raises it; a size that cannot be priced
     within it is stopped there, censored, with its cost per epoch learned. None: priced."""
-    if _prices(snapshot, batch_size).get(batch_size) is not None:
-        return None
-    if batch_size in snapshot.ledger.censored:
+    if _sample_cost(snapshot, batch_size) is not None or batch_size in snapshot.ledger.censored:
         return None
     means = snapshot.success_mean_cost
     if not means:
