@@ -33,7 +33,9 @@ The targets (issues 34 and 46), for the budget arm:
 ``--frontier``: also the levers traded between safety, speed and regret, one row each and
 per mode: no first week (``core/decide/budget.py`` ``FIRST_WEEK`` 0: exploration may spend
 the budget from the second run), every epoch exponent as likely before the job measured one
-(``EPOCH_PRIOR_SHAPE`` 0), payback horizons of 7 and 28 runs, budgets 0.2 and 0.3.
+(``EPOCH_PRIOR_SHAPE`` 0), the cautious prior where limits are fixed too
+(``FIXED_LIMIT_EPOCH_PRIOR_SHAPE`` 3, the shipped point before measure mode got its own),
+payback horizons of 7 and 28 runs, budgets 0.2 and 0.3.
 ``--levers`` runs only the arms named (the levers alone, the default arms already run),
 ``--seeds`` fewer seeds (the frontier was recorded with seeds 1-2: six levers, two modes).
 ``--short-runs``: Zeus's profile slices longer than any traced epoch (``SHORT_RUNS``), so that
@@ -81,6 +83,8 @@ class Lever:
     """``budget.FIRST_WEEK``."""
     prior_shape: float | None = None
     """``budget.EPOCH_PRIOR_SHAPE``."""
+    fixed_limit_prior_shape: float | None = None
+    """``budget.FIXED_LIMIT_EPOCH_PRIOR_SHAPE``."""
 
 
 ARMS: dict[str, Lever] = {"budget": Lever(), "no budget": Lever(exploration_budget=None)}
@@ -90,6 +94,7 @@ FRONTIER: dict[str, Lever] = {
     **ARMS,
     "budget, no first week": Lever(first_week=0),
     "budget, flat epoch prior": Lever(prior_shape=0.0),
+    "budget, cautious prior where limits are fixed": Lever(fixed_limit_prior_shape=3.0),
     "budget, horizon 7": Lever(payback_horizon=7),
     "budget, horizon 28": Lever(payback_horizon=28),
     "budget 0.2": Lever(exploration_budget=0.2),
@@ -215,15 +220,17 @@ def run_cell(cell: Cell) -> list[dict[str, object]]:
 def tuned(lever: Lever) -> Iterator[None]:
     """The policy's module-level tuning set as ``lever`` says for one arm of the frontier,
     then put back (one process runs many cells); untouched where it says None."""
-    saved = budget.FIRST_WEEK, budget.EPOCH_PRIOR_SHAPE
+    saved = budget.FIRST_WEEK, budget.EPOCH_PRIOR_SHAPE, budget.FIXED_LIMIT_EPOCH_PRIOR_SHAPE
     if lever.first_week is not None:
         budget.FIRST_WEEK = lever.first_week
     if lever.prior_shape is not None:
         budget.EPOCH_PRIOR_SHAPE = lever.prior_shape
+    if lever.fixed_limit_prior_shape is not None:
+        budget.FIXED_LIMIT_EPOCH_PRIOR_SHAPE = lever.fixed_limit_prior_shape
     try:
         yield
     finally:
-        budget.FIRST_WEEK, budget.EPOCH_PRIOR_SHAPE = saved
+        budget.FIRST_WEEK, budget.EPOCH_PRIOR_SHAPE, budget.FIXED_LIMIT_EPOCH_PRIOR_SHAPE = saved
 
 
 def num(row: dict[str, object], column: str) -> float:

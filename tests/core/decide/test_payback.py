@@ -17,6 +17,8 @@ from zeus_airflow.core.common.cost import zeus_cost
 from zeus_airflow.core.common.traces import WorkloadTrace, load_workload_trace
 from zeus_airflow.core.decide.budget import (
     EPOCH_PRIOR_SHAPE,
+    FIXED_LIMIT_EPOCH_PRIOR_SHAPE,
+    PricedCap,
     bet_now,
     cost_range,
     epoch_exponent,
@@ -200,6 +202,45 @@ def test_a_try_whose_expected_saving_cannot_repay_it_is_not_made() -> None:
     promising = ZeusPolicy().decide(snapshot_with_priced(0.8), RNG)
     assert (promising.batch_size, promising.phase) == (16, "pruning")
     assert promising.early_stop_cost is not None and 80.0 < promising.early_stop_cost < 200.0
+
+
+def in_mode(snapshot: JobSnapshot, mode: str) -> JobSnapshot:
+    """``snapshot`` with its job in power-limit mode ``mode``."""
+    profiler = dataclasses.replace(snapshot.config.profiler, mode=mode)  # type: ignore[arg-type]
+    return dataclasses.replace(
+        snapshot, config=dataclasses.replace(snapshot.config, profiler=profiler)
+    )
+
+
+@pytest.mark.parametrize("sample_ratio", [1.15, 1.3])
+def test_where_limits_cannot_move_a_smaller_size_is_tried_for_the_epochs_it_may_save(
+    sample_ratio: float,
+) -> None:
+    """A smaller size dearer per sample (on most GPUs it is) wins only on fewer epochs. In
+    optimize mode the prior bets on as many epochs, and the limit's savings come without a
+    try; in measure mode the epochs are the only saving, so every exponent is as likely
+    (bench/gpu_recurring.py --simulated: 32 at 1.15 x 64's per sample needs 3 epochs to 64's
+    5-6) and the try is made, under the cap that pays back most."""
+    snapshot = snapshot_with_priced(sample_ratio)
+    optimize = ZeusPolicy().decide(in_mode(snapshot, "optimize"), RNG)
+    assert (optimize.batch_size, optimize.phase) == (32, "exploit")
+    measure = ZeusPolicy().decide(in_mode(snapshot, "measure"), RNG)
+    assert (measure.batch_size, measure.phase) == (16, "pruning")
+    cap = measure.budget_cap
+    assert cap is not None and cap.reference is not None
+    assert cap.reference.epoch_prior_shape == FIXED_LIMIT_EPOCH_PRIOR_SHAPE == 0.0
+    verdict = priced_verdict(
+        cost_range(cap.reference, 16, sample_ratio / 32), 100.0, 14, math.inf, 1.02, 0.0
+    )
+    assert isinstance(verdict, PricedCap) and verdict.payback > 0
+    # Still no blind bet: 1.6 x per sample wins only on nearly as many steps as 32's.
+    assert ZeusPolicy().decide(in_mode(snapshot_with_priced(1.6), "measure"), RNG).batch_size == 32
+    # Priced by whole tries' steps (runs shorter than a slice), a bet is a whole new try
+    # after a probe: the cautious prior stays (bench/short_horizon_short_runs.md).
+    by_steps = dataclasses.replace(
+        in_mode(snapshot, "measure"), sample_costs={}, run_sample_costs=snapshot.sample_costs
+    )
+    assert ZeusPolicy().decide(by_steps, RNG).phase == "exploit"
 
 
 def test_a_size_that_cannot_pay_back_stops_as_soon_as_it_is_priced() -> None:

@@ -258,7 +258,8 @@ def cost_range(reference: CostReference, batch_size: int, sample_cost: float) ->
     measured = reference.epoch_exponent
     least, most = (0.0, 1.0) if measured is None else measured
     epochs = [ratio**k for k in (least, most)]
-    shape = EPOCH_PRIOR_SHAPE if measured is None else 0.0
+    prior = reference.epoch_prior_shape
+    shape = 0.0 if measured is not None else EPOCH_PRIOR_SHAPE if prior is None else prior
     return CostEstimate(
         scaled * min(epochs) * low,
         scaled,
@@ -297,7 +298,18 @@ EPOCH_PRIOR_SHAPE = 3.0
 """The belief over the epochs' exponent ``k`` before the job has measured how its epochs
 scale: density ``(1 - k) ** EPOCH_PRIOR_SHAPE`` on [0, 1], most of it near 0 (as many
 epochs as the reference: how most neighbouring sizes train). Once it has measured it
-(:func:`epoch_exponent`), every exponent of the measured range is as likely."""
+(:func:`epoch_exponent`), every exponent of the measured range is as likely. Where limits
+cannot move, :data:`FIXED_LIMIT_EPOCH_PRIOR_SHAPE` instead."""
+
+FIXED_LIMIT_EPOCH_PRIOR_SHAPE = 0.0
+"""The epochs' prior where the power limit cannot move and a slice in a size's own first run
+prices it (measure mode: ``exploring._epoch_prior_shape``): every exponent in [0, 1] as
+likely. There a size's epochs are the job's only saving, and a smaller size costs more per
+sample on most GPUs, so the cautious prior (as many epochs) never lets the job try one;
+where the limit moves, the limit's savings come without a try and the cautious prior keeps
+the budget for them. A price from whole tries' steps (runs shorter than a slice) keeps the
+cautious prior: there a bet is a whole try after a probe already stopped, and the flat prior
+lost more than it found (the frontier: bench/short_horizon.md)."""
 
 
 def _exponent_quantile(least: float, most: float, u: float, shape: float) -> float:

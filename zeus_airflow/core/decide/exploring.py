@@ -7,6 +7,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import replace
 
+from zeus_airflow.core.decide import budget
 from zeus_airflow.core.decide.best import NoFeasibleBatchSizeError, best_success_size, bound_for
 from zeus_airflow.core.decide.budget import (
     RESERVE_Z,
@@ -272,8 +273,17 @@ def _cost_reference(
             near,
             batch_size,
         ),
+        epoch_prior_shape=_epoch_prior_shape(snapshot, prices),
         drift_spread=snapshot.drift.stale_spread if snapshot.drift else 0.0,
     )
+
+
+def _epoch_prior_shape(snapshot: JobSnapshot, prices: Mapping[int, float]) -> float | None:
+    """The epochs' prior where limits cannot move (``budget.FIXED_LIMIT_EPOCH_PRIOR_SHAPE``)
+    and a slice in a size's own first run prices it (in measure mode); None: the usual one,
+    as for a price from whole tries' steps (a job of runs shorter than a slice)."""
+    sliced = snapshot.config.profiler.mode == "measure" and prices is snapshot.sample_costs
+    return budget.FIXED_LIMIT_EPOCH_PRIOR_SHAPE if sliced else None
 
 
 def estimated_cost(snapshot: JobSnapshot, batch_size: int) -> CostEstimate | None:

@@ -87,7 +87,11 @@ class CostReference:
     """How the epochs to target may scale from this size's to the priced size's: as
     ``batch_size ** k`` for ``k`` in this range (0: as many epochs, as many samples; 1: as
     many steps), as the job's own sizes measured it (``budget.epoch_exponent``); None before
-    they did (the prior, ``budget.EPOCH_PRIOR_SHAPE``)."""
+    they did (the prior, ``epoch_prior_shape``)."""
+    epoch_prior_shape: float | None = None
+    """Before the job measured how its epochs scale, the belief's shape over ``k``: density
+    ``(1 - k) ** shape`` on [0, 1] (0: every exponent as likely); None:
+    ``budget.EPOCH_PRIOR_SHAPE``."""
     drift_spread: float = 0.0
     """After a change drift detection found, how far the drift may have moved sizes apart
     (relative; ``DriftFound.stale_spread``), else 0: the epochs' scaling between sizes that
