@@ -453,7 +453,8 @@ def options() -> argparse.Namespace:
         "--frontier",
         action="store_true",
         help="also the levers traded between safety, speed and regret: no first week, a flat "
-        "epoch prior, payback horizons 7 and 28, budgets 0.2 and 0.3 (one row each)",
+        "epoch prior, the cautious one where limits are fixed, payback horizons 7 and 28, "
+        "budgets 0.2 and 0.3 (one row each)",
     )
     parser.add_argument(
         "--levers",
