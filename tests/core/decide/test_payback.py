@@ -398,3 +398,28 @@ def test_a_measure_mode_job_finds_a_smaller_size_that_wins_on_its_epochs(seed: i
     ratios = np.cumsum(zeus.cost) / np.cumsum(default.cost)
     assert ratios.max() <= 1.10 and ratios[6] <= 1.0 + 1e-9
     assert ratios[-1] < 0.80
+
+
+def test_gpus_whose_limits_cannot_change_run_a_job_as_measure_mode_does() -> None:
+    """No root and no zeusd, a MIG slice, a limit another task holds: the job keeps its
+    ``power_limit_mode`` (optimize here), its GPUs measure at the current limit, and it
+    decides as a measure-mode job, betting on a smaller size's epochs the same way."""
+    runs = 14
+    trace = load_workload_trace(TRACES, "v100", "cifar100")
+    gpu = CountingGPU(trace)
+    gpu.limits_fixed_because = "a MIG instance: its power limit is the whole GPU's"
+    spec = SimulationSpec("zeus", "v100", "cifar100", 1, str(TRACES), runs)
+    config = job_config(trace, spec)
+    assert config.profiler.mode == "optimize"
+    engine = Engine(SQLStore.in_memory(), gpu, config, seed=1, heartbeat_s=None)
+    train = ReplayTraining(gpu, seed=1)
+    costs = []
+    for day in range(runs):
+        train.recurrence = day
+        result = engine.run_recurrence(train, RecurrenceKey(f"day-{day}"))
+        costs.append(sum(t.outcome.cost for t in result.tries))
+    assert gpu.sets == 0
+    measure = simulate(dataclasses.replace(spec, job={"power_limit_mode": "measure"}))
+    assert costs == pytest.approx(list(measure.cost), rel=1e-9)
+    default = simulate(dataclasses.replace(spec, policy="default"))
+    assert np.sum(costs) / np.sum(default.cost) < 0.80

@@ -6,6 +6,7 @@ and ``Reader`` alone, as ``test_store_contract.py`` does for ``Store``."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import pytest
@@ -80,6 +81,20 @@ def test_the_versions_latest_state(books: Books) -> None:
         assert state.job == job and list(state.history) == [32]  # r1's finished try
         latest = reader.latest_tries([job.id])[job.id]
         assert (latest.phase, latest.job_phase) == ("exploit", "sampling")
+
+
+def test_the_latest_device_is_fixed_where_its_latest_try_could_not_change_its_limits(
+    books: Books,
+) -> None:
+    with books.store.reader() as reader:
+        device = reader.latest_device(books.job.id)
+        assert device is not None and not device.limits_fixed  # r2 runs, nothing said yet
+    third = begin(books.store, books.job, ti("r3"), decide=deciding(64, "exploit"))
+    fixed = dataclasses.replace(outcome(64), power_control="none")  # a MIG slice, say
+    books.store.finish_trial(third, fixed, observed=True)
+    with books.store.reader() as reader:
+        device = reader.latest_device(books.job.id)
+        assert device is not None and device.limits_fixed
 
 
 def test_tries_runs_and_their_sums(books: Books) -> None:

@@ -303,13 +303,14 @@ cannot move, :data:`FIXED_LIMIT_EPOCH_PRIOR_SHAPE` instead."""
 
 FIXED_LIMIT_EPOCH_PRIOR_SHAPE = 0.0
 """The epochs' prior where the power limit cannot move and a slice in a size's own first run
-prices it (measure mode: ``exploring._epoch_prior_shape``): every exponent in [0, 1] as
-likely. There a size's epochs are the job's only saving, and a smaller size costs more per
-sample on most GPUs, so the cautious prior (as many epochs) never lets the job try one;
-where the limit moves, the limit's savings come without a try and the cautious prior keeps
-the budget for them. A price from whole tries' steps (runs shorter than a slice) keeps the
-cautious prior: there a bet is a whole try after a probe already stopped, and the flat prior
-lost more than it found (the frontier: bench/short_horizon.md)."""
+prices it (measure mode, or GPUs whose limits the task cannot change:
+``exploring._epoch_prior_shape``): every exponent in [0, 1] as likely. There a size's epochs
+are the job's only saving, and a smaller size costs more per sample on most GPUs, so the
+cautious prior (as many epochs) never lets the job try one; where the limit moves, the
+limit's savings come without a try and the cautious prior keeps the budget for them. A price
+from whole tries' steps (runs shorter than a slice) keeps the cautious prior: there a bet is
+a whole try after a probe already stopped, and the flat prior lost more than it found (the
+frontier: bench/short_horizon.md)."""
 
 
 def _exponent_quantile(least: float, most: float, u: float, shape: float) -> float:

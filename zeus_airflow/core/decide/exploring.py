@@ -280,9 +280,9 @@ def _cost_reference(
 
 def _epoch_prior_shape(snapshot: JobSnapshot, prices: Mapping[int, float]) -> float | None:
     """The epochs' prior where limits cannot move (``budget.FIXED_LIMIT_EPOCH_PRIOR_SHAPE``)
-    and a slice in a size's own first run prices it (in measure mode); None: the usual one,
-    as for a price from whole tries' steps (a job of runs shorter than a slice)."""
-    sliced = snapshot.config.profiler.mode == "measure" and prices is snapshot.sample_costs
+    and a slice in a size's own first run prices it; None: the usual one, as for a price
+    from whole tries' steps (a job of runs shorter than a slice)."""
+    sliced = snapshot.limits_fixed and prices is snapshot.sample_costs
     return budget.FIXED_LIMIT_EPOCH_PRIOR_SHAPE if sliced else None
 
 

@@ -44,6 +44,7 @@ def job_snapshot(state: JobState) -> JobSnapshot:
         sample_costs=sample_costs(state),
         run_sample_costs=run_sample_costs(state),
         run_since_walk=run_since_walk(state),
+        gpu_limits_fixed=state.device.limits_fixed,
     )
 
 

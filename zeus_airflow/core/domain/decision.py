@@ -334,6 +334,15 @@ class JobSnapshot:
     run_since_walk: frozenset[int] = frozenset()
     """With drift detection: the sizes with a cost observed after the pruning walk's last
     step (sampled, or run as the best known size, once the walk was over)."""
+    gpu_limits_fixed: bool = False
+    """The task cannot change its GPUs' limits (``DeviceInfo.limits_fixed``), whatever the
+    job's ``power_limit_mode``."""
+
+    @property
+    def limits_fixed(self) -> bool:
+        """The run decided for trains at limits nobody moves: ``power_limit_mode="measure"``,
+        or GPUs whose limits the task cannot change."""
+        return self.config.profiler.mode == "measure" or self.gpu_limits_fixed
 
 
 @dataclass(frozen=True)

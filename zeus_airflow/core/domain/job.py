@@ -84,6 +84,10 @@ class DeviceInfo:
     measurement: MeasurementKind
     power_limits_w: tuple[int, ...]
     """Candidate limits, highest first."""
+    limits_fixed: bool = False
+    """The task cannot change these GPUs' limits (a MIG instance, no root and no zeusd, a
+    limit another task holds, zeusd unreachable): its tries measure at the current limits,
+    as in measure mode, whatever the job's ``power_limit_mode``."""
 
 
 @dataclass(frozen=True)

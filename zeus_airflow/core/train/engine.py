@@ -324,7 +324,7 @@ class Engine:
                     key,
                     attempt,
                     self.decide,
-                    self.device_info,
+                    self._device_now(),
                     frozenset(failed),
                     self.heartbeat_s,
                     missed=frozenset(missed),
@@ -373,7 +373,7 @@ class Engine:
             return report  # in the outbox: the store does not hold the try yet
         try:
             with self.store.reader() as reader:
-                state = reader.job_state(job, self.device_info)
+                state = reader.job_state(job, self._device_now())
             phase = self.policy.job_phase(job_snapshot(state))
             if phase is not None:
                 self.store.record_job_phase(report.trial_id, phase)
@@ -651,6 +651,11 @@ class Engine:
                 "%s; it is kept in the outbox and the next run records it late", failure
             )
             self.unrecorded.append(replace(pending, failure=failure))
+
+    def _device_now(self) -> DeviceInfo:
+        """The GPUs as the next decision sees them: whether their limits can be changed may
+        change within a recurrence (a refusal freezes them)."""
+        return replace(self.device_info, limits_fixed=self.device.limits_fixed_because is not None)
 
     def _say_if_limits_are_fixed(self) -> None:
         """Once per recurrence (a task): the GPUs' limits cannot be changed (a MIG instance,

@@ -124,18 +124,20 @@ class JobReads(Reads):
 
     def latest_device(self, job_pk: int) -> DeviceInfo | None:
         """The GPU setup the version's latest try ran on (without candidate limits, which
-        only the grid baseline needs); None before any try."""
+        only the grid baseline needs), its limits fixed where that try could not change
+        them; None before any try."""
         latest = self.conn.execute(
-            select(trials.c.gpu_model, trials.c.gpu_count, trials.c.measurement)
+            select(
+                trials.c.gpu_model, trials.c.gpu_count, trials.c.measurement, trials.c.power_control
+            )
             .where(trials.c.job_pk == job_pk)
             .order_by(*_LATEST)
             .limit(1)
         ).first()
-        return (
-            DeviceInfo(latest.gpu_model, latest.gpu_count, latest.measurement, ())
-            if latest
-            else None
-        )
+        if latest is None:
+            return None
+        fixed = latest.power_control == "none"
+        return DeviceInfo(latest.gpu_model, latest.gpu_count, latest.measurement, (), fixed)
 
     def job_state(self, version: Version | JobRef, device: DeviceInfo) -> JobState:
         """What a decision for this version on ``device`` would read (``read_state``)."""
